@@ -1,0 +1,1 @@
+"""ptxkit.cfg: control-flow graphs, dataflow, and the generic/async proxy-fence pass."""

@@ -1,0 +1,1 @@
+"""ptxkit.generators: layouts and PTX generators for register-level reductions."""

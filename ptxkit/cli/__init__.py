@@ -1,0 +1,1 @@
+"""The ``ptxkit`` command line: one module per subcommand, imported only when run."""

@@ -1,0 +1,95 @@
+"""What every subcommand shares: reading input, writing output atomically, and
+turning errors into ``file:line:col: error: …`` diagnostics with the right exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import traceback
+
+EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 101
+
+
+class UsageError(Exception):
+    """A problem with how the command was called or with its input (exit code 2)."""
+
+
+def run_command(run, args) -> int:
+    """Call a subcommand's `run(args)`, mapping exceptions to diagnostics and exit codes."""
+    from ptxkit.errors import PtxSyntaxError
+
+    try:
+        return run(args)
+    except PtxSyntaxError as err:
+        print(err.format(), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except UsageError as err:
+        print(f"ptxkit: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as err:
+        name = f"{err.filename}: " if err.filename else ""
+        print(f"ptxkit: error: {name}{err.strerror or err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # pragma: no cover - e.g. `ptxkit fence x.ptx | head`
+        return EXIT_OK
+    except Exception:  # a bug in ptxkit: say so, with the traceback
+        traceback.print_exc()
+        print("ptxkit: internal error (this is a bug in ptxkit; please report it)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def read_input(path: str) -> tuple[bytes, str]:
+    """Read a file, or standard input for ``-``; returns (bytes, display name)."""
+    if path == "-":
+        return sys.stdin.buffer.read(), "<stdin>"
+    with open(path, "rb") as handle:
+        return handle.read(), path
+
+
+def parse_input(path: str):
+    """Read and parse a PTX input (file or ``-``) into a `Module`."""
+    from ptxkit import parse
+
+    data, name = read_input(path)
+    return parse(data, name)
+
+
+def write_output(text: str, path: str | None) -> None:
+    """Write `text` to `path` atomically (temporary file + rename), or to stdout.
+
+    On any error the destination is left as it was: never a partial file.
+    """
+    if path is None or path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    write_atomically(path, text.encode("utf-8"))
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Replace `path` with `data` in one rename, keeping an existing file's mode."""
+    directory = os.path.dirname(os.path.abspath(path))
+    mode = None
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        pass
+    fd, temporary = tempfile.mkstemp(prefix=".ptxkit-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,59 @@
+"""``ptxkit``: the command-line entry point.
+
+Each subcommand lives in its own module with ``add_arguments(parser)`` and
+``run(args) -> int``; only the module of the command being run is imported, so
+``ptxkit --help`` and ``ptxkit --version`` start fast.
+
+Exit codes: 0 success, 1 ``--check`` found problems, 2 bad usage or bad input,
+101 an internal error (a bug in ptxkit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: subcommand -> (module, one-line help)
+COMMANDS = {
+    "parse": ("ptxkit.cli.parse_cmd", "check PTX files and print a summary line per function"),
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; only `command`'s own arguments are loaded."""
+    from ptxkit import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="ptxkit",
+        description="Read, check, rewrite, generate, assemble and run NVIDIA PTX.",
+    )
+    parser.add_argument("--version", action="version", version=f"ptxkit {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, summary) in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=summary, description=summary)
+        if name == command:
+            importlib.import_module(module).add_arguments(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``ptxkit`` with `argv` (default: ``sys.argv[1:]``); returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    command = command if command in COMMANDS else None
+    parser = build_parser(command)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse: --help, --version, usage errors (2)
+        return int(exit_.code or 0)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    from .common import run_command
+
+    return run_command(importlib.import_module(COMMANDS[args.command][0]).run, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""Function signatures and declarations (``.reg``, variables, parameters).
+
+>>> from ptxkit import parse
+>>> m = parse(".version 8.0\\n.target sm_90\\n.address_size 64\\n"
+...           ".visible .entry k(.param .u64 .ptr .global .align 16 k_p0, .param .align 64 .b8 tmap[128])"
+...           "\\n.maxntid 128, 1, 1\\n{\\n\\t.reg .b32 %r<3>;\\n\\tret;\\n}\\n")
+>>> sig = m.functions[0].signature
+>>> sig.name, sig.kind, sig.linkage, [p.name for p in sig.params], sig.params[0].pointer_space
+('k', 'entry', ('.visible',), ['k_p0', 'tmap'], '.global')
+>>> sig.directives
+(('.maxntid', '128, 1, 1'),)
+>>> m.functions[0].body.items[0].declaration.registers()
+['%r0', '%r1', '%r2']
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .isa import LINKAGES
+
+_COMMENT = re.compile(r"//[^\n]*|/\*[\s\S]*?\*/")
+_DECL_SPACES = (".reg", ".global", ".shared", ".local", ".const", ".param", ".tex", ".sreg")
+_TOKEN = re.compile(
+    r"\.align\s+\d+|\.attribute\s*\((?:[^()]|\([^()]*\))*\)|\.ptr|\.[A-Za-z_][\w]*(?:::[\w]+)*"
+    r"|[%A-Za-z_$][\w$]*(?:\s*<\s*\d+\s*>)?(?:\s*\[\s*\w*\s*\])*|,|\S"
+)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A function parameter: ``.param .u64 .ptr .global .align 16 name`` or ``.reg .b32 x``."""
+
+    space: str
+    type: str | None
+    name: str
+    align: int | None = None
+    array: tuple[int | None, ...] = ()
+    pointer_space: str | None = None
+    pointer_align: int | None = None
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A parsed function header."""
+
+    kind: str
+    name: str
+    linkage: tuple[str, ...]
+    return_params: tuple[Param, ...]
+    params: tuple[Param, ...]
+    directives: tuple[tuple[str, str], ...]
+
+    @property
+    def noreturn(self) -> bool:
+        return any(name == ".noreturn" for name, _ in self.directives)
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A ``.reg`` or variable declaration: one state space and type, several names."""
+
+    linkage: tuple[str, ...]
+    space: str
+    type: str | None
+    align: int | None
+    attributes: tuple[str, ...]
+    names: tuple[str, ...]
+    initializer: str | None
+
+    def registers(self) -> list[str]:
+        """The declared names with ``%r<N>`` ranges expanded."""
+        out: list[str] = []
+        for name in self.names:
+            match = re.fullmatch(r"(.+?)\s*<\s*(\d+)\s*>", name)
+            if match:
+                out.extend(f"{match.group(1)}{i}" for i in range(int(match.group(2))))
+            else:
+                out.append(name)
+        return out
+
+    @property
+    def base_names(self) -> list[str]:
+        """The declared identifiers without array dimensions."""
+        return [re.match(r"[%A-Za-z_$][\w$]*", name).group() for name in self.names]
+
+
+_HEADER = re.compile(
+    r"\s*(?P<linkage>(?:\.(?:visible|extern|weak|common)\s+)*)\.(?P<kind>entry|func)(?![\w$])\s*"
+    r"(?P<attribute>\.attribute\s*\((?:[^()]|\([^()]*\))*\)\s*)?"
+    r"(?:\((?P<ret>[^()]*)\)\s*)?"
+    r"(?P<name>[A-Za-z_$%][\w$]*)\s*"
+    r"(?:\((?P<params>[^()]*)\))?"
+    r"(?P<rest>[\s\S]*)"
+)
+
+
+_DIRECTIVE = re.compile(r'(\.[A-Za-z_]\w*)((?:\s*(?:"[^"]*"|[^.\s;"]+))*)\s*;?')
+_DIRECTIVES = re.compile(rf"(?:\s*{_DIRECTIVE.pattern})*\s*")
+
+
+def parse_signature(function) -> Signature:
+    """Parse a `Function` node's header text; raises `PtxSyntaxError` if malformed."""
+    text = _COMMENT.sub(lambda m: " " * len(m.group()), function.text)
+    match = _HEADER.fullmatch(text)
+    if match is None:
+        at = len(text) - len(text.lstrip())
+        raise function.error("expected a function name and parameter list after .entry/.func", at)
+    rest = match.group("rest").strip()
+    if rest.endswith(";"):
+        rest = rest[:-1].rstrip()
+    if not _DIRECTIVES.fullmatch(rest):
+        at = match.start("rest") + (len(match.group("rest")) - len(match.group("rest").lstrip()))
+        raise function.error("expected performance directives (.maxntid, .reqntid, …) after the parameters", at)
+    directives = [(name, args.strip()) for name, args in _DIRECTIVE.findall(rest)]
+    linkage = tuple(match.group("linkage").split())
+    return Signature(
+        kind=match.group("kind"),
+        name=match.group("name"),
+        linkage=linkage,
+        return_params=_params(function, match, "ret"),
+        params=_params(function, match, "params"),
+        directives=tuple(directives),
+    )
+
+
+def _params(function, match, group: str) -> tuple[Param, ...]:
+    text = match.group(group)
+    if text is None or not text.strip():
+        return ()
+    params = []
+    pos = match.start(group)
+    for piece in text.split(","):
+        params.append(_param(function, piece, pos + len(piece) - len(piece.lstrip())))
+        pos += len(piece) + 1
+    return tuple(params)
+
+
+def _param(function, text: str, offset: int) -> Param:
+    tokens = [t for t in _TOKEN.findall(text) if t.strip()]
+    space = tokens[0] if tokens else ""
+    if space not in (".param", ".reg"):
+        raise function.error("expected '.param' or '.reg' to start a parameter", offset)
+    align = pointer_space = pointer_align = type_ = None
+    saw_ptr = False
+    name = None
+    for token in tokens[1:]:
+        if token.startswith(".align"):
+            value = int(token.split()[-1])
+            if saw_ptr:
+                pointer_align = value
+            else:
+                align = value
+        elif token == ".ptr":
+            saw_ptr = True
+        elif token.startswith(".") and saw_ptr and token in (".global", ".shared", ".const", ".local"):
+            pointer_space = token
+        elif token.startswith("."):
+            type_ = token
+        elif name is None:
+            name = token
+        else:
+            raise function.error(f"unexpected {token!r} in parameter", offset)
+    if name is None:
+        raise function.error("expected a parameter name", offset)
+    base, array = _declarator(name)
+    return Param(space, type_, base, align, array, pointer_space, pointer_align)
+
+
+def _declarator(name: str) -> tuple[str, tuple[int | None, ...]]:
+    base = re.match(r"[%A-Za-z_$][\w$]*", name).group()
+    dims = tuple(int(d, 0) if d.strip() else None for d in re.findall(r"\[\s*(\w*)\s*\]", name))
+    return base, dims
+
+
+_DECLARATION_START = re.compile(
+    r"(?:\.(?:visible|extern|weak|common)\s+)*\.(?:reg|global|shared|local|const|param|tex|sreg)(?![\w$])"
+)
+
+
+def parse_declaration(directive) -> Declaration | None:
+    """Parse a ``.reg``/variable directive (None for other directives)."""
+    text = directive.text
+    if text[-1] != ";" or not _DECLARATION_START.match(text):
+        return None
+    text = _COMMENT.sub(lambda m: " " * len(m.group()), text[:-1])
+    head, eq, initializer = text.partition("=")
+    tokens = [t for t in _TOKEN.findall(head) if t.strip()]
+    linkage = []
+    while tokens and tokens[0] in LINKAGES:
+        linkage.append(tokens.pop(0))
+    if not tokens or tokens[0] not in _DECL_SPACES:
+        return None
+    space = tokens.pop(0)
+    align = type_ = None
+    attributes, names = [], []
+    for token in tokens:
+        if token.startswith(".align"):
+            align = int(token.split()[-1])
+        elif token.startswith("."):
+            attributes.append(token)
+        elif token != ",":
+            names.append(re.sub(r"\s+", "", token))
+    types = [a for a in attributes if re.fullmatch(r"\.(?:[bsuf]\d+|f16x2|bf16x2|bf16|e4m3x2|e5m2x2|pred|tf32|texref|samplerref|surfref)", a)]
+    if types:
+        type_ = types[-1]
+        attributes.remove(type_)
+    if not names:
+        raise directive.error(f"expected a name in the {space} declaration", len(directive.text) - 1)
+    return Declaration(
+        tuple(linkage), space, type_, align, tuple(attributes), tuple(names),
+        initializer.strip() if eq else None,
+    )

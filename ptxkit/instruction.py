@@ -1,0 +1,325 @@
+"""The structured view of an instruction: guard, opcode, modifiers, operands.
+
+The view is computed from the instruction's own text, on first use, so parsing and
+printing large files never pays for it.
+
+>>> from ptxkit import parse_statement
+>>> inst = parse_statement("@!%p1 ld.shared::cta.v2.f32 {%f1, %f2}, [%r4+16];")
+>>> inst.guard, inst.base, inst.modifiers, inst.state_space
+(Guard(register='%p1', negated=True), 'ld', ('shared::cta', 'v2', 'f32'), 'shared::cta')
+>>> [(op.kind, op.text) for op in inst.operands]
+[('vector', '{%f1, %f2}'), ('memory', '[%r4+16]')]
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from typing import NamedTuple
+
+from .isa import SPECIAL_REGISTER_PATTERN, STATE_SPACES
+
+
+class Guard(NamedTuple):
+    """An instruction's predicate guard: ``@%p`` or ``@!%p``."""
+
+    register: str
+    negated: bool = False
+
+    def __str__(self) -> str:
+        return f"@{'!' if self.negated else ''}{self.register}"
+
+
+class Operand(NamedTuple):
+    """One operand, with its kind and exact text.
+
+    kind:
+        ``register`` (``%r1``, ``!%p``; `negated` set), ``special`` (``%tid.x``),
+        ``immediate`` (`value` holds the number), ``symbol`` (a label or variable,
+        `value` holds a ``+imm`` offset), ``sink`` (``_``), ``pair`` (``%p|%q``),
+        ``vector`` (``{a, b}``), ``list`` (``(a, b)`` in calls) or ``memory``
+        (``[base+imm]``: `name` is the base, `value` the displacement, `elements`
+        the base operand and any further operands such as tensor coordinates).
+    offset:
+        Where the operand starts in the instruction's text.
+    """
+
+    kind: str
+    text: str
+    offset: int
+    name: str | None = None
+    value: int | float | None = None
+    negated: bool = False
+    elements: tuple = ()
+
+    @property
+    def registers(self) -> tuple[str, ...]:
+        """Every register name this operand reads or writes (recursively).
+
+        >>> from ptxkit import parse_statement
+        >>> parse_statement("st.shared.v2.b32 [%r1+8], {%r2, _};").operands[0].registers
+        ('%r1',)
+        """
+        if self.kind in ("register", "special"):
+            return (self.name,)
+        found: list[str] = []
+        for element in self.elements:
+            found.extend(element.registers)
+        return tuple(found)
+
+
+class InstructionView(NamedTuple):
+    """Everything an analysis needs to know about an instruction's text."""
+
+    guard: Guard | None
+    opcode: str
+    base: str
+    modifiers: tuple[str, ...]
+    operands: tuple[Operand, ...]
+
+    @property
+    def state_spaces(self) -> tuple[str, ...]:
+        """The state-space modifiers in order (``cp.async.bulk`` names two)."""
+        return tuple(m for m in self.modifiers if m in STATE_SPACES)
+
+    @property
+    def state_space(self) -> str | None:
+        """The first state-space modifier, or None (generic addressing, non-memory)."""
+        for modifier in self.modifiers:
+            if modifier in STATE_SPACES:
+                return modifier
+        return None
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*[\s\S]*?\*/")
+_HEAD = re.compile(
+    r"\s*(?:@\s*(!?)\s*([%A-Za-z_$][\w$]*)\s+)?"  # guard
+    r"([A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*)"  # opcode and modifiers
+    r"(?=[\s;{(\[]|$)\s*"
+)
+_NUMBER = (
+    r"[+-]?(?:0[fF][0-9A-Fa-f]{8}|0[dD][0-9A-Fa-f]{16}|0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?"
+    r"|(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+U?)"
+)
+_SIMPLE = re.compile(
+    rf"(?P<special>!?{SPECIAL_REGISTER_PATTERN})"
+    rf"|(?P<register>!?%[A-Za-z_$][\w$]*)"
+    rf"|(?P<immediate>{_NUMBER})"
+    rf"|(?P<sink>_)"
+    rf"|(?P<symbol>!?[A-Za-z_$][\w$]*(?:\s*[+-]\s*{_NUMBER})?)"
+)
+_PAIR = re.compile(r"(!?%?[A-Za-z_$][\w$]*)\s*\|\s*(%?[A-Za-z_$][\w$]*)")
+_ADDRESS = re.compile(
+    rf"(?P<base>%[A-Za-z_$][\w$]*(?:\.[xyzw])?|[A-Za-z_$][\w$]*|{_NUMBER})"
+    rf"(?:\s*(?P<sign>[+-])\s*(?P<disp>{_NUMBER}))?"
+)
+_SYMBOL = re.compile(rf"([A-Za-z_$][\w$]*)(?:\s*([+-])\s*({_NUMBER}))?")
+_FAST_OPERAND = re.compile(
+    rf"\s*(?:(!?{SPECIAL_REGISTER_PATTERN})|(!?%[A-Za-z_$][\w$]*)|(_)(?![\w$])|([A-Za-z_$][\w$]*)(?![\w$])"
+    rf"|({_NUMBER})(?![\w$.])"
+    rf"|(\[\s*(%?[A-Za-z_$][\w$]*)\s*(?:([+-])\s*({_NUMBER})\s*)?\])"
+    rf"|(\{{[^{{}}\[\]()|]*\}}))\s*(?:,|$)"
+)
+_SPECIAL, _REGISTER, _SINK, _SYMBOL_KIND, _IMMEDIATE, _MEMORY, _BASE, _SIGN, _DISP, _VECTOR = range(1, 11)
+KIND_NAMES = {_SPECIAL: "special", _REGISTER: "register"}
+_SPLIT_FAST = re.compile(r"[\[\]{}()]")
+
+
+def parse_instruction(node) -> InstructionView:
+    """Parse an `Instruction` node's text into an `InstructionView`.
+
+    Raises `PtxSyntaxError` (at the offending column) for malformed text.
+    """
+    text = node.text
+    if "/" in text:  # blank out comments, keeping every offset
+        text = _COMMENT.sub(lambda m: " " * len(m.group()), text)
+    head = _HEAD.match(text)
+    if head is None:
+        at = len(text) - len(text.lstrip())
+        if text[at : at + 1] == "@":
+            raise node.error("expected a predicate register and an opcode after '@'", at)
+        raise node.error("expected an opcode", at)
+    negation, register, opcode = head.groups()
+    guard = Guard(register, negation == "!") if register else None
+    parts = opcode.split(".")
+    operands = _parse_operands(node, text, head.end(), text.rindex(";"))
+    return InstructionView(guard, opcode, parts[0], tuple(parts[1:]), operands)
+
+
+def _parse_operands(node, text: str, start: int, end: int) -> tuple[Operand, ...]:
+    if not text[start:end].strip():
+        return ()
+    fast = _fast_operands(text, start, end)
+    if fast is not None:
+        return fast
+    return tuple(_operand(node, text, a, b) for a, b in _split(node, text, start, end, ","))
+
+
+def _fast_operands(text: str, start: int, end: int) -> tuple[Operand, ...] | None:
+    """One regex pass over common operand lists; None when the general path is needed."""
+    operands = []
+    append = operands.append
+    pos = start
+    match = _FAST_OPERAND.match
+    while pos < end:
+        m = match(text, pos, end)
+        if m is None:
+            return None
+        kind = m.lastindex
+        at, stop = m.span(kind)
+        operand = text[at:stop]
+        if kind <= _REGISTER:  # special or ordinary register, maybe negated
+            name = KIND_NAMES[kind]
+            if operand[0] == "!":
+                append(Operand(name, operand, at, operand[1:], None, True))
+            else:
+                append(Operand(name, operand, at, operand))
+        elif kind == _SYMBOL_KIND:
+            append(Operand("symbol", operand, at, operand))
+        elif kind == _IMMEDIATE:
+            append(Operand("immediate", operand, at, None, parse_number(operand)))
+        elif kind == _MEMORY:
+            base = m.group(_BASE)
+            disp = m.group(_DISP)
+            value = 0 if disp is None else parse_number(disp) * (-1 if m.group(_SIGN) == "-" else 1)
+            base_op = Operand("register" if base[0] == "%" else "symbol", base, m.start(_BASE), base)
+            append(Operand("memory", operand, at, base, value, False, (base_op,)))
+        elif kind == _VECTOR:
+            elements = _fast_operands(text, at + 1, stop - 1)
+            if elements is None:
+                return None
+            append(Operand("vector", operand, at, None, None, False, elements))
+        else:
+            append(Operand("sink", operand, at))
+        pos = m.end()
+        if pos == end and text[pos - 1] == ",":
+            return None  # a trailing comma: let the general path report it
+    return tuple(operands)
+
+
+def _split(node, text: str, start: int, end: int, separator: str) -> list[tuple[int, int]]:
+    """Split text[start:end] at top-level separators into (start, end) spans."""
+    body = text[start:end]
+    if not _SPLIT_FAST.search(body):
+        spans, pos = [], start
+        for piece in body.split(separator):
+            spans.append((pos, pos + len(piece)))
+            pos += len(piece) + 1
+        return spans
+    spans, depth, pos = [], [], start
+    closers = {"[": "]", "{": "}", "(": ")"}
+    for i in range(start, end):
+        char = text[i]
+        if char in closers:
+            depth.append(closers[char])
+        elif char in "]})":
+            if not depth or depth.pop() != char:
+                raise node.error(f"unbalanced {char!r} in operands", i)
+        elif char == separator and not depth:
+            spans.append((pos, i))
+            pos = i + 1
+    if depth:
+        raise node.error(f"expected {depth[-1]!r} to close the operand", end)
+    spans.append((pos, end))
+    return spans
+
+
+def _operand(node, text: str, start: int, end: int) -> Operand:
+    raw = text[start:end]
+    stripped = raw.strip()
+    offset = start + (len(raw) - len(raw.lstrip()))
+    if not stripped:
+        raise node.error("expected an operand", offset)
+    first = stripped[0]
+    if first == "[":
+        return _memory(node, text, offset, offset + len(stripped))
+    if first in "{(":
+        if stripped[-1] != ("}" if first == "{" else ")"):
+            raise node.error(f"unexpected text after {first!r}…{'}' if first == '{' else ')'}", offset)
+        inner = _split(node, text, offset + 1, offset + len(stripped) - 1, ",")
+        if len(inner) == 1 and not text[inner[0][0] : inner[0][1]].strip():
+            elements = ()
+        else:
+            elements = tuple(_operand(node, text, a, b) for a, b in inner)
+        return Operand("vector" if first == "{" else "list", stripped, offset, elements=elements)
+    match = _SIMPLE.fullmatch(stripped)
+    if match is None:
+        pair = _PAIR.fullmatch(stripped)
+        if pair is None:
+            raise node.error(f"unexpected operand {stripped!r}", offset)
+        elements = (
+            _operand(node, text, offset + pair.start(1), offset + pair.end(1)),
+            _operand(node, text, offset + pair.start(2), offset + pair.end(2)),
+        )
+        return Operand("pair", stripped, offset, elements=elements)
+    kind = match.lastgroup
+    if kind == "register" or kind == "special":
+        if first == "!":
+            return Operand(kind, stripped, offset, stripped[1:], None, True)
+        return Operand(kind, stripped, offset, stripped)
+    if kind == "immediate":
+        return Operand("immediate", stripped, offset, value=parse_number(stripped))
+    if kind == "sink":
+        return Operand("sink", stripped, offset)
+    return _symbol(stripped, offset, negated=first == "!")  # inline-asm predicates: !P1
+
+
+def _symbol(text: str, offset: int, negated: bool) -> Operand:
+    name, sign, disp = _SYMBOL.fullmatch(text[1:] if negated else text).groups()
+    value = None
+    if disp is not None:
+        value = parse_number(disp) * (-1 if sign == "-" else 1)
+    return Operand("symbol", text, offset, name=name, value=value, negated=negated)
+
+
+def _memory(node, text: str, start: int, end: int) -> Operand:
+    if text[end - 1] != "]":
+        raise node.error("unexpected text after ']'", start)
+    spans = _split(node, text, start + 1, end - 1, ",")
+    a, b = spans[0]
+    raw = text[a:b]
+    inner_offset = a + (len(raw) - len(raw.lstrip()))
+    address = _ADDRESS.fullmatch(raw.strip())
+    if address is None:
+        raise node.error("expected an address: [register], [register+imm], [symbol+imm] or [imm]", inner_offset)
+    base_text = address.group("base")
+    base = _operand(node, text, inner_offset, inner_offset + len(base_text))
+    displacement = 0
+    if address.group("disp") is not None:
+        displacement = parse_number(address.group("disp")) * (-1 if address.group("sign") == "-" else 1)
+    extra = tuple(_operand(node, text, x, y) for x, y in spans[1:])
+    return Operand(
+        "memory",
+        text[start:end],
+        start,
+        name=base.name if base.kind != "immediate" else None,
+        value=displacement,
+        elements=(base, *extra),
+    )
+
+
+def parse_number(text: str) -> int | float:
+    """The value of a PTX numeric literal (``0f``/``0d`` floats are decoded).
+
+    >>> parse_number("0f3F800000"), parse_number("-0x10"), parse_number("017"), parse_number("5U")
+    (1.0, -16, 15, 5)
+    """
+    if text.isdigit() and (text[0] != "0" or len(text) == 1):
+        return int(text)
+    sign = -1 if text[0] == "-" else 1
+    body = text.lstrip("+-")
+    prefix = body[:2].lower()
+    if prefix == "0f":
+        return sign * struct.unpack(">f", bytes.fromhex(body[2:]))[0]
+    if prefix == "0d":
+        return sign * struct.unpack(">d", bytes.fromhex(body[2:]))[0]
+    body = body.rstrip("U")
+    if prefix == "0x":
+        return sign * int(body[2:], 16)
+    if prefix == "0b":
+        return sign * int(body[2:], 2)
+    if "." in body or "e" in body or "E" in body:
+        return sign * float(body)
+    if len(body) > 1 and body[0] == "0":
+        return sign * int(body, 8)
+    return sign * int(body)
