@@ -206,20 +206,21 @@ def _split(node, text: str, start: int, end: int, separator: str) -> list[tuple[
             spans.append((pos, pos + len(piece)))
             pos += len(piece) + 1
         return spans
-    spans, depth, pos = [], [], start
+    spans, open_brackets, pos = [], [], start
     closers = {"[": "]", "{": "}", "(": ")"}
     for i in range(start, end):
         char = text[i]
         if char in closers:
-            depth.append(closers[char])
+            open_brackets.append(i)
         elif char in "]})":
-            if not depth or depth.pop() != char:
+            if not open_brackets or closers[text[open_brackets.pop()]] != char:
                 raise node.error(f"unbalanced {char!r} in operands", i)
-        elif char == separator and not depth:
+        elif char == separator and not open_brackets:
             spans.append((pos, i))
             pos = i + 1
-    if depth:
-        raise node.error(f"expected {depth[-1]!r} to close the operand", end)
+    if open_brackets:
+        at = open_brackets[-1]
+        raise node.error(f"expected {closers[text[at]]!r} to close this {text[at]!r}", at)
     spans.append((pos, end))
     return spans
 

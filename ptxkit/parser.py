@@ -45,7 +45,7 @@ _SECTION = rf'\.section(?![\w$])[^{{}};"/]*+\{{(?:[^}}"/]++|{_STRING}|{_COMMENT}
 _FUNCTION = (
     rf"(?:\.(?:visible|extern|weak|common){_WS}++)*+\.(?:entry|func)(?![\w$])"
     rf'(?:{_WS}*+(?:\.pragma{_WS}*+{_STRING}{_WS}*+;|[^\s;{{}}/"]++|{_STRING}|{_COMMENT}|{_SLASH}))*+'
-    rf"(?:{_WS}*+;)?"
+    rf"(?:{_WS}*+(;))?"  # group: the ';' that makes the header a declaration
 )
 _LABEL = rf"{_IDENT}[ \t]*+:(?!:)"
 
@@ -56,7 +56,7 @@ _BODY_PIECE = (
 )
 # Structure: a step at module level is a function header or a run of directives; in a
 # body it is a brace or a run of statements. Runs are scanned into nodes only on use.
-_MODULE_STEP = re.compile(rf"({_TRIVIA})(?:({_FUNCTION})|(?:{_MODULE_PIECE})++)")
+_MODULE_STEP = re.compile(rf"({_TRIVIA})(?:({_FUNCTION})|(?:{_MODULE_PIECE})++)")  # groups 1-3
 _BODY_STEP = re.compile(rf"({_TRIVIA})(?:(\{{)|(\}})|(?:{_BODY_PIECE})++)")
 _BODY_OPEN = re.compile(rf"({_TRIVIA})\{{")
 # One piece of a run (or a statement given for insertion), with the trivia before it.
@@ -162,7 +162,7 @@ def _build(module: Module, source: Source) -> None:
                 function = Function(prefix, m.group(2), pos + len(prefix), module)
                 segments.append(function)
                 pos = m.end()
-                if function.text.endswith(";"):
+                if m.group(3):  # a declaration: no body follows
                     continue
                 opening = _BODY_OPEN.match(text, pos)
                 if opening is None:
