@@ -23,9 +23,14 @@ from .isa import LINKAGES
 _COMMENT = re.compile(r"//[^\n]*|/\*[\s\S]*?\*/")
 _DECL_SPACES = (".reg", ".global", ".shared", ".local", ".const", ".param", ".tex", ".sreg")
 _TOKEN = re.compile(
-    r"\.align\s+\d+|\.attribute\s*\((?:[^()]|\([^()]*\))*\)|\.ptr|\.[A-Za-z_][\w]*(?:::[\w]+)*"
-    r"|[%A-Za-z_$][\w$]*(?:\s*<\s*\d+\s*>)?(?:\s*\[\s*\w*\s*\])*|,|\S"
+    r"\.align\s+\d+(?![\w$])|\.attribute\s*\((?:[^()]|\([^()]*\))*\)|\.[A-Za-z_][\w]*(?:::[\w]+)*"
+    r"|[%A-Za-z_$][\w$]*(?:\s*<\s*\d+\s*>)?(?:\s*\[\s*\d*\s*\])*(?![\w$])|,|\S+"
 )
+_TYPE = re.compile(
+    r"\.(?:[bsu](?:8|16|32|64|128)|f16|f32|f64|f16x2|bf16|bf16x2|tf32|e4m3|e5m2|e4m3x2|e5m2x2|[su]16x2"
+    r"|pred|texref|samplerref|surfref)"
+)
+_POINTER_SPACES = (".global", ".shared", ".const", ".local")
 
 
 @dataclass(frozen=True)
@@ -138,27 +143,25 @@ def _params(function, match, group: str) -> tuple[Param, ...]:
 
 
 def _param(function, text: str, offset: int) -> Param:
-    tokens = [t for t in _TOKEN.findall(text) if t.strip()]
+    tokens = _TOKEN.findall(text)
     space = tokens[0] if tokens else ""
     if space not in (".param", ".reg"):
         raise function.error("expected '.param' or '.reg' to start a parameter", offset)
-    align = pointer_space = pointer_align = type_ = None
+    align = pointer_space = pointer_align = type_ = name = None
     saw_ptr = False
-    name = None
     for token in tokens[1:]:
-        if token.startswith(".align"):
-            value = int(token.split()[-1])
+        if token.startswith(".align "):
             if saw_ptr:
-                pointer_align = value
+                pointer_align = int(token.split()[-1])
             else:
-                align = value
+                align = int(token.split()[-1])
         elif token == ".ptr":
             saw_ptr = True
-        elif token.startswith(".") and saw_ptr and token in (".global", ".shared", ".const", ".local"):
+        elif saw_ptr and token in _POINTER_SPACES:
             pointer_space = token
-        elif token.startswith("."):
+        elif _TYPE.fullmatch(token) and type_ is None:
             type_ = token
-        elif name is None:
+        elif name is None and _is_declarator(token):
             name = token
         else:
             raise function.error(f"unexpected {token!r} in parameter", offset)
@@ -168,9 +171,13 @@ def _param(function, text: str, offset: int) -> Param:
     return Param(space, type_, base, align, array, pointer_space, pointer_align)
 
 
+def _is_declarator(token: str) -> bool:
+    return token[0] in "%$_" or token[0].isalpha()
+
+
 def _declarator(name: str) -> tuple[str, tuple[int | None, ...]]:
     base = re.match(r"[%A-Za-z_$][\w$]*", name).group()
-    dims = tuple(int(d, 0) if d.strip() else None for d in re.findall(r"\[\s*(\w*)\s*\]", name))
+    dims = tuple(int(d) if d else None for d in re.findall(r"\[\s*(\d*)\s*\]", name))
     return base, dims
 
 
@@ -186,27 +193,30 @@ def parse_declaration(directive) -> Declaration | None:
         return None
     text = _COMMENT.sub(lambda m: " " * len(m.group()), text[:-1])
     head, eq, initializer = text.partition("=")
-    tokens = [t for t in _TOKEN.findall(head) if t.strip()]
+    tokens = _TOKEN.findall(head)
     linkage = []
     while tokens and tokens[0] in LINKAGES:
         linkage.append(tokens.pop(0))
-    if not tokens or tokens[0] not in _DECL_SPACES:
-        return None
     space = tokens.pop(0)
     align = type_ = None
     attributes, names = [], []
+    expect_name = True
     for token in tokens:
-        if token.startswith(".align"):
+        if token.startswith(".align "):
             align = int(token.split()[-1])
-        elif token.startswith("."):
+        elif _TYPE.fullmatch(token) and type_ is None and not names:
+            type_ = token
+        elif re.fullmatch(r"\.v[248]|\.attribute\s*\(.*\)|\.ptr", token, re.S) and not names:
             attributes.append(token)
-        elif token != ",":
+        elif token == "," and not expect_name:
+            expect_name = True
+        elif expect_name and _is_declarator(token):
             names.append(re.sub(r"\s+", "", token))
-    types = [a for a in attributes if re.fullmatch(r"\.(?:[bsuf]\d+|f16x2|bf16x2|bf16|e4m3x2|e5m2x2|pred|tf32|texref|samplerref|surfref)", a)]
-    if types:
-        type_ = types[-1]
-        attributes.remove(type_)
-    if not names:
+            expect_name = False
+        else:
+            at = directive.text.find(token)
+            raise directive.error(f"unexpected {token!r} in the {space} declaration", max(at, 0))
+    if not names or expect_name:
         raise directive.error(f"expected a name in the {space} declaration", len(directive.text) - 1)
     return Declaration(
         tuple(linkage), space, type_, align, tuple(attributes), tuple(names),

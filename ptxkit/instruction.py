@@ -123,6 +123,7 @@ _FAST_OPERAND = re.compile(
 _SPECIAL, _REGISTER, _SINK, _SYMBOL_KIND, _IMMEDIATE, _MEMORY, _BASE, _SIGN, _DISP, _VECTOR = range(1, 11)
 KIND_NAMES = {_SPECIAL: "special", _REGISTER: "register"}
 _SPLIT_FAST = re.compile(r"[\[\]{}()]")
+_new = tuple.__new__  # builds the named tuples below without their Python-level __new__
 
 
 def parse_instruction(node) -> InstructionView:
@@ -140,14 +141,15 @@ def parse_instruction(node) -> InstructionView:
             raise node.error("expected a predicate register and an opcode after '@'", at)
         raise node.error("expected an opcode", at)
     negation, register, opcode = head.groups()
-    guard = Guard(register, negation == "!") if register else None
-    parts = opcode.split(".")
+    guard = _new(Guard, (register, negation == "!")) if register else None
+    dot = opcode.find(".")
+    base, modifiers = (opcode, ()) if dot < 0 else (opcode[:dot], tuple(opcode[dot + 1 :].split(".")))
     operands = _parse_operands(node, text, head.end(), text.rindex(";"))
-    return InstructionView(guard, opcode, parts[0], tuple(parts[1:]), operands)
+    return _new(InstructionView, (guard, opcode, base, modifiers, operands))
 
 
 def _parse_operands(node, text: str, start: int, end: int) -> tuple[Operand, ...]:
-    if not text[start:end].strip():
+    if start == end:
         return ()
     fast = _fast_operands(text, start, end)
     if fast is not None:
@@ -169,28 +171,28 @@ def _fast_operands(text: str, start: int, end: int) -> tuple[Operand, ...] | Non
         at, stop = m.span(kind)
         operand = text[at:stop]
         if kind <= _REGISTER:  # special or ordinary register, maybe negated
-            name = KIND_NAMES[kind]
             if operand[0] == "!":
-                append(Operand(name, operand, at, operand[1:], None, True))
+                append(_new(Operand, (KIND_NAMES[kind], operand, at, operand[1:], None, True, ())))
             else:
-                append(Operand(name, operand, at, operand))
+                append(_new(Operand, (KIND_NAMES[kind], operand, at, operand, None, False, ())))
         elif kind == _SYMBOL_KIND:
-            append(Operand("symbol", operand, at, operand))
+            append(_new(Operand, ("symbol", operand, at, operand, None, False, ())))
         elif kind == _IMMEDIATE:
-            append(Operand("immediate", operand, at, None, parse_number(operand)))
+            append(_new(Operand, ("immediate", operand, at, None, parse_number(operand), False, ())))
         elif kind == _MEMORY:
             base = m.group(_BASE)
             disp = m.group(_DISP)
             value = 0 if disp is None else parse_number(disp) * (-1 if m.group(_SIGN) == "-" else 1)
-            base_op = Operand("register" if base[0] == "%" else "symbol", base, m.start(_BASE), base)
-            append(Operand("memory", operand, at, base, value, False, (base_op,)))
+            base_kind = "register" if base[0] == "%" else "symbol"
+            base_op = _new(Operand, (base_kind, base, m.start(_BASE), base, None, False, ()))
+            append(_new(Operand, ("memory", operand, at, base, value, False, (base_op,))))
         elif kind == _VECTOR:
             elements = _fast_operands(text, at + 1, stop - 1)
             if elements is None:
                 return None
-            append(Operand("vector", operand, at, None, None, False, elements))
+            append(_new(Operand, ("vector", operand, at, None, None, False, elements)))
         else:
-            append(Operand("sink", operand, at))
+            append(_new(Operand, ("sink", operand, at, None, None, False, ())))
         pos = m.end()
         if pos == end and text[pos - 1] == ",":
             return None  # a trailing comma: let the general path report it

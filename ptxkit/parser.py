@@ -14,9 +14,9 @@ does not fit, which is then diagnosed.
 
 from __future__ import annotations
 
-import gc
 import re
 
+from ._gc import paused_gc
 from .errors import PtxSyntaxError, Source
 from .syntax import Block, Directive, Function, Instruction, Label, Module, Node
 
@@ -207,13 +207,8 @@ def _build(module: Module, source: Source) -> None:
 
 def scan_runs(container: Node, segments: list) -> list[Node]:
     """Turn a container's lazy segments into nodes (runs were validated by `_build`)."""
-    enabled = gc.isenabled()  # see `ptxkit._gc`: bulk allocation, collector paused
-    gc.disable()
-    try:
+    with paused_gc():
         return _scan_runs(container, segments)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _scan_runs(container: Node, segments: list) -> list[Node]:
