@@ -34,7 +34,7 @@ _HOW_TO_GET = (
     "install the CUDA toolkit, or `pip install \"ptxkit[toolkit]\"` (the nvidia-cuda-nvcc wheel), "
     "or set $PTXAS to a ptxas binary"
 )
-_ARCH = re.compile(r"sm_\d+[af]?")
+_ARCH = re.compile(r"sm_[1-9]\d[0-9]?[af]?")
 _VERSION = re.compile(r"release (\d+\.\d+), V(\d+(?:\.\d+)*)")
 _MESSAGE = re.compile(
     r"ptxas (?:(?P<file>.+?), line (?P<line>\d+); )?(?P<severity>[a-z]+)\s*: ?(?P<message>.*)"

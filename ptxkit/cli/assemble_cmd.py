@@ -1,0 +1,68 @@
+"""``ptxkit assemble FILE --arch sm_90a -o out.cubin [-v]``: assemble PTX into a cubin.
+
+ptxas's errors and warnings are printed as ``FILE:LINE:1: error: … [ptxas]``; on an error
+the exit code is 2 and no output file is written (an existing one is left as it was).
+``-v`` also prints each kernel's registers, shared memory, stack frame and spills.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("file", metavar="FILE", help="PTX file, or - for standard input")
+    parser.add_argument("--arch", default="sm_90a", type=_arch, help="GPU target (default: sm_90a)")
+    parser.add_argument("-o", "--output", metavar="OUT",
+                        help="cubin to write (default: FILE with the suffix .cubin; - for stdout)")
+    parser.add_argument("-O", "--opt-level", type=int, choices=range(4), default=3, metavar="N",
+                        help="ptxas optimisation level 0-3 (default: 3)")
+    parser.add_argument("-X", "--ptxas-option", action="append", default=[], metavar="OPTION",
+                        help="pass OPTION to ptxas, e.g. -X=--maxrregcount=64 (repeatable)")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the cubin cache")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print each kernel's resource usage")
+
+
+def run(args) -> int:
+    from ptxkit.ptxas import PtxasError, assemble
+
+    from .common import UsageError, read_input, write_atomically
+
+    output = args.output
+    if output is None:
+        if args.file == "-":
+            raise UsageError("reading standard input needs -o OUT")
+        output = os.path.splitext(args.file)[0] + ".cubin"
+    data, name = read_input(args.file)
+    try:
+        cubin = assemble(data, arch=args.arch, opt_level=args.opt_level, options=args.ptxas_option,
+                         filename=name, cache=not args.no_cache)
+    except PtxasError as err:
+        print(err, file=sys.stderr)
+        return 2
+    for diagnostic in cubin.diagnostics:
+        print(diagnostic.format(), file=sys.stderr)
+    if args.verbose:
+        for kernel, use in cubin.resources.items():
+            print(f"{name}: {kernel}: {use.registers} registers, {use.shared_bytes} bytes shared memory, "
+                  f"{use.stack_frame} bytes stack frame, {use.spill_stores} bytes spill stores, "
+                  f"{use.spill_loads} bytes spill loads ({cubin.arch}, ptxas {cubin.ptxas_version})",
+                  file=sys.stderr)
+    if output == "-":
+        sys.stdout.buffer.write(cubin.data)
+        sys.stdout.flush()
+    else:
+        write_atomically(output, cubin.data)
+    return 0
+
+
+def _arch(value: str) -> str:
+    import argparse
+
+    from ptxkit.ptxas import check_arch
+
+    try:
+        return check_arch(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
