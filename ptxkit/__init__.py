@@ -28,6 +28,9 @@ _EXPORTS = {
     "Directive": "ptxkit.syntax",
     "Label": "ptxkit.syntax",
     "Operand": "ptxkit.instruction",
+    "assemble": "ptxkit.ptxas",
+    "Cubin": "ptxkit.ptxas",
+    "PtxasError": "ptxkit.ptxas",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
