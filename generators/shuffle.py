@@ -1,0 +1,123 @@
+"""Path 2: the lane shard→replica warp reduction (``shfl.sync.bfly.b32`` butterflies).
+
+For each storage coordinate ``k`` every lane ends with ``op`` over the lanes of its
+group of ``src[k]``, where a group is the set of lanes that differ only in the dst
+replica's lane bits. The xor masks come from the replica's strides
+(`analysis.shuffle_plan`), so ``R[8 : 4@laneid]`` reduces over lanes
+``{c, c+4, …, c+28}`` with masks 16, 8, 4 (TVM uses 4, 2, 1 there: wrong lanes).
+
+* Every lane of the warp must execute the call together: the member mask is
+  ``0xffffffff``; call it only under warp-uniform control flow.
+* Width 1 (``R[1 : 1@laneid]``) is a plain copy (TVM fails in codegen).
+* f16/bf16 with two or more elements per lane shuffle packed pairs: one
+  ``shfl.sync.bfly.b32`` moves two values and ``add/max/min.{f16x2,bf16x2}`` combines
+  them, half the shuffles of TVM's per-element code. A lone element is shuffled as
+  ``{x, x}`` and combined alone.
+* s32/u32 on sm_80+ use ``redux.sync`` (one instruction per element; partial widths
+  get each group's member mask).
+* ``accum``: TVM ignores it here and always overwrites dst; `gen_reduce_warp_shuffle`
+  does the same unless ``accum=True`` is passed, which folds the old dst value in once,
+  after the shuffles.
+
+>>> from ptxkit.generators.builder import PtxBuilder
+>>> from ptxkit.generators.regtile import RegTile
+>>> from ptxkit.generators.layout import TileLayout, S, R, laneid
+>>> b = PtxBuilder()
+>>> src = RegTile(b, (32,), "f32", TileLayout(S[32 : 1 @ laneid]))
+>>> dst = RegTile(b, (1,), "f32", TileLayout(S[1:1] + R[32 : 1 @ laneid]))
+>>> gen_reduce_warp_shuffle(dst, src)
+>>> b.instructions()[:3]
+['mov.f32 %f1, %f0;', 'shfl.sync.bfly.b32 %f2, %f1, 16, 0x1f, 0xffffffff;', 'add.f32 %f1, %f1, %f2;']
+"""
+
+from __future__ import annotations
+
+from .analysis import ReductionError, shuffle_plan
+from .combine import check, combine, combine_pair, copy, is_native
+
+FULL_MASK = "0xffffffff"
+#: the ``c`` operand of every butterfly: no segments, clamp at lane 31
+CLAMP = "0x1f"
+
+
+def gen_reduce_warp_shuffle(dst, src, op: str = "sum", accum: bool = False, pack: bool = True) -> None:
+    """Emit the Path-2 reduction of `src` into `dst` (see the module docstring).
+
+    `pack` (default True) shuffles f16/bf16 elements two per ``shfl``; False gives
+    TVM's one shuffle per element.
+    """
+    b = src.builder
+    t = check(b, op, src.dtype)
+    if dst.dtype != t:
+        raise ReductionError(f"dtype mismatch: src={src.dtype} dst={dst.dtype}")
+    plan = shuffle_plan(src.tile_layout, dst.tile_layout)
+    sources = [src.regs[src.storage_slot(k)] for k in range(plan.local_elems)]
+    values = [dst.regs[dst.storage_slot(k)] for k in range(plan.local_elems)]
+    if accum and dst.same_buffer(src):
+        raise ReductionError("accum on the same buffer would fold each lane's own value in twice")
+    olds = []
+    if accum:
+        for value in values:
+            olds.append(b.value_reg(t))
+            copy(b, t, olds[-1], value)
+    for value, source in zip(values, sources):
+        if value != source:
+            copy(b, t, value, source)
+    xor_allreduce(b, op, t, values, plan.masks, FULL_MASK, pack=pack, redux_bits=plan.replica_bits)
+    for value, old in zip(values, olds):
+        combine(b, op, t, value, value, old)
+
+
+def xor_allreduce(b, op, t, values, masks, membermask, pack=True, redux_bits=None) -> None:
+    """All-reduce each register of `values` over the lanes that the xor `masks` reach.
+
+    Masks are applied in the order given. `membermask` is an immediate or a register.
+    With `redux_bits` (the lane bits the masks span) s32/u32 use ``redux.sync`` on sm_80+.
+    """
+    if not masks or not values:
+        return
+    t = check(b, op, t)
+    if not t.is_float and redux_bits is not None and b.sm >= 80:
+        _redux(b, op, t, values, redux_bits)
+        return
+    if not t.is_half:
+        for value in values:
+            other = b.value_reg(t)
+            for mask in masks:
+                b.ins("shfl.sync.bfly.b32", other, value, mask, CLAMP, membermask)
+                combine(b, op, t, value, value, other)
+        return
+    count = len(values) // 2 * 2 if pack else 0
+    groups = [tuple(values[i : i + 2]) for i in range(0, count, 2)] + [(v, None) for v in values[count:]]
+    for low, high in groups:
+        packed, other = b.reg(".b32"), b.reg(".b32")
+        b.ins("mov.b32", packed, f"{{{low}, {high or low}}}")
+        if high is not None or is_native(op, t, b.sm):
+            # a pair, or one value sent as {x, x}: both halves combine in one instruction
+            for mask in masks:
+                b.ins("shfl.sync.bfly.b32", other, packed, mask, CLAMP, membermask)
+                combine_pair(b, op, t, packed, packed, other)
+            b.ins("mov.b32", f"{{{low}, {high or b.reg('.b16')}}}", packed)
+            continue
+        received, unused = b.reg(".b16"), b.reg(".b16")
+        for i, mask in enumerate(masks):
+            if i:
+                b.ins("mov.b32", packed, f"{{{low}, {low}}}")
+            b.ins("shfl.sync.bfly.b32", other, packed, mask, CLAMP, membermask)
+            b.ins("mov.b32", f"{{{received}, {unused}}}", other)
+            combine(b, op, t, low, low, received)
+
+
+def _redux(b, op, t, values, bits: int) -> None:
+    opcode = f"redux.sync.{ {'sum': 'add', 'max': 'max', 'min': 'min'}[op] }.{t.name}"
+    if bits == 31:
+        member = FULL_MASK
+    else:  # the group of lanes (lane & ~bits) | r for every r ⊆ bits, as a bit set
+        pattern = sum(1 << r for r in range(32) if r & ~bits == 0)
+        lane, member = b.reg(".b32"), b.reg(".b32")
+        b.ins("mov.u32", lane, "%laneid")
+        b.ins("and.b32", lane, lane, 31 & ~bits)
+        b.ins("mov.b32", member, f"0x{pattern:08x}")
+        b.ins("shl.b32", member, member, lane)
+    for value in values:
+        b.ins(opcode, value, value, member)

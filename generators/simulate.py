@@ -1,0 +1,597 @@
+"""A small SIMT interpreter for the PTX that ptxkit's generators emit: GPU-free checks.
+
+It runs one ``.entry`` of a module over a grid of CTAs, one CTA at a time, every
+thread of the CTA in lockstep with the *min-PC* rule (the threads at the lowest
+instruction index execute next), which reconverges forward branches and loops the
+way structured code does. It knows the instructions the generators, the
+register-image harness and the row-reduction kernel use (moves and packs, integer
+and f32/f16/bf16/f16x2/bf16x2/f32x2 arithmetic, ``cvt``, ``setp``/``selp``/``bra``,
+``ld``/``st`` on ``.param``/``.global``/``.shared``, ``shfl.sync.bfly``,
+``activemask``, ``redux.sync``, ``bar.sync``) and raises `SimulationError` on
+anything else, and on what would be undefined on a GPU: a ``shfl.sync`` whose
+member lanes are not all there, a ``bar.sync`` that not every thread reaches,
+a misaligned or out-of-bounds access.
+
+Arithmetic follows PTX: f32 rounds to nearest even without flushing subnormals
+unless ``.ftz``; f16/bf16 results are rounded from the exact f32 result (which
+equals rounding once); ``max``/``min`` return the non-NaN operand unless ``.NaN``.
+Unwritten registers read as all-ones bits (a NaN), so a missed definition shows.
+
+>>> import numpy as np
+>>> text = '''.version 8.0
+... .target sm_90a
+... .address_size 64
+... .visible .entry k(.param .u64 out)
+... {
+...     .reg .f32 %f<2>; .reg .b32 %r<1>; .reg .b64 %rd<3>;
+...     ld.param.u64 %rd0, [out];
+...     mov.u32 %r0, %tid.x;
+...     cvt.rn.f32.u32 %f0, %r0;
+...     shfl.sync.bfly.b32 %f1, %f0, 1, 0x1f, 0xffffffff;
+...     add.f32 %f0, %f0, %f1;
+...     mul.wide.u32 %rd1, %r0, 4;
+...     add.s64 %rd2, %rd0, %rd1;
+...     st.global.f32 [%rd2], %f0;
+...     ret;
+... }
+... '''
+>>> out = np.zeros(32, np.float32)
+>>> launch(text, "k", out, block=32)
+>>> out[:4].tolist()
+[1.0, 1.0, 5.0, 5.0]
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ptxkit.instruction import parse_number
+
+
+class SimulationError(RuntimeError):
+    """The kernel does something the interpreter does not model, or that is undefined."""
+
+
+_WIDTH = {".pred": 1, ".b16": 16, ".u16": 16, ".s16": 16, ".f16": 16, ".bf16": 16,
+          ".b32": 32, ".u32": 32, ".s32": 32, ".f32": 32, ".b64": 64, ".u64": 64, ".s64": 64, ".f64": 64}
+_TYPE_BITS = {"b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16, "b32": 32, "u32": 32, "s32": 32,
+              "f32": 32, "f16x2": 32, "bf16x2": 32, "b64": 64, "u64": 64, "s64": 64, "f32x2": 64, "pred": 1}
+_MASK = {1: 1, 16: 0xFFFF, 32: 0xFFFFFFFF, 64: 0xFFFFFFFFFFFFFFFF}
+_GLOBAL_STRIDE = 1 << 40  # address space of one global buffer
+
+
+def launch(ptx: str, name: str, *args, grid=1, block=32) -> None:
+    """Run entry `name` of `ptx`; numpy arrays are global buffers, updated in place.
+
+    Scalars (numpy or Python ints) are passed by value. `grid` and `block` are ints
+    (only the x dimension is modelled).
+    """
+    program = Program(ptx, name)
+    grid = grid[0] if isinstance(grid, tuple) else grid
+    block = block[0] if isinstance(block, tuple) else block
+    memory = _GlobalMemory(args)
+    for cta in range(grid):
+        _Cta(program, memory, cta, grid, block).run()
+    memory.write_back()
+
+
+class Program:
+    """One entry, decoded: instructions, labels, parameters, shared variables."""
+
+    def __init__(self, ptx: str, name: str):
+        import ptxkit
+
+        module = ptxkit.parse(ptx, f"<{name}>")
+        function = module.function(name)
+        self.params = [p.name for p in function.signature.params]
+        self.widths: dict[str, int] = {}
+        self.shared: dict[str, int] = {}
+        self.shared_size = 0
+        self.instructions = []
+        self.labels: dict[str, int] = {}
+        for node in function.walk():
+            kind = type(node).__name__
+            if kind == "Directive" and node.name in (".reg", ".shared"):
+                self._declare(node.declaration)
+            elif kind == "Label":
+                self.labels[node.name] = len(self.instructions)
+            elif kind == "Instruction":
+                self.instructions.append(node)
+
+    def _declare(self, declaration) -> None:
+        if declaration.space == ".reg":
+            for reg in declaration.registers():
+                self.widths[reg] = _WIDTH[declaration.type]
+            return
+        align = declaration.align or 4
+        element = _WIDTH[declaration.type] // 8 or 1
+        for raw in declaration.names:
+            match = re.fullmatch(r"([\w$%]+)\s*(?:\[\s*(\d+)\s*\])?", raw)
+            self.shared_size = -(-self.shared_size // align) * align
+            self.shared[match.group(1)] = self.shared_size
+            self.shared_size += element * int(match.group(2) or 1)
+
+
+class _GlobalMemory:
+    def __init__(self, args):
+        self.args = args
+        self.params = []
+        self.buffers = []
+        for arg in args:
+            if isinstance(arg, np.ndarray):
+                self.buffers.append((arg, arg.view(np.uint8).reshape(-1).copy()))
+                self.params.append(_GLOBAL_STRIDE * len(self.buffers))
+            else:
+                self.params.append(int(arg))
+
+    def locate(self, address: np.ndarray):
+        index = address // _GLOBAL_STRIDE - 1
+        offset = address % _GLOBAL_STRIDE
+        if len(index) and (index.min() < 0 or index.max() >= len(self.buffers)):
+            raise SimulationError("global access outside every buffer")
+        return index, offset
+
+    def write_back(self) -> None:
+        for array, raw in self.buffers:
+            array.view(np.uint8).reshape(-1)[:] = raw
+
+
+class _Cta:
+    def __init__(self, program: Program, memory: _GlobalMemory, cta: int, grid: int, block: int):
+        self.p, self.mem, self.cta, self.grid, self.n = program, memory, cta, grid, block
+        self.regs: dict[str, np.ndarray] = {}
+        self.shared = np.zeros(program.shared_size, np.uint8)
+        self.tid = np.arange(block, dtype=np.uint64)
+        self.pc = np.zeros(block, np.int64)
+        self.done = np.zeros(block, bool)
+
+    # ---- scheduling ----------------------------------------------------------------------
+    def run(self) -> None:
+        count = len(self.p.instructions)
+        while not self.done.all():
+            waiting = ~self.done
+            pc = int(self.pc[waiting].min())
+            if pc >= count:
+                raise SimulationError("fell off the end of the kernel without ret")
+            here = waiting & (self.pc == pc)
+            inst = self.p.instructions[pc]
+            active = here.copy()
+            if inst.guard is not None:
+                flag = self.read_reg(inst.guard.register).astype(bool)
+                active &= ~flag if inst.guard.negated else flag
+            self.pc[here] += 1
+            try:
+                self.execute(inst, here, active)
+            except SimulationError as err:
+                raise SimulationError(f"line {inst.line}: {inst.code().strip()}: {err}") from None
+
+    # ---- registers and operands -------------------------------------------------------------
+    def read_reg(self, name: str) -> np.ndarray:
+        if name not in self.regs:
+            if name not in self.p.widths:
+                raise SimulationError(f"undeclared register {name}")
+            self.regs[name] = np.full(self.n, _MASK[self.p.widths[name]], np.uint64)
+        return self.regs[name]
+
+    def write(self, name: str, active: np.ndarray, bits: np.ndarray) -> None:
+        target = self.read_reg(name)
+        target[active] = np.asarray(bits, np.uint64)[active] & np.uint64(_MASK[self.p.widths[name]])
+
+    def value(self, op, bits: int) -> np.ndarray:
+        """An operand's bits for every thread (uint64)."""
+        if op.kind == "register":
+            value = self.read_reg(op.name)
+            return ~value & np.uint64(1) if op.negated else value.copy()
+        if op.kind == "immediate":
+            text = op.text.lstrip("+-")
+            if text[:2].lower() == "0f":
+                raw = int(text[2:], 16) ^ (0x80000000 if op.text.startswith("-") else 0)
+            else:
+                raw = int(parse_number(op.text)) & _MASK[64]
+            return np.full(self.n, raw & _MASK[max(bits, 32)], np.uint64)
+        if op.kind == "special":
+            return self.special(op.name)
+        if op.kind == "symbol" and op.name in self.p.shared:
+            return np.full(self.n, self.p.shared[op.name] + (op.value or 0), np.uint64)
+        if op.kind == "vector":
+            if len(op.elements) not in (2, 4):
+                raise SimulationError(f"unsupported vector {op.text}")
+            part = bits // len(op.elements)
+            total = np.zeros(self.n, np.uint64)
+            for i, element in enumerate(op.elements):
+                total |= (self.value(element, part) & np.uint64(_MASK[part])) << np.uint64(part * i)
+            return total
+        raise SimulationError(f"unsupported operand {op.text}")
+
+    def special(self, name: str) -> np.ndarray:
+        values = {
+            "%tid.x": self.tid, "%ntid.x": self.n, "%ctaid.x": self.cta, "%nctaid.x": self.grid,
+            "%laneid": self.tid % 32, "%warpid": self.tid // 32, "%tid.y": 0, "%tid.z": 0,
+            "%ctaid.y": 0, "%ctaid.z": 0, "%ntid.y": 1, "%ntid.z": 1,
+        }
+        if name not in values:
+            raise SimulationError(f"unsupported special register {name}")
+        return np.broadcast_to(np.asarray(values[name], np.uint64), (self.n,)).copy()
+
+    def store(self, op, active, bits: np.ndarray, width: int) -> None:
+        """Write a destination operand: a register, or a vector of registers (unpack)."""
+        if op.kind == "register":
+            self.write(op.name, active, bits)
+        elif op.kind == "vector":
+            part = width // len(op.elements)
+            for i, element in enumerate(op.elements):
+                if element.kind != "sink":
+                    self.write(element.name, active, (bits >> np.uint64(part * i)) & np.uint64(_MASK[part]))
+        elif op.kind != "sink":
+            raise SimulationError(f"cannot write to {op.text}")
+
+    # ---- execution -------------------------------------------------------------------------------
+    def execute(self, inst, here, active) -> None:
+        base, mods, ops = inst.base, inst.modifiers, inst.operands
+        handler = _HANDLERS.get(base)
+        if handler is None:
+            raise SimulationError(f"unsupported instruction {inst.opcode}")
+        handler(self, mods, ops, here, active)
+
+
+# ---- number formats --------------------------------------------------------------------------------
+def _f32(bits):
+    return (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
+
+
+def _from_f32(values):
+    return np.asarray(values, np.float32).view(np.uint32).astype(np.uint64)
+
+
+def _f16(bits):
+    return (bits & np.uint64(0xFFFF)).astype(np.uint16).view(np.float16).astype(np.float32)
+
+
+def _from_f16(values):
+    return np.asarray(values, np.float32).astype(np.float16).view(np.uint16).astype(np.uint64)
+
+
+def _bf16(bits):
+    return ((bits & np.uint64(0xFFFF)).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def _from_bf16(values):
+    raw = np.asarray(values, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (raw + np.uint64(0x7FFF) + ((raw >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)
+    return np.where(np.isnan(values), np.uint64(0x7FC0), rounded & np.uint64(0xFFFF))
+
+
+_FLOATS = {"f32": (_f32, _from_f32), "f16": (_f16, _from_f16), "bf16": (_bf16, _from_bf16)}
+
+
+def _ftz(values):
+    tiny = np.abs(values) < np.float32(1.1754944e-38)
+    return np.where(tiny & (values != 0), np.copysign(np.float32(0), values), values)
+
+
+def _float_op(name, values, modifiers):
+    if "ftz" in modifiers:
+        values = [_ftz(v) for v in values]
+    a = values[0]
+    with np.errstate(all="ignore"):
+        if name == "add":
+            result = a + values[1]
+        elif name == "sub":
+            result = a - values[1]
+        elif name == "mul":
+            result = a * values[1]
+        elif name in ("max", "min"):
+            result = a
+            for other in values[1:]:
+                result = _max_min(name, result, other, "NaN" in modifiers)
+        else:
+            raise SimulationError(f"unsupported float operation {name}")
+    result = np.asarray(result, np.float32)
+    return _ftz(result) if "ftz" in modifiers else result
+
+
+def _max_min(name, a, b, propagate_nan):
+    """PTX max/min: the non-NaN operand (or NaN with .NaN); +0 > -0."""
+    chosen = np.fmax(a, b) if name == "max" else np.fmin(a, b)
+    if propagate_nan:
+        chosen = np.where(np.isnan(a) | np.isnan(b), np.float32(np.nan), chosen)
+    negative = np.signbit(a) & np.signbit(b) if name == "max" else np.signbit(a) | np.signbit(b)
+    signed_zero = np.where(negative, np.float32(-0.0), np.float32(0.0))
+    return np.where((a == 0) & (b == 0), signed_zero, chosen).astype(np.float32)
+
+
+def _arith(cta, mods, ops, here, active, name):
+    kind = mods[-1]
+    values = [cta.value(op, _TYPE_BITS.get(kind, 32)) for op in ops[1:]]
+    if kind in ("f32", "f16", "bf16"):
+        unpack, pack = _FLOATS[kind]
+        bits = pack(_float_op(name, [unpack(v) for v in values], mods))
+    elif kind in ("f16x2", "bf16x2", "f32x2"):
+        element = kind[:-2]
+        unpack, pack = _FLOATS[element]
+        width = 16 if element != "f32" else 32
+        bits = np.zeros(cta.n, np.uint64)
+        for half in range(2):
+            parts = [unpack(v >> np.uint64(width * half)) for v in values]
+            bits |= (pack(_float_op(name, parts, mods)) & np.uint64(_MASK[width])) << np.uint64(width * half)
+    else:
+        bits = _int_op(name, kind, values, mods)
+    cta.store(ops[0], active, bits, _TYPE_BITS.get(kind, 32))
+
+
+def _signed(values, width):
+    v = values.astype(np.int64) if width < 64 else values.view(np.int64)
+    if width < 64:
+        v = np.where(v >= (1 << (width - 1)), v - (1 << width), v)
+    return v
+
+
+def _int_op(name, kind, values, mods):
+    width = _TYPE_BITS[kind]
+    wide = "wide" in mods
+    mask = np.uint64(_MASK[2 * width if wide else width])
+    signed = kind.startswith("s")
+    if signed:
+        a = [_signed(v & np.uint64(_MASK[width]), width) for v in values]
+    else:
+        a = [v & np.uint64(_MASK[width]) for v in values]
+    with np.errstate(all="ignore"):
+        if name == "add":
+            r = a[0] + a[1]
+        elif name == "sub":
+            r = a[0] - a[1]
+        elif name == "mul":
+            r = a[0] * a[1]
+        elif name == "mad":
+            addend = values[2] & mask
+            if signed:
+                addend = _signed(addend, 2 * width if wide else width)
+            r = a[0] * a[1] + addend
+        elif name == "max":
+            r = np.maximum(a[0], a[1])
+        elif name == "min":
+            r = np.minimum(a[0], a[1])
+        elif name == "and":
+            r = a[0] & a[1]
+        elif name == "or":
+            r = a[0] | a[1]
+        elif name == "xor":
+            r = a[0] ^ a[1]
+        elif name == "shl":
+            r = np.where(values[1] >= width, 0, values[0] << np.minimum(values[1], np.uint64(63)))
+        elif name == "shr":
+            shift = np.minimum(values[1], np.uint64(width - 1 if signed else 63))
+            r = (a[0] >> shift.astype(a[0].dtype)) if signed else np.where(values[1] >= width, 0, a[0] >> shift)
+        else:
+            raise SimulationError(f"unsupported integer operation {name}.{kind}")
+    return np.asarray(r).astype(np.int64).view(np.uint64) & mask if signed else np.asarray(r, np.uint64) & mask
+
+
+def _handler(name):
+    return lambda cta, mods, ops, here, active: _arith(cta, mods, ops, here, active, name)
+
+
+def _mov(cta, mods, ops, here, active):
+    width = _TYPE_BITS[mods[-1]]
+    cta.store(ops[0], active, cta.value(ops[1], width), width)
+
+
+def _cvt(cta, mods, ops, here, active):
+    if mods[0] == "to":  # cvta.to.global.u64: generic and global addresses coincide here
+        cta.store(ops[0], active, cta.value(ops[1], 64), 64)
+        return
+    types = [m for m in mods if m in _TYPE_BITS]
+    out, inp = types[0], types[1]
+    bits = cta.value(ops[1], _TYPE_BITS[inp])
+    if inp in _FLOATS and out in _FLOATS:
+        result = _FLOATS[out][1](_FLOATS[inp][0](bits))
+    elif inp in _FLOATS:
+        raise SimulationError("float to integer conversion is not modelled")
+    elif out in _FLOATS:
+        signed = _signed(bits & np.uint64(_MASK[_TYPE_BITS[inp]]), _TYPE_BITS[inp]) if inp[0] == "s" else bits
+        result = _FLOATS[out][1](signed.astype(np.float32))
+    else:
+        width = _TYPE_BITS[inp]
+        value = bits & np.uint64(_MASK[width])
+        if inp[0] == "s":
+            value = _signed(value, width).view(np.uint64)
+        result = value & np.uint64(_MASK[_TYPE_BITS[out]])
+    cta.store(ops[0], active, result, _TYPE_BITS[out])
+
+
+def _setp(cta, mods, ops, here, active):
+    cmp, kind = mods[0], mods[-1]
+    width = _TYPE_BITS[kind]
+    a, b = (cta.value(op, width) & np.uint64(_MASK[width]) for op in ops[1:3])
+    if kind[0] == "s":
+        a, b = _signed(a, width), _signed(b, width)
+    elif kind[0] == "f":
+        a, b = _FLOATS[kind][0](a), _FLOATS[kind][0](b)
+    table = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b,
+             "lo": a < b, "ls": a <= b, "hi": a > b, "hs": a >= b}
+    if cmp not in table:
+        raise SimulationError(f"unsupported comparison {cmp}")
+    cta.store(ops[0], active, table[cmp].astype(np.uint64), 1)
+
+
+def _selp(cta, mods, ops, here, active):
+    width = _TYPE_BITS[mods[-1]]
+    flag = cta.value(ops[3], 1).astype(bool)
+    cta.store(ops[0], active, np.where(flag, cta.value(ops[1], width), cta.value(ops[2], width)), width)
+
+
+def _bra(cta, mods, ops, here, active):
+    target = cta.p.labels.get(ops[0].name)
+    if target is None:
+        raise SimulationError(f"unknown label {ops[0].name}")
+    cta.pc[active] = target
+
+
+def _ret(cta, mods, ops, here, active):
+    cta.done |= active
+
+
+def _address(cta, op) -> np.ndarray:
+    base = op.elements[0]
+    if base.kind == "register":
+        address = cta.read_reg(base.name).copy()
+    elif base.kind == "symbol" and base.name in cta.p.shared:
+        address = np.full(cta.n, cta.p.shared[base.name], np.uint64)
+    elif base.kind == "symbol" and base.name in cta.p.params:
+        return np.full(cta.n, cta.p.params.index(base.name), np.int64)
+    elif base.kind == "immediate":
+        address = np.full(cta.n, int(base.value), np.uint64)
+    else:
+        raise SimulationError(f"unsupported address {op.text}")
+    return (address.astype(np.int64) + int(op.value or 0)).astype(np.int64)
+
+
+def _vector_count(mods) -> int:
+    for m in mods:
+        if m in ("v2", "v4", "v8"):
+            return int(m[1:])
+    return 1
+
+
+def _access(cta, space, address, active, nbytes):
+    """[(memory bytes, rows, byte offsets)]: where the active threads (rows) access."""
+    rows = np.flatnonzero(active)
+    address = address[active]
+    if space == "shared":
+        if len(address) and (address.min() < 0 or address.max() + nbytes > len(cta.shared)):
+            raise SimulationError("shared access out of bounds")
+        if np.any(address % nbytes):
+            raise SimulationError(f"misaligned {nbytes}-byte shared access")
+        return [(cta.shared, rows, address)]
+    index, offset = cta.mem.locate(address.astype(np.uint64))
+    if np.any(offset % np.uint64(nbytes)):
+        raise SimulationError(f"misaligned {nbytes}-byte global access")
+    parts = []
+    for i in np.unique(index):
+        raw = cta.mem.buffers[int(i)][1]
+        chosen = index == i
+        offsets = offset[chosen].astype(np.int64)
+        if offsets.max() + nbytes > len(raw):
+            raise SimulationError("global access past the end of its buffer")
+        parts.append((raw, rows[chosen], offsets))
+    return parts
+
+
+def _ld(cta, mods, ops, here, active):
+    space = next((m for m in mods if m in ("param", "global", "shared", "shared::cta")), None)
+    kind = mods[-1]
+    count = _vector_count(mods)
+    width = _TYPE_BITS[kind]
+    if space == "param":
+        index = _address(cta, ops[1])[0]
+        cta.store(ops[0], active, np.full(cta.n, cta.mem.params[index], np.uint64), 64)
+        return
+    if space is None:
+        raise SimulationError("generic addressing is not modelled")
+    nbytes = width // 8 * count
+    address = _address(cta, ops[1])
+    loaded = np.zeros((cta.n, nbytes), np.uint8)
+    for memory, rows, offsets in _access(cta, space.split("::")[0], address, active, nbytes):
+        loaded[rows] = memory[offsets[:, None] + np.arange(nbytes)]
+    values = loaded.view(f"<u{width // 8}").astype(np.uint64)
+    targets = ops[0].elements if ops[0].kind == "vector" else (ops[0],)
+    for i, target in enumerate(targets):
+        if target.kind != "sink":
+            cta.write(target.name, active, values[:, i])
+
+
+def _st(cta, mods, ops, here, active):
+    space = next((m for m in mods if m in ("global", "shared", "shared::cta")), None)
+    if space is None:
+        raise SimulationError("generic addressing is not modelled")
+    kind = mods[-1]
+    count = _vector_count(mods)
+    width = _TYPE_BITS[kind]
+    nbytes = width // 8 * count
+    sources = ops[1].elements if ops[1].kind == "vector" else (ops[1],)
+    values = np.stack([cta.value(s, width) & np.uint64(_MASK[width]) for s in sources], axis=1)
+    data = values.astype(f"<u{width // 8}").view(np.uint8).reshape(cta.n, nbytes)
+    address = _address(cta, ops[0])
+    for memory, rows, offsets in _access(cta, space.split("::")[0], address, active, nbytes):
+        memory[offsets[:, None] + np.arange(nbytes)] = data[rows]
+
+
+def _check_members(cta, here, members):
+    """Every lane named in a member mask must be executing this instruction, and vice versa."""
+    lanes = cta.tid % np.uint64(32)
+    bit = np.uint64(1) << lanes
+    if np.any(here & ((members & bit) == 0)):
+        raise SimulationError("a thread executes a .sync instruction without its lane in the member mask")
+    for warp in np.unique(cta.tid[here] // np.uint64(32)):
+        in_warp = (cta.tid // np.uint64(32)) == warp
+        present = int(np.bitwise_or.reduce(bit[here & in_warp]))
+        needed = int(np.bitwise_or.reduce(members[here & in_warp]))
+        if needed & ~present:
+            raise SimulationError(f"member lanes {needed & ~present:#010x} of warp {int(warp)} are not executing")
+
+
+def _shfl(cta, mods, ops, here, active):
+    if "bfly" not in mods:
+        raise SimulationError("only shfl.sync.bfly is modelled")
+    value = cta.value(ops[1], 32)
+    lane_mask = cta.value(ops[2], 32)
+    clamp = cta.value(ops[3], 32)
+    members = cta.value(ops[4], 32) & np.uint64(0xFFFFFFFF)
+    _check_members(cta, active, members)
+    lane = cta.tid % np.uint64(32)
+    segment = (clamp >> np.uint64(8)) & np.uint64(0x1F)
+    max_lane = (lane & segment) | (clamp & np.uint64(0x1F) & ~segment)
+    source = lane ^ lane_mask
+    source = np.where(source <= max_lane, source, lane)
+    if np.any(active & ((members >> source) & np.uint64(1) == 0)):
+        raise SimulationError("shfl.sync reads a lane outside the member mask")
+    index = (cta.tid - lane + source).astype(np.int64)
+    cta.store(ops[0], active, value[index], 32)
+
+
+def _activemask(cta, mods, ops, here, active):
+    lanes = cta.tid % np.uint64(32)
+    warps = cta.tid // np.uint64(32)
+    result = np.zeros(cta.n, np.uint64)
+    for warp in np.unique(warps[here]):
+        in_warp = warps == warp
+        result[in_warp] = np.bitwise_or.reduce(np.uint64(1) << lanes[here & in_warp])
+    cta.store(ops[0], active, result, 32)
+
+
+def _redux(cta, mods, ops, here, active):
+    name, kind = mods[1], mods[-1]
+    if kind not in ("s32", "u32"):
+        raise SimulationError(f"redux.sync.{kind} is not modelled")
+    value = cta.value(ops[1], 32) & np.uint64(0xFFFFFFFF)
+    members = cta.value(ops[2], 32) & np.uint64(0xFFFFFFFF)
+    _check_members(cta, active, members)
+    numbers = _signed(value, 32) if kind == "s32" else value.astype(np.int64)
+    result = np.zeros(cta.n, np.uint64)
+    warp_base = cta.tid - cta.tid % np.uint64(32)
+    for t in np.flatnonzero(active):
+        group = [int(warp_base[t]) + lane for lane in range(32) if int(members[t]) >> lane & 1]
+        chosen = numbers[group]
+        total = {"add": chosen.sum(), "max": chosen.max(), "min": chosen.min()}[name]
+        result[t] = np.uint64(int(total) & 0xFFFFFFFF)
+    cta.store(ops[0], active, result, 32)
+
+
+def _bar(cta, mods, ops, here, active):
+    if np.any(~cta.done & ~here):
+        raise SimulationError("bar.sync is not reached by every thread of the CTA")
+
+
+def _nothing(cta, mods, ops, here, active):
+    return None
+
+
+_HANDLERS = {
+    "mov": _mov, "cvt": _cvt, "cvta": _cvt, "setp": _setp, "selp": _selp, "bra": _bra, "ret": _ret,
+    "exit": _ret, "ld": _ld, "st": _st, "shfl": _shfl, "activemask": _activemask, "redux": _redux,
+    "bar": _bar, "barrier": _bar, "fence": _nothing,
+    **{name: _handler(name) for name in ("add", "sub", "mul", "mad", "max", "min", "and", "or", "xor",
+                                         "shl", "shr")},
+}

@@ -1,0 +1,166 @@
+"""Path 3: the general view reduction over a layout, at warp or warpgroup scope.
+
+Each thread folds the reduce elements it holds (its local region, `get_local_region`)
+into each of its dst elements; with ``thread_reduce=True`` (warp scope only) the
+partial results are then all-reduced with ``shfl.sync.bfly.b32`` over the xor masks
+``stride·2^i`` of the lane iters of the reduced dims, ascending, with the member mask
+from ``activemask.b32`` (TVM's order and mask).
+
+``accum`` follows TVM's table:
+
+=====  =============  =======  =========================================================
+accum  thread_reduce  in place  each lane ends with
+=====  =============  =======  =========================================================
+F      F              F         ``fold(identity, local)`` (a per-lane partial)
+T      F              F         ``fold(old, local)`` (a per-lane partial)
+F      T              F         ``allreduce(fold(identity, local))``
+T      T              F         ``op(allreduce(fold(identity, local)), old)``: old once
+any    F              T         unchanged
+F      T              T         ``allreduce(dst)``
+T      T              T         refused: TVM computes ``op(allreduce(dst), old)``, which
+                                counts each lane's own value twice for sum
+=====  =============  =======  =========================================================
+
+Differences from TVM, all where TVM would fail or be wrong: dst dims are paired with
+src dims in order (a squeezed dst works; TVM mis-indexes it), a spatial slice of src
+starts where it says (TVM reads from the dst's start), and lane iters that cannot be
+reduced by xor shuffles are refused (`analysis.view_shuffle_masks`). The
+``activemask.b32`` is read once per call rather than once per dst element: in
+straight-line code it cannot differ. f16/bf16 dst elements shuffle two per ``shfl``.
+
+>>> from ptxkit.generators.builder import PtxBuilder
+>>> from ptxkit.generators.regtile import RegTile
+>>> from ptxkit.generators.layout import wg_local_layout
+>>> b = PtxBuilder()
+>>> src = RegTile(b, (128, 16), "f32", wg_local_layout(16))
+>>> dst = RegTile(b, (128, 1), "f32", wg_local_layout(1))
+>>> gen_reduce_view(dst, src, axes=[-1], scope="warpgroup")
+>>> len(b.instructions()), b.instructions()[0]
+(17, 'mov.f32 %f16, 0f00000000;')
+"""
+
+from __future__ import annotations
+
+import math
+
+from .analysis import (
+    ReductionError,
+    analyze_axes,
+    build_local_dim_map,
+    get_indices,
+    get_local_region,
+    match_reduction_dims,
+    sliced_layout,
+    view_shuffle_masks,
+)
+from .combine import check, combine, copy, set_identity
+from .shuffle import xor_allreduce
+
+WARPGROUP_SHUFFLE = (
+    "thread_reduce=True is only supported in warp scope; warpgroup local reduction is thread-local only"
+)
+
+
+def gen_reduce_view(dst, src, axes=-1, op="sum", accum=False, thread_reduce=False, scope="warp", pack=True) -> None:
+    """Emit the Path-3 reduction (see the module docstring). `pack` as in Path 2."""
+    b = src.builder
+    t = check(b, op, src.dtype)
+    if dst.dtype != t:
+        raise ReductionError(f"dtype mismatch: src={src.dtype} dst={dst.dtype}")
+    if scope not in ("warp", "warpgroup"):
+        raise ReductionError(f"unsupported exec_scope {scope} for reduction_local_impl")
+    if scope == "warpgroup" and thread_reduce:
+        raise ReductionError(WARPGROUP_SHUFFLE)
+    in_place = dst.same_buffer(src)
+    if accum and thread_reduce and in_place:
+        raise ReductionError(
+            "accum=True with thread_reduce=True on the same buffer would count each lane's own value twice "
+            "(TVM computes op(allreduce(dst), dst)); reduce into another buffer or pass accum=False"
+        )
+    reduce_dims, _ = analyze_axes(src.ndim, axes)
+    plan = _LocalPlan(dst, src, reduce_dims)
+    masks = view_shuffle_masks(src.tile_layout, src.shape, reduce_dims) if thread_reduce else []
+
+    values, olds = [], []
+    for spa in range(plan.dst_count):
+        value, reads = plan.element(spa)
+        values.append(value)
+        if accum and thread_reduce:
+            olds.append(b.value_reg(t))
+            copy(b, t, olds[-1], value)
+        if in_place:
+            continue
+        if not accum or thread_reduce:
+            set_identity(b, op, t, value)
+        for read in reads:
+            combine(b, op, t, value, value, read)
+    if masks:
+        member = b.reg(".b32")
+        b.ins("activemask.b32", member)
+        xor_allreduce(b, op, t, values, masks, member, pack=pack)
+    for value, old in zip(values, olds):
+        combine(b, op, t, value, value, old)
+
+
+class _LocalPlan:
+    """Which registers each dst element folds: the local regions of src and dst, paired."""
+
+    def __init__(self, dst, src, reduce_dims):
+        self.dst, self.src = dst, src
+        src_layout, dst_layout = src.tile_layout, dst.tile_layout
+        src_region = get_local_region(src_layout, src.shape, src.start, src.extent)
+        dst_region = get_local_region(dst_layout, dst.shape, dst.start, dst.extent)
+        for region, name in ((src_region, "src"), (dst_region, "dst")):
+            if region is None:
+                raise ReductionError(f"get_local_region failed for {name}")
+        self.src_shape, self.src_start, self.src_extent = src_region
+        self.dst_shape, self.dst_start, self.dst_extent = dst_region
+        pairs = match_reduction_dims(
+            sliced_layout(src_layout, src.shape, src.start, src.extent),
+            sliced_layout(dst_layout, dst.shape, dst.start, dst.extent),
+            list(src.extent),
+            list(dst.extent),
+            reduce_dims,
+        )
+        if pairs is None:
+            raise ReductionError("mismatch dst/src layout for reduction")
+        src_map = build_local_dim_map(src_layout, src.shape)
+        dst_map = build_local_dim_map(dst_layout, dst.shape)
+        # per local src dim: ("red", j) or ("spa", dst local position or None)
+        self.sources = []
+        for d in range(src.ndim):
+            position = src_map[d]
+            if position is None:
+                continue
+            if d in reduce_dims:
+                self.sources.append(("red", position))
+                continue
+            target = dst_map.get(pairs[d]) if d in pairs else None
+            extent = self.src_extent[position]
+            if target is None and extent != 1:
+                raise ReductionError("mismatch dst/src layout for reduction")
+            if target is not None and self.dst_extent[target] != extent:
+                raise ReductionError("mismatch dst/src layout for reduction")
+            self.sources.append(("spa", (position, target)))
+        red_positions = [p for kind, p in self.sources if kind == "red"]
+        self.red_start = [self.src_start[p] for p in red_positions]
+        self.red_extent = [self.src_extent[p] for p in red_positions]
+        self.dst_count = math.prod(self.dst_extent)
+
+    def element(self, spa: int) -> tuple[str, list[str]]:
+        """The register of dst element `spa` and the src registers it folds, in order."""
+        dst_index = get_indices(spa, self.dst_start, self.dst_extent)
+        value = self.dst.regs[self.dst.local_slot(dst_index, self.dst_shape)]
+        reads = []
+        for red in range(math.prod(self.red_extent)):
+            red_index = iter(get_indices(red, self.red_start, self.red_extent))
+            index = []
+            for kind, where in self.sources:
+                if kind == "red":
+                    index.append(next(red_index))
+                    continue
+                position, target = where
+                offset = 0 if target is None else dst_index[target] - self.dst_start[target]
+                index.append(self.src_start[position] + offset)
+            reads.append(self.src.regs[self.src.local_slot(index, self.src_shape)])
+        return value, reads
