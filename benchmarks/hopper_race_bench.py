@@ -1,0 +1,89 @@
+"""How often do the Hopper samples give a wrong answer without their proxy fences?
+
+Each kernel in ``samples/hopper`` is assembled twice: as shipped (no
+``fence.proxy.async``) and after ``ptxkit fence``. Both are launched RUNS times (one CTA
+each), alternating between two random data sets so that shared memory left over from the
+previous launch is the wrong data, and every result is compared with a float64 numpy
+reference. The table gives the wrong results of each build and the median launch time
+(``ptxkit.runtime.time_launch``, CUDA events) of the fenced build against the unfenced
+one, the anchor measured in the same run.
+
+    python benchmarks/hopper_race_bench.py [RUNS]      # default 2000 launches per build
+
+Needs an NVIDIA Hopper GPU, ptxas and cuda-python; without a GPU it says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the samples' shapes and launch helpers live with their tests
+
+
+def main(argv: list[str]) -> int:
+    runs = int(argv[0]) if argv else 2000
+    import ptxkit
+    from ptxkit import runtime
+
+    if not runtime.gpu_available():
+        print("hopper_race_bench: skipped (no NVIDIA GPU usable through cuda-python)")
+        return 0
+    import test_hopper_samples as hopper
+
+    rows = []
+    for name in hopper.NAMES:
+        sample = hopper.SAMPLES[name]
+        fenced, report = hopper.fence(sample)
+        datasets = [hopper.inputs(sample, seed) for seed in (11, 12)]
+        prepared = [(hopper.device_arguments(sample, a, b), hopper.reference(a, b)) for a, b in datasets]
+        blank = np.zeros((64, sample.n), sample.out_dtype)
+        row = {"name": name, "fences": len(report.fences)}
+        for label, text in (("unfenced", sample.text), ("fenced", fenced)):
+            cubin = ptxkit.assemble(text, arch="sm_90a", filename=sample.path)
+            kernel = runtime.load(cubin).kernel(name)
+            wrong, worst = 0, 0.0
+            started = time.perf_counter()
+            for run in range(runs):
+                (arguments, out), expected = prepared[run % 2]
+                out.copy_from_numpy(blank)  # a launch that writes nothing cannot pass
+                kernel.launch(*arguments, grid=1, block=128)
+                got = out.to_numpy().astype(np.float64)
+                error = float(np.max(np.abs(got - expected)))
+                worst = max(worst, error)
+                wrong += not np.allclose(got, expected, **hopper.tolerance(sample))
+            row[label] = {
+                "wrong": wrong,
+                "worst": worst,
+                "ms": runtime.time_launch(kernel, *prepared[0][0][0], grid=1, block=128, warmup=20, repeat=200),
+                "seconds": time.perf_counter() - started,
+            }
+        rows.append(row)
+    print_table(rows, runs)
+    return 0
+
+
+def print_table(rows: list[dict], runs: int) -> None:
+    print(f"Hopper samples on the GPU, {runs} launches per build (one CTA, two alternating data sets)")
+    header = (
+        f"{'sample':<22} {'fences':>6} {'wrong unfenced':>15} {'wrong fenced':>13} "
+        f"{'max err unf.':>12} {'unfenced ms':>12} {'fenced ms':>10} {'fenced/unf.':>12}"
+    )
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        unfenced, fenced = row["unfenced"], row["fenced"]
+        print(
+            f"{row['name']:<22} {row['fences']:>6} {unfenced['wrong']:>9}/{runs:<5} {fenced['wrong']:>7}/{runs:<5} "
+            f"{unfenced['worst']:>12.2e} {unfenced['ms']:>12.4f} {fenced['ms']:>10.4f} "
+            f"{fenced['ms'] / unfenced['ms']:>12.3f}"
+        )
+    print("anchor: the unfenced build of the same sample, timed in the same run (median of 200 launches)")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,235 @@
+"""``ptxkit ptxas`` / ``ptxkit-ptxas``: a drop-in ptxas that fences its input first.
+
+The wrapper is compared with the real ptxas run on the same arguments: exit status,
+stdout, stderr (ptxas's timing line masked) and output files must be the same, except
+that what gets assembled is the fenced PTX.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ptxkit.cli import ptxas_cmd
+from ptxkit.cli.ptxas_cmd import input_files, line_map
+
+ROOT = Path(__file__).resolve().parent.parent
+HOPPER = ROOT / "samples" / "hopper"
+NEEDS_FENCE = HOPPER / "gemm_store_once.ptx"  # one fence, hoisted before $mma_loop
+NEEDS_NONE = HOPPER / "tma_wgmma_mainloop.ptx"
+TIMING = re.compile(rb"ptxas info    : Compile time = [0-9.]+ ms\n")
+WRAPPER = [sys.executable, "-m", "ptxkit.cli.ptxas_cmd"]
+CLI = [sys.executable, "-m", "ptxkit", "ptxas"]
+
+
+# -- pure helpers --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["-lineinfo", "-v", "--gpu-name=sm_90a", "/tmp/k.ptx", "-o", "/tmp/k.ptx.o"], [3]),  # Triton
+        (["-arch=sm_90a", "-m64", "x.compute_90a.ptx", "-o", "x.cubin"], [2]),  # nvcc
+        (["-arch", "sm_90a", "-o", "out.ptx", "in.ptx"], [4]),  # -o's value is not an input
+        (["--opt-level", "3", "-dlcm", "ca", "a.ptx", "b.ptx"], [4, 5]),
+        (["--version"], []),
+        (["-O3", "--maxrregcount=64", "k.ptx"], [2]),
+    ],
+)
+def test_input_files(argv, expected):
+    assert input_files(argv) == expected
+
+
+def test_line_map_points_inserted_lines_at_the_next_original_line():
+    original = "a\nb\nc\nd\n"
+    edited = "a\nF\nb\nc\nG\nH\nd\n"
+    assert line_map(original, edited) == [1, 2, 2, 3, 4, 4, 4]
+    assert line_map(original, original) == [1, 2, 3, 4]
+    assert line_map("a\nb\n", "a\nb\nF\n") == [1, 2, 2]  # an insertion at the very end
+
+
+def test_map_messages_renames_the_copy_and_shifts_its_lines():
+    log = "ptxas /p/q/k.ptx, line 5; error   : bad\nptxas /p/q/k.ptx, line 2; warning : w\n"
+    mapped = ptxas_cmd._map_messages(log, "/p/q/k.ptx", "src/k.ptx", [1, 2, 2, 3, 4])
+    assert mapped == "ptxas src/k.ptx, line 4; error   : bad\nptxas src/k.ptx, line 2; warning : w\n"
+
+
+# -- finding the real ptxas ----------------------------------------------------------------
+
+
+def _script(path: Path, body: str) -> Path:
+    path.write_text(body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+@pytest.mark.ptxas
+def test_real_ptxas_skips_a_wrapper_installed_as_ptxas(tmp_path, monkeypatch):
+    shim_dir = tmp_path / "bin"
+    shim_dir.mkdir()
+    shim = _script(shim_dir / "ptxas", f'#!/bin/sh\nexec {sys.executable} -m ptxkit ptxas "$@"\n')
+    real = ptxas_cmd.real_ptxas()
+    for variable in ("PTXAS", "CUDA_HOME", "CUDA_PATH", "PTXKIT_REAL_PTXAS"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("PATH", f"{shim_dir}{os.pathsep}{Path(real).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PTXAS", str(shim))  # even when $PTXAS names the wrapper
+    found = ptxas_cmd.real_ptxas()
+    assert Path(found).resolve() != shim.resolve()
+    assert not ptxas_cmd._is_wrapper(found)
+    done = subprocess.run([str(shim), "--version"], capture_output=True, timeout=120)
+    assert done.returncode == 0 and b"Cuda compilation tools" in done.stdout
+
+
+@pytest.mark.ptxas
+def test_a_disguised_wrapper_stops_instead_of_recursing(tmp_path, monkeypatch):
+    """A "ptxas" that runs the wrapper without saying so is caught by the environment
+    guard: exit 255 with a message, not an endless chain of processes."""
+    wrapper = _script(tmp_path / "w", f'#!/bin/sh\nexec {sys.executable} -m ptxkit.cli.ptxas_cmd "$@"\n')
+    disguised = _script(tmp_path / "ptxas", '#!/bin/sh\nexec "$INNER" "$@"\n')
+    monkeypatch.setenv("INNER", str(wrapper))
+    monkeypatch.setenv("PTXKIT_REAL_PTXAS", str(disguised))
+    done = subprocess.run(WRAPPER + ["--version"], capture_output=True, timeout=120)
+    assert done.returncode == 255
+    assert b"runs ptxkit-ptxas again" in done.stderr
+
+
+def test_a_bad_mode_is_refused(monkeypatch):
+    monkeypatch.setenv("PTXKIT_FENCE_MODE", "sometimes")
+    done = subprocess.run(WRAPPER + ["--version"], capture_output=True, timeout=120)
+    assert done.returncode == 255 and b"PTXKIT_FENCE_MODE must be one of fence, check, off" in done.stderr
+
+
+# -- against the real ptxas ----------------------------------------------------------------
+
+
+def run(command, cwd, **env) -> subprocess.CompletedProcess:
+    environment = dict(os.environ, **env)
+    return subprocess.run(command, cwd=cwd, capture_output=True, env=environment, timeout=300)
+
+
+def same_output(a: subprocess.CompletedProcess, b: subprocess.CompletedProcess) -> None:
+    assert a.returncode == b.returncode
+    assert a.stdout == b.stdout
+    assert TIMING.sub(b"", a.stderr) == TIMING.sub(b"", b.stderr)
+
+
+@pytest.fixture
+def real():
+    return [ptxas_cmd.real_ptxas()]
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("front", [WRAPPER, CLI], ids=["ptxkit-ptxas", "ptxkit ptxas"])
+@pytest.mark.parametrize("arguments", [["--version"], ["--help"], ["-h"], [], ["--no-such-option"]])
+def test_passes_through_when_there_is_no_input(front, arguments, real, tmp_path):
+    """Triton parses `ptxas --version`: it must be byte for byte ptxas's."""
+    same_output(run(front + arguments, tmp_path), run(real + arguments, tmp_path))
+
+
+def _copy(source: Path, directory: Path, name: str = "k.ptx") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / name
+    target.write_bytes(source.read_bytes())
+    return target
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("mode", ["fence", "check", "off"])
+def test_input_needing_no_fence_is_ptxas_exactly(mode, real, tmp_path):
+    _copy(NEEDS_NONE, tmp_path / "w")
+    _copy(NEEDS_NONE, tmp_path / "p")
+    arguments = ["-arch=sm_90a", "-v", "-lineinfo", "k.ptx", "-o", "k.cubin"]
+    mine = run(WRAPPER + arguments, tmp_path / "w", PTXKIT_FENCE_MODE=mode)
+    theirs = run(real + arguments, tmp_path / "p")
+    same_output(mine, theirs)
+    assert (tmp_path / "w" / "k.cubin").read_bytes() == (tmp_path / "p" / "k.cubin").read_bytes()
+
+
+@pytest.mark.ptxas
+def test_fenced_input_is_ptxas_on_the_fenced_text(real, tmp_path):
+    """The wrapper assembles the fenced PTX; its output (cubin, messages) is what ptxas
+    gives on that text under the caller's file name, and the caller's file is untouched."""
+    from ptxkit.cfg.fence import fence_text
+
+    source = _copy(NEEDS_FENCE, tmp_path / "w")
+    before = source.read_bytes(), source.stat().st_mtime_ns
+    fenced, report = fence_text(NEEDS_FENCE.read_text(), filename="k.ptx")
+    assert report.changed
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "k.ptx").write_text(fenced)
+    arguments = ["-arch", "sm_90a", "-v", "k.ptx", "--output-file", "out.o"]
+    mine = run(WRAPPER + arguments, tmp_path / "w")
+    same_output(mine, run(real + arguments, tmp_path / "p"))
+    assert (tmp_path / "w" / "out.o").read_bytes() == (tmp_path / "p" / "out.o").read_bytes()
+    assert (source.read_bytes(), source.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["k.ptx", "out.o"]
+    plain = run(real + arguments, tmp_path / "w")  # ptxas on the unfenced file differs
+    assert (tmp_path / "w" / "out.o").read_bytes() != (tmp_path / "p" / "out.o").read_bytes()
+    assert plain.returncode == 0
+
+
+@pytest.mark.ptxas
+def test_errors_point_at_the_callers_file_and_lines(real, tmp_path):
+    """ptxas errors after an inserted fence keep the caller's file name and line numbers."""
+    text = NEEDS_FENCE.read_text().replace("\tret;\n}", "\tmov.u32 %q1, 5;\n\tret;\n}")
+    assert "%q1" in text
+    for side in ("w", "p"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "k.ptx").write_text(text)
+    arguments = ["-arch=sm_90a", "./k.ptx", "-o", "k.o"]
+    mine, theirs = run(WRAPPER + arguments, tmp_path / "w"), run(real + arguments, tmp_path / "p")
+    assert theirs.returncode == 255 and b"./k.ptx, line" in theirs.stderr
+    same_output(mine, theirs)
+    assert not (tmp_path / "w" / "k.o").exists() and not (tmp_path / "p" / "k.o").exists()
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("content", [b"this is not PTX\n", None], ids=["garbage", "missing"])
+def test_bad_input_gives_ptxas_answer(content, real, tmp_path):
+    for side in ("w", "p"):
+        (tmp_path / side).mkdir()
+        if content is not None:
+            (tmp_path / side / "k.ptx").write_bytes(content)
+    arguments = ["-arch=sm_90a", "k.ptx", "-o", "k.o"]
+    mine, theirs = run(WRAPPER + arguments, tmp_path / "w"), run(real + arguments, tmp_path / "p")
+    assert theirs.returncode == 255
+    same_output(mine, theirs)
+
+
+@pytest.mark.ptxas
+def test_check_mode_warns_and_assembles_the_input_as_it_is(real, tmp_path):
+    _copy(NEEDS_FENCE, tmp_path / "w")
+    _copy(NEEDS_FENCE, tmp_path / "p")
+    arguments = ["-arch=sm_90a", "k.ptx", "-o", "k.o"]
+    log = tmp_path / "fences.jsonl"
+    mine = run(WRAPPER + arguments, tmp_path / "w", PTXKIT_FENCE_MODE="check", PTXKIT_FENCE_LOG=str(log))
+    theirs = run(real + arguments, tmp_path / "p")
+    assert mine.returncode == theirs.returncode == 0 and mine.stdout == theirs.stdout
+    warnings = mine.stderr.decode().splitlines()
+    assert len(warnings) == 1
+    assert re.fullmatch(r"k\.ptx:\d+:\d+: warning: missing fence\.proxy\.async\.shared::cta \(.+\) \[ptxkit\]", warnings[0])
+    assert (tmp_path / "w" / "k.o").read_bytes() == (tmp_path / "p" / "k.o").read_bytes()
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry["mode"] == "check" and len(entry["fences"]) == 1
+    assert entry["file"] == str(tmp_path / "w" / "k.ptx")
+
+
+@pytest.mark.ptxas
+def test_fence_log_lists_the_added_fences(real, tmp_path):
+    _copy(NEEDS_FENCE, tmp_path, "a.ptx")
+    _copy(NEEDS_NONE, tmp_path, "b.ptx")
+    log = tmp_path / "fences.jsonl"
+    for name in ("a.ptx", "b.ptx"):
+        done = run(WRAPPER + ["-arch=sm_90a", name, "-o", name + ".o"], tmp_path, PTXKIT_FENCE_LOG=str(log))
+        assert done.returncode == 0, done.stderr
+    entries = {Path(e["file"]).name: e for e in map(json.loads, log.read_text().splitlines())}
+    assert [f["variant"] for f in entries["a.ptx"]["fences"]] == ["fence.proxy.async.shared::cta"]
+    assert entries["b.ptx"]["fences"] == [] and entries["a.ptx"]["mode"] == "fence"
+    assert all(isinstance(f["line"], int) and f["reason"] for f in entries["a.ptx"]["fences"])
