@@ -36,6 +36,8 @@ class PtxBuilder:
     """Collects straight-line PTX for one function, for one target.
 
     `target` is an ``sm_XY[a|f]`` name; `sm` is its number (features are gated on it).
+    `select_for` picks instructions as for an older target while the module still says
+    `target`: the fallbacks of an sm_80 can then run, and be checked, on an sm_90.
     `version` starts at ``8.0`` (which the H200's CUDA 13.0 driver can JIT) and rises
     only when a feature needs it (`require_version`).
 
@@ -43,12 +45,17 @@ class PtxBuilder:
     (100, True)
     """
 
-    def __init__(self, target: str = "sm_90a"):
+    def __init__(self, target: str = "sm_90a", select_for: str | None = None):
         parsed = parse_target(target)
         if parsed is None:
             raise ValueError(f"unknown target {target!r}; expected sm_XY, sm_XYa or sm_XYf (e.g. sm_90a)")
         self.target = target
         self.sm, suffix = parsed
+        if select_for is not None:  # choose instructions as for an older GPU (to run its fallbacks here)
+            older = parse_target(select_for)
+            if older is None or older[0] > self.sm:
+                raise ValueError(f"select_for must name a target no newer than {target} (got {select_for!r})")
+            self.sm = older[0]
         self.arch_specific = suffix == "a"
         self.version = max(BASE_VERSION, TARGET_VERSIONS.get(self.sm, BASE_VERSION))
         self._counts = {kind: 0 for kind in PREFIXES}

@@ -62,8 +62,9 @@ _MASK = {1: 1, 16: 0xFFFF, 32: 0xFFFFFFFF, 64: 0xFFFFFFFFFFFFFFFF}
 _GLOBAL_STRIDE = 1 << 40  # address space of one global buffer
 
 
-def launch(ptx: str, name: str, *args, grid=1, block=32) -> None:
-    """Run entry `name` of `ptx`; numpy arrays are global buffers, updated in place.
+def launch(ptx, name: str, *args, grid=1, block=32) -> None:
+    """Run entry `name` of `ptx` (text or a parsed ptxkit `Module`); numpy arrays are
+    global buffers, updated in place (the same array passed twice is one buffer).
 
     Scalars (numpy or Python ints) are passed by value. `grid` and `block` are ints
     (only the x dimension is modelled).
@@ -80,10 +81,10 @@ def launch(ptx: str, name: str, *args, grid=1, block=32) -> None:
 class Program:
     """One entry, decoded: instructions, labels, parameters, shared variables."""
 
-    def __init__(self, ptx: str, name: str):
+    def __init__(self, ptx, name: str):
         import ptxkit
 
-        module = ptxkit.parse(ptx, f"<{name}>")
+        module = ptxkit.parse(ptx, f"<{name}>") if isinstance(ptx, (str, bytes)) else ptx
         function = module.function(name)
         self.params = [p.name for p in function.signature.params]
         self.widths: dict[str, int] = {}
@@ -116,13 +117,15 @@ class Program:
 
 class _GlobalMemory:
     def __init__(self, args):
-        self.args = args
         self.params = []
         self.buffers = []
+        seen: dict[int, int] = {}
         for arg in args:
             if isinstance(arg, np.ndarray):
-                self.buffers.append((arg, arg.view(np.uint8).reshape(-1).copy()))
-                self.params.append(_GLOBAL_STRIDE * len(self.buffers))
+                if id(arg) not in seen:
+                    self.buffers.append((arg, arg.view(np.uint8).reshape(-1).copy()))
+                    seen[id(arg)] = _GLOBAL_STRIDE * len(self.buffers)
+                self.params.append(seen[id(arg)])
             else:
                 self.params.append(int(arg))
 
