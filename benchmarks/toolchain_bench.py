@@ -63,7 +63,7 @@ def assembly_table(repeat: int) -> None:
 
 def launch_table(launches: int) -> None:
     if not runtime.gpu_available():
-        print(f"\nGPU part skipped: {runtime._unavailable_reason()}")
+        print(f"\nGPU part skipped: {runtime.gpu_unavailable_reason()}")
         return
     from cuda.core import Device, LaunchConfig, ObjectCode, launch
 

@@ -170,7 +170,7 @@ def check_arch(arch: str) -> str:
 def assemble(
     ptx,
     arch: str = "sm_90a",
-    opt_level: int = 3,
+    opt_level: int | None = None,
     options=(),
     verbose: bool = False,
     *,
@@ -180,7 +180,9 @@ def assemble(
 ) -> Cubin:
     """Assemble PTX (text, UTF-8 bytes or a parsed `Module`) into a `Cubin`.
 
-    `options` are extra ptxas arguments (a sequence of strings). Errors raise `PtxasError`
+    `opt_level` None leaves the choice to ptxas: ``-O3``, except for debug PTX
+    (``.target sm_90a, debug``), which ptxas refuses to optimise. `options` are extra
+    ptxas arguments (a sequence of strings). Errors raise `PtxasError`
     with diagnostics at `filename` (default: the module's file name, or ``<input>``);
     `verbose` echoes ptxas's ``-v`` report to stderr. With `cache` (the default) the
     result is stored in, and taken from, the cubin cache.
@@ -191,15 +193,16 @@ def assemble(
     """
     text, name = _source_of(ptx, filename)
     arch = check_arch(arch)
-    if opt_level not in (0, 1, 2, 3):
-        raise ValueError(f"opt_level must be 0, 1, 2 or 3 (got {opt_level!r})")
+    if opt_level not in (None, 0, 1, 2, 3):
+        raise ValueError(f"opt_level must be None, 0, 1, 2 or 3 (got {opt_level!r})")
     if isinstance(options, (str, bytes)) or not all(isinstance(o, str) for o in options):
         raise TypeError("options must be a sequence of strings, e.g. ('--maxrregcount=64',)")
     options = tuple(options)
     if any(o == "-o" or o.startswith("--output-file") for o in options):
         raise ValueError("options must not redirect the output (-o/--output-file); use Cubin.save")
     info = find_ptxas()
-    arguments = ("-arch", arch, f"-O{opt_level}", "-v", *options)
+    level = () if opt_level is None else (f"-O{opt_level}",)
+    arguments = ("-arch", arch, *level, "-v", *options)
 
     store = key = None
     if cache:

@@ -57,11 +57,16 @@ def gpu_available() -> bool:
     >>> isinstance(gpu_available(), bool)
     True
     """
-    return _unavailable_reason() is None
+    return gpu_unavailable_reason() is None
 
 
 @functools.cache
-def _unavailable_reason() -> str | None:
+def gpu_unavailable_reason() -> str | None:
+    """Why no GPU can be used (None when one can); never raises, and is cached.
+
+    >>> gpu_unavailable_reason() is None or "cuda" in gpu_unavailable_reason().lower()
+    True
+    """
     try:
         import cuda.core  # noqa: F401  (the runtime needs it; probe that it imports)
         from cuda.bindings import driver
@@ -120,7 +125,7 @@ def _gpu() -> _Gpu:
     if gpu is None:
         with _gpu_lock:
             if _shared_gpu is None:
-                reason = _unavailable_reason()
+                reason = gpu_unavailable_reason()
                 if reason is not None:
                     raise GpuUnavailable(f"no NVIDIA GPU usable through cuda-python: {reason}")
                 _shared_gpu = _Gpu()

@@ -266,6 +266,9 @@ def test_ptxas_runs_in_a_private_directory_with_an_argument_list(no_ptxas, tmp_p
     assert argv == ["-arch", "sm_90a", "-O1", "-v", "--maxrregcount=32", "a b;c", "input.ptx", "-o", "output.cubin"]
     assert Path(directory).name.startswith("ptxkit-ptxas-") and not Path(directory).exists()
     assert cubin.data == b"x"
+    record.unlink()
+    assemble(WARNS, cache=False)  # by default ptxas picks the level (debug PTX refuses -O3)
+    assert record.read_text().splitlines()[1:] == ["-arch", "sm_90a", "-v", "input.ptx", "-o", "output.cubin"]
 
 
 # --- the real ptxas ---------------------------------------------------------------------

@@ -52,16 +52,16 @@ def test_gpu_available_is_a_cached_bool():
 
 @pytest.fixture
 def fresh_probe(monkeypatch):
-    runtime._unavailable_reason.cache_clear()
+    runtime.gpu_unavailable_reason.cache_clear()
     yield monkeypatch
-    runtime._unavailable_reason.cache_clear()  # runs before monkeypatch restores sys.modules
+    runtime.gpu_unavailable_reason.cache_clear()  # runs before monkeypatch restores sys.modules
 
 
 def test_gpu_available_never_raises_when_cuda_python_is_broken(fresh_probe):
     fresh_probe.setitem(sys.modules, "cuda.core", None)
     assert runtime.gpu_available() is False
-    assert "cuda-python is not usable" in runtime._unavailable_reason()
-    assert 'pip install "ptxkit[cuda]"' in runtime._unavailable_reason()
+    assert "cuda-python is not usable" in runtime.gpu_unavailable_reason()
+    assert 'pip install "ptxkit[cuda]"' in runtime.gpu_unavailable_reason()
 
 
 @pytest.mark.skipif(runtime.gpu_available(), reason="this machine has a GPU")

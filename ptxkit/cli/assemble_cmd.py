@@ -16,8 +16,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--arch", default="sm_90a", type=_arch, help="GPU target (default: sm_90a)")
     parser.add_argument("-o", "--output", metavar="OUT",
                         help="cubin to write (default: FILE with the suffix .cubin; - for stdout)")
-    parser.add_argument("-O", "--opt-level", type=int, choices=range(4), default=3, metavar="N",
-                        help="ptxas optimisation level 0-3 (default: 3)")
+    parser.add_argument("-O", "--opt-level", type=int, choices=range(4), default=None, metavar="N",
+                        help="ptxas optimisation level 0-3 (default: ptxas's, -O3 except for debug PTX)")
     parser.add_argument("-X", "--ptxas-option", action="append", default=[], metavar="OPTION",
                         help="pass OPTION to ptxas, e.g. -X=--maxrregcount=64 (repeatable)")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the cubin cache")
