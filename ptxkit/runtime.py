@@ -18,6 +18,7 @@ the CUDA error name. Everything runs on device 0 and one stream, made current on
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import math
 import operator
@@ -198,8 +199,8 @@ class DeviceArray:
         if array.shape != self.shape or array.dtype != self.dtype:
             raise ValueError(f"expected {self.shape} {self.dtype}, got {array.shape} {array.dtype}")
         gpu = _gpu()
-        with _staging(gpu, self.buffer.size) as (staging, host):
-            host[: self.nbytes] = array.reshape(-1).view(np.uint8)
+        with _staging(gpu, self.buffer.size) as staging:
+            ctypes.memmove(int(staging.handle), array.ctypes.data, self.nbytes)  # a host pointer
             with gpu.errors("copying to the device"):
                 self.buffer.copy_from(staging, stream=gpu.stream)
             gpu.sync("copying to the device")
@@ -207,12 +208,13 @@ class DeviceArray:
     def to_numpy(self) -> np.ndarray:
         """A numpy copy of the device memory."""
         gpu = _gpu()
-        with _staging(gpu, self.buffer.size) as (staging, host):
+        result = np.empty(self.shape, self.dtype)
+        with _staging(gpu, self.buffer.size) as staging:
             with gpu.errors("copying from the device"):
                 self.buffer.copy_to(staging, stream=gpu.stream)
             gpu.sync("copying from the device")
-            raw = host[: self.nbytes].copy()
-        return raw.view(self.dtype).reshape(self.shape)
+            ctypes.memmove(result.ctypes.data, int(staging.handle), self.nbytes)
+        return result
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, ptr=0x{self.ptr:x})"
@@ -220,11 +222,11 @@ class DeviceArray:
 
 @contextlib.contextmanager
 def _staging(gpu: _Gpu, size: int):
-    """Pinned host memory of `size` bytes: (cuda.core Buffer, numpy uint8 view); freed on exit."""
+    """A cuda.core Buffer of `size` bytes of pinned host memory, freed on exit."""
     with gpu.errors(f"allocating {size} bytes of pinned host memory"):
         buffer = gpu.pinned.allocate(size)
     try:
-        yield buffer, np.from_dlpack(buffer).view(np.uint8)
+        yield buffer
     finally:
         buffer.close()
 
@@ -351,8 +353,9 @@ class Kernel:
         self._shared_limit = size
 
     def _describe(self, grid, block, cluster, shared_mem) -> str:
-        extra = f", cluster {cluster}" if cluster is not None else ""
-        return f"kernel {self.name!r} (grid {grid}, block {block}{extra}, shared_mem {shared_mem})"
+        extra = f", cluster {_dims('cluster', cluster)}" if cluster is not None else ""
+        return (f"kernel {self.name!r} (grid {_dims('grid', grid)}, block {_dims('block', block)}{extra}, "
+                f"shared_mem {shared_mem})")
 
     def __repr__(self) -> str:
         return f"<Kernel {self.name!r} of {self.module.label}>"
