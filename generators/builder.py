@@ -60,6 +60,7 @@ class PtxBuilder:
         self.version = max(BASE_VERSION, TARGET_VERSIONS.get(self.sm, BASE_VERSION))
         self._counts = {kind: 0 for kind in PREFIXES}
         self._lines: list[str] = []
+        self._shared: list[str] = []
         self._labels = 0
 
     # ---- registers --------------------------------------------------------------------
@@ -78,6 +79,11 @@ class PtxBuilder:
     def value_reg(self, t: "str | DType") -> str:
         """A fresh register that holds one element of dtype `t`."""
         return self.reg(as_dtype(t).reg_type)
+
+    def shared(self, name: str, nbytes: int, align: int = 16) -> str:
+        """Declare ``.shared .align A .b8 name[nbytes]`` in the function; returns `name`."""
+        self._shared.append(f".shared .align {align} .b8 {name}[{nbytes}];")
+        return name
 
     def label(self, stem: str = "L") -> str:
         """A fresh label name (``$L_0``…); place it with `place`."""
@@ -125,8 +131,9 @@ class PtxBuilder:
 
     # ---- output --------------------------------------------------------------------------------
     def declarations(self) -> list[str]:
-        """``.reg`` lines for every register allocated so far."""
-        return [f".reg {kind} {PREFIXES[kind]}<{n}>;" for kind, n in self._counts.items() if n]
+        """``.reg`` lines for every register allocated so far, then the shared variables."""
+        regs = [f".reg {kind} {PREFIXES[kind]}<{n}>;" for kind, n in self._counts.items() if n]
+        return regs + self._shared
 
     def instructions(self) -> list[str]:
         """The instructions (and labels, comments) in order."""

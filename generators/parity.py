@@ -61,6 +61,15 @@ class ParityCase:
         rng = np.random.default_rng(self.seed)
         return self.inputs(rng, self.case) if self.inputs else self.case.inputs(rng)
 
+    def check(self, run, a, b) -> None:
+        """Assert that an `ImageRun` of this case matches the reference (every replica copy,
+        the gaps, and with `signed_zeros` the signs of zero results)."""
+        expected = self.expected(a, b)
+        run.assert_close(expected, atol=self.atol, rtol=self.rtol)
+        if self.signed_zeros:
+            want = np.broadcast_to(np.asarray(expected, np.float64).reshape(len(a), 1, -1), run.values.shape)
+            np.testing.assert_array_equal(np.signbit(run.values), np.signbit(want))
+
 
 def _reduce(op, x, axes, keepdims=False):
     return NP_OPS[op](np.asarray(x, np.float64), axis=axes, keepdims=keepdims)
@@ -261,6 +270,272 @@ def warpgroup_cases(target="sm_90a") -> list[ParityCase]:
                          TileSpec((128, 1), "f32", wg_local_layout(1)), generate, 1, target)
         cases.append(ParityCase(case, "warpgroup", lambda a, b, op=op: _reduce(op, a, 2, keepdims=True), 1e-5))
     return cases
+
+
+def _path(group, name, src, dst, generate, expected, atol, inputs=None, copies=1, target="sm_90a",
+          select_for=None, read_as=None, **options) -> ParityCase:
+    case = ImageCase(name, src, dst, generate, copies, target, select_for, read_as)
+    return ParityCase(case, group, expected, atol, inputs, **options)
+
+
+def _lanes(*specs) -> TileLayout:
+    return TileLayout(S[tuple(e for e, _ in specs) : tuple(s @ laneid for _, s in specs)])
+
+
+def partial_width_cases(target="sm_90a") -> list[ParityCase]:
+    """B1–B3: Path 2 over groups of W adjacent lanes, strided replicas, width 1."""
+    cases = []
+    for width in (2, 4, 8, 16):
+        groups = 32 // width
+        for op in OPS:
+            cases.append(_shuffle_case(
+                _name("partial", width, op), "partial_width", (groups, width), _lanes((groups, width), (width, 1)),
+                (groups,), TileLayout(S[groups : width @ laneid] + R[width : 1 @ laneid]), op, "f32",
+                lambda a, b, op=op: _reduce(op, a, 2), 1e-5, target, copies=2))
+    strided = [
+        ("stride4", (8, 4), _lanes((8, 4), (4, 1)), (4,), TileLayout(S[4 : 1 @ laneid] + R[8 : 4 @ laneid]), (1,)),
+        ("stride16", (2, 16), _lanes((2, 16), (16, 1)), (16,), TileLayout(S[16 : 1 @ laneid] + R[2 : 16 @ laneid]),
+         (1,)),
+        ("bits0and4", (2, 8, 2), _lanes((2, 16), (8, 2), (2, 1)), (8,),
+         TileLayout(S[8 : 2 @ laneid] + R[(2, 2) : (16 @ laneid, 1 @ laneid)]), (1, 3)),
+    ]
+    for label, src_shape, src_layout, dst_shape, dst_layout, axes in strided:
+        for op in OPS:
+            cases.append(_shuffle_case(
+                _name("strided", label, op), "strided_replica", src_shape, src_layout, dst_shape, dst_layout, op,
+                "f32", lambda a, b, op=op, axes=axes: _reduce(op, a, axes), 1e-5, target, copies=2))
+    cases.append(_shuffle_case(
+        "width1_copy", "width1", (32,), TileLayout(S[32 : 1 @ laneid]), (32,),
+        TileLayout(S[32 : 1 @ laneid] + R[1 : 1 @ laneid]), "sum", "f32", lambda a, b: a, 0.0, target))
+    return cases
+
+
+def packed_half_cases(target="sm_90a") -> list[ParityCase]:
+    """Path 2 with f16/bf16, several elements per lane (one pair and a lone element each),
+    natively and with the f32 fallbacks of older targets (run on this GPU via `select_for`)."""
+    cases = []
+    src_layout = TileLayout(S[(4, 8, 3) : (8 @ laneid, 1 @ laneid, 1)])
+    dst_layout = TileLayout(S[(4, 3) : (8 @ laneid, 1)] + R[8 : 1 @ laneid])
+    for dt, select_for in (("f16", None), ("f16", "sm_75"), ("bf16", None), ("bf16", "sm_80")):
+        for op in OPS:
+            for pack in (True, False):
+                cases.append(_shuffle_case(
+                    _name("packed", dt, select_for or "native", op, "pack" if pack else "single"), "packed_half",
+                    (4, 8, 3), src_layout, (4, 3), dst_layout, op, dt, lambda a, b, op=op: _reduce(op, a, 2),
+                    1e-1 if dt == "f16" else 2.5e-1, target, copies=2, select_for=select_for, pack=pack))
+    return cases
+
+
+def integer_cases(target="sm_90a") -> list[ParityCase]:
+    """s32/u32 through Path 2 (redux.sync on sm_80+, shuffles as on sm_75) and Path 1."""
+    cases = []
+    for dt in ("s32", "u32"):
+        for select_for in (None, "sm_75"):
+            for op in OPS:
+                for width in (32, 8):
+                    groups = 32 // width
+                    cases.append(_shuffle_case(
+                        _name("int", dt, select_for or "native", op, "w", width), "integer", (groups, width),
+                        _lanes((groups, width), (width, 1)), (groups,),
+                        TileLayout(S[groups : width @ laneid] + R[width : 1 @ laneid]), op, dt,
+                        lambda a, b, op=op: _reduce(op, a, 2), 0.0, target, copies=2, select_for=select_for))
+        for op in OPS:
+            def generate(d, s, op=op):
+                reduce_local(d, s, axes=(1,), op=op)
+            cases.append(_path("integer", _name("int_thread", dt, op), TileSpec((3, 5), dt), TileSpec((3,), dt),
+                               generate, lambda a, b, op=op: _reduce(op, a, 2), 0.0, copies=4, target=target))
+    return cases
+
+
+def view_mask_cases(target="sm_90a") -> list[ParityCase]:
+    """B5: Path 3 shuffles over a dim held by several lane iters, and over rows spread on lanes."""
+    cases = []
+    several = TileLayout(S[(4, 2, 4, 8) : (4 @ laneid, 16 @ laneid, 1 @ laneid, 1)])
+    several_dst = TileLayout(S[(4, 2, 4) : (4 @ laneid, 16 @ laneid, 1 @ laneid)])
+    rows = TileLayout(S[(8, 4, 8) : (4 @ laneid, 1 @ laneid, 1)])
+    for op in OPS:
+        def generate(d, s, op=op):
+            reduce_local(d, s, axes=-1, op=op, scope="warp", thread_reduce=True)
+
+        def expected(a, b, op=op):
+            return np.broadcast_to(_reduce(op, a, 2, keepdims=True), b.shape)
+
+        cases.append(_path("view_masks", _name("view_masks_1_2_16", op), TileSpec((4, 64), "f32", several),
+                           TileSpec((4, 8), "f32", several_dst), generate, expected, 1e-5, rtol=SUM_RTOL, copies=2,
+                           target=target))
+
+        def generate_rows(d, s, op=op):
+            reduce_local(d, s, axes=0, op=op, scope="warp", thread_reduce=True)
+
+        def expected_rows(a, b, op=op):
+            return np.broadcast_to(_reduce(op, a, 1, keepdims=True), b.shape)
+
+        cases.append(_path("view_masks", _name("view_masks_4_8_16", op), TileSpec((8, 4, 8), "f32", rows),
+                           TileSpec((8, 4, 8), "f32", rows), generate_rows, expected_rows, 1e-5, copies=2,
+                           target=target))
+    return cases
+
+
+def in_place_cases(target="sm_90a") -> list[ParityCase]:
+    """B6: Path 2 with dst a view of src's own registers (no copies are emitted)."""
+    cases = []
+    src = TileSpec((128,), "f32", TileLayout(S[(32, 4) : (1 @ laneid, 1)]))
+    view = TileSpec((4,), "f32", TileLayout(S[4:1] + R[32 : 1 @ laneid]))
+    for op in OPS:
+        def generate(d, s, op=op):
+            reduce_local(s.view(view.shape, view.layout), s, op=op, scope="warp")
+
+        cases.append(_path("in_place", _name("in_place_shuffle", op), src, None, generate,
+                           lambda a, b, op=op: _reduce(op, a.reshape(len(a), 32, 4), 1), 1e-4, read_as=view,
+                           target=target))
+    return cases
+
+
+def _fixed_inputs(values, old=None):
+    def make(rng, case):
+        a = np.broadcast_to(np.asarray(values, np.float64), (case.copies, *case.src.shape)).copy()
+        b = np.zeros((case.copies, *case.out.shape)) if old is None else np.full((case.copies, *case.out.shape), old)
+        return a, b
+    return make
+
+
+FLT_MAX = 3.4028234663852886e38
+
+
+def identity_cases(target="sm_90a") -> list[ParityCase]:
+    """B7: TVM's identities and PTX's max/min at the edges (what TVM does, checked exactly)."""
+    inf, nan = math.inf, math.nan
+
+    def thread(name, dt, op, values, want, signed_zeros=False, select_for=None):
+        def generate(d, s):
+            reduce_local(d, s, op=op)
+        return _path("identity", name, TileSpec((len(values),), dt), TileSpec((1,), dt), generate,
+                     lambda a, b: np.full((len(a), 1), want), 0.0, _fixed_inputs(values), copies=2,
+                     target=target, select_for=select_for, signed_zeros=signed_zeros)
+
+    cases = [
+        thread("max_all_neg_inf", "f32", "max", [-inf] * 5, -FLT_MAX),  # numpy: -inf
+        thread("min_all_pos_inf", "f32", "min", [inf] * 5, FLT_MAX),
+        thread("max_ignores_nan", "f32", "max", [nan, 1.0, 3.0, nan, 2.0], 3.0),  # numpy: nan
+        thread("max_all_nan", "f32", "max", [nan] * 3, -FLT_MAX),
+        thread("sum_negative_zeros", "f32", "sum", [-0.0] * 4, 0.0, signed_zeros=True),  # numpy: -0.0
+        thread("sum_f16_overflow", "f16", "sum", [60000.0, 60000.0, -1.0], inf),
+        thread("max_bf16_all_neg_inf", "bf16", "max", [-inf] * 4, -inf),  # bf16's identity is -inf
+        thread("min_bf16_fallback_all_inf", "bf16", "min", [inf] * 4, inf, select_for="sm_80"),
+    ]
+    lanes = np.arange(32, dtype=np.float64)
+    lanes[[3, 17]] = nan
+    cases.append(_path(
+        "identity", "shuffle_max_ignores_nan", TileSpec((32,), "f32", TileLayout(S[32 : 1 @ laneid])),
+        TileSpec((1,), "f32", TileLayout(S[1:1] + R[32 : 1 @ laneid])),
+        lambda d, s: reduce_local(d, s, op="max", scope="warp"), lambda a, b: np.full((len(a), 1), 31.0), 0.0,
+        _fixed_inputs(lanes), target=target))
+    return cases
+
+
+def region_cases(target="sm_90a") -> list[ParityCase]:
+    """B8–B10: regions in Path 1 and 3, axes edge cases, squeezed dst in Path 3."""
+    cases = []
+    for op in OPS:
+        for accum in (False, True):
+            def generate(d, s, op=op, accum=accum):
+                reduce_local(d[2:7], s[1:6, 1:9], axes=(-1,), op=op, accum=accum)
+
+            def expected(a, b, op=op, accum=accum):
+                out = b.copy()
+                out[:, 2:7] = _with_old(op, _reduce(op, a[:, 1:6, 1:9], 2), b[:, 2:7], accum)
+                return out
+
+            cases.append(_path("region", _name("thread_region", op, "acc" if accum else ""), TileSpec((32, 32)),
+                               TileSpec((32,)), generate, expected, 1e-5, copies=2, target=target))
+    mixed = TileLayout(S[(2, 8, 4, 2) : (8, 2 @ laneid, 2, 1)])
+    mixed_dst = TileLayout(S[(2, 8, 1) : (1, 2 @ laneid, 1)])
+    for label, rows in (("single", slice(8, 16)), ("full", slice(0, 16))):
+        for op in OPS:
+            def generate(d, s, op=op, rows=rows):
+                reduce_local(d[rows, :], s[rows, :], axes=(1,), op=op, scope="warp")
+
+            def expected(a, b, op=op, rows=rows):
+                out = b.copy()
+                out[:, rows] = _reduce(op, a[:, rows], 2, keepdims=True)
+                return out
+
+            cases.append(_path("region", _name("view_region", label, op), TileSpec((16, 8), "f32", mixed),
+                               TileSpec((16, 1), "f32", mixed_dst), generate, expected, 1e-5, copies=2,
+                               target=target))
+    axes_cases = [
+        ("duplicate", (3, 4, 5), (4,), (0, 2, -1), (0, 2)),
+        ("unit_dims", (1, 4, 1), (1, 1), (1,), (1,)),
+        ("all_axes", (2, 3, 4), (1,), (0, 1, 2), (0, 1, 2)),
+        ("negative_pair", (2, 3, 4), (3,), (-1, -3), (0, 2)),
+    ]
+    for label, src, dst, axes, numpy_axes in axes_cases:
+        def generate(d, s, axes=axes):
+            reduce_local(d, s, axes=axes, op="sum")
+
+        def expected(a, b, numpy_axes=numpy_axes, dst=dst):
+            return _reduce("sum", a, tuple(x + 1 for x in numpy_axes)).reshape(len(a), *dst)
+
+        cases.append(_path("axes", _name("axes", label), TileSpec(src), TileSpec(dst), generate, expected, 1e-5,
+                           copies=2, target=target))
+    squeezed = [((32, 64), (32,), TileLayout(S[32 : 1 @ laneid]), (-1,)),
+                ((32, 4, 8), (32, 4), TileLayout(S[(32, 4) : (1 @ laneid, 1)]), (-1,)),
+                ((32, 4, 8), (32, 8), TileLayout(S[(32, 8) : (1 @ laneid, 1)]), (1,))]
+    for src_shape, dst_shape, dst_layout, axes in squeezed:
+        for op in OPS:
+            def generate(d, s, op=op, axes=axes):
+                reduce_local(d, s, axes=axes, op=op, scope="warp")
+
+            def expected(a, b, op=op, axes=axes):
+                return _reduce(op, a, tuple(x + 1 if x >= 0 else x for x in axes))
+
+            cases.append(_path("squeezed", _name("squeezed", _shape_name(src_shape), "ax", *axes, op),
+                               TileSpec(src_shape, "f32", _lane_rows(src_shape)), TileSpec(dst_shape, "f32", dst_layout),
+                               generate, expected, 1e-5, rtol=SUM_RTOL, target=target))
+    return cases
+
+
+def fallback_cases(target="sm_90a") -> list[ParityCase]:
+    """B13: every dtype with the instructions of its oldest target (selected, run here)."""
+    cases = []
+    for dt, select_for in (("f16", "sm_75"), ("f16", "sm_80"), ("bf16", "sm_80"), ("bf16", None)):
+        for op in OPS:
+            def generate(d, s, op=op):
+                reduce_local(d, s, axes=(1,), op=op)
+
+            cases.append(_path("fallback", _name("thread", dt, select_for or "native", op), TileSpec((4, 6), dt),
+                               TileSpec((4,), dt), generate, lambda a, b, op=op: _reduce(op, a, 2),
+                               1e-1 if dt == "f16" else 2.5e-1, copies=2, target=target, select_for=select_for))
+    return cases
+
+
+def oldest_target_cases() -> list[ParityCase]:
+    """Each dtype at the oldest target ptxas 13 knows for it (sm_75; bf16 sm_80), Paths 1
+    and 2: assembled for those targets and simulated (an H200 cannot load their cubins)."""
+    cases = []
+    for dt, target in (("f32", "sm_75"), ("f16", "sm_75"), ("f16", "sm_80"), ("bf16", "sm_80"), ("s32", "sm_75"),
+                       ("s32", "sm_80")):
+        tolerance = {"f32": 1e-5, "f16": 1e-1, "bf16": 2.5e-1, "s32": 0.0}[dt]
+        for op in OPS:
+            def generate(d, s, op=op):
+                reduce_local(d, s, axes=(1,), op=op)
+
+            cases.append(_path("oldest_target", _name("oldest", target, dt, "thread", op), TileSpec((4, 6), dt),
+                               TileSpec((4,), dt), generate, lambda a, b, op=op: _reduce(op, a, 2), tolerance,
+                               copies=2, target=target))
+            cases.append(_shuffle_case(
+                _name("oldest", target, dt, "shuffle", op), "oldest_target", (4, 8, 3),
+                TileLayout(S[(4, 8, 3) : (8 @ laneid, 1 @ laneid, 1)]), (4, 3),
+                TileLayout(S[(4, 3) : (8 @ laneid, 1)] + R[8 : 1 @ laneid]), op, dt,
+                lambda a, b, op=op: _reduce(op, a, 2), tolerance, target, copies=2))
+    return cases
+
+
+def extra_cases(target="sm_90a") -> list[ParityCase]:
+    """The cases of reduction.md §7.5 B that run (the refusals are CPU tests)."""
+    return (partial_width_cases(target) + packed_half_cases(target) + integer_cases(target)
+            + view_mask_cases(target) + in_place_cases(target) + identity_cases(target) + region_cases(target)
+            + fallback_cases(target))
 
 
 def tvm_cases(target="sm_90a") -> list[ParityCase]:

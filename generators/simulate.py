@@ -54,7 +54,7 @@ class SimulationError(RuntimeError):
     """The kernel does something the interpreter does not model, or that is undefined."""
 
 
-_WIDTH = {".pred": 1, ".b16": 16, ".u16": 16, ".s16": 16, ".f16": 16, ".bf16": 16,
+_WIDTH = {".pred": 1, ".b8": 8, ".u8": 8, ".s8": 8, ".b16": 16, ".u16": 16, ".s16": 16, ".f16": 16, ".bf16": 16,
           ".b32": 32, ".u32": 32, ".s32": 32, ".f32": 32, ".b64": 64, ".u64": 64, ".s64": 64, ".f64": 64}
 _TYPE_BITS = {"b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16, "b32": 32, "u32": 32, "s32": 32,
               "f32": 32, "f16x2": 32, "bf16x2": 32, "b64": 64, "u64": 64, "s64": 64, "f32x2": 64, "pred": 1}
@@ -253,7 +253,8 @@ def _f16(bits):
 
 
 def _from_f16(values):
-    return np.asarray(values, np.float32).astype(np.float16).view(np.uint16).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        return np.asarray(values, np.float32).astype(np.float16).view(np.uint16).astype(np.uint64)
 
 
 def _bf16(bits):
@@ -352,6 +353,11 @@ def _int_op(name, kind, values, mods):
             if signed:
                 addend = _signed(addend, 2 * width if wide else width)
             r = a[0] * a[1] + addend
+        elif name in ("div", "rem"):
+            if np.any(a[1] == 0):
+                raise SimulationError("integer division by zero")
+            quotient = np.sign(a[0]) * np.sign(a[1]) * (np.abs(a[0]) // np.abs(a[1])) if signed else a[0] // a[1]
+            r = quotient if name == "div" else a[0] - quotient * a[1]
         elif name == "max":
             r = np.maximum(a[0], a[1])
         elif name == "min":
@@ -595,6 +601,6 @@ _HANDLERS = {
     "mov": _mov, "cvt": _cvt, "cvta": _cvt, "setp": _setp, "selp": _selp, "bra": _bra, "ret": _ret,
     "exit": _ret, "ld": _ld, "st": _st, "shfl": _shfl, "activemask": _activemask, "redux": _redux,
     "bar": _bar, "barrier": _bar, "fence": _nothing,
-    **{name: _handler(name) for name in ("add", "sub", "mul", "mad", "max", "min", "and", "or", "xor",
+    **{name: _handler(name) for name in ("add", "sub", "mul", "mad", "div", "rem", "max", "min", "and", "or", "xor",
                                          "shl", "shr")},
 }
