@@ -47,7 +47,7 @@ def assembly_table(repeat: int) -> None:
         os.environ["PTXKIT_CACHE_DIR"] = os.path.join(scratch, "cache")  # a cache of our own
         for path in sorted(SAMPLES.glob("*.ptx")):
             text = path.read_text()
-            command = [ptxas.path, "-arch", "sm_90a", "-O3", "-v", str(path), "-o", os.path.join(scratch, "x.cubin")]
+            command = [ptxas.path, "-arch", "sm_90a", "-v", str(path), "-o", os.path.join(scratch, "x.cubin")]
             raw = median_seconds(lambda: subprocess.run(command, capture_output=True, check=True), repeat)
             cold = median_seconds(lambda: ptxkit.assemble(text, cache=False), repeat)
             ptxkit.assemble(text)  # fill the cache
