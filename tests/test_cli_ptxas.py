@@ -233,3 +233,67 @@ def test_fence_log_lists_the_added_fences(real, tmp_path):
     assert [f["variant"] for f in entries["a.ptx"]["fences"]] == ["fence.proxy.async.shared::cta"]
     assert entries["b.ptx"]["fences"] == [] and entries["a.ptx"]["mode"] == "fence"
     assert all(isinstance(f["line"], int) and f["reason"] for f in entries["a.ptx"]["fences"])
+
+
+# -- the nvcc recipe: nvcc -ptx, then the wrapper (or `ptxkit fence`) --------------------------
+
+#: CUDA C++ that writes shared memory with ordinary stores and hands it to the async proxy
+#: (a bulk copy to global) with no fence.proxy.async: nvcc leaves it unfenced.
+CUDA_SOURCE = r"""
+extern "C" __global__ void scale_copy(float* out, const float* in) {
+  __shared__ alignas(128) float buf[256];
+  buf[threadIdx.x] = in[threadIdx.x] * 2.0f;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned smem = static_cast<unsigned>(__cvta_generic_to_shared(buf));
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 1024;" :: "l"(out), "r"(smem) : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  }
+}
+"""
+
+
+def _nvcc_ptx(directory: Path) -> Path:
+    (directory / "k.cu").write_text(CUDA_SOURCE)
+    done = subprocess.run(["nvcc", "-arch=sm_90a", "-ptx", "k.cu", "-o", "k.ptx"], cwd=directory,
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return directory / "k.ptx"
+
+
+@pytest.mark.nvcc
+@pytest.mark.ptxas
+def test_nvcc_ptx_gets_its_fence_through_the_wrapper(tmp_path):
+    ptx = _nvcc_ptx(tmp_path)
+    log = tmp_path / "fences.jsonl"
+    done = run(WRAPPER + ["-arch=sm_90a", "k.ptx", "-o", "k.cubin"], tmp_path, PTXKIT_FENCE_LOG=str(log))
+    assert done.returncode == 0, done.stderr
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [f["variant"] for f in entry["fences"]] == ["fence.proxy.async.shared::cta"]
+    lines = ptx.read_text().splitlines()
+    bulk = next(i for i, line in enumerate(lines, 1) if "cp.async.bulk.global" in line)
+    assert bar_sync_line(lines) < entry["fences"][0]["line"] <= bulk + 1
+    assert "fence.proxy" not in ptx.read_text()  # the caller's PTX is untouched
+    assert (tmp_path / "k.cubin").stat().st_size > 0
+
+
+def bar_sync_line(lines: list[str]) -> int:
+    return next(i for i, line in enumerate(lines, 1) if line.strip().startswith("bar.sync"))
+
+
+@pytest.mark.nvcc
+@pytest.mark.gpu
+def test_nvcc_recipe_runs_on_the_gpu(tmp_path):
+    import numpy as np
+
+    from ptxkit import runtime
+
+    _nvcc_ptx(tmp_path)
+    done = run(WRAPPER + ["-arch=sm_90a", "k.ptx", "-o", "k.cubin"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    kernel = runtime.load(str(tmp_path / "k.cubin")).kernel("scale_copy")
+    data = np.random.default_rng(5).standard_normal(256).astype(np.float32)
+    out = np.zeros(256, np.float32)
+    kernel.launch(runtime.Out(out), data, grid=1, block=256)
+    np.testing.assert_array_equal(out, 2 * data)

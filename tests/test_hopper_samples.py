@@ -17,6 +17,7 @@ Three layers, from cheapest to the GPU:
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 import re
 import shutil
@@ -187,6 +188,34 @@ class Packed:
     low: Acc
 
 
+@dataclasses.dataclass
+class Mbarrier:
+    """An mbarrier: a phase completes when `count` arrivals happened and the expected
+    transaction bytes (expect_tx) all arrived (TMA complete_tx)."""
+
+    count: int
+    arrivals: int = 0
+    pending_bytes: int = 0
+    completed_phases: int = 0
+
+    def try_wait_parity(self, parity: int) -> bool:
+        if self.arrivals == self.count and self.pending_bytes == 0:
+            self.completed_phases += 1
+            self.arrivals = 0
+        return (self.completed_phases & 1) != parity
+
+
+ARITHMETIC = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "shl": operator.lshift,
+    "shr": operator.rshift,
+    "and": operator.and_,
+    "or": operator.or_,
+}
+COMPARE = {"lt": operator.lt, "ge": operator.ge, "ne": operator.ne, "eq": operator.eq}
+
+
 class CtaModel:
     """Executes a sample's instructions for each of 128 threads, in lock step between
     barriers (``bar.sync`` and mbarrier waits), tracking integer registers exactly and
@@ -213,6 +242,7 @@ class CtaModel:
         self.wgmma_checked: set = set()
         self.wgmma_count = [0] * 128
         self.stmatrix: list[tuple[int, int, int, tuple]] = []  # (thread, sequence, address, regs)
+        self.mbarriers: dict[int, Mbarrier] = {}
 
     # -- layout of the kernel's variables and parameters ---------------------------------
     @staticmethod
@@ -265,7 +295,10 @@ class CtaModel:
             elif opcode == "bar.sync" or opcode.startswith("mbarrier.try_wait"):
                 yield  # every thread reaches the barrier before any goes on
                 if base == "mbarrier":
-                    regs[node.operands[0].name] = True
+                    done, address, parity = node.operands
+                    barrier = self.mbarriers[self._address(address, regs)]
+                    regs[done.name] = barrier.try_wait_parity(self._value(parity, regs))
+                    assert regs[done.name], f"{node.text}: the phase never completes (the kernel would hang)"
             else:
                 self._execute(node, regs, tid)
 
@@ -284,22 +317,17 @@ class CtaModel:
         assert operand.kind == "memory", operand.text
         return self._value(operand.elements[0], regs) + (operand.value or 0)
 
-    def _execute(self, node, regs, tid):  # noqa: C901 - one branch per opcode family
+    def _execute(self, node, regs, tid):  # one branch per opcode family
         ops = node.operands
         base, mods = node.base, node.modifiers
         bits = 64 if any(m[1:] == "64" for m in mods if m[:1] in "ubs") else 32
         mask = (1 << bits) - 1
-        value = lambda i: self._value(ops[i], regs)  # noqa: E731
-        arithmetic = {
-            "add": lambda a, b: a + b,
-            "sub": lambda a, b: a - b,
-            "shl": lambda a, b: a << b,
-            "shr": lambda a, b: a >> b,
-            "and": lambda a, b: a & b,
-            "or": lambda a, b: a | b,
-        }
-        if base in arithmetic:
-            regs[ops[0].name] = arithmetic[base](value(1), value(2)) & mask
+
+        def value(i):
+            return self._value(ops[i], regs)
+
+        if base in ARITHMETIC:
+            regs[ops[0].name] = ARITHMETIC[base](value(1), value(2)) & mask
         elif base == "mov" or (base == "cvta" and "to" in mods) or opcode_is(node, "cvta.param"):
             regs[ops[0].name] = value(1)
         elif opcode_is(node, "cvt.u64.u32"):
@@ -309,8 +337,7 @@ class CtaModel:
         elif opcode_is(node, "mad.lo"):
             regs[ops[0].name] = (value(1) * value(2) + value(3)) & mask
         elif base == "setp":
-            compare = {"lt": int.__lt__, "ge": int.__ge__, "ne": int.__ne__, "eq": int.__eq__}[mods[0]]
-            regs[ops[0].name] = compare(value(1), value(2))
+            regs[ops[0].name] = COMPARE[mods[0]](value(1), value(2))
         elif opcode_is(node, "ld.param"):
             regs[ops[0].name] = self._param_address(ops[1].elements[0].name)
         elif opcode_is(node, "ld.global.v4.b32"):
@@ -327,7 +354,8 @@ class CtaModel:
             for i in range(4):
                 self._store_word(self._address(ops[0], regs) + 4 * i, Word(array, offset + 4 * i))
         elif opcode_is(node, "cp.async.bulk.tensor.2d.shared::cluster.global"):
-            self._tma_load(self._address(ops[0], regs), ops[1], regs)
+            received = self._tma_load(self._address(ops[0], regs), ops[1], regs)
+            self.mbarriers[self._address(ops[2], regs)].pending_bytes -= received
         elif opcode_is(node, "cp.async.bulk.tensor.2d.global.shared::cta"):
             self._tma_store(ops[0], self._address(ops[1], regs), regs)
         elif opcode_is(node, "wgmma.mma_async"):
@@ -346,8 +374,13 @@ class CtaModel:
                 self.out[offset + 4 * i] = regs[register.name]
         elif opcode_is(node, "fence.proxy.async"):
             self.fences[tid] += 1
-        elif opcode_is(node, "mbarrier.arrive"):
-            regs[ops[0].name] = 0
+        elif opcode_is(node, "mbarrier.init"):
+            self.mbarriers[self._address(ops[0], regs)] = Mbarrier(value(1))
+        elif opcode_is(node, "mbarrier.arrive.expect_tx"):
+            barrier = self.mbarriers[self._address(ops[1], regs)]
+            barrier.arrivals += 1
+            barrier.pending_bytes += value(2)
+            regs[ops[0].name] = 0  # the state token
         elif node.opcode in NO_EFFECT:
             pass
         else:
@@ -365,12 +398,14 @@ class CtaModel:
         column, row = (self._value(c, regs) for c in coordinates.elements)
         return (array, column, row, *self.boxes[array])
 
-    def _tma_load(self, destination: int, operand, regs) -> None:
+    def _tma_load(self, destination: int, operand, regs) -> int:
+        """Write a box into shared memory (row-major, no swizzle); returns its bytes."""
         array, column, row, rows, columns = self._tensor(operand, regs)
         width = self.sample.k  # A and B are row-major with k columns
         for r in range(rows):
             for c in range(columns):
                 self.smem[destination + 2 * (r * columns + c)] = (array, 2 * ((row + r) * width + column + c))
+        return 2 * rows * columns
 
     def _tma_store(self, operand, source: int, regs) -> None:
         array, column, row, rows, columns = self._tensor(operand, regs)
@@ -443,7 +478,6 @@ NO_EFFECT = frozenset(
         "cp.async.wait_group",
         "cp.async.bulk.commit_group",
         "cp.async.bulk.wait_group.read",
-        "mbarrier.init.shared::cta.b64",
         "fence.mbarrier_init.release.cluster",
     }
 )
