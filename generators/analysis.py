@@ -23,7 +23,7 @@ import math
 from typing import NamedTuple
 
 from .dtypes import DType, dtype as as_dtype
-from .layout import Iter, LayoutError, TileLayout, laneid, split_index
+from .layout import Iter, LayoutError, TileLayout, box, laneid, split_index
 
 REDUCE_OPS = ("sum", "max", "min")
 
@@ -115,9 +115,13 @@ def get_local_region(layout: TileLayout, shape, region_start, region_extent):
     """The per-thread part of a region: (local_shape, local_start, local_extent), or None.
 
     One entry per dim that has a local (non-thread) iter; ``([1], [0], [1])`` when none
-    has. A dim that mixes thread and local iters must cover every thread iter fully and
-    each local iter either fully or at a single value (TVM accepts ``end - st == 1``
-    instead, which rejects its own docstring example).
+    has. A dim's region must be a box over its iters (`layout.box`) that covers every
+    thread iter fully; the local iters then merge into one contiguous range.
+
+    Two departures from TVM, both where TVM is wrong: TVM accepts a local iter only
+    when single-valued by ``end - st == 1`` (a typo: it rejects its own docstring
+    example) or full; and TVM skips a dim without local iters unchecked, so a region
+    that cuts a pure-thread dim passes and threads outside it compute anyway.
 
     >>> from ptxkit.generators.layout import TileLayout, S, laneid
     >>> L = TileLayout(S[(2, 8, 4, 2) : (8, 2 @ laneid, 2, 1)])
@@ -128,32 +132,27 @@ def get_local_region(layout: TileLayout, shape, region_start, region_extent):
     """
     local_shape, local_start, local_extent = [], [], []
     for d, iters in enumerate(_dims(layout, shape)):
-        if all(it.is_thread for it in iters):
-            continue
         start, extent = region_start[d], region_extent[d]
         if all(not it.is_thread for it in iters):
             local_shape.append(shape[d])
             local_start.append(start)
             local_extent.append(extent)
             continue
-        extents = [it.extent for it in iters]
-        if extent < 1 or start < 0 or start + extent > math.prod(extents):
+        corners = box(iters, start, start + extent)
+        if corners is None:
             return None
-        lows, highs = split_index(start, extents), split_index(start + extent - 1, extents)
-        size, low_total, high_total = 1, 0, 0
-        for it, low, high in zip(iters, lows, highs):
-            full = (low, high) == (0, it.extent - 1)
-            if it.is_thread and not full:
-                return None
-            if not it.is_thread:
-                if low != high and not full:
+        size, low_total, high_total, has_local = 1, 0, 0, False
+        for it, (low, high) in zip(iters, corners):
+            if it.is_thread:
+                if (low, high) != (0, it.extent - 1):
                     return None
-                size, low_total, high_total = size * it.extent, low_total * it.extent + low, high_total * it.extent + high
-        if extent != math.prod(high - low + 1 for low, high in zip(lows, highs)):
-            return None
-        local_shape.append(size)
-        local_start.append(low_total)
-        local_extent.append(high_total - low_total + 1)
+                continue
+            has_local = True
+            size, low_total, high_total = size * it.extent, low_total * it.extent + low, high_total * it.extent + high
+        if has_local:
+            local_shape.append(size)
+            local_start.append(low_total)
+            local_extent.append(high_total - low_total + 1)
     if not local_shape:
         return [1], [0], [1]
     return local_shape, local_start, local_extent

@@ -95,7 +95,8 @@ def to_bits(name: "str | DType", array):
 
     t = dtype(name)
     if t.name != "bf16":
-        return np.asarray(array).astype(t.numpy)
+        with np.errstate(over="ignore"):
+            return np.asarray(array).astype(t.numpy)
     bits = np.asarray(array, dtype=np.float32).view(np.uint32).astype(np.uint64)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
     nan = np.isnan(np.asarray(array, dtype=np.float32))

@@ -331,10 +331,10 @@ class TileLayout:
         shard, offset = [], dict(grouped.offset)
         for d, (begin, end) in enumerate(region):
             iters = grouped.shard[seps[d] : seps[d + 1]]
-            box = _box(iters, begin, end)
-            if box is None:
+            corners = box(iters, begin, end)
+            if corners is None:
                 return None
-            for it, (low, high) in zip(iters, box):
+            for it, (low, high) in zip(iters, corners):
                 shard.append(Iter(high - low + 1, it.stride, it.axis))
                 if low:
                     offset[it.axis] = offset.get(it.axis, 0) + low * it.stride
@@ -506,8 +506,13 @@ def split_index(index: int, extents) -> list[int]:
     return digits[::-1]
 
 
-def _box(iters, begin: int, end: int) -> list[tuple[int, int]] | None:
-    """Per-iter (low, high) of the range [begin, end) when it is a box over `iters`."""
+def box(iters, begin: int, end: int) -> list[tuple[int, int]] | None:
+    """Per-iter (low, high) of the flat range [begin, end) over `iters` (row-major), when
+    the range is a box: single values, then at most one partial range, then full iters.
+
+    >>> box([Iter(4, 8), Iter(8, 1)], 8, 24), box([Iter(4, 8), Iter(8, 1)], 3, 10)
+    ([(1, 2), (0, 7)], None)
+    """
     if not 0 <= begin < end:
         return None
     extents = [it.extent for it in iters]

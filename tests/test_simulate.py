@@ -1,0 +1,192 @@
+"""The SIMT interpreter that checks generated PTX without a GPU: arithmetic, shuffles,
+control flow, memory, and the undefined behaviour it refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ptxkit.generators.simulate import SimulationError, launch
+
+HEAD = ".version 8.8\n.target sm_100a\n.address_size 64\n"
+REGS = ".reg .f32 %f<8>; .reg .b16 %h<8>; .reg .b32 %r<8>; .reg .b64 %rd<8>; .reg .pred %p<4>;"
+
+
+def kernel(body: str, params=("out",)) -> str:
+    """An entry `k`: %rd0.. are the parameters, %r0 is %tid.x, %rd7 is out + 4·tid."""
+    loads = "".join(f"ld.param.u64 %rd{i}, [{name}];\n" for i, name in enumerate(params))
+    header = ", ".join(f".param .u64 {name}" for name in params)
+    return (f"{HEAD}.visible .entry k({header})\n{{\n{REGS}\n{loads}mov.u32 %r0, %tid.x;\n"
+            f"mul.wide.u32 %rd6, %r0, 4;\nadd.s64 %rd7, %rd0, %rd6;\n{body}\nret;\n}}\n")
+
+
+def run_f32(body: str, threads=32, **arrays):
+    out = np.zeros(threads, np.float32)
+    launch(kernel(body, ("out", *arrays)), "k", out, *arrays.values(), block=threads)
+    return out
+
+
+def run_u32(body: str, threads=32):
+    out = np.zeros(threads, np.uint32)
+    launch(kernel(body), "k", out, block=threads)
+    return out
+
+
+def test_butterfly_shuffles_with_and_without_segments():
+    body = "cvt.rn.f32.u32 %f0, %r0;\nshfl.sync.bfly.b32 %f1, %f0, 4, 0x1f, 0xffffffff;\nst.global.f32 [%rd7], %f1;"
+    assert run_f32(body)[:8].tolist() == [4, 5, 6, 7, 0, 1, 2, 3]
+    # 8-lane segments, c = ((32 - 8) << 8) | 0x1f: a lane whose partner is in a later
+    # segment keeps its own value, one whose partner is in an earlier segment reads it
+    segmented = body.replace("4, 0x1f", "8, 0x181f")
+    assert run_f32(segmented)[:16].tolist() == list(range(8)) * 2
+
+
+def test_shuffles_refuse_missing_member_lanes():
+    body = "cvt.rn.f32.u32 %f0, %r0;\nshfl.sync.bfly.b32 %f1, %f0, 1, 0x1f, 0xffffffff;"
+    with pytest.raises(SimulationError, match="member lanes 0xffff0000 of warp 0 are not executing"):
+        run_f32("setp.lt.u32 %p0, %r0, 16;\n@!%p0 bra DONE;\n" + body + "\nDONE:")
+    with pytest.raises(SimulationError, match="without its lane in the member mask"):
+        run_f32(body.replace("0xffffffff", "0x0000ffff"))
+    with pytest.raises(SimulationError, match="reads a lane outside the member mask"):
+        run_f32("setp.lt.u32 %p0, %r0, 16;\n@!%p0 bra DONE;\n" + body.replace("0xffffffff", "0x0000ffff")
+                .replace(", 1, ", ", 16, ") + "\nDONE:")
+
+
+def test_activemask_sees_the_lanes_at_the_instruction():
+    body = "setp.lt.u32 %p0, %r0, 5;\n@!%p0 bra DONE;\nactivemask.b32 %r1;\nst.global.u32 [%rd7], %r1;\nDONE:"
+    out = run_u32(body)
+    assert out[:5].tolist() == [0x1F] * 5 and out[5:].tolist() == [0] * 27
+
+
+def test_min_pc_reconverges_loops_and_branches():
+    # each thread loops tid % 4 times, then all add together
+    body = """mov.f32 %f0, 0f00000000;
+and.b32 %r1, %r0, 3;
+LOOP:
+setp.eq.u32 %p0, %r1, 0;
+@%p0 bra DONE;
+add.f32 %f0, %f0, 0f3F800000;
+sub.u32 %r1, %r1, 1;
+bra.uni LOOP;
+DONE:
+shfl.sync.bfly.b32 %f1, %f0, 1, 0x1f, 0xffffffff;
+add.f32 %f0, %f0, %f1;
+st.global.f32 [%rd7], %f0;"""
+    assert run_f32(body)[:4].tolist() == [1, 1, 5, 5]
+
+
+def test_barriers_must_be_reached_by_every_thread():
+    with pytest.raises(SimulationError, match="bar.sync is not reached"):
+        run_f32("setp.lt.u32 %p0, %r0, 40;\n@%p0 bra SKIP;\nbar.sync 0;\nSKIP:", threads=64)
+    run_f32("bar.sync 0;", threads=64)
+
+
+def test_shared_memory_and_guards():
+    body = """.shared .align 4 .b8 buf[256];
+mov.u32 %r1, buf;
+mad.lo.u32 %r2, %r0, 4, %r1;
+cvt.rn.f32.u32 %f0, %r0;
+st.shared.f32 [%r2], %f0;
+bar.sync 0;
+xor.b32 %r3, %r0, 63;
+mad.lo.u32 %r3, %r3, 4, %r1;
+setp.ne.u32 %p0, %r0, 0;
+mov.f32 %f1, 0fBF800000;
+@%p0 ld.shared.f32 %f1, [%r3];
+st.global.f32 [%rd7], %f1;"""
+    out = run_f32(body, threads=64)
+    assert out[0] == -1 and out[1:].tolist() == list(range(62, -1, -1))
+
+
+def test_memory_errors_are_reported_with_their_line():
+    with pytest.raises(SimulationError, match=r"line \d+: st.global.f32 \[%rd7\+2\], %f0;: misaligned"):
+        run_f32("mov.f32 %f0, 0f00000000;\nst.global.f32 [%rd7+2], %f0;")
+    with pytest.raises(SimulationError, match="past the end of its buffer"):
+        run_f32("mov.f32 %f0, 0f00000000;\nst.global.f32 [%rd7+128], %f0;")
+    with pytest.raises(SimulationError, match="unsupported instruction tanh.approx.f32"):
+        run_f32("tanh.approx.f32 %f0, %f0;")
+    with pytest.raises(SimulationError, match="undeclared register %x"):
+        run_f32("mov.u32 %x, 1;")
+
+
+def test_vector_loads_and_packed_halves():
+    data = np.arange(128, dtype=np.float32)
+    body = """mul.wide.u32 %rd6, %r0, 16;
+add.s64 %rd6, %rd1, %rd6;
+ld.global.nc.v4.f32 {%f0, %f1, %f2, %f3}, [%rd6];
+add.f32 %f0, %f0, %f3;
+st.global.f32 [%rd7], %f0;"""
+    assert run_f32(body, data=data)[:3].tolist() == [3, 11, 19]
+    halves = """mov.b16 %h0, 0x3C00;
+mov.b16 %h1, 0x4000;
+mov.b32 %r1, {%h0, %h1};
+add.f16x2 %r1, %r1, %r1;
+mov.b32 {%h2, %h3}, %r1;
+cvt.f32.f16 %f0, %h3;
+st.global.f32 [%rd7], %f0;"""
+    assert run_f32(halves)[0] == 4.0
+
+
+def test_half_arithmetic_rounds_once():
+    # 2048 + 1 is not representable in f16: ties to even give 2048; 2048 + 3 gives 2052
+    body = """mov.b16 %h0, 0x6800;
+mov.b16 %h1, 0x3C00;
+mov.b16 %h2, 0x4200;
+add.f16 %h3, %h0, %h1;
+add.f16 %h4, %h0, %h2;
+cvt.f32.f16 %f0, %h3;
+cvt.f32.f16 %f1, %h4;
+shl.b32 %r1, %r0, 0;
+setp.eq.u32 %p0, %r0, 1;
+selp.f32 %f0, %f1, %f0, %p0;
+st.global.f32 [%rd7], %f0;"""
+    assert run_f32(body)[:2].tolist() == [2048.0, 2052.0]
+    # bf16 conversion rounds to nearest even: 1 + 3·2^-9 → 1 + 2^-7
+    bf16 = "mov.f32 %f0, 0f3F80C000;\ncvt.rn.bf16.f32 %h0, %f0;\ncvt.f32.bf16 %f1, %h0;\nst.global.f32 [%rd7], %f1;"
+    assert run_f32(bf16)[0] == 1.0078125
+
+
+def test_max_min_nan_rules():
+    nan = "0f7FC00000"
+    assert run_f32(f"max.f32 %f0, {nan}, 0f3F800000;\nst.global.f32 [%rd7], %f0;")[0] == 1.0
+    assert np.isnan(run_f32(f"max.NaN.f32 %f0, {nan}, 0f3F800000;\nst.global.f32 [%rd7], %f0;")[0])
+    assert run_f32("min.f32 %f0, 0f40000000, 0f3F800000, 0fC0000000;\nst.global.f32 [%rd7], %f0;")[0] == -2.0
+    signed = run_f32("max.f32 %f0, 0f80000000, 0f00000000;\nst.global.f32 [%rd7], %f0;")[0]
+    assert signed == 0 and not np.signbit(signed)
+
+
+def test_packed_f32_pairs_flush_subnormals_with_ftz():
+    body = """mov.f32 %f0, 0f00000001;
+mov.f32 %f1, 0f3F800000;
+mov.b64 %rd5, {%f0, %f1};
+add.rn.ftz.f32x2 %rd5, %rd5, %rd5;
+mov.b64 {%f2, %f3}, %rd5;
+add.f32 %f4, %f0, %f0;
+add.f32 %f2, %f2, %f3;
+add.f32 %f2, %f2, %f4;
+st.global.f32 [%rd7], %f2;"""
+    # the subnormal is flushed in the pair (0 + 2) but kept by plain add.f32 (2·2^-149)
+    assert run_f32(body)[0] == np.float32(2.0) + np.float32(2 * 2.0**-149)
+
+
+def test_redux_over_groups_of_lanes():
+    body = """and.b32 %r1, %r0, 24;
+mov.b32 %r2, 0x000000ff;
+shl.b32 %r2, %r2, %r1;
+redux.sync.add.s32 %r3, %r0, %r2;
+redux.sync.max.u32 %r4, %r0, 0xffffffff;
+add.u32 %r3, %r3, %r4;
+st.global.u32 [%rd7], %r3;"""
+    out = run_u32(body)
+    assert out[0] == sum(range(8)) + 31 and out[9] == sum(range(8, 16)) + 31
+
+
+def test_integer_division_and_signed_shifts():
+    body = """mov.u32 %r1, -7;
+div.s32 %r2, %r1, 2;
+rem.s32 %r3, %r1, 2;
+shr.s32 %r4, %r1, 1;
+add.u32 %r2, %r2, %r3;
+add.u32 %r2, %r2, %r4;
+st.global.u32 [%rd7], %r2;"""
+    assert np.int32(run_u32(body)[0].view(np.int32)) == -3 - 1 - 4
