@@ -61,6 +61,12 @@ class ParityCase:
         rng = np.random.default_rng(self.seed)
         return self.inputs(rng, self.case) if self.inputs else self.case.inputs(rng)
 
+    def run_and_check(self, runner) -> None:
+        """Make the inputs, run the case on `runner` (`harness.simulator` or `harness.gpu_runner`)
+        and `check` the result."""
+        a, b = self.make_inputs()
+        self.check(self.case.run(a, b, runner), a, b)
+
     def check(self, run, a, b) -> None:
         """Assert that an `ImageRun` of this case matches the reference (every replica copy,
         the gaps, and with `signed_zeros` the signs of zero results)."""
@@ -536,6 +542,11 @@ def extra_cases(target="sm_90a") -> list[ParityCase]:
     return (partial_width_cases(target) + packed_half_cases(target) + integer_cases(target)
             + view_mask_cases(target) + in_place_cases(target) + identity_cases(target) + region_cases(target)
             + fallback_cases(target))
+
+
+def all_cases(target="sm_90a") -> list[ParityCase]:
+    """`tvm_cases` and `extra_cases`: everything that runs on an sm_90 GPU."""
+    return tvm_cases(target) + extra_cases(target)
 
 
 def tvm_cases(target="sm_90a") -> list[ParityCase]:

@@ -1,0 +1,136 @@
+"""Path 2, the lane shard→replica butterfly: masks, packing, widths, accum, redux, and
+its parity cases on the simulator and ptxas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ptxkit
+from ptxkit.generators import harness, parity
+from ptxkit.generators.analysis import ReductionError
+from ptxkit.generators.builder import PtxBuilder
+from ptxkit.generators.dispatch import reduce_local
+from ptxkit.generators.harness import ImageCase, TileSpec
+from ptxkit.generators.layout import R, S, TileLayout, laneid
+from ptxkit.generators.regtile import RegTile
+from ptxkit.generators.shuffle import gen_reduce_warp_shuffle, xor_allreduce
+
+GROUPS = {"warp_shuffle", "warp_shuffle_multi", "warp_shuffle_gapped", "partial_width", "strided_replica", "width1",
+          "packed_half", "integer", "in_place"}
+CASES = [c for c in parity.all_cases() if c.group in GROUPS]
+FULL = TileLayout(S[32 : 1 @ laneid])
+ONE = TileLayout(S[1:1] + R[32 : 1 @ laneid])
+
+
+def shuffle(src_shape, src_layout, dst_shape, dst_layout, dt="f32", target="sm_90a", select_for=None, **options):
+    b = PtxBuilder(target, select_for)
+    src = RegTile(b, src_shape, dt, TileLayout(src_layout))
+    dst = RegTile(b, dst_shape, dt, TileLayout(dst_layout))
+    gen_reduce_warp_shuffle(dst, src, **options)
+    return b.instructions()
+
+
+def shfl_masks(lines):
+    return [int(line.split(", ")[2]) for line in lines if line.startswith("shfl")]
+
+
+def test_full_warp_sum_is_tvms_descending_butterfly():
+    lines = shuffle((32,), FULL, (1,), ONE)
+    assert lines[0] == "mov.f32 %f1, %f0;"
+    assert lines[1:] == [x for m in (16, 8, 4, 2, 1) for x in (
+        f"shfl.sync.bfly.b32 %f2, %f1, {m}, 0x1f, 0xffffffff;", "add.f32 %f1, %f1, %f2;")]
+
+
+def test_masks_follow_the_replica_strides():
+    assert shfl_masks(shuffle((8, 4), S[(8, 4) : (4 @ laneid, 1 @ laneid)], (4,), S[4 : 1 @ laneid] + R[8 : 4 @ laneid])) \
+        == [16, 8, 4]
+    assert shfl_masks(shuffle((4, 8), S[(4, 8) : (8 @ laneid, 1 @ laneid)], (4,), S[4 : 8 @ laneid] + R[8 : 1 @ laneid])) \
+        == [4, 2, 1]
+
+
+def test_width_one_is_a_copy():
+    lines = shuffle((32,), FULL, (32,), S[32 : 1 @ laneid] + R[1 : 1 @ laneid])
+    assert lines == ["mov.f32 %f1, %f0;"]
+
+
+def test_storage_coordinates_map_to_physical_slots():
+    lines = shuffle((32, 2, 2), S[(32, 2, 2) : (1 @ laneid, 2, 4)], (2, 2), S[(2, 2) : (2, 4)] + R[32 : 1 @ laneid])
+    # src slots %f0..%f6, dst %f7..%f13: storage order visits slots 0, 4, 2, 6
+    assert [line for line in lines if line.startswith("mov")] == [
+        "mov.f32 %f7, %f0;", "mov.f32 %f11, %f4;", "mov.f32 %f9, %f2;", "mov.f32 %f13, %f6;"]
+
+
+@pytest.mark.parametrize("dt, elems, pack, words", [("f32", 4, True, 4), ("f16", 4, True, 2), ("f16", 3, True, 2),
+                                                    ("bf16", 2, True, 1), ("f16", 4, False, 4), ("f16", 1, True, 1)])
+def test_one_shuffle_per_32_bit_word_and_mask(dt, elems, pack, words):
+    lines = shuffle((32, elems), S[(32, elems) : (1 @ laneid, 1)], (elems,), S[elems:1] + R[32 : 1 @ laneid], dt,
+                    pack=pack)
+    assert len(shfl_masks(lines)) == 5 * words
+
+
+def test_packed_pairs_combine_two_halves_per_instruction():
+    lines = shuffle((32, 2), S[(32, 2) : (1 @ laneid, 1)], (2,), S[2:1] + R[32 : 1 @ laneid], "bf16", op="max")
+    assert lines[2] == "mov.b32 %r0, {%h2, %h3};" and lines[-1] == "mov.b32 {%h2, %h3}, %r0;"
+    assert sum(line.startswith("max.bf16x2 %r0, %r0, %r1;") for line in lines) == 5
+    fallback = shuffle((32, 2), S[(32, 2) : (1 @ laneid, 1)], (2,), S[2:1] + R[32 : 1 @ laneid], "bf16",
+                       select_for="sm_80")
+    assert not any("bf16x2" in line for line in fallback) and sum("add.f32" in line for line in fallback) == 10
+
+
+def test_integers_use_redux_on_sm80_with_group_masks():
+    lines = shuffle((4, 8), S[(4, 8) : (8 @ laneid, 1 @ laneid)], (4,), S[4 : 8 @ laneid] + R[8 : 1 @ laneid], "s32",
+                    op="max")
+    # each lane's group: the 8 lanes that share its lane bits 3-4
+    assert lines[1:] == ["mov.u32 %r2, %laneid;", "and.b32 %r2, %r2, 24;", "mov.b32 %r3, 0x000000ff;",
+                         "shl.b32 %r3, %r3, %r2;", "redux.sync.max.s32 %r1, %r1, %r3;"]
+    full = shuffle((32,), FULL, (1,), ONE, "u32", op="sum")
+    assert full[-1] == "redux.sync.add.u32 %r1, %r1, 0xffffffff;"
+    assert not any("redux" in x for x in shuffle((32,), FULL, (1,), ONE, "s32", select_for="sm_75"))
+
+
+def test_accum_is_ignored_like_tvm_unless_asked():
+    case = ImageCase("accum", TileSpec((32,), "f32", FULL), TileSpec((1,), "f32", ONE),
+                     lambda d, s: reduce_local(d, s, op="sum", accum=True, scope="warp"))
+    opt_in = ImageCase("accum_opt_in", TileSpec((32,), "f32", FULL), TileSpec((1,), "f32", ONE),
+                       lambda d, s: reduce_local(d, s, op="sum", accum=True, scope="warp", shuffle_accum=True))
+    run = harness.simulator(harness.module_text([case, opt_in]))
+    a, b = case.inputs(np.random.default_rng(1))
+    case.run(a, b, run).assert_close(a.sum(axis=1, keepdims=True), atol=1e-4)
+    opt_in.run(a, b, run).assert_close(a.sum(axis=1, keepdims=True) + b, atol=1e-4)
+    b_ = PtxBuilder()
+    tile = RegTile(b_, (32,), "f32", FULL)
+    with pytest.raises(ReductionError, match="fold each lane's own value in twice"):
+        gen_reduce_warp_shuffle(tile, tile, accum=True)
+
+
+def test_tvms_adjacent_lane_masks_are_wrong_for_a_strided_replica():
+    """The harness catches TVM's bug: masks 4, 2, 1 where the replica needs 16, 8, 4."""
+    src = TileSpec((8, 4), "f32", TileLayout(S[(8, 4) : (4 @ laneid, 1 @ laneid)]))
+    dst = TileSpec((4,), "f32", TileLayout(S[4 : 1 @ laneid] + R[8 : 4 @ laneid]))
+
+    def tvm_masks(d, s):
+        d.builder.ins("mov.f32", d.regs[0], s.regs[0])
+        xor_allreduce(d.builder, "sum", "f32", d.regs[:1], (4, 2, 1), "0xffffffff")
+
+    case = ImageCase("tvm_masks", src, dst, tvm_masks)
+    a, b = case.inputs(np.random.default_rng(2))
+    run = case.run(a, b, harness.simulator(harness.module_text([case])))
+    with pytest.raises(AssertionError):
+        run.assert_close(a.sum(axis=1), atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def simulated():
+    return harness.simulator(harness.module_text([c.case for c in CASES]))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_parity_on_the_simulator(case, simulated):
+    case.run_and_check(simulated)
+
+
+@pytest.mark.ptxas
+def test_parity_kernels_assemble():
+    cubin = ptxkit.assemble(harness.module_text([c.case for c in CASES]), arch="sm_90a")
+    assert len(cubin.resources) == len(CASES)

@@ -1,0 +1,90 @@
+"""The sm_100 fast paths: their instruction forms and PTX versions, their results on the
+simulator (chunks, remainders, accum, .ftz), and ptxas for sm_100a."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ptxkit
+from ptxkit.generators import harness, parity
+from ptxkit.generators.analysis import ReductionError
+from ptxkit.generators.builder import PtxBuilder
+from ptxkit.generators.dispatch import reduce_local
+from ptxkit.generators.harness import ImageCase, TileSpec
+from ptxkit.generators.regtile import RegTile
+from ptxkit.generators.sm100 import gen_reduce_thread_max3, gen_reduce_thread_packed_sum
+
+CASES = parity.sm100_cases()
+
+
+def emitted(length, generate, target="sm_100a"):
+    b = PtxBuilder(target)
+    src, dst = RegTile(b, (length,), "f32"), RegTile(b, (1,), "f32")
+    generate(dst, src)
+    return b
+
+
+@pytest.mark.parametrize("length, chunk_adds, scalar_adds", [(8, 0, 1), (16, 4, 1), (17, 4, 2), (63, 24, 8)])
+def test_packed_sum_shape(length, chunk_adds, scalar_adds):
+    b = emitted(length, lambda d, s: gen_reduce_thread_packed_sum(d, s))
+    lines = b.instructions()
+    assert b.version == (8, 6)
+    assert sum(x.startswith("add.rn.ftz.f32x2") for x in lines) == chunk_adds + 3  # chunks, then the tree
+    assert sum(x.startswith("add.f32") for x in lines) == scalar_adds  # remainder, then the final pair
+
+
+def test_max3_shape():
+    b = emitted(17, lambda d, s: gen_reduce_thread_max3(d, s, "max", accum=True))
+    lines = b.instructions()
+    assert b.version == (8, 8)
+    three = [x for x in lines if x.count(",") == 3]
+    assert len(three) == 1 + 4 + 1  # accum into t0, one more chunk of 4, the final combine
+    assert three[0] == "max.f32 %f18, %f0, %f1, %f17;"  # t0 = max(src0, src1, old dst)
+
+
+def test_fast_paths_refuse_what_they_cannot_do():
+    with pytest.raises(ReductionError, match="need sm_100"):
+        emitted(16, lambda d, s: gen_reduce_thread_packed_sum(d, s), target="sm_90a")
+    with pytest.raises(ReductionError, match="need sm_100.*8\\+ elements"):
+        emitted(7, lambda d, s: gen_reduce_thread_max3(d, s, "max"))
+    with pytest.raises(ReductionError, match="reduces max or min, not sum"):
+        emitted(16, lambda d, s: gen_reduce_thread_max3(d, s, "sum"))
+
+
+def test_ftz_flushes_subnormal_inputs_where_path_1_keeps_them():
+    tiny = float(np.float32(1e-40))  # a subnormal
+    cases = [ImageCase(f"tiny_{t}", TileSpec((16,)), TileSpec((1,)), lambda d, s: reduce_local(d, s), target=t)
+             for t in ("sm_100a", "sm_90a")]
+    a = np.full((1, 16), tiny)
+    b = np.zeros((1, 1))
+    flushed = cases[0].run(a, b, harness.simulator(harness.module_text(cases[:1])))
+    kept = cases[1].run(a, b, harness.simulator(harness.module_text(cases[1:])))
+    flushed.assert_close([[0.0]], atol=0)
+    kept.assert_close([[16 * np.float32(tiny)]], atol=1e-45)
+    assert kept.values[0, 0, 0] > 0
+
+
+@pytest.fixture(scope="module")
+def simulated():
+    return harness.simulator(harness.module_text([c.case for c in CASES]))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_parity_on_the_simulator(case, simulated):
+    case.run_and_check(simulated)
+
+
+def test_dispatch_takes_the_fast_path_from_8_elements():
+    module = harness.module_text([c.case for c in CASES])
+    fast = [c for c in CASES if int(c.name.split("_")[2]) >= 8]
+    assert ".version 8.8" in module and all(f".entry {c.name}(" in module for c in fast)
+    assert "add.rn.ftz.f32x2" in module and "max.f32 %f" in module
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("arch", ["sm_100a", "sm_100"])
+def test_fast_paths_assemble_for_sm100(arch):
+    text = harness.module_text([c.case for c in CASES]).replace(".target sm_100a", f".target {arch}")
+    cubin = ptxkit.assemble(text, arch=arch)
+    assert len(cubin.resources) == len(CASES)
