@@ -286,3 +286,38 @@ def gpu_runner(text: str, arch: str = "sm_90a"):
             array[...] = devices[id(array)].to_numpy()
 
     return run
+
+
+def sass_counts(cubin: bytes, mnemonic: str = "SHFL") -> dict[str, int]:
+    """How many SASS instructions of `mnemonic` each kernel of a cubin has (``cuobjdump -sass``).
+
+    Raises FileNotFoundError when cuobjdump is not on PATH nor next to ptxas.
+    """
+    import os
+    import re
+    import shutil
+    import subprocess
+    import tempfile
+
+    tool = shutil.which("cuobjdump")
+    if tool is None:
+        from ptxkit.ptxas import find_ptxas
+
+        tool = os.path.join(os.path.dirname(find_ptxas().path), "cuobjdump")
+        if not os.path.exists(tool):
+            raise FileNotFoundError("cuobjdump is not on PATH nor next to ptxas")
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "k.cubin")
+        with open(path, "wb") as handle:
+            handle.write(cubin)
+        listing = subprocess.run([tool, "-sass", path], capture_output=True, text=True, check=True).stdout
+    counts: dict[str, int] = {}
+    name = None
+    for line in listing.splitlines():
+        header = re.match(r"\s*Function : (\S+)", line)
+        if header:
+            name = header.group(1)
+            counts[name] = 0
+        elif name is not None and re.search(rf"\b{mnemonic}\.", line):
+            counts[name] += 1
+    return counts

@@ -544,6 +544,28 @@ def extra_cases(target="sm_90a") -> list[ParityCase]:
             + fallback_cases(target))
 
 
+def shuffle_count_cases(target="sm_90a") -> list[tuple[ImageCase, int]]:
+    """Warp reductions and the ``shfl`` count each must have: log2(width) per 32-bit word
+    reduced (a word is one f32, or two f16/bf16 packed together)."""
+    shapes = [  # (dtype, elements per lane, lanes per group)
+        ("f32", 1, 32), ("f32", 4, 32), ("f32", 3, 8), ("f16", 4, 32), ("f16", 3, 32), ("bf16", 2, 16), ("bf16", 5, 4)]
+    cases = []
+    for dt, elems, width in shapes:
+        groups = 32 // width
+        src = TileLayout(S[(groups, width, elems) : (width @ laneid, 1 @ laneid, 1)])
+        dst = TileLayout(S[(groups, elems) : (width @ laneid, 1)] + R[width : 1 @ laneid])
+        case = ImageCase(_name("shfl_count", dt, elems, "w", width), TileSpec((groups, width, elems), dt, src),
+                         TileSpec((groups, elems), dt, dst), lambda d, s: reduce_local(d, s, op="sum", scope="warp"),
+                         target=target)
+        words = -(-elems // 2) if dt != "f32" else elems
+        cases.append((case, int(math.log2(width)) * words))
+    view = ImageCase("shfl_count_view_f16", TileSpec((16, 128), "f16", wgmma_acc_layout()),
+                     TileSpec((16, 4), "f16", RED_VIEW),
+                     lambda d, s: reduce_local(d, s, op="max", scope="warp", thread_reduce=True), target=target)
+    cases.append((view, 2 * 1))  # masks 1 and 2; the two rows share one packed word
+    return cases
+
+
 def all_cases(target="sm_90a") -> list[ParityCase]:
     """`tvm_cases` and `extra_cases`: everything that runs on an sm_90 GPU."""
     return tvm_cases(target) + extra_cases(target)

@@ -134,3 +134,9 @@ def test_parity_on_the_simulator(case, simulated):
 def test_parity_kernels_assemble():
     cubin = ptxkit.assemble(harness.module_text([c.case for c in CASES]), arch="sm_90a")
     assert len(cubin.resources) == len(CASES)
+
+
+@pytest.mark.parametrize("case, count", parity.shuffle_count_cases(), ids=lambda x: getattr(x, "name", str(x)))
+def test_shfl_count_in_ptx(case, count):
+    entry, _ = case.entry()
+    assert sum(line.strip().startswith("shfl.sync.bfly.b32") for line in entry.splitlines()) == count
