@@ -16,7 +16,8 @@ environment:
     ``check``: assemble the input as it is and print one warning per missing fence on
     stderr (``file:line:col: warning: … [ptxkit]``); ``off``: run ptxas as it is.
 ``PTXKIT_FENCE_LOG``
-    append one JSON line per PTX input (file, mode, the fences added or missing) here.
+    append one JSON line per PTX input (file, mode, the fences added or missing) to this
+    file (``-``: to stderr).
 ``PTXKIT_REAL_PTXAS``
     the ptxas to run. Otherwise: ``$PTXAS``, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, every
     ``ptxas`` on ``PATH``, then ``cuda.pathfinder``, skipping this wrapper (which may be
@@ -34,6 +35,7 @@ As Triton's ptxas: ``TRITON_PTXAS_PATH=$(command -v ptxkit-ptxas)`` (with a fres
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -125,20 +127,17 @@ def wrap(argv: list[str]) -> int:
     if mode == "off":
         return _run(ptxas, argv)
     with tempfile.TemporaryDirectory(prefix="ptxkit-ptxas-") as private:
-        command, renamed, notes = list(argv), [], []
+        command, copies, notes = list(argv), [], []
         for index in input_files(argv):
-            result = _prepare(argv[index], mode, private)
-            if result is None:
-                continue
-            if isinstance(result, str):  # the input could not be read as PTX
-                notes.append(result)
-                continue
-            copy, line_map = result
-            command[index] = copy
-            renamed.append((copy, argv[index], line_map))
-        if not renamed:
+            prepared = _prepare(argv[index], mode, private)
+            if prepared.note:
+                notes.append(prepared.note)
+            if prepared.copy:
+                command[index] = prepared.copy
+                copies.append(prepared)
+        if not copies:
             return _run(ptxas, command, quiet_notes=notes)
-        return _run_mapped(ptxas, command, renamed)
+        return _run_mapped(ptxas, command, copies)
 
 
 def input_files(argv: list[str]) -> list[int]:
@@ -154,28 +153,36 @@ def input_files(argv: list[str]) -> list[int]:
     return positions
 
 
-def _prepare(path: str, mode: str, private: str):
-    """Fence or check one input. Returns (path of the fenced copy, line map) when ptxas
-    should read a copy, a note (str) when the input is not PTX ptxkit can read, else None.
-    """
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """One input after the fence pass: the fenced copy ptxas reads instead (with, for each
+    of its lines, the original line), or a note saying why the input was left alone."""
+
+    original: str
+    copy: str | None = None
+    lines: tuple[int, ...] = ()
+    note: str | None = None
+
+
+def _prepare(path: str, mode: str, private: str) -> Prepared:
+    """Fence (or check) one input file; ptxas reads a copy only when fences were added."""
+    import ptxkit
+    from ptxkit.cfg.fence import FenceOptions, fence_module
     from ptxkit.errors import PtxSyntaxError
 
     try:
         data = Path(path).read_bytes()
     except OSError:
-        return None  # ptxas reports the missing file itself
+        return Prepared(path)  # ptxas reports the missing file itself
     try:
-        import ptxkit
-        from ptxkit.cfg.fence import FenceOptions, fence_module
-
         module = ptxkit.parse(data, path)
         report = fence_module(module, FenceOptions(), rewrite=(mode == "fence"))
     except (PtxSyntaxError, UnicodeDecodeError) as err:
-        where = err.format() if isinstance(err, PtxSyntaxError) else f"{path}: {err}"
-        _log(path, mode, [], f"not read as PTX: {where.splitlines()[0]}")
-        return f"{where.splitlines()[0]} (assembled without the fence pass)"
+        where = (err.format() if isinstance(err, PtxSyntaxError) else f"{path}: {err}").splitlines()[0]
+        _log(path, mode, [], f"not read as PTX: {where}")
+        return Prepared(path, note=f"{where} (assembled without the fence pass)")
     fences = [_describe(fence) for fence in report.fences]
-    _log(path, mode, fences, report.skipped)
+    _log(path, mode, fences, str(report.skipped) if report.skipped else None)
     if mode == "check":
         for fence in fences:
             print(
@@ -183,14 +190,14 @@ def _prepare(path: str, mode: str, private: str):
                 f" ({fence['reason']}) [ptxkit]",
                 file=sys.stderr,
             )
-        return None
+        return Prepared(path)
     if not report.changed:
-        return None
+        return Prepared(path)
     directory = tempfile.mkdtemp(dir=private)  # one directory per input keeps names apart
     copy = os.path.join(directory, os.path.basename(path) or "input.ptx")
     fenced = str(module)
     Path(copy).write_text(fenced, encoding="utf-8")
-    return copy, line_map(data.decode("utf-8"), fenced)
+    return Prepared(path, copy, tuple(line_map(data.decode("utf-8"), fenced)))
 
 
 def _describe(fence) -> dict:
@@ -207,9 +214,12 @@ def _log(path: str, mode: str, fences: list[dict], skipped) -> None:
     target = os.environ.get("PTXKIT_FENCE_LOG")
     if not target:
         return
-    entry = {"file": os.path.abspath(path), "mode": mode, "fences": fences, "skipped": skipped}
+    line = json.dumps({"file": os.path.abspath(path), "mode": mode, "fences": fences, "skipped": skipped})
+    if target == "-":
+        print(line, file=sys.stderr)
+        return
     with open(target, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(entry) + "\n")
+        handle.write(line + "\n")
 
 
 def line_map(original: str, edited: str) -> list[int]:
@@ -318,7 +328,7 @@ def _run(ptxas: str, command: list[str], quiet_notes=()) -> int:
     return _status(done.returncode)
 
 
-def _run_mapped(ptxas: str, command: list[str], renamed: list[tuple[str, str, list[int]]]) -> int:
+def _run_mapped(ptxas: str, command: list[str], copies: list[Prepared]) -> int:
     """Run ptxas on fenced copies and print its output as if it had read the originals."""
     try:
         done = subprocess.run([ptxas, *command], env=_environment(), capture_output=True)
@@ -327,15 +337,15 @@ def _run_mapped(ptxas: str, command: list[str], renamed: list[tuple[str, str, li
         return EXIT_FATAL
     for stream, data in ((sys.stdout, done.stdout), (sys.stderr, done.stderr)):
         text = data.decode("utf-8", "surrogateescape")
-        for copy, original, lines in renamed:
-            text = _map_messages(text, copy, original, lines)
+        for prepared in copies:
+            text = _map_messages(text, prepared.copy, prepared.original, prepared.lines)
         stream.flush()
         stream.buffer.write(text.encode("utf-8", "surrogateescape"))
         stream.flush()
     return _status(done.returncode)
 
 
-def _map_messages(text: str, copy: str, original: str, lines: list[int]) -> str:
+def _map_messages(text: str, copy: str, original: str, lines) -> str:
     """Replace the copy's path by the original's, and its line numbers by the original's.
 
     >>> _map_messages("ptxas /t/k.ptx, line 3; error   : x\\n", "/t/k.ptx", "k.ptx", [1, 2, 2])
