@@ -156,13 +156,15 @@ class PtxBuilder:
 
         return [parse_statement(line) for line in self._lines if not line.startswith("//")]
 
-    def entry(self, name: str, params) -> str:
+    def entry(self, name: str, params, directives: str = "") -> str:
         """A complete ``.visible .entry name(params) { body ret; }`` (without module header).
 
-        `params` are (type, name) pairs such as ``(".u64", "src")``.
+        `params` are (type, name) pairs such as ``(".u64", "src")``; `directives` such as
+        ``".maxntid 256, 1, 1"`` go between the parameters and the body.
         """
         header = ",\n".join(f"\t.param {kind} {pname}" for kind, pname in params)
-        return f".visible .entry {name}(\n{header}\n)\n{{\n{self.body()}\tret;\n}}\n"
+        between = f"{directives}\n" if directives else ""
+        return f".visible .entry {name}(\n{header}\n)\n{between}{{\n{self.body()}\tret;\n}}\n"
 
 
 def module_text(entries: list[str], target: str, version: tuple[int, int] = BASE_VERSION) -> str:

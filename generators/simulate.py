@@ -422,7 +422,12 @@ def _setp(cta, mods, ops, here, active):
              "lo": a < b, "ls": a <= b, "hi": a > b, "hs": a >= b}
     if cmp not in table:
         raise SimulationError(f"unsupported comparison {cmp}")
-    cta.store(ops[0], active, table[cmp].astype(np.uint64), 1)
+    result = table[cmp]
+    combine = next((m for m in mods[1:-1] if m in ("and", "or", "xor")), None)
+    if combine is not None:  # setp.cmp.and.type p, a, b, c: p = (a cmp b) and c
+        other = cta.value(ops[3], 1).astype(bool)
+        result = {"and": result & other, "or": result | other, "xor": result ^ other}[combine]
+    cta.store(ops[0], active, result.astype(np.uint64), 1)
 
 
 def _selp(cta, mods, ops, here, active):
