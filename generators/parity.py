@@ -22,7 +22,6 @@ from typing import Callable
 import numpy as np
 
 from .dispatch import reduce_local
-from .dtypes import round_to
 from .harness import ImageCase, TileSpec
 from .layout import R, S, TileLayout, laneid, row_major, wg_local_layout
 
