@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import conftest
 import ptxkit
 from ptxkit.generators import harness, natural, parity
 from ptxkit.generators.dispatch import reduce_local
@@ -51,7 +52,10 @@ def test_threads_and_copies():
 def _gapped_case(generate):
     case = ImageCase("gapped", GAPPED, GAPPED_SUM, generate)
     a, b = case.inputs(np.random.default_rng(0))
-    return a, case.run(a, b, harness.simulator(harness.module_text([case])))
+    text = harness.module_text([case])
+    if conftest.ptxas_available():
+        ptxkit.assemble(text)
+    return a, case.run(a, b, harness.simulator(text))
 
 
 def test_every_replica_copy_and_gap_is_checked():

@@ -89,12 +89,17 @@ def test_integers_use_redux_on_sm80_with_group_masks():
     assert not any("redux" in x for x in shuffle((32,), FULL, (1,), ONE, "s32", select_for="sm_75"))
 
 
+ACCUM_CASES = [
+    ImageCase("accum", TileSpec((32,), "f32", FULL), TileSpec((1,), "f32", ONE),
+              lambda d, s: reduce_local(d, s, op="sum", accum=True, scope="warp")),
+    ImageCase("accum_opt_in", TileSpec((32,), "f32", FULL), TileSpec((1,), "f32", ONE),
+              lambda d, s: reduce_local(d, s, op="sum", accum=True, scope="warp", shuffle_accum=True)),
+]
+
+
 def test_accum_is_ignored_like_tvm_unless_asked():
-    case = ImageCase("accum", TileSpec((32,), "f32", FULL), TileSpec((1,), "f32", ONE),
-                     lambda d, s: reduce_local(d, s, op="sum", accum=True, scope="warp"))
-    opt_in = ImageCase("accum_opt_in", TileSpec((32,), "f32", FULL), TileSpec((1,), "f32", ONE),
-                       lambda d, s: reduce_local(d, s, op="sum", accum=True, scope="warp", shuffle_accum=True))
-    run = harness.simulator(harness.module_text([case, opt_in]))
+    case, opt_in = ACCUM_CASES
+    run = harness.simulator(harness.module_text(ACCUM_CASES))
     a, b = case.inputs(np.random.default_rng(1))
     case.run(a, b, run).assert_close(a.sum(axis=1, keepdims=True), atol=1e-4)
     opt_in.run(a, b, run).assert_close(a.sum(axis=1, keepdims=True) + b, atol=1e-4)
@@ -128,6 +133,11 @@ def simulated():
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_parity_on_the_simulator(case, simulated):
     case.run_and_check(simulated)
+
+
+@pytest.mark.ptxas
+def test_accum_kernels_assemble():
+    assert len(ptxkit.assemble(harness.module_text(ACCUM_CASES)).resources) == 2
 
 
 @pytest.mark.ptxas

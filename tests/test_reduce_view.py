@@ -50,14 +50,19 @@ SRC = TileSpec((8, 16), "f32", TileLayout(S[(8, 4, 4) : (4 @ laneid, 1 @ laneid,
 DST = TileSpec((8, 4), "f32", TileLayout(S[(8, 4) : (4 @ laneid, 1 @ laneid)]))
 
 
-def _table_run(accum, thread_reduce, in_place=False, seed=3):
+def _table_case(accum, thread_reduce, in_place=False):
     def generate(d, s):
         if in_place:
             gen_reduce_view(s, s, op="sum", accum=accum, thread_reduce=thread_reduce)
         else:
             gen_reduce_view(d, s, op="sum", accum=accum, thread_reduce=thread_reduce)
 
-    case = ImageCase("table", DST if in_place else SRC, None if in_place else DST, generate)
+    name = f"table_{int(accum)}{int(thread_reduce)}{int(in_place)}"
+    return ImageCase(name, DST if in_place else SRC, None if in_place else DST, generate)
+
+
+def _table_run(accum, thread_reduce, in_place=False, seed=3):
+    case = _table_case(accum, thread_reduce, in_place)
     a, b = case.inputs(np.random.default_rng(seed))
     run = case.run(a, b, harness.simulator(harness.module_text([case])))
     return a, b, run
@@ -120,6 +125,13 @@ def simulated():
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_parity_on_the_simulator(case, simulated):
     case.run_and_check(simulated)
+
+
+@pytest.mark.ptxas
+def test_accum_table_kernels_assemble():
+    cases = [_table_case(a, t, p) for a in (False, True) for t in (False, True) for p in (False, True)
+             if not (a and t and p)]
+    assert len(ptxkit.assemble(harness.module_text(cases)).resources) == len(cases)
 
 
 @pytest.mark.ptxas

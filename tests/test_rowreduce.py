@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import conftest
 import ptxkit
 from ptxkit.generators.dtypes import from_bits, to_bits
 from ptxkit.generators.rowreduce import reference, row_reduce_kernel
@@ -63,6 +64,8 @@ def test_simulated_results(cols, rows, grid, threads, dt, op):
     if dt == "bf16" and cols == 96:
         cols = 104
     k = row_reduce_kernel(cols, dt, op, threads_per_row=threads)
+    if conftest.ptxas_available():
+        assert ptxkit.assemble(k.ptx).resources[k.name].spill_stores == 0
     src, values = _data(rows, cols, dt, np.random.default_rng(cols + rows))
     out = np.zeros(rows + 1, np.uint16 if dt == "bf16" else np.float32)  # one extra element: must stay 0
     launch(k.ptx, k.name, src, out, np.uint32(rows), grid=grid, block=k.block)
