@@ -38,6 +38,9 @@ TARGET_VECTORS = 8
 #: threads per CTA unless one row needs more
 CTA_THREADS = 256
 MAX_THREADS = 1024
+#: the default caps a row's threads here, so that two or more CTAs share an SM and one's
+#: barrier wait overlaps another's loads
+DEFAULT_MAX_THREADS = 512
 _NEG_INF = "0fFF800000"
 
 
@@ -90,7 +93,8 @@ def row_reduce_kernel(cols: int, dtype: str = "f32", op: str = "sum", threads_pe
     vectors = cols * t.nbytes // VECTOR_BYTES
     if threads_per_row is None:
         threads_per_row = 1
-        while threads_per_row * 2 <= min(MAX_THREADS, vectors // TARGET_VECTORS) and vectors % (threads_per_row * 2) == 0:
+        while threads_per_row * 2 <= min(DEFAULT_MAX_THREADS, vectors // TARGET_VECTORS) and \
+                vectors % (threads_per_row * 2) == 0:
             threads_per_row *= 2
     if threads_per_row & (threads_per_row - 1) or not 1 <= threads_per_row <= MAX_THREADS or vectors % threads_per_row:
         raise ValueError(f"threads_per_row must be a power of two up to {MAX_THREADS} dividing {vectors} vectors")
