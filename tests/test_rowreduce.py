@@ -18,14 +18,19 @@ BENCH_COLS = (256, 1024, 4096, 16384, 65536, 262144)
 
 @pytest.mark.parametrize(
     "cols, dt, threads, block, vectors",
-    [(256, "f32", 8, 256, 8), (256, "bf16", 4, 256, 8), (4096, "f32", 128, 256, 8), (16384, "f32", 512, 512, 8),
+    [(256, "f32", 8, 256, 8), (256, "bf16", 8, 256, 4), (4096, "f32", 128, 256, 8), (16384, "f32", 512, 512, 8),
      (262144, "f32", 512, 512, 128), (262144, "bf16", 512, 512, 64), (96, "f32", 2, 256, 12), (8, "bf16", 1, 256, 1)],
 )
 def test_configurations(cols, dt, threads, block, vectors):
     k = row_reduce_kernel(cols, dt, "sum")
     assert (k.threads_per_row, k.block, k.vectors_per_thread) == (threads, block, vectors)
     assert k.grid(rows=3, sm_count=132) == -(-3 // k.rows_per_cta)
-    assert k.grid(rows=10**7, sm_count=132) == 132 * (2048 // block)
+    resident = 132 * (2048 // block)
+    for rows in (10**7, 4096, 16384, resident * k.rows_per_cta + 1):
+        groups, grid = -(-rows // k.rows_per_cta), k.grid(rows=rows, sm_count=132)
+        rounds = -(-groups // grid)
+        assert grid <= resident and rounds == -(-groups // resident)  # no extra round
+        assert (grid - 1) * rounds < groups  # balanced: no CTA could be left out
 
 
 def test_refusals():
