@@ -1,0 +1,354 @@
+"""Control-flow graphs of PTX functions: basic blocks in a `networkx.DiGraph`.
+
+Nodes are ``ENTRY``, ``EXIT`` and one integer per basic block (0, 1, … in source
+order). A block starts at a label or after a terminator (``bra``, ``brx.idx``, ``ret``,
+``exit``, ``trap``); ``call`` does not end a block. Labels are resolved in their
+innermost ``{ }`` scope, as nvcc's inline assembly needs.
+
+>>> import ptxkit
+>>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+...     ".visible .entry k()\\n{\\n.reg .pred %p<2>;\\n\\tsetp.eq.u32 %p1, 1, 1;\\n"
+...     "\\t@%p1 bra DONE;\\n\\tbar.sync 0;\\nDONE:\\n\\tret;\\n}\\n")
+>>> g = build_cfg(m.function("k"))
+>>> list(g.edges(data="kind"))
+[('entry', 0, 'entry'), (0, 2, 'taken'), (0, 1, 'fallthrough'), (1, 2, 'fallthrough'), (2, 'exit', 'return')]
+>>> g.nodes[2]["block"].name, [str(s) for s in g.nodes[0]["statements"]]
+('DONE', ['setp.eq.u32 %p1, 1, 1;', '@%p1 bra DONE;'])
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from ptxkit._gc import paused_gc
+from ptxkit.instruction import Guard
+from ptxkit.isa import BLOCK_TERMINATORS, NO_FALLTHROUGH
+from ptxkit.syntax import Block, Directive, Instruction, Label
+
+ENTRY, EXIT = "entry", "exit"
+
+_HEAD = re.compile(r"(?:@\s*(!?)\s*([%A-Za-z_$][\w$]*)\s+)?([A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*)")
+_LABEL_OPERAND = re.compile(r"\s*([A-Za-z_$%][\w$]*)\s*;$")
+_GUARDS: dict[tuple[str, bool], Guard] = {}
+_BASES: dict[str, str] = {}
+
+
+class Head(NamedTuple):
+    """The cheap part of an instruction: guard, full opcode, base, where operands start."""
+
+    guard: Guard | None
+    opcode: str
+    base: str
+    end: int
+
+
+def instruction_head(instruction: Instruction) -> Head:
+    """Guard and opcode of an instruction, without parsing its operands.
+
+    >>> import ptxkit
+    >>> instruction_head(ptxkit.parse_statement("@!%p2 bra.uni L;"))
+    Head(guard=Guard(register='%p2', negated=True), opcode='bra.uni', base='bra', end=13)
+    """
+    return Head(*_head(instruction))
+
+
+def _head(instruction: Instruction) -> tuple:
+    """`instruction_head` as a plain tuple (the fast path used when building blocks)."""
+    match = _HEAD.match(instruction.text)
+    if match is None:  # let the full parser produce the diagnostic
+        view = instruction.view
+        return view.guard, view.opcode, view.base, len(instruction.text)
+    negation, register, opcode = match.groups()
+    guard = None
+    if register is not None:
+        key = (register, negation == "!")
+        guard = _GUARDS.get(key)
+        if guard is None:
+            guard = _GUARDS[key] = Guard(*key)
+    base = _BASES.get(opcode)
+    if base is None:
+        base = _BASES[opcode] = opcode.partition(".")[0]
+    return guard, opcode, base, match.end()
+
+
+class BasicBlock:
+    """A straight-line run of instructions with the labels that name its start.
+
+    `instructions` and `heads` are parallel lists (a head is the tuple form of `Head`:
+    guard, opcode, base, operand offset); `terminator` is the last
+    instruction when it is a ``bra``/``brx``/``ret``/``exit``/``trap``; `targets` are
+    the labels the terminator may jump to.
+    """
+
+    __slots__ = ("index", "labels", "instructions", "heads", "terminator", "targets")
+
+    def __init__(self, index: int):
+        self.index = index
+        self.labels: list[Label] = []
+        self.instructions: list[Instruction] = []
+        self.heads: list[Head] = []
+        self.terminator: Instruction | None = None
+        self.targets: list[Label] = []
+
+    @property
+    def name(self) -> str:
+        """The first label's name, or ``B<index>``."""
+        return self.labels[0].name if self.labels else f"B{self.index}"
+
+    @property
+    def line(self) -> int | None:
+        """The input line where the block starts (its first label or instruction)."""
+        first = self.labels[0] if self.labels else (self.instructions[0] if self.instructions else None)
+        return first.line if first is not None else None
+
+    def __repr__(self) -> str:
+        return f"<BasicBlock {self.name}: {len(self.instructions)} instructions>"
+
+
+class FlowGraph:
+    """The CFG of one function as plain lists: what the analyses iterate over.
+
+    Blocks are ``0 … n-1`` in source order and the function starts at `start` (block
+    0 unless a preheader was put in front of it); `succ`/`pred` hold block indices,
+    and `exits` the blocks with an edge to ``EXIT``. `kinds` maps an
+    edge ``(u, v)`` (``v`` may be ``EXIT``) to its kind. `build_cfg` turns this into the
+    public `networkx.DiGraph`; the pass stays on lists because building a DiGraph of
+    10⁵ blocks costs as much as scanning the whole file.
+    """
+
+    __slots__ = ("function", "blocks", "succ", "pred", "exits", "kinds", "label_blocks", "start", "_rpo")
+
+    def __init__(self, function, blocks: list[BasicBlock], edges: list[tuple], label_blocks: dict):
+        n = len(blocks)
+        self.function = function
+        self.blocks = blocks
+        self.label_blocks = label_blocks
+        self.succ: list[list[int]] = [[] for _ in range(n)]
+        self.pred: list[list[int]] = [[] for _ in range(n)]
+        self.exits: list[int] = []
+        self.start = 0
+        self.kinds: dict[tuple, str] = {}
+        kinds = self.kinds
+        for u, v, kind in edges:
+            old = kinds.get((u, v))
+            if old is not None:
+                if kind not in old.split(","):
+                    kinds[(u, v)] = old + "," + kind
+                continue
+            kinds[(u, v)] = kind
+            if u == ENTRY:
+                continue
+            if v == EXIT:
+                self.exits.append(u)
+            else:
+                self.succ[u].append(v)
+                self.pred[v].append(u)
+        self._rpo: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def rpo(self) -> list[int]:
+        """The blocks reachable from block 0, in reverse post-order (computed once)."""
+        if self._rpo is None:
+            self._rpo = reverse_postorder(self.succ, self.start) if self.blocks else []
+        return self._rpo
+
+    def add_block_before(self, header: int, entries: list) -> BasicBlock:
+        """Add an empty block on the edges from `entries` into `header` (a preheader).
+
+        `entries` are predecessor blocks, and ``ENTRY`` when the function starts at
+        `header`. The new block gets the next free index and falls into `header`.
+        Only the graph changes; the caller edits the text to match.
+        """
+        block = BasicBlock(len(self.blocks))
+        new = block.index
+        self.blocks.append(block)
+        self.succ.append([header])
+        self.pred.append([])
+        kinds = self.kinds
+        for p in entries:
+            if p == ENTRY:
+                self.start = new
+                kinds[(ENTRY, new)] = kinds.pop((ENTRY, header), "entry")
+            else:
+                self.succ[p] = [new if s == header else s for s in self.succ[p]]
+                self.pred[header].remove(p)
+                self.pred[new].append(p)
+                kinds[(p, new)] = kinds.pop((p, header))
+        self.pred[header].append(new)
+        kinds[(new, header)] = "fallthrough"
+        self._rpo = None
+        return block
+
+    def to_networkx(self):
+        """This graph as a `networkx.DiGraph` with ``ENTRY``/``EXIT`` nodes (see `build_cfg`)."""
+        import networkx as nx
+
+        graph = nx.DiGraph(function=self.function, blocks=self.blocks, label_blocks=self.label_blocks)
+        graph.add_node(ENTRY)
+        graph.add_nodes_from(
+            (b.index, {"block": b, "statements": b.instructions, "labels": [l.name for l in b.labels]})
+            for b in self.blocks
+        )
+        graph.add_node(EXIT)
+        graph.add_edges_from((u, v, {"kind": kind}) for (u, v), kind in self.kinds.items())
+        return graph
+
+
+def reverse_postorder(succ, start) -> list:
+    """Nodes reachable from `start` in reverse post-order of a depth-first search.
+
+    `succ` maps a node to its successors (a list of lists, or a dict). Iterative, so
+    deep graphs cannot overflow the stack.
+
+    >>> reverse_postorder([[1, 2], [3], [3], []], 0)
+    [0, 2, 1, 3]
+    """
+    order = []
+    seen = {start}
+    stack = [(start, iter(succ[start]))]
+    while stack:
+        node, children = stack[-1]
+        for child in children:
+            if child not in seen:
+                seen.add(child)
+                stack.append((child, iter(succ[child])))
+                break
+        else:
+            stack.pop()
+            order.append(node)
+    order.reverse()
+    return order
+
+
+def flow_graph(function) -> FlowGraph:
+    """The list-based CFG of a function with a body (see `FlowGraph`).
+
+    Raises `PtxSyntaxError` for a branch to a label that is not in scope.
+    """
+    if function.is_declaration:
+        raise ValueError(f"{function.name} is a declaration without a body")
+    with paused_gc():
+        blocks, label_blocks = _split_blocks(function)
+        return FlowGraph(function, blocks, _edges(blocks, label_blocks), label_blocks)
+
+
+def build_cfg(function):
+    """The control-flow graph of a function with a body, as a `networkx.DiGraph`.
+
+    Node attributes: ``block`` (the `BasicBlock`), ``statements`` (its instructions),
+    ``labels`` (their names). Edge attribute ``kind``: ``entry``, ``fallthrough``,
+    ``branch`` (unguarded ``bra``), ``taken`` (guarded ``bra``), ``indirect``
+    (``brx.idx``), ``return``, ``exit`` or ``trap``; several kinds joined by ``,``.
+    Graph attributes: ``function``, ``blocks`` (list by index), ``label_blocks``
+    (`Label` node -> block index).
+
+    Raises `PtxSyntaxError` for a branch to a label that is not in scope.
+    """
+    return flow_graph(function).to_networkx()
+
+
+def _split_blocks(function) -> tuple[list[BasicBlock], dict]:
+    blocks = [BasicBlock(0)]
+    label_blocks: dict[Label, int] = {}
+    current = blocks[0]
+    head_of = _head
+    terminators = BLOCK_TERMINATORS
+    for node in function.walk():
+        kind = type(node)
+        if kind is Instruction:
+            if current.terminator is not None:
+                current = _new_block(blocks)
+            head = head_of(node)
+            current.instructions.append(node)
+            current.heads.append(head)
+            if head[2] in terminators:
+                current.terminator = node
+        elif kind is Label:
+            if current.instructions or current.terminator is not None:
+                current = _new_block(blocks)
+            current.labels.append(node)
+            label_blocks[node] = current.index
+    return blocks, label_blocks
+
+
+def _new_block(blocks: list[BasicBlock]) -> BasicBlock:
+    block = BasicBlock(len(blocks))
+    blocks.append(block)
+    return block
+
+
+def _edges(blocks: list[BasicBlock], label_blocks: dict) -> list[tuple]:
+    edges = [(ENTRY, 0, "entry")]
+    last = len(blocks) - 1
+    for block in blocks:
+        falls = True
+        terminator = block.terminator
+        if terminator is not None:
+            guard, _, base, end = block.heads[-1]
+            if base == "bra":
+                block.targets = [_branch_target(terminator, end)]
+                kind = "taken" if guard else "branch"
+            elif base == "brx":
+                block.targets = _indirect_targets(terminator)
+                kind = "indirect"
+            else:
+                kind = {"ret": "return"}.get(base, base)
+            for label in block.targets:
+                edges.append((block.index, label_blocks[label], kind))
+            if not block.targets:
+                edges.append((block.index, EXIT, kind))
+            falls = guard is not None
+        if falls:
+            edges.append((block.index, block.index + 1 if block.index < last else EXIT, "fallthrough"))
+    return edges
+
+
+def _branch_target(instruction: Instruction, end: int) -> Label:
+    match = _LABEL_OPERAND.match(instruction.text, end)
+    if match is not None:
+        name, at = match.group(1), match.start(1)
+    else:
+        operands = instruction.operands
+        if len(operands) != 1 or operands[0].kind != "symbol":
+            raise instruction.error("expected one label operand after 'bra'", end)
+        name, at = operands[0].name, operands[0].offset
+    return _resolve(instruction, name, at)
+
+
+def _indirect_targets(instruction: Instruction) -> list[Label]:
+    operands = instruction.operands
+    if len(operands) != 2 or operands[1].kind != "symbol":
+        raise instruction.error("expected 'brx.idx index, targets-label'", 0)
+    table_label = _resolve(instruction, operands[1].name, operands[1].offset)
+    directive = _following_directive(table_label)
+    if directive is None or directive.name != ".branchtargets":
+        raise instruction.error(f"label {operands[1].name!r} does not name a .branchtargets list", operands[1].offset)
+    targets = []
+    for name in directive.arguments.split(","):
+        name = name.strip()
+        at = directive.text.find(name)
+        targets.append(_resolve(directive, name, max(at, 0)))
+    return targets
+
+
+def _following_directive(label: Label) -> Directive | None:
+    items = label.parent.items
+    index = next(i for i, item in enumerate(items) if item is label)
+    for item in items[index + 1 :]:
+        if type(item) is Directive:
+            return item
+        if type(item) is not Label:
+            return None
+    return None
+
+
+def _resolve(node, name: str, at: int) -> Label:
+    scope = node.parent
+    label = scope.resolve_label(name) if isinstance(scope, Block) else None
+    if label is None:
+        raise node.error(f"branch target {name!r} is not a label in scope", at)
+    return label

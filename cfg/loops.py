@@ -1,0 +1,245 @@
+"""Natural loops, their nesting and preheaders, and branch regions, on a `FlowGraph`.
+
+A back edge is an edge ``u -> h`` whose target dominates its source; the natural loop
+of ``h`` is ``h`` plus every block that reaches a latch without passing ``h`` (loops
+sharing a header are merged). Retreating edges that are not back edges mean
+irreducible flow: the blocks on those cycles are reported in `LoopForest.irreducible`
+and the fence pass does not hoist into or out of them.
+
+>>> import ptxkit
+>>> from ptxkit.cfg.graph import flow_graph
+>>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+...     ".reg .pred %p<2>;\\n.reg .b32 %r<2>;\\n\\tmov.u32 %r1, 0;\\nL:\\n\\tadd.s32 %r1, %r1, 1;\\n"
+...     "\\tsetp.lt.s32 %p1, %r1, 4;\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n")
+>>> forest = find_loops(flow_graph(m.function("k")))
+>>> [(loop.header, sorted(loop.blocks), loop.latches) for loop in forest.loops]
+[(1, [1], [1])]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ptxkit.cfg.dominance import DominatorTree
+from ptxkit.cfg.graph import EXIT
+
+
+@dataclass(eq=False)
+class Loop:
+    """A natural loop: header block, body blocks (header included), latches, nesting."""
+
+    header: int
+    blocks: set[int]
+    latches: list[int]
+    parent: "Loop | None" = None
+    children: list["Loop"] = field(default_factory=list)
+
+    @property
+    def depth(self) -> int:
+        """1 for an outermost loop, 2 for a loop inside it, …"""
+        depth, loop = 1, self.parent
+        while loop is not None:
+            depth, loop = depth + 1, loop.parent
+        return depth
+
+    def __repr__(self) -> str:
+        return f"<Loop header={self.header} blocks={len(self.blocks)} depth={self.depth}>"
+
+
+@dataclass
+class LoopForest:
+    """All natural loops of a graph, outermost first (by header position)."""
+
+    loops: list[Loop]
+    dominators: DominatorTree
+    irreducible: set[int]
+
+    def innermost(self) -> dict[int, Loop]:
+        """Block -> the innermost loop containing it."""
+        found: dict[int, Loop] = {}
+        for loop in sorted(self.loops, key=lambda l: -len(l.blocks)):
+            for block in loop.blocks:
+                found[block] = loop
+        return found
+
+
+def find_loops(flow, dominators: DominatorTree | None = None) -> LoopForest:
+    """Natural loops of a `FlowGraph`, their nesting, and the irreducible blocks.
+
+    Loops are listed outermost first (an enclosing loop before the loops inside it, and
+    otherwise in reverse post-order of their headers).
+    """
+    dom = dominators or DominatorTree.of(flow)
+    rank = {block: i for i, block in enumerate(flow.rpo)}
+    latches: dict[int, list[int]] = {}
+    irreducible: set[int] = set()
+    for u in flow.rpo:
+        for v in flow.succ[u]:
+            if rank[v] > rank[u]:
+                continue  # a forward edge
+            if dom.dominates(v, u):
+                latches.setdefault(v, []).append(u)
+            else:
+                irreducible |= _cycle_blocks(flow, v, u)
+    loops = [Loop(h, _natural_body(flow, h, ls), ls) for h, ls in latches.items()]
+    loops.sort(key=lambda loop: -len(loop.blocks))
+    innermost: dict[int, Loop] = {}
+    for loop in loops:  # larger loops first: the last one to claim a header encloses it
+        parent = innermost.get(loop.header)
+        if parent is not None:
+            loop.parent = parent
+            parent.children.append(loop)
+        for block in loop.blocks:
+            innermost[block] = loop
+    loops.sort(key=lambda loop: (loop.depth, rank[loop.header]))
+    return LoopForest(loops, dom, irreducible)
+
+
+def _natural_body(flow, header: int, latches: list[int]) -> set[int]:
+    body = {header}
+    stack = [latch for latch in latches if latch != header]
+    body.update(stack)
+    pred = flow.pred
+    while stack:
+        for p in pred[stack.pop()]:
+            if p not in body:
+                body.add(p)
+                stack.append(p)
+    return body
+
+
+def _cycle_blocks(flow, target: int, source: int) -> set[int]:
+    """Blocks on some cycle through the retreating edge ``source -> target``."""
+    forward = _reach(flow.succ, target)
+    backward = _reach(flow.pred, source)
+    return forward & backward
+
+
+def _reach(adjacency, start: int) -> set[int]:
+    seen = {start}
+    stack = [start]
+    while stack:
+        for nxt in adjacency[stack.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+# -- preheaders -------------------------------------------------------------------------
+
+
+@dataclass
+class Preheader:
+    """Where code that must run once before a loop goes.
+
+    Either `block`, an existing block outside the loop whose only successor is the
+    header and which is the header's only outside predecessor; or a new block made
+    by inserting before `before` (the header's first label), reached by fall-through
+    from the text above and, when `retarget` lists blocks, by their branches once
+    they are redirected to a fresh label (`needs_label`).
+    """
+
+    loop: Loop
+    block: int | None = None
+    before: object = None
+    retarget: list[int] = field(default_factory=list)
+
+    @property
+    def needs_label(self) -> bool:
+        return self.block is None and bool(self.retarget)
+
+
+def find_preheader(flow, loop: Loop) -> Preheader | None:
+    """The loop's preheader, or how to create one; None when none can be made safely.
+
+    None when the block above the header is in the loop and falls into it (a new
+    block there would run on every iteration), when an outside edge is a ``brx.idx``
+    target, or when a branch to redirect could not see a label placed before the
+    header's first label.
+    """
+    header = loop.header
+    outside = [p for p in flow.pred[header] if p not in loop.blocks]
+    kinds = flow.kinds
+    if len(outside) == 1 and header != 0:
+        p = outside[0]
+        if flow.succ[p] == [header] and p not in flow.exits:
+            return Preheader(loop, block=p)
+    above = header - 1
+    if above in loop.blocks and "fallthrough" in kinds.get((above, header), ""):
+        return None
+    block = flow.blocks[header]
+    if not block.labels:
+        return None
+    first_label = block.labels[0]
+    retarget = []
+    for p in outside:
+        kind = kinds[(p, header)]
+        if "indirect" in kind:
+            return None
+        if "taken" in kind or "branch" in kind:
+            branch = flow.blocks[p].terminator
+            if not _sees(branch, first_label.parent):
+                return None
+            retarget.append(p)
+    return Preheader(loop, before=first_label, retarget=retarget)
+
+
+def _sees(node, scope) -> bool:
+    """True when a label declared in `scope` is visible from `node`."""
+    parent = node.parent
+    while parent is not None:
+        if parent is scope:
+            return True
+        parent = parent.parent
+    return False
+
+
+# -- branch regions ---------------------------------------------------------------------
+
+
+@dataclass
+class BranchRegion:
+    """A conditional branch up to its immediate post-dominator `join`.
+
+    `arms` are the branch block's distinct successors (``EXIT`` for a guarded return);
+    `blocks` the blocks reached from them before `join`. The region is single-entry:
+    every block in it is dominated by `branch`, and `branch` is not inside it.
+    """
+
+    branch: int
+    join: object
+    arms: list
+    blocks: set[int]
+
+
+def branch_region(flow, branch: int, dominators: DominatorTree, post_dominators: DominatorTree,
+                  reject=None) -> BranchRegion | None:
+    """The single-entry region of a conditional branch, or None.
+
+    None when the block has fewer than two successors, cannot reach the exit, loops
+    back to itself before the join, or when some block of the region is reachable
+    without passing the branch. `reject(block)` may stop the search early (None).
+    """
+    arms = list(dict.fromkeys(flow.succ[branch]))
+    if branch in flow.exits:
+        arms.append(EXIT)
+    if len(arms) < 2:
+        return None
+    join = post_dominators.idom.get(branch)
+    if join is None:
+        return None
+    blocks: set[int] = set()
+    stack = [arm for arm in arms if arm != join and arm != EXIT]
+    blocks.update(stack)
+    while stack:
+        block = stack.pop()
+        if block == branch or not dominators.dominates(branch, block):
+            return None
+        if reject is not None and reject(block):
+            return None
+        for nxt in flow.succ[block]:
+            if nxt != join and nxt not in blocks:
+                blocks.add(nxt)
+                stack.append(nxt)
+    return BranchRegion(branch, join, arms, blocks)
