@@ -214,7 +214,11 @@ def test_check_mode_warns_and_assembles_the_input_as_it_is(real, tmp_path):
     assert mine.returncode == theirs.returncode == 0 and mine.stdout == theirs.stdout
     warnings = mine.stderr.decode().splitlines()
     assert len(warnings) == 1
-    assert re.fullmatch(r"k\.ptx:\d+:\d+: warning: missing fence\.proxy\.async\.shared::cta \(.+\) \[ptxkit\]", warnings[0])
+    pattern = r"k\.ptx:(\d+):\d+: warning: missing fence\.proxy\.async\.shared::cta after this statement: .+ \[ptxkit\]"
+    match = re.fullmatch(pattern, warnings[0])
+    assert match, warnings[0]
+    lines = NEEDS_FENCE.read_text().splitlines()
+    assert lines[int(match.group(1))].strip() == "$mma_loop:"  # the hoisted place: the preheader's end
     assert (tmp_path / "w" / "k.o").read_bytes() == (tmp_path / "p" / "k.o").read_bytes()
     (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert entry["mode"] == "check" and len(entry["fences"]) == 1

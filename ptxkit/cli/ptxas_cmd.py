@@ -39,7 +39,6 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -186,8 +185,8 @@ def _prepare(path: str, mode: str, private: str) -> Prepared:
     if mode == "check":
         for fence in fences:
             print(
-                f"{path}:{fence['line']}:{fence['column']}: warning: missing {fence['variant']}"
-                f" ({fence['reason']}) [ptxkit]",
+                f"{path}:{fence['line']}:{fence['column']}: warning: missing {fence['variant']} "
+                f"{fence['where']} this statement: {fence['reason']} [ptxkit]",
                 file=sys.stderr,
             )
         return Prepared(path)
@@ -201,12 +200,15 @@ def _prepare(path: str, mode: str, private: str) -> Prepared:
 
 
 def _describe(fence) -> dict:
-    """A fence of the report as plain data (for the log and the warnings)."""
+    """A fence of the report as plain data (for the log and the warnings): it goes
+    `where` ("before"/"after") the statement at `line`:`column` of the input."""
     return {
         "line": fence.line,
         "column": fence.column,
+        "where": fence.where,
         "variant": fence.variant,
-        "reason": str(fence.reason),
+        "placement": fence.placement,
+        "reason": fence.reason(),
     }
 
 
