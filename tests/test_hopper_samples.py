@@ -570,13 +570,16 @@ def test_store_once_fence_is_hoisted_to_the_preheader():
     """(a) The copy happens before the wgmma loop: one fence, after bar.sync and before
     the loop header, none inside the loop; each thread executes it exactly once."""
     sample = SAMPLES["gemm_store_once"]
-    fenced, _ = fence(sample)
+    fenced, report = fence(sample)
     lines = statements(fenced)
     (at,) = fence_lines(lines)
     barrier = first(lines, "bar.sync")
     header = lines.index("$mma_loop:")
     back_edge = lines.index("@%p3 bra $mma_loop;")
-    assert barrier < at < header < back_edge
+    assert barrier < at == header - 1 < back_edge  # the last statement of the preheader
+    (site,) = report.fences
+    assert (site.placement, site.where) == ("loop", "after")
+    assert sample.text.splitlines()[site.line - 1].strip() == "mov.u32 %r20, 0;"
     assert model(sample, fenced).fences == [1] * 128
 
 
