@@ -241,9 +241,9 @@ def fence_module(module, options: FenceOptions | None = None, rewrite: bool = Tr
     if report.skipped:
         return report
     with paused_gc():
-        plans = _analyse(module, options, report)
+        results = _analyse(module, options, report)
         if rewrite:
-            _rewrite(plans, options)
+            _rewrite(results, options)
     return report
 
 
@@ -264,12 +264,28 @@ def fence_text(text: str, filename: str = "<input>", rewrite: bool = True, **opt
 # -- analysis over the call graph ------------------------------------------------------------
 
 
-def _analyse(module, options: FenceOptions, report: FenceReport) -> list[tuple]:
+@dataclass
+class FunctionResult:
+    """One function's analysis (solved with its hoisted fences), its plan and report entries."""
+
+    analysis: FunctionAnalysis
+    plans: list[PlannedFence]
+    sites: list[FenceSite]
+    warnings: list[Place]
+
+
+def analyse_module(module, options: FenceOptions | None = None) -> list[FunctionResult]:
+    """Analyse every function with a body, callees before callers, and plan its fences.
+
+    Changes nothing; `fence_module` applies the plans. Used directly by the CFG
+    drawing (`ptxkit.cfg.dot`).
+    """
+    options = options or FenceOptions()
     functions = {f.name: f for f in module.functions if not f.is_declaration}
     flows = {name: flow_graph(f) for name, f in functions.items()}
     defined = frozenset(functions)
     summaries: dict = {}
-    plans: list[tuple] = []
+    results: list[FunctionResult] = []
     analysis_options = options.analysis
     for group in _callees_first(flows):
         recursive = frozenset(group) if len(group) > 1 or group[0] in _callees(flows[group[0]]) else frozenset()
@@ -279,15 +295,22 @@ def _analyse(module, options: FenceOptions, report: FenceReport) -> list[tuple]:
             planned, scan = plan_fences(analysis, options.placement)
             if functions[name].kind == "func":
                 summaries[name] = analysis.summary(scan)
-            for warning in analysis.warnings + scan.lint:
-                report.warnings.append(Place.of(warning.node, warning.message))
-            for plan in planned:
-                site = _site(analysis, plan, options)
-                report.fences.append(site)
-                plans.append((analysis, plan, site))
+            warnings = [Place.of(w.node, w.message) for w in analysis.warnings + scan.lint]
+            sites = [_site(analysis, plan, options) for plan in planned]
+            results.append(FunctionResult(analysis, planned, sites, warnings))
+    order = {name: i for i, name in enumerate(functions)}
+    results.sort(key=lambda r: order[r.analysis.function.name])
+    return results
+
+
+def _analyse(module, options: FenceOptions, report: FenceReport) -> list[FunctionResult]:
+    results = analyse_module(module, options)
+    for result in results:
+        report.fences.extend(result.sites)
+        report.warnings.extend(result.warnings)
     report.fences.sort(key=lambda f: (f.line or 0, f.column or 0))
     report.warnings.sort(key=lambda w: (w.line or 0, w.column or 0))
-    return plans
+    return results
 
 
 def _callees(flow) -> set[str]:
@@ -413,27 +436,30 @@ def _short(node) -> str:
 _LABEL_OPERAND = re.compile(r"([A-Za-z_$%][\w$]*)(\s*;)$")
 
 
-def _rewrite(plans: list[tuple], options: FenceOptions) -> None:
-    """Apply the plan to the tree: fences, then created preheader labels, then branches."""
+def _rewrite(results: list[FunctionResult], options: FenceOptions) -> None:
+    """Apply the plans to the tree: fences, then created preheader labels, then branches."""
     retargets = []
     used_labels: dict[int, set] = {}
-    for analysis, plan, site in plans:
-        anchor, where = _anchor(analysis.flow, plan)
-        if where == "before":
-            node = anchor.insert_before(site.text)
-        else:
-            node = anchor.insert_after(site.text)
-        if plan.placement == "loop" and plan.preheader.block is None:
-            if plan.preheader.needs_label:
-                names = used_labels.setdefault(id(analysis), {l.name for l in analysis.flow.label_blocks})
-                label = _fresh_label(names)
-                node.insert_before(f"{label}:")  # takes the header label's trivia and indentation
-                site.created_label = label
-                retargets.extend((analysis.flow.blocks[p].terminator, label) for p in plan.preheader.retarget)
-            _indent_like(node, analysis.flow.blocks[plan.loop.header])
+    for result in results:
+        for plan, site in zip(result.plans, result.sites):
+            _insert(result.analysis, plan, site, retargets, used_labels)
     for branch, label in retargets:
         match = _LABEL_OPERAND.search(branch.text)
         branch.replace(branch.text[: match.start(1)] + label + branch.text[match.end(1) :])
+
+
+def _insert(analysis, plan: PlannedFence, site: FenceSite, retargets: list, used_labels: dict) -> None:
+    """Insert one planned fence (and the label of a created preheader)."""
+    anchor, where = _anchor(analysis.flow, plan)
+    node = anchor.insert_before(site.text) if where == "before" else anchor.insert_after(site.text)
+    if plan.placement == "loop" and plan.preheader.block is None:
+        if plan.preheader.needs_label:
+            names = used_labels.setdefault(id(analysis), {l.name for l in analysis.flow.label_blocks})
+            label = _fresh_label(names)
+            node.insert_before(f"{label}:")  # takes the header label's trivia and indentation
+            site.created_label = label
+            retargets.extend((analysis.flow.blocks[p].terminator, label) for p in plan.preheader.retarget)
+        _indent_like(node, analysis.flow.blocks[plan.loop.header])
 
 
 def _fresh_label(used: set) -> str:

@@ -1,0 +1,88 @@
+"""``ptxkit cfg FILE``: a function's control-flow graph, with its proxy state.
+
+Without ``--dot``/``--svg`` it prints one line per basic block (label, input line,
+successors, proxy state on entry, fences the pass would insert). ``--dot`` writes
+Graphviz DOT; ``--svg`` renders it with Graphviz's ``dot`` program, which must be on
+PATH. ``--function NAME`` picks one function; otherwise every function with a body
+is drawn (one cluster each).
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_arguments(parser) -> None:
+    from ptxkit.cfg.fence import EXTERN_POLICIES, PLACEMENTS
+    from ptxkit.cfg.placement import VARIANTS
+
+    parser.add_argument("input", metavar="FILE", help="PTX file, or - for standard input")
+    parser.add_argument("--function", metavar="NAME", help="only this function (default: all with a body)")
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--dot", action="store_true", help="write Graphviz DOT")
+    form.add_argument("--svg", action="store_true", help="write SVG (needs the Graphviz 'dot' program)")
+    parser.add_argument("-o", "--output", metavar="OUT", help="write to OUT instead of standard output")
+    parser.add_argument("--placement", choices=PLACEMENTS, default="hoist", help="as for ptxkit fence")
+    parser.add_argument("--fence-variant", choices=tuple(VARIANTS), default=None, help="as for ptxkit fence")
+    parser.add_argument("--extern-policy", choices=EXTERN_POLICIES, default="clobber", help="as for ptxkit fence")
+    parser.add_argument("--track-global", action="store_true", help="as for ptxkit fence")
+
+
+def run(args) -> int:
+    from ptxkit.cfg.dot import module_dot, render_svg
+    from ptxkit.cfg.fence import FenceOptions
+
+    from .common import UsageError, parse_input, write_output
+
+    module = parse_input(args.input)
+    options = FenceOptions(args.placement, args.fence_variant, args.extern_policy, args.track_global)
+    if args.function is not None:
+        try:
+            module.function(args.function)
+        except KeyError as err:
+            raise UsageError(err.args[0]) from None
+    try:
+        if args.dot or args.svg:
+            text = module_dot(module, options, args.function)
+            if args.svg:
+                text = render_svg(text)
+        else:
+            text = summarise(module, options, args.function)
+    except KeyError as err:
+        raise UsageError(err.args[0]) from None
+    except FileNotFoundError:
+        raise UsageError("--svg needs the Graphviz 'dot' program, which is not on PATH "
+                         "(install graphviz, or write DOT with --dot)") from None
+    write_output(text, args.output)
+    sys.stdout.flush()
+    return 0
+
+
+def summarise(module, options, function: str | None = None) -> str:
+    """One line per basic block: name, line, successors, entry state, planned fences."""
+    from ptxkit.cfg.fence import analyse_module
+    from ptxkit.cfg.graph import EXIT
+    from ptxkit.cfg.proxy import state_text
+
+    out = []
+    for result in analyse_module(module, options):
+        analysis = result.analysis
+        if function is not None and analysis.function.name != function:
+            continue
+        flow = analysis.flow
+        out.append(f"{analysis.function.kind} {analysis.function.name}: {len(flow.blocks)} blocks, "
+                   f"{len(result.plans)} fence{'s' * (len(result.plans) != 1)} to insert")
+        planned = {}
+        for plan, site in zip(result.plans, result.sites):
+            planned.setdefault(plan.block, []).append(site)
+        reachable = set(flow.rpo)
+        for block in flow.blocks:
+            succ = [flow.blocks[s].name for s in flow.succ[block.index]] + (["exit"] if block.index in flow.exits
+                                                                                else [])
+            state = state_text(analysis.ins[block.index], analysis.options.tracked) if block.index in reachable \
+                else "unreachable"
+            line = f"  {block.name:<16} line {block.line or '-':<6} -> {', '.join(succ) or '-':<24} in: {state}"
+            out.append(line.rstrip())
+            for site in planned.get(block.index, ()):
+                out.append(f"      + {site.text} {site.where} line {site.line} ({site.placement})")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,289 @@
+"""The fence pass on every scenario of research fence.md §2 (``samples/fence``).
+
+Each sample is compared exactly with ``samples/fence/expected/NAME.ptx``; the pass is
+idempotent on its output; ``--check`` fails on the input exactly when fences are
+expected and passes on the output; every expected file assembles with ptxas. Options
+a sample needs are on its ``// options:`` line, in ``ptxkit fence`` syntax.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import asdict
+
+import pytest
+
+import ptxkit
+from ptxkit.cfg.fence import FenceOptions, check_target, fence_module, fence_text
+from ptxkit.cli.main import build_parser
+
+from conftest import SAMPLES
+
+FENCES = SAMPLES / "fence"
+NAMES = sorted(p.stem for p in FENCES.glob("*.ptx"))
+CTA, CLUSTER = "fence.proxy.async.shared::cta;", "fence.proxy.async.shared::cluster;"
+
+#: The fences each scenario must get (fence.md §2): (inserted line, start of the next statement).
+EXPECTED = {
+    "01_async_to_generic_no_double_fence": [],
+    "02_cp_async_then_wgmma": [(CTA, "wgmma.mma_async")],
+    "02b_cp_async_without_wait": [(CTA, "wgmma.mma_async")],
+    "03_unknown_extern_default_is_none": [],
+    "03b_unknown_extern_strict": [(CLUSTER, "call.uni")],
+    "04_extern_shared_pointer_then_wgmma": [(CLUSTER, "wgmma.mma_async")],
+    "04b_extern_shared_pointer_policy_none": [(CTA, "wgmma.mma_async")],
+    "05_extern_address_of_shared": [(CTA, "wgmma.mma_async")],
+    "06_tma_store_without_sync": [],
+    "06b_tma_store_after_shared_store": [(CTA, "cp.async.bulk.tensor.1d.global.shared::cta")],
+    "07_wgmma_marked_async": [(CTA, "wgmma.mma_async")],
+    "08_shared_barrier_ops": [],
+    "09_regression_0219_fence": [],
+    "09b_persistent_track_global": [("fence.proxy.async.global;", "PRODUCER_LOOP:")],
+    "10_ldmatrix_then_wgmma": [],
+    "11_stmatrix_then_wgmma": [(CTA, "wgmma.mma_async")],
+    "12_if_merge_then_wgmma": [(CTA, "wgmma.mma_async")],
+    "12b_if_merge_predicated": [(CTA, "wgmma.mma_async")],
+    "13_hoist_out_of_if": [(CTA, "@!%p1 bra")],
+    "14a_hoist_out_of_unrolled_loop": [(CTA, "wgmma.mma_async")],
+    "14b_hoist_out_of_loop": [(CTA, "L:")],
+    "15_hoist_out_of_while_loop": [(CTA, "H:")],
+    "16_loop_carried_generic": [(CTA, "wgmma.mma_async")],
+    "17_shared_load_then_wgmma": [],
+    "18_sparse_wgmma": [(CTA, "wgmma.mma_async.sp")],
+    "x01_predicated_fence_does_not_count": [(CTA, "wgmma.mma_async")],
+    "x02_guarded_tma_stores": [("@%p1 " + CTA, "@%p1 cp.async.bulk.tensor")],
+    "x03_zero_trip_loop": [(CTA, "cp.async.bulk.tensor")],
+    "x04_inline_asm_scoped_labels": [(CTA, "wgmma.mma_async")],
+    "x05_call_func_that_writes_shared": [(CTA, "wgmma.mma_async")],
+    "x06_call_func_that_starts_with_wgmma": [(CTA, "call.uni")],
+    "x07_global_store_through_param_pointer": [],
+    "x08_global_store_then_tma_load": [("fence.proxy.async.global;", "cp.async.bulk.tensor")],
+    "x09_cluster_store_then_wgmma": [(CLUSTER, "wgmma.mma_async")],
+    "x10_st_async_then_multicast_tma": [(CLUSTER, "cp.async.bulk.tensor")],
+    "x11_version_gate": [],
+    "x12_target_gate_sm80": [],
+    "x13_generic_store_through_cvta_shared": [(CTA, "wgmma.mma_async")],
+    "x14_generic_store_unknown_pointer": [(CLUSTER, "wgmma.mma_async")],
+    "x15_loop_with_cp_async_wait": [(CTA, "wgmma.mma_async")],
+    "x16_created_preheader": [(CTA, "L:")],
+    "x17_tcgen05_mma": [(CTA, "tcgen05.mma")],
+    "x18_brx_idx_switch": [(CTA, "brx.idx")],
+    "x19_irreducible_flow": [(CTA, "wgmma.mma_async"), (CTA, "wgmma.mma_async")],
+    "x20_already_fenced_loop": [],
+    "x21_nested_loops": [(CTA, "INNER:")],
+    "x22_if_without_else": [(CTA, "wgmma.mma_async")],
+}
+
+
+def sample(name: str) -> str:
+    return (FENCES / f"{name}.ptx").read_text()
+
+
+def expected(name: str) -> str:
+    return (FENCES / "expected" / f"{name}.ptx").read_text()
+
+
+def options_of(text: str) -> FenceOptions:
+    """The sample's ``// options:`` line, parsed by the real ``ptxkit fence`` parser."""
+    match = re.search(r"^// options: (.*)$", text, re.M)
+    extra = match.group(1).split() if match else []
+    args = build_parser("fence").parse_args(["fence", "x.ptx", *extra])
+    return FenceOptions(args.placement, args.fence_variant, args.extern_policy, args.track_global)
+
+
+def run(text: str, name: str, rewrite: bool = True, **override):
+    fields = {**asdict(options_of(text)), **override}
+    return fence_text(text, f"{name}.ptx", rewrite=rewrite, **fields)
+
+
+def statements(text: str) -> list[str]:
+    """Non-blank, non-comment lines, stripped."""
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("//")]
+
+
+def test_every_scenario_has_a_sample_and_an_expectation():
+    assert set(NAMES) == set(EXPECTED)
+    tilelang = [n for n in NAMES if re.match(r"\d\d", n)]
+    assert len({n[:2] for n in tilelang}) == 18  # the 17 TileLang tests and the sparse-wgmma one
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_golden_output(name):
+    fenced, report = run(sample(name), name)
+    assert fenced == expected(name)
+    assert [(f.text, bool(f.reason())) for f in report.fences] == [(t, True) for t, _ in EXPECTED[name]]
+
+
+def edits(before: list[str], after: list[str]) -> tuple[list[int], list[tuple[str, str]]]:
+    """(indexes of inserted statements in `after`, replaced (old, new) statement pairs)."""
+    inserted, replaced = [], []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+        if tag == "insert":
+            inserted.extend(range(j1, j2))
+        elif tag == "replace":
+            replaced.extend(zip(before[i1:i2], after[j1:j2]))
+            inserted.extend(range(j1 + (i2 - i1), j2))
+        elif tag == "delete":
+            replaced.extend((line, "") for line in before[i1:i2])
+    return inserted, replaced
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fences_sit_where_fence_md_says(name):
+    after = statements(expected(name))
+    inserted, _ = edits(statements(sample(name)), after)
+    found = [(after[j], after[j + 1]) for j in inserted if "fence.proxy" in after[j]]
+    want = EXPECTED[name]
+    assert len(found) == len(want)
+    for (line, following), (text, prefix) in zip(found, want):
+        assert line == text and following.startswith(prefix), (line, following)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_only_fences_labels_and_redirected_branches_change(name):
+    after = statements(expected(name))
+    inserted, replaced = edits(statements(sample(name)), after)
+    assert all("fence.proxy.async" in after[j] or re.fullmatch(r"\$ptxkit_preheader_\d+:", after[j])
+               for j in inserted)
+    for old, new in replaced:  # only a branch redirected to a created preheader
+        assert re.sub(r"\$ptxkit_preheader_\d+", "L", new) == old
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_idempotent(name):
+    fenced = expected(name)
+    again, report = run(fenced, name)
+    assert again == fenced and not report.fences and not report.changed
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_check_mode(name):
+    text = sample(name)
+    unchanged, report = run(text, name, rewrite=False)
+    assert unchanged == text
+    assert len(report.missing) == len(EXPECTED[name])
+    assert not run(expected(name), name, rewrite=False)[1].missing
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("name", NAMES)
+def test_expected_files_assemble(name):
+    from ptxkit.ptxas import assemble
+
+    text = expected(name)
+    arch = ptxkit.parse(text).targets[0]
+    assemble(text, arch, options=("-c",), filename=f"{name}.ptx", cache=False)  # raises PtxasError if not
+
+
+def test_never_emits_bulk_commit_or_wait():
+    for name in NAMES:
+        count = lambda text: len(re.findall(r"(?:cp\.async\.bulk|wgmma)\.(?:commit|wait)_group", text))
+        assert count(sample(name)) == count(expected(name)), name
+
+
+def test_persistent_gemm_needs_nothing_without_global_tracking():
+    text = sample("09b_persistent_track_global")
+    assert run(text, "09b", track_global=False)[1].fences == []
+    assert run(sample("09_regression_0219_fence"), "09", track_global=True)[1].fences == []
+
+
+def test_gates_say_why():
+    assert run(sample("x11_version_gate"), "x11")[1].skipped.startswith(".version 7.8")
+    assert "sm_80" in run(sample("x12_target_gate_sm80"), "x12")[1].skipped
+    module = ptxkit.parse(sample("07_wgmma_marked_async").replace(".target sm_90a", ".target sm_90a, debug"))
+    assert check_target(module) is None
+
+
+def test_extern_policies_on_test_3():
+    text = sample("03_unknown_extern_default_is_none")
+    counts = {policy: len(run(text, "03", extern_policy=policy)[1].fences) for policy in ("none", "clobber", "strict")}
+    assert counts == {"none": 0, "clobber": 0, "strict": 1}
+    assert [len(run(sample("01_async_to_generic_no_double_fence"), "01", extern_policy=p)[1].fences)
+            for p in ("none", "clobber", "strict")] == [0, 0, 0]
+
+
+def test_inline_placement_puts_a_fence_before_every_op():
+    by_name = {name: run(sample(name), name, placement="inline")[1] for name in
+               ("13_hoist_out_of_if", "14b_hoist_out_of_loop", "15_hoist_out_of_while_loop", "x18_brx_idx_switch",
+                "x21_nested_loops", "09b_persistent_track_global")}
+    assert {name: len(r.fences) for name, r in by_name.items()} == {
+        "13_hoist_out_of_if": 2, "14b_hoist_out_of_loop": 1, "15_hoist_out_of_while_loop": 1,
+        "x18_brx_idx_switch": 3, "x21_nested_loops": 1, "09b_persistent_track_global": 1}
+    assert all(f.placement == "inline" for r in by_name.values() for f in r.fences)
+    fenced = statements(run(sample("14b_hoist_out_of_loop"), "14b", placement="inline")[0])
+    assert fenced[fenced.index("L:") + 1] == CTA  # inside the loop: runs on every trip
+
+
+def test_forced_variants():
+    text = sample("x09_cluster_store_then_wgmma")
+    forced, report = run(text, "x09", fence_variant="shared::cta")
+    assert [f.text for f in report.fences] == [CTA]
+    assert run(forced, "x09", fence_variant="shared::cta")[1].fences == []  # the forced model is stable
+    assert [f.text for f in run(forced, "x09")[1].fences] == [CLUSTER]  # without it, ::cta is not enough
+    assert [f.text for f in run(sample("07_wgmma_marked_async"), "07", fence_variant="full")[1].fences] == [
+        "fence.proxy.async;"]
+    # a forced shared variant never orders global: the narrowest correct fence instead
+    assert [f.text for f in run(sample("x08_global_store_then_tma_load"), "x08",
+                                fence_variant="shared::cta")[1].fences] == ["fence.proxy.async.global;"]
+
+
+def test_track_global_and_shared_need_the_full_fence():
+    text = sample("x08_global_store_then_tma_load").replace(
+        "\tst.global.u32 \t[%rd5], %r0;", "\tst.global.u32 \t[%rd5], %r0;\n\tst.shared.u32 \t[%r1], %r0;")
+    assert [f.text for f in run(text, "x08")[1].fences] == ["fence.proxy.async;"]
+
+
+def test_report_reasons_and_paths():
+    _, report = run(sample("15_hoist_out_of_while_loop"), "15")
+    (fence,) = report.fences
+    assert (fence.placement, fence.where, fence.line) == ("loop", "after", 35)
+    assert (fence.write.line, fence.write.text, fence.target.line) == (33, "st.shared.b16", 41)
+    assert [p.line for p in fence.path] == [33, 36, 40, 41]
+    assert fence.path_text() == "line 33 (st.shared.b16) -> line 36 (H) -> line 40 -> line 41 (wgmma.mma_async)"
+    _, report = run(sample("x06_call_func_that_starts_with_wgmma"), "x06")
+    (fence,) = report.fences
+    assert fence.target_kind == "call" and fence.callee_target.line == 21
+    assert "whose callee reaches the async-proxy access at line 21" in fence.reason()
+
+
+def test_created_preheader_is_reported():
+    fenced, report = run(sample("x16_created_preheader"), "x16")
+    (fence,) = report.fences
+    assert fence.created_label == "$ptxkit_preheader_0" and "@%p1 bra \t$ptxkit_preheader_0;" in fenced
+
+
+def test_warnings():
+    _, report = run(sample("02b_cp_async_without_wait"), "02b")
+    assert [w.line for w in report.warnings] == [37] and "in flight" in report.warnings[0].text
+    assert run(sample("02_cp_async_then_wgmma"), "02")[1].warnings == []
+    text = sample("07_wgmma_marked_async").replace("wgmma.mma_async.sync", "wgmma.mma_async_v2.sync")
+    fenced, report = run(text, "07")
+    assert "unknown async-looking opcode" in report.warnings[0].text and len(report.fences) == 1
+
+
+def test_library_contract():
+    """The API the ptxas wrapper codes against (handoff/contract_fence.md)."""
+    text = sample("07_wgmma_marked_async")
+    module = ptxkit.parse(text, "k.ptx")
+    report = fence_module(module, FenceOptions(placement="hoist", fence_variant=None, extern_policy="clobber"),
+                          rewrite=False)
+    assert str(module) == text and not report.changed and report.skipped is None
+    (fence,) = report.missing
+    assert (fence.line, fence.column, fence.where, fence.variant) == (34, 2, "before", "fence.proxy.async.shared::cta")
+    report = fence_module(module, FenceOptions())
+    assert report.changed and report.missing == [] and str(module) == expected("07_wgmma_marked_async")
+    assert report.to_json()["inserted"][0]["path"][0]["line"] == 32
+
+
+def test_bad_options_and_input():
+    with pytest.raises(ValueError, match="placement"):
+        FenceOptions(placement="everywhere")
+    with pytest.raises(ValueError, match="fence_variant"):
+        FenceOptions(fence_variant="shared")
+    with pytest.raises(ValueError, match="extern_policy"):
+        FenceOptions(extern_policy="maybe")
+    bad = sample("13_hoist_out_of_if").replace("@!%p1 bra \tE;", "@!%p1 bra \tNOWHERE;")
+    with pytest.raises(ptxkit.PtxSyntaxError, match="'NOWHERE' is not a label in scope") as err:
+        fence_text(bad, "k.ptx")
+    assert err.value.line == 35
