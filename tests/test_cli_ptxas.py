@@ -279,7 +279,12 @@ def test_nvcc_ptx_gets_its_fence_through_the_wrapper(tmp_path):
     bulk = next(i for i, line in enumerate(lines, 1) if "cp.async.bulk.global" in line)
     assert bar_sync_line(lines) < entry["fences"][0]["line"] <= bulk + 1
     assert "fence.proxy" not in ptx.read_text()  # the caller's PTX is untouched
-    assert (tmp_path / "k.cubin").stat().st_size > 0
+    # The same through the other recipe: `ptxkit fence` writes the fenced PTX, ptxas assembles it.
+    fenced = run([sys.executable, "-m", "ptxkit", "fence", "k.ptx", "-o", "k.fenced.ptx"], tmp_path)
+    assert fenced.returncode == 0, fenced.stderr
+    plain = run([ptxas_cmd.real_ptxas(), "-arch=sm_90a", "k.fenced.ptx", "-o", "k2.cubin"], tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert (tmp_path / "k.cubin").read_bytes() == (tmp_path / "k2.cubin").read_bytes()
 
 
 def bar_sync_line(lines: list[str]) -> int:
