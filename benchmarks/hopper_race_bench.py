@@ -1,14 +1,16 @@
 """How often do the Hopper samples give a wrong answer without their proxy fences?
 
 Each kernel in ``samples/hopper`` is assembled twice: as shipped (no
-``fence.proxy.async``) and after ``ptxkit fence``. Both are launched RUNS times (one CTA
-each), alternating between two random data sets so that shared memory left over from the
-previous launch is the wrong data, and every result is compared with a float64 numpy
-reference. The table gives the wrong results of each build and the median launch time
-(``ptxkit.runtime.time_launch``, CUDA events) of the fenced build against the unfenced
-one, the anchor measured in the same run.
+``fence.proxy.async``) and after ``ptxkit fence``. Both are launched RUNS times with CTAS
+copies of the CTA (every copy computes the same tile and stores the same values, so one
+launch gives CTAS chances to race; a wrong copy shows unless a right one overwrites all of
+its wrong elements later), alternating between two random data sets so that shared memory
+left over from the previous launch is the wrong data, into a zeroed output, and every
+result is compared with a float64 numpy reference. The table gives the wrong launches of
+each build and the median launch time (``ptxkit.runtime.time_launch``, CUDA events) of the
+fenced build against the unfenced one, the anchor measured in the same run.
 
-    python benchmarks/hopper_race_bench.py [RUNS]      # default 2000 launches per build
+    python benchmarks/hopper_race_bench.py [RUNS [CTAS]]   # default 2000 launches of 132 CTAs
 
 Needs an NVIDIA Hopper GPU, ptxas and cuda-python; without a GPU it says so and exits 0.
 """
@@ -27,6 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the samples' shapes and launch helper
 
 def main(argv: list[str]) -> int:
     runs = int(argv[0]) if argv else 2000
+    ctas = int(argv[1]) if len(argv) > 1 else 132  # one per SM of an H200
     import ptxkit
     from ptxkit import runtime
 
@@ -51,7 +54,7 @@ def main(argv: list[str]) -> int:
             for run in range(runs):
                 (arguments, out), expected = prepared[run % 2]
                 out.copy_from_numpy(blank)  # a launch that writes nothing cannot pass
-                kernel.launch(*arguments, grid=1, block=128)
+                kernel.launch(*arguments, grid=ctas, block=128)
                 got = out.to_numpy().astype(np.float64)
                 error = float(np.max(np.abs(got - expected)))
                 worst = max(worst, error)
@@ -59,16 +62,16 @@ def main(argv: list[str]) -> int:
             row[label] = {
                 "wrong": wrong,
                 "worst": worst,
-                "ms": runtime.time_launch(kernel, *prepared[0][0][0], grid=1, block=128, warmup=20, repeat=200),
+                "ms": runtime.time_launch(kernel, *prepared[0][0][0], grid=ctas, block=128, warmup=20, repeat=200),
                 "seconds": time.perf_counter() - started,
             }
         rows.append(row)
-    print_table(rows, runs)
+    print_table(rows, runs, ctas)
     return 0
 
 
-def print_table(rows: list[dict], runs: int) -> None:
-    print(f"Hopper samples on the GPU, {runs} launches per build (one CTA, two alternating data sets)")
+def print_table(rows: list[dict], runs: int, ctas: int) -> None:
+    print(f"Hopper samples on the GPU: {runs} launches of {ctas} CTAs per build, two alternating data sets")
     header = (
         f"{'sample':<22} {'fences':>6} {'wrong unfenced':>15} {'wrong fenced':>13} "
         f"{'max err unf.':>12} {'unfenced ms':>12} {'fenced ms':>10} {'fenced/unf.':>12}"
