@@ -307,7 +307,14 @@ def _print_table(results: list[dict], size: int) -> None:
     for r in results:
         for entry in r["log"]:
             for fence in entry["fences"]:
-                print(f"  {r['kernel']}/{r['build']}: line {fence['line']}: {fence['variant']} ({fence['reason']})")
+                print(f"  {r['kernel']}/{r['build']}: {fence['variant']} {fence['where']} line {fence['line']}"
+                      f" ({fence['placement']}): {fence['reason']}")
+    times = {(r["kernel"], r["build"]): r["ms"] for r in results}
+    for kernel in anchors:
+        for fenced, unfenced in (("ptxkit", "triton"), ("stripped+ptxkit", "stripped")):
+            ratio = times[kernel, fenced] / times[kernel, unfenced]
+            verdict = "met" if ratio <= 1.02 else "NOT met"
+            print(f"target {kernel}: {fenced} / {unfenced} = {ratio:.3f} (within 2%: {verdict})")
 
 
 if __name__ == "__main__":
