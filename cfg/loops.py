@@ -81,7 +81,7 @@ def find_loops(flow, dominators: DominatorTree | None = None) -> LoopForest:
                 latches.setdefault(v, []).append(u)
             else:
                 irreducible |= _cycle_blocks(flow, v, u)
-    loops = [Loop(h, _natural_body(flow, h, ls), ls) for h, ls in latches.items()]
+    loops = [Loop(h, _natural_body(flow, h, ls, rank), ls) for h, ls in latches.items()]
     loops.sort(key=lambda loop: -len(loop.blocks))
     innermost: dict[int, Loop] = {}
     for loop in loops:  # larger loops first: the last one to claim a header encloses it
@@ -95,14 +95,15 @@ def find_loops(flow, dominators: DominatorTree | None = None) -> LoopForest:
     return LoopForest(loops, dom, irreducible)
 
 
-def _natural_body(flow, header: int, latches: list[int]) -> set[int]:
+def _natural_body(flow, header: int, latches: list[int], reachable) -> set[int]:
+    """The header and every reachable block that reaches a latch without passing it."""
     body = {header}
     stack = [latch for latch in latches if latch != header]
     body.update(stack)
     pred = flow.pred
     while stack:
         for p in pred[stack.pop()]:
-            if p not in body:
+            if p not in body and p in reachable:
                 body.add(p)
                 stack.append(p)
     return body

@@ -1,0 +1,126 @@
+"""ptxkit.cfg.graph: basic blocks, edges and their kinds, label scopes, the DiGraph form."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+
+import ptxkit
+from ptxkit.cfg.graph import ENTRY, EXIT, build_cfg, flow_graph, instruction_head, reverse_postorder
+
+HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n"
+
+
+def function(body: str, name: str = "k"):
+    text = f"{HEAD}.visible .entry {name}()\n{{\n.reg .pred %p<4>;\n.reg .b32 %r<8>;\n{body}}}\n"
+    return ptxkit.parse(text, "k.ptx").function(name)
+
+
+def edges(graph) -> set:
+    return {(u, v, kind) for u, v, kind in graph.edges(data="kind")}
+
+
+def test_straight_line_is_one_block():
+    g = build_cfg(function("\tmov.u32 %r1, 0;\n\tcall.uni f, ();\n\tadd.u32 %r1, %r1, 1;\n\tret;\n"))
+    assert edges(g) == {(ENTRY, 0, "entry"), (0, EXIT, "return")}
+    assert [str(s) for s in g.nodes[0]["statements"]] == ["mov.u32 %r1, 0;", "call.uni f, ();",
+                                                          "add.u32 %r1, %r1, 1;", "ret;"]
+
+
+def test_guarded_and_unguarded_branches():
+    g = build_cfg(function(
+        "\t@%p1 bra A;\n\tbra.uni B;\nA:\n\t@!%p2 ret;\n\texit;\nB:\n\t@%p3 trap;\nC:\n\tbra C;\n"))
+    assert edges(g) == {
+        (ENTRY, 0, "entry"), (0, 2, "taken"), (0, 1, "fallthrough"), (1, 4, "branch"),
+        (2, EXIT, "return"), (2, 3, "fallthrough"), (3, EXIT, "exit"),
+        (4, EXIT, "trap"), (4, 5, "fallthrough"), (5, 5, "branch"),
+    }
+    assert [g.nodes[n]["labels"] for n in range(6)] == [[], [], ["A"], [], ["B"], ["C"]]
+
+
+def test_a_branch_to_the_next_block_has_both_kinds():
+    g = build_cfg(function("\t@%p1 bra A;\nA:\n\tret;\n"))
+    assert g.edges[0, 1]["kind"] == "taken,fallthrough"
+
+
+def test_falling_off_the_end_reaches_exit_and_consecutive_labels_share_a_block():
+    g = build_cfg(function("\tmov.u32 %r1, 0;\nA:\nB:\n\tmov.u32 %r2, 0;\n"))
+    assert edges(g) == {(ENTRY, 0, "entry"), (0, 1, "fallthrough"), (1, EXIT, "fallthrough")}
+    assert g.nodes[1]["labels"] == ["A", "B"]
+
+
+def test_code_after_an_unconditional_branch_is_an_unreachable_block():
+    g = build_cfg(function("\tbra.uni A;\n\tmov.u32 %r1, 0;\nA:\n\tret;\n"))
+    assert list(g.predecessors(1)) == [] and (0, 2) in g.edges
+    assert flow_graph(g.graph["function"]).rpo == [0, 2]
+
+
+def test_brx_idx_uses_its_branchtargets_list():
+    g = build_cfg(function("ts: .branchtargets A, B;\n\tbrx.idx %r1, ts;\nA:\n\tret;\nB:\n\tret;\n"))
+    assert edges(g) == {(ENTRY, 0, "entry"), (0, 1, "indirect"), (0, 2, "indirect"),
+                        (1, EXIT, "return"), (2, EXIT, "return")}  # no fall-through after brx.idx
+
+
+def test_labels_resolve_in_their_innermost_scope():
+    body = (
+        "\t{\n\tLAB: mov.u32 %r1, 0;\n\t@%p1 bra LAB;\n\t}\n"
+        "\t{\n\tLAB: mov.u32 %r2, 0;\n\t@%p1 bra LAB;\n\t}\n"
+        "OUT:\n\t@%p2 bra OUT;\n\tret;\n"
+    )
+    g = build_cfg(function(body))
+    first, second = g.graph["blocks"][0], g.graph["blocks"][1]
+    assert first.labels[0] is not second.labels[0] and first.name == second.name == "LAB"
+    assert {(u, v) for u, v, kind in edges(g) if kind == "taken"} == {(0, 0), (1, 1), (2, 2)}
+
+
+def test_a_label_in_a_sibling_scope_is_not_visible():
+    body = "\t{\n\tIN: mov.u32 %r1, 0;\n\t}\n\tbra IN;\n"
+    with pytest.raises(ptxkit.PtxSyntaxError) as err:
+        build_cfg(function(body))
+    assert (err.value.line, err.value.column) == (11, 6) and "'IN' is not a label in scope" in err.value.message
+
+
+def test_brx_idx_with_a_bad_table():
+    with pytest.raises(ptxkit.PtxSyntaxError, match="does not name a .branchtargets list"):
+        build_cfg(function("ts:\n\tmov.u32 %r1, 0;\n\tbrx.idx %r1, ts;\n\tret;\n"))
+
+
+def test_declarations_have_no_graph():
+    module = ptxkit.parse(HEAD + ".extern .func f();\n")
+    with pytest.raises(ValueError, match="declaration"):
+        build_cfg(module.functions[0])
+
+
+def test_networkx_graph_matches_the_flow_graph():
+    f = function("\t@%p1 bra A;\n\tmov.u32 %r1, 1;\nA:\n\t@%p2 bra A;\n\tret;\n")
+    flow = flow_graph(f)
+    g = flow.to_networkx()
+    assert isinstance(g, nx.DiGraph) and g.graph["function"] is f
+    for block in range(len(flow)):
+        assert sorted(flow.succ[block]) == sorted(v for v in g.successors(block) if v != EXIT)
+        assert sorted(flow.pred[block]) == sorted(u for u in g.predecessors(block) if u != ENTRY)
+        assert (block in flow.exits) == g.has_edge(block, EXIT)
+
+
+def test_add_block_before_redirects_the_outside_edges():
+    flow = flow_graph(function("\t@%p1 bra L;\n\tmov.u32 %r1, 1;\nL:\n\t@%p2 bra L;\n\tret;\n"))
+    new = flow.add_block_before(2, [0, 1])
+    assert new.index == 4 and flow.succ[4] == [2] and sorted(flow.pred[2]) == [2, 4]
+    assert flow.succ[0] == [1, 4] or sorted(flow.succ[0]) == [1, 4]
+    assert flow.kinds[(4, 2)] == "fallthrough" and (0, 2) not in flow.kinds and flow.rpo[0] == 0
+    flow = flow_graph(function("L:\n\t@%p2 bra L;\n\tret;\n"))
+    new = flow.add_block_before(0, [ENTRY])
+    assert flow.start == new.index and flow.rpo[0] == new.index and flow.kinds[(ENTRY, new.index)] == "entry"
+
+
+def test_instruction_head_reads_guard_and_opcode_only():
+    head = instruction_head(ptxkit.parse_statement("@!P1 bra.uni LAB_WAIT;"))
+    assert (head.guard.register, head.guard.negated, head.opcode, head.base) == ("P1", True, "bra.uni", "bra")
+    assert instruction_head(ptxkit.parse_statement("ret;")).guard is None
+
+
+def test_reverse_postorder_on_a_deep_chain_does_not_recurse():
+    n = 50_000
+    succ = [[i + 1] for i in range(n)] + [[]]
+    assert reverse_postorder(succ, 0)[:3] == [0, 1, 2]
+    assert reverse_postorder({"a": ["b", "c"], "b": ["d"], "c": ["d"], "d": []}, "a") == ["a", "c", "b", "d"]

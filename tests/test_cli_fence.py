@@ -1,0 +1,145 @@
+"""``ptxkit fence``: output destinations, --check, --diff, --json, --explain, options, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ptxkit.cli.main import main
+
+from conftest import SAMPLES
+
+FENCES = SAMPLES / "fence"
+IF_HOIST = FENCES / "13_hoist_out_of_if.ptx"
+NOTHING = FENCES / "10_ldmatrix_then_wgmma.ptx"
+
+
+def expected(path) -> str:
+    return (FENCES / "expected" / path.name).read_text()
+
+
+def test_fenced_ptx_goes_to_stdout(capsys):
+    assert main(["fence", str(IF_HOIST)]) == 0
+    out, err = capsys.readouterr()
+    assert out == expected(IF_HOIST) and err == ""
+
+
+def test_output_file_and_in_place(tmp_path, capsys):
+    target = tmp_path / "out.ptx"
+    assert main(["fence", str(IF_HOIST), "-o", str(target)]) == 0
+    assert target.read_text() == expected(IF_HOIST) and capsys.readouterr().out == ""
+    copy = tmp_path / "k.ptx"
+    copy.write_text(IF_HOIST.read_text())
+    assert main(["fence", "-i", str(copy)]) == 0
+    assert copy.read_text() == expected(IF_HOIST)
+    assert main(["fence", "-i", str(copy)]) == 0 and copy.read_text() == expected(IF_HOIST)
+
+
+def test_standard_input():
+    done = subprocess.run([sys.executable, "-m", "ptxkit", "fence", "-"], input=IF_HOIST.read_text(),
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and done.stdout == expected(IF_HOIST)
+
+
+def test_check_fails_with_locations_and_paths(capsys):
+    before = IF_HOIST.read_text()
+    assert main(["fence", "--check", str(IF_HOIST)]) == 1
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == "" and len(lines) == 2
+    assert lines[0].startswith(f"{IF_HOIST}:35:2: error: missing fence.proxy.async.shared::cta before this statement: "
+                               "generic-proxy write at line 32 (st.shared.b16)")
+    assert lines[1] == "    path: line 32 (st.shared.b16) -> line 36 (wgmma.mma_async)"
+    assert IF_HOIST.read_text() == before
+
+
+def test_check_passes_on_fenced_output(tmp_path, capsys):
+    fenced = tmp_path / "k.ptx"
+    fenced.write_text(expected(IF_HOIST))
+    assert main(["fence", "--check", str(fenced)]) == 0
+    assert main(["fence", "--check", str(NOTHING)]) == 0
+    assert capsys.readouterr() == ("", "")
+
+
+def test_diff(capsys):
+    assert main(["fence", "--diff", str(IF_HOIST)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"--- {IF_HOIST}\n+++ {IF_HOIST} (fenced)\n")
+    assert [l for l in out.splitlines() if l.startswith("+") and not l.startswith("+++")] == [
+        "+\tfence.proxy.async.shared::cta;"]
+    assert main(["fence", "--check", "--diff", str(IF_HOIST)]) == 1  # what --check would change
+    assert "+\tfence.proxy.async.shared::cta;" in capsys.readouterr().out
+
+
+def test_json_report(capsys, tmp_path):
+    target = tmp_path / "out.ptx"
+    assert main(["fence", "--json", str(IF_HOIST), "-o", str(target)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert target.read_text() == expected(IF_HOIST)
+    assert report["changed"] is True and report["skipped"] is None
+    (fence,) = report["inserted"]
+    assert (fence["line"], fence["column"], fence["where"], fence["variant"], fence["placement"]) == (
+        35, 2, "before", "fence.proxy.async.shared::cta", "branch")
+    assert [p["line"] for p in fence["path"]] == [32, 36] and fence["write"]["text"] == "st.shared.b16"
+    assert main(["fence", "--check", "--json", str(IF_HOIST)]) == 1
+    assert len(json.loads(capsys.readouterr().out)["missing"]) == 1
+
+
+def test_explain(capsys):
+    assert main(["fence", "--explain", str(FENCES / "14b_hoist_out_of_loop.ptx")]) == 0
+    out = capsys.readouterr().out
+    assert "1 fence inserted (placement: hoist)" in out
+    assert "goes after line 34, once, in the loop preheader, instead of inside the loop" in out
+    assert "path: line 32 (st.shared.b16) -> line 35 (L) -> line 36 (wgmma.mma_async)" in out
+
+
+def test_options_reach_the_pass(capsys):
+    loop = FENCES / "14b_hoist_out_of_loop.ptx"
+    assert main(["fence", "--placement", "inline", "--fence-variant", "full", str(loop)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("fence.proxy.async;") == 1 and "L:\n\tfence.proxy.async;\n" in out
+    assert main(["fence", "--check", "--extern-policy", "strict", str(FENCES / "03_unknown_extern_default_is_none.ptx")]) == 1
+    capsys.readouterr()
+    assert main(["fence", "--check", "--track-global", str(FENCES / "x08_global_store_then_tma_load.ptx")]) == 1
+    assert "fence.proxy.async.global" in capsys.readouterr().err
+    assert main(["fence", "--check", str(FENCES / "x08_global_store_then_tma_load.ptx")]) == 0
+
+
+def test_warnings_and_notes_go_to_stderr(capsys):
+    assert main(["fence", str(FENCES / "02b_cp_async_without_wait.ptx")]) == 0
+    out, err = capsys.readouterr()
+    assert out == expected(FENCES / "02b_cp_async_without_wait.ptx")
+    assert err.startswith(f"{FENCES / '02b_cp_async_without_wait.ptx'}:37:2: warning: a cp.async write may still")
+    gate = FENCES / "x11_version_gate.ptx"
+    assert main(["fence", str(gate)]) == 0
+    out, err = capsys.readouterr()
+    assert out == gate.read_text() and err == f"{gate}: note: left unchanged: .version 7.8 is older than 8.0 " \
+                                             "(fence.proxy.async needs PTX ISA 8.0)\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["fence", "-i", "-"], "-i needs a file"),
+    (["fence", "-i", "-o", "x.ptx", "k.ptx"], "not allowed with argument"),
+    (["fence", "--check", "-i", "k.ptx"], "not allowed with argument"),
+    (["fence", "--json", "--diff", "k.ptx"], "not allowed with argument"),
+    (["fence", "--placement", "nowhere", "k.ptx"], "invalid choice"),
+    (["fence", "/nonexistent/k.ptx"], "No such file"),
+])
+def test_usage_errors(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_ptx_gives_a_located_error_and_writes_nothing(tmp_path, capsys):
+    bad = tmp_path / "bad.ptx"
+    bad.write_text(IF_HOIST.read_text().replace("@!%p1 bra \tE;", "@!%p1 bra \tNOWHERE;"))
+    before = bad.read_text()
+    assert main(["fence", "-i", str(bad)]) == 2
+    assert capsys.readouterr().err.startswith(f"{bad}:35:13: error: branch target 'NOWHERE' is not a label in scope")
+    assert bad.read_text() == before
+    bad.write_text(".version 8.0\n.target sm_90a\n.visible .entry k()\n{\n\tmov.u32 %r1, 0\n}\n")
+    assert main(["fence", str(bad), "-o", str(tmp_path / "out.ptx")]) == 2
+    assert ": error: expected ';'" in capsys.readouterr().err and not (tmp_path / "out.ptx").exists()
