@@ -34,7 +34,7 @@ def module_dot(module, options=None, function: str | None = None) -> str:
     """
     from ptxkit.cfg.fence import analyse_module
 
-    results = analyse_module(module, options)
+    results = analyse_module(module, options, everything=True)
     if function is not None:
         module.function(function)  # KeyError listing the names when absent
         results = [r for r in results if r.analysis.function.name == function]

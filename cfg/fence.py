@@ -41,6 +41,7 @@ from ptxkit.cfg.proxy import (
     AnalysisOptions, FunctionAnalysis, IN_FLIGHT, spaces_text,
 )
 from ptxkit.isa import parse_target
+from ptxkit.syntax import Function
 
 PLACEMENTS = ("hoist", "inline")
 EXTERN_POLICIES = ("none", "clobber", "strict")
@@ -274,21 +275,24 @@ class FunctionResult:
     warnings: list[Place]
 
 
-def analyse_module(module, options: FenceOptions | None = None) -> list[FunctionResult]:
-    """Analyse every function with a body, callees before callers, and plan its fences.
+def analyse_module(module, options: FenceOptions | None = None, everything: bool = False) -> list[FunctionResult]:
+    """Analyse the functions with a body, callees before callers, and plan their fences.
 
-    Changes nothing; `fence_module` applies the plans. Used directly by the CFG
-    drawing (`ptxkit.cfg.dot`).
+    Changes nothing; `fence_module` applies the plans. Kernels whose text names no
+    async-proxy operation and no call cannot need a fence and are left out, unless
+    `everything` is set (the CFG drawing, `ptxkit.cfg.dot`, wants them all).
     """
     options = options or FenceOptions()
     functions = {f.name: f for f in module.functions if not f.is_declaration}
+    if not everything:
+        quiet = _quiet_kernels(module)
+        functions = {name: f for name, f in functions.items() if f not in quiet}
     flows = {name: flow_graph(f) for name, f in functions.items()}
     defined = frozenset(functions)
     summaries: dict = {}
     results: list[FunctionResult] = []
     analysis_options = options.analysis
-    for group in _callees_first(flows):
-        recursive = frozenset(group) if len(group) > 1 or group[0] in _callees(flows[group[0]]) else frozenset()
+    for group, recursive in _callees_first(flows):
         for name in group:
             analysis = FunctionAnalysis(functions[name], analysis_options, summaries, recursive, defined,
                                         flow=flows[name])
@@ -303,6 +307,31 @@ def analyse_module(module, options: FenceOptions | None = None) -> list[Function
     return results
 
 
+#: Text that every function needing a fence contains: an async-proxy opcode (also the
+#: fail-closed unknown ones: ``.async``, ``wgmma.``, ``tcgen05.``) or a call.
+_ASYNC_MARKERS = (".async", "mma_async", "wgmma.", "tcgen05.", "call")
+
+
+def _quiet_kernels(module) -> set:
+    """The ``.entry`` functions whose source text contains none of `_ASYNC_MARKERS`.
+
+    A plain substring search over the raw text (comments included, so it can only err
+    on the side of analysing): such a kernel has no op that could need a fence, and no
+    caller needs its summary.
+    """
+    text = module.source.text
+    items = module.items
+    quiet = set()
+    for index, item in enumerate(items):
+        if type(item) is not Function or item.is_declaration or item.kind != "entry":
+            continue
+        end = items[index + 1].offset if index + 1 < len(items) else len(text)
+        chunk = text[item.offset:end]
+        if not any(marker in chunk for marker in _ASYNC_MARKERS):
+            quiet.add(item)
+    return quiet
+
+
 def _analyse(module, options: FenceOptions, report: FenceReport) -> list[FunctionResult]:
     results = analyse_module(module, options)
     for result in results:
@@ -315,29 +344,36 @@ def _analyse(module, options: FenceOptions, report: FenceReport) -> list[Functio
 
 def _callees(flow) -> set[str]:
     names = set()
-    for block in flow.blocks:
-        for instruction, head in zip(block.instructions, block.heads):
-            if head[2] == "call":
-                for operand in instruction.operands:
-                    if operand.kind == "symbol":
-                        names.add(operand.name)
-                        break
+    for instruction in flow.calls:
+        for operand in instruction.operands:
+            if operand.kind == "symbol":
+                names.add(operand.name)
+                break
     return names
 
 
-def _callees_first(flows: dict) -> list[list[str]]:
-    """Functions grouped by call-graph cycle, callees before callers."""
+def _callees_first(flows: dict) -> list[tuple[list[str], frozenset]]:
+    """Functions grouped by call-graph cycle, callees before callers, each group with
+    the names that are called recursively (empty for a function outside any cycle)."""
+    calls = {name: _callees(flow) & flows.keys() for name, flow in flows.items()}
+    if not any(calls.values()):
+        return [([name], frozenset()) for name in flows]  # no calls between them: any order
     import networkx as nx
 
     graph = nx.DiGraph()
     graph.add_nodes_from(flows)
-    for name, flow in flows.items():
-        graph.add_edges_from((name, callee) for callee in _callees(flow) if callee in flows)
+    for name, callees in calls.items():
+        graph.add_edges_from((name, callee) for callee in callees)
     condensed = nx.condensation(graph)
     order = list(nx.topological_sort(condensed))
     order.reverse()
     position = {name: i for i, name in enumerate(flows)}
-    return [sorted(condensed.nodes[c]["members"], key=position.__getitem__) for c in order]
+    groups = []
+    for component in order:
+        members = sorted(condensed.nodes[component]["members"], key=position.__getitem__)
+        cyclic = len(members) > 1 or members[0] in calls[members[0]]
+        groups.append((members, frozenset(members) if cyclic else frozenset()))
+    return groups
 
 
 # -- report entries ----------------------------------------------------------------------------
@@ -412,19 +448,23 @@ def _describe_witness(analysis: FunctionAnalysis, witness, need) -> tuple[Place 
     return write, path
 
 
+_OPCODE_TEXT = re.compile(r"(@!?\s*\S+\s+)?([^\s;]+)")
+_CALLEE = re.compile(r"(?:^|,|\s)\s*([A-Za-z_$][\w$]*)\s*(?:,|;|$)")
+
+
 def _short(node) -> str:
     """An instruction's opcode (with its guard), e.g. ``@%p1 st.shared.u32``."""
     if node is None:
         return "?"
     text = node.text.strip()
-    match = re.match(r"(@!?\s*\S+\s+)?([^\s;]+)", text)
+    match = _OPCODE_TEXT.match(text)
     if match is None:
         return text
     guard, opcode = match.group(1) or "", match.group(2)
     if opcode.startswith("wgmma.mma_async"):
         opcode = opcode.split(".sync")[0]  # the shape and types add nothing here
     elif opcode.startswith("call"):
-        callee = re.search(r"(?:^|,|\s)\s*([A-Za-z_$][\w$]*)\s*(?:,|;|$)", text[match.end():])
+        callee = _CALLEE.search(text[match.end():])
         if callee:
             opcode += " " + callee.group(1)
     return guard + opcode
@@ -437,26 +477,59 @@ _LABEL_OPERAND = re.compile(r"([A-Za-z_$%][\w$]*)(\s*;)$")
 
 
 def _rewrite(results: list[FunctionResult], options: FenceOptions) -> None:
-    """Apply the plans to the tree: fences, then created preheader labels, then branches."""
-    retargets = []
-    used_labels: dict[int, set] = {}
+    """Apply the plans to the tree: fences and created preheader labels, then branches.
+
+    Insertions go scope by scope from the last position to the first, with each
+    anchor's position looked up once, so a function with thousands of fences is
+    rewritten in linear time.
+    """
+    anchors = []
     for result in results:
         for plan, site in zip(result.plans, result.sites):
-            _insert(result.analysis, plan, site, retargets, used_labels)
+            anchor, where = _anchor(result.analysis.flow, plan)
+            anchors.append((anchor, where, result.analysis, plan, site))
+    edits = []
+    by_scope: dict[int, list] = {}
+    for entry in anchors:
+        by_scope.setdefault(id(entry[0].parent), []).append(entry)
+    for scope_edits in by_scope.values():
+        items = scope_edits[0][0].parent.items
+        scope_edits.sort(key=lambda entry: entry[0].offset if entry[0].offset is not None else -1)
+        at = 0
+        for anchor, where, analysis, plan, site in scope_edits:  # one pass over the scope, in source order
+            at = _index_from(items, anchor, at)
+            edits.append((id(anchor.parent), at + (where == "after") / 2, at, anchor, where, analysis, plan, site))
+    edits.sort(key=lambda edit: (edit[0], -edit[1]))
+    retargets: list = []
+    used_labels: dict[int, set] = {}
+    for _, _, at, anchor, where, analysis, plan, site in edits:
+        _insert(analysis, plan, site, anchor, where, at, retargets, used_labels)
     for branch, label in retargets:
         match = _LABEL_OPERAND.search(branch.text)
         branch.replace(branch.text[: match.start(1)] + label + branch.text[match.end(1) :])
 
 
-def _insert(analysis, plan: PlannedFence, site: FenceSite, retargets: list, used_labels: dict) -> None:
-    """Insert one planned fence (and the label of a created preheader)."""
-    anchor, where = _anchor(analysis.flow, plan)
-    node = anchor.insert_before(site.text) if where == "before" else anchor.insert_after(site.text)
+def _index_from(items: list, node, start: int) -> int:
+    """The position of `node` in `items`, searching from `start` (then from the top)."""
+    for index in range(start, len(items)):
+        if items[index] is node:
+            return index
+    return items.index(node)
+
+
+def _insert(analysis, plan: PlannedFence, site: FenceSite, anchor, where: str, at: int, retargets: list,
+            used_labels: dict) -> None:
+    """Insert one planned fence (and the label of a created preheader) next to `anchor`,
+    which is item `at` of its scope."""
+    if where == "before":
+        node = anchor.insert_before(site.text, index=at)
+    else:
+        node = anchor.insert_after(site.text, index=at)
     if plan.placement == "loop" and plan.preheader.block is None:
         if plan.preheader.needs_label:
             names = used_labels.setdefault(id(analysis), {l.name for l in analysis.flow.label_blocks})
             label = _fresh_label(names)
-            node.insert_before(f"{label}:")  # takes the header label's trivia and indentation
+            node.insert_before(f"{label}:", index=at)  # takes the header label's trivia and indentation
             site.created_label = label
             retargets.extend((analysis.flow.blocks[p].terminator, label) for p in plan.preheader.retarget)
         _indent_like(node, analysis.flow.blocks[plan.loop.header])

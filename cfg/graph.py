@@ -30,8 +30,10 @@ ENTRY, EXIT = "entry", "exit"
 
 _HEAD = re.compile(r"(?:@\s*(!?)\s*([%A-Za-z_$][\w$]*)\s+)?([A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*)")
 _LABEL_OPERAND = re.compile(r"\s*([A-Za-z_$%][\w$]*)\s*;$")
+_OPCODE = re.compile(r"[A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*")
+_REGISTER_NAME = re.compile(r"[%A-Za-z_$][\w$]*")
 _GUARDS: dict[tuple[str, bool], Guard] = {}
-_BASES: dict[str, str] = {}
+_OPCODES: dict[str, tuple[str, str]] = {}  # opcode -> (opcode, base), shared by all instructions
 
 
 class Head(NamedTuple):
@@ -54,7 +56,39 @@ def instruction_head(instruction: Instruction) -> Head:
 
 
 def _head(instruction: Instruction) -> tuple:
-    """`instruction_head` as a plain tuple (the fast path used when building blocks)."""
+    """`instruction_head` as a plain tuple (the fast path used when building blocks).
+
+    The common case splits at blanks and looks the opcode up in a cache; odd spellings
+    (``@ !%p``, an operand glued to the opcode) take the regular expression, and
+    malformed text the full parser's diagnostic.
+    """
+    text = instruction.text
+    guard = None
+    if text[0] == "@":
+        parts = text.split(None, 2)
+        register = parts[0][2:] if parts[0][1:2] == "!" else parts[0][1:]
+        if len(parts) < 2 or not _REGISTER_NAME.fullmatch(register):
+            return _slow_head(instruction)
+        key = (register, parts[0][1:2] == "!")
+        guard = _GUARDS.get(key)
+        if guard is None:
+            guard = _GUARDS[key] = Guard(*key)
+        opcode = parts[1]
+        start = text.index(opcode, len(parts[0]))
+    else:
+        opcode = text.split(None, 1)[0]
+        start = 0
+    if opcode[-1] == ";":
+        opcode = opcode[:-1]
+    info = _OPCODES.get(opcode)
+    if info is None:
+        if not _OPCODE.fullmatch(opcode):
+            return _slow_head(instruction)
+        info = _OPCODES[opcode] = (opcode, opcode.partition(".")[0])
+    return guard, info[0], info[1], start + len(opcode)
+
+
+def _slow_head(instruction: Instruction) -> tuple:
     match = _HEAD.match(instruction.text)
     if match is None:  # let the full parser produce the diagnostic
         view = instruction.view
@@ -66,10 +100,7 @@ def _head(instruction: Instruction) -> tuple:
         guard = _GUARDS.get(key)
         if guard is None:
             guard = _GUARDS[key] = Guard(*key)
-    base = _BASES.get(opcode)
-    if base is None:
-        base = _BASES[opcode] = opcode.partition(".")[0]
-    return guard, opcode, base, match.end()
+    return guard, opcode, opcode.partition(".")[0], match.end()
 
 
 class BasicBlock:
@@ -117,7 +148,7 @@ class FlowGraph:
     10⁵ blocks costs as much as scanning the whole file.
     """
 
-    __slots__ = ("function", "blocks", "succ", "pred", "exits", "kinds", "label_blocks", "start", "_rpo")
+    __slots__ = ("function", "blocks", "succ", "pred", "exits", "kinds", "label_blocks", "start", "calls", "_rpo")
 
     def __init__(self, function, blocks: list[BasicBlock], edges: list[tuple], label_blocks: dict):
         n = len(blocks)
@@ -128,6 +159,7 @@ class FlowGraph:
         self.pred: list[list[int]] = [[] for _ in range(n)]
         self.exits: list[int] = []
         self.start = 0
+        self.calls: list = []  # the call instructions, in source order
         self.kinds: dict[tuple, str] = {}
         kinds = self.kinds
         for u, v, kind in edges:
@@ -232,8 +264,10 @@ def flow_graph(function) -> FlowGraph:
     if function.is_declaration:
         raise ValueError(f"{function.name} is a declaration without a body")
     with paused_gc():
-        blocks, label_blocks = _split_blocks(function)
-        return FlowGraph(function, blocks, _edges(blocks, label_blocks), label_blocks)
+        blocks, label_blocks, calls = _split_blocks(function)
+        flow = FlowGraph(function, blocks, _edges(blocks, label_blocks), label_blocks)
+        flow.calls = calls
+        return flow
 
 
 def build_cfg(function):
@@ -251,28 +285,40 @@ def build_cfg(function):
     return flow_graph(function).to_networkx()
 
 
-def _split_blocks(function) -> tuple[list[BasicBlock], dict]:
+def _split_blocks(function) -> tuple[list[BasicBlock], dict, list]:
+    """Blocks in source order, label -> block index, and the ``call`` instructions."""
     blocks = [BasicBlock(0)]
     label_blocks: dict[Label, int] = {}
+    calls: list[Instruction] = []
     current = blocks[0]
     head_of = _head
     terminators = BLOCK_TERMINATORS
-    for node in function.walk():
-        kind = type(node)
-        if kind is Instruction:
-            if current.terminator is not None:
-                current = _new_block(blocks)
-            head = head_of(node)
-            current.instructions.append(node)
-            current.heads.append(head)
-            if head[2] in terminators:
-                current.terminator = node
-        elif kind is Label:
-            if current.instructions or current.terminator is not None:
-                current = _new_block(blocks)
-            current.labels.append(node)
-            label_blocks[node] = current.index
-    return blocks, label_blocks
+    stack = [iter(function.body.items)]  # iterative: { } scopes nest without limit
+    while stack:
+        for node in stack[-1]:
+            kind = type(node)
+            if kind is Instruction:
+                if current.terminator is not None:
+                    current = _new_block(blocks)
+                head = head_of(node)
+                current.instructions.append(node)
+                current.heads.append(head)
+                base = head[2]
+                if base in terminators:
+                    current.terminator = node
+                elif base == "call":
+                    calls.append(node)
+            elif kind is Label:
+                if current.instructions or current.terminator is not None:
+                    current = _new_block(blocks)
+                current.labels.append(node)
+                label_blocks[node] = current.index
+            elif kind is Block:
+                stack.append(iter(node.items))
+                break
+        else:
+            stack.pop()
+    return blocks, label_blocks, calls
 
 
 def _new_block(blocks: list[BasicBlock]) -> BasicBlock:

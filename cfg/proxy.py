@@ -244,6 +244,8 @@ class ScanResult:
 
 
 _FIRST_NUMBER = re.compile(r"\s*(\d+)")
+_CONSUMERS = frozenset({"async", "call", "extern"})  # the events that may need a fence before them
+_PENDING = spread(EVERY_SPACE, GENERIC | TOKEN)
 
 
 class FunctionAnalysis:
@@ -421,7 +423,7 @@ class FunctionAnalysis:
         lint: list[Diagnostic] = []
         for block in self.flow.rpo:
             events = self.events[block]
-            if not any(e.kind in ("async", "call", "extern") for e in events):
+            if not any(e.kind in _CONSUMERS for e in events):
                 continue
             instructions = self.flow.blocks[block].instructions
             heads = self.flow.blocks[block].heads
@@ -432,31 +434,14 @@ class FunctionAnalysis:
                 guard = event.guard
                 if covered is not None and _redefines(instructions, heads, covered[2] + 1, event.position, covered[0]):
                     covered = None
-                if kind in ("async", "call", "extern"):
-                    need, cover, token, token_cover = self._demand(event, state)
-                    if guard is not None and covered is not None and covered[0] == guard:
-                        need &= ~covered[1]
-                        token &= ~covered[1]
-                        cover = _cover(need, event) if kind == "async" else cover if need else 0
-                    if need:
-                        instruction = instructions[event.position]
-                        needs.append(Need(block, event.position, instruction, guard, need, cover, state, kind,
-                                          event.detail))
-                        if guard is not None:
-                            covered = (guard, cover | (covered[1] if covered and covered[0] == guard else 0),
-                                       event.position)
-                        token &= ~cover
-                    for bit, _ in SPACE_NAMES:
-                        if token & bit:
-                            exposed[bit] = exposed.get(bit, 0) | token_cover.get(bit, 0)
-                            op = instructions[event.position]
-                            if kind == "call":
-                                op = event.detail.exposed_at.get(bit, op)
-                            exposed_at.setdefault(bit, op)
+                if kind in _CONSUMERS:
                     if kind == "async" and state & IN_FLIGHT and event.spaces & SHARED:
                         lint.append(Diagnostic(instructions[event.position],
                                                "a cp.async write may still be in flight here (no cp.async.wait_group 0 "
                                                "or cp.async.wait_all on some path): a proxy fence does not wait for it"))
+                    if state & _PENDING:  # some space may be generic or the caller's: look closer
+                        covered = self._consume(block, event, state, covered, instructions, needs, exposed,
+                                                exposed_at)
                 elif kind == "fence" and guard is not None:
                     same = covered[1] if covered is not None and covered[0] == guard else 0
                     covered = (guard, same | event.spaces, event.position)
@@ -467,31 +452,63 @@ class FunctionAnalysis:
                 state = apply(event.transfer, state)
         return ScanResult(needs, exposed, exposed_at, lint)
 
-    def _demand(self, event: Event, state: int) -> tuple[int, int, int, dict]:
-        """(need, cover, token spaces, cover per token space) of an async op or call."""
+    def _consume(self, block, event, state, covered, instructions, needs, exposed, exposed_at):
+        """Record the need (and caller exposure) of one async op or call; returns the
+        updated guard coverage."""
+        guard = event.guard
+        need, cover, token = self._demand(event, state)
+        if guard is not None and covered is not None and covered[0] == guard:
+            need &= ~covered[1]
+            token &= ~covered[1]
+            if event.kind == "async":
+                cover = _cover(need, event)
+            elif not need:
+                cover = 0
+        if need:
+            needs.append(Need(block, event.position, instructions[event.position], guard, need, cover, state,
+                              event.kind, event.detail))
+            if guard is not None:
+                covered = (guard, cover | (covered[1] if covered and covered[0] == guard else 0), event.position)
+            token &= ~cover
+        for bit, _ in SPACE_NAMES:
+            if token & bit:
+                exposed[bit] = exposed.get(bit, 0) | self._token_cover(event, bit)
+                op = instructions[event.position]
+                if event.kind == "call":
+                    op = event.detail.exposed_at.get(bit, op)
+                exposed_at.setdefault(bit, op)
+        return covered
+
+    def _demand(self, event: Event, state: int) -> tuple[int, int, int]:
+        """(need, cover, token spaces) of an async op or call in `state`."""
         generic = spaces_with(state, GENERIC)
         token = spaces_with(state, TOKEN)
         if event.kind == "async":
             reach = overlap(event.spaces)
             need = generic & reach
-            tokens = token & reach
-            return need, _cover(need, event), tokens, {bit: _cover(bit, event) for bit, _ in SPACE_NAMES}
+            return need, _cover(need, event), token & reach
         if event.kind == "call":
-            summary = event.detail
             need = cover = tokens = 0
-            for bit, bit_cover in summary.exposed.items():
+            for bit, bit_cover in event.detail.exposed.items():
                 if generic & bit:
                     need |= bit
                     cover |= bit_cover
                 if token & bit:
                     tokens |= bit
-            return need, cover, tokens, summary.exposed
+            return need, cover, tokens
         if event.detail[1] != "strict":
-            return 0, 0, 0, {}
+            return 0, 0, 0
         tracked = self.options.tracked
         need = generic & tracked
-        spread_cover = {bit: overlap(bit) & tracked for bit, _ in SPACE_NAMES}
-        return need, overlap(need) & tracked, token & tracked, spread_cover
+        return need, overlap(need) & tracked, token & tracked
+
+    def _token_cover(self, event: Event, bit: int) -> int:
+        """The fence a caller arriving with a generic write in space `bit` must provide."""
+        if event.kind == "async":
+            return _cover(bit, event)
+        if event.kind == "call":
+            return event.detail.exposed.get(bit, 0)
+        return overlap(bit) & self.options.tracked
 
     def summary(self, scan: ScanResult) -> Summary:
         """This function's effect on a caller (call after the final `solve` and `scan`)."""

@@ -104,13 +104,15 @@ class Node:
         return f"<{type(self).__name__} {text!r}>"
 
     # -- editing -----------------------------------------------------------------------
-    def insert_before(self, statement: "str | Node") -> "Node":
+    def insert_before(self, statement: "str | Node", index: int | None = None) -> "Node":
         """Insert a statement on its own line before this one, with the same indentation.
 
-        Returns the new node. Every other byte of the module is unchanged.
+        Returns the new node. Every other byte of the module is unchanged. `index` may
+        give this node's position among its parent's items, which saves searching for
+        it when many statements go into one long scope (a wrong hint is ignored).
         """
         new = _as_statement(statement)
-        items, index = self._siblings()
+        items, index = self._siblings(index)
         head, newline, indent = _split_last_line(self.prefix)
         if newline:
             new.prefix = self.prefix
@@ -121,10 +123,13 @@ class Node:
         items.insert(index, new)
         return new
 
-    def insert_after(self, statement: "str | Node") -> "Node":
-        """Insert a statement on its own line after this one (after a trailing comment)."""
+    def insert_after(self, statement: "str | Node", index: int | None = None) -> "Node":
+        """Insert a statement on its own line after this one (after a trailing comment).
+
+        `index` is the same optional position hint as for `insert_before`.
+        """
         new = _as_statement(statement)
-        items, index = self._siblings()
+        items, index = self._siblings(index)
         holder, attr = _following_trivia(self.parent, items, index)
         trivia = getattr(holder, attr)
         indent = _indentation_of(self, items, index)
@@ -157,11 +162,15 @@ class Node:
         del items[index]
         self.parent = None
 
-    def _siblings(self) -> tuple[list, int]:
+    def _siblings(self, hint: int | None = None) -> tuple[list, int]:
         parent = self.parent
         items = getattr(parent, "items", None)
         if items is None:
             raise ValueError(f"{self!r} is not a statement in a module or block")
+        if hint is not None and 0 <= hint < len(items) and items[hint] is self:
+            if isinstance(parent, Block):
+                parent._labels = None
+            return items, hint
         for index, item in enumerate(items):
             if item is self:
                 if isinstance(parent, Block):

@@ -287,3 +287,16 @@ def test_bad_options_and_input():
     with pytest.raises(ptxkit.PtxSyntaxError, match="'NOWHERE' is not a label in scope") as err:
         fence_text(bad, "k.ptx")
     assert err.value.line == 35
+
+
+def test_kernels_without_async_ops_or_calls_are_not_analysed():
+    from ptxkit.cfg.fence import analyse_module
+
+    quiet = sample("x07_global_store_through_param_pointer").replace("wgmma.fence.sync.aligned;", "").replace(
+        "wgmma.mma_async", "mma_removed")
+    quiet = re.sub(r"\tmma_removed[^\n]*\n", "", quiet)
+    module = ptxkit.parse(quiet + sample("07_wgmma_marked_async").split(".address_size 64\n", 1)[1]
+                          .replace(".entry k(", ".entry k2("))
+    assert [r.analysis.function.name for r in analyse_module(module)] == ["k2"]
+    assert [r.analysis.function.name for r in analyse_module(module, everything=True)] == ["k", "k2"]
+    assert len(fence_module(module).fences) == 1

@@ -65,7 +65,7 @@ def summarise(module, options, function: str | None = None) -> str:
     from ptxkit.cfg.proxy import state_text
 
     out = []
-    for result in analyse_module(module, options):
+    for result in analyse_module(module, options, everything=True):
         analysis = result.analysis
         if function is not None and analysis.function.name != function:
             continue
