@@ -445,7 +445,7 @@ class FunctionAnalysis:
                 elif kind == "fence" and guard is not None:
                     same = covered[1] if covered is not None and covered[0] == guard else 0
                     covered = (guard, same | event.spaces, event.position)
-                elif covered is not None:
+                if covered is not None and kind != "fence":  # new generic writes (calls too) end the cover
                     generated = spaces_with(event.transfer[1], GENERIC)
                     if generated:
                         covered = (covered[0], covered[1] & ~generated, covered[2])

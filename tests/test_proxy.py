@@ -164,6 +164,16 @@ def test_guarded_fences_and_guarded_ops():
         ("@%p1 fence.proxy.async.shared::cta;", "async"), ("fence.proxy.async.shared::cta;", "async")]
 
 
+def test_a_call_that_may_write_ends_the_guard_cover():
+    """Found by the property test: a guarded fence covers later ops under its guard only
+    until something writes again, and an extern call under clobber writes both windows."""
+    extra = ".extern .func ext\n(\n)\n;\n"
+    tma = ("\t@%p1 cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+           "[smem], [%rd3, {%r0}], [%rd4];\n")
+    body = "\tst.shared.b16 [smem], %h0;\n" + tma + "\tst.shared.b16 [smem], %h0;\n\tcall.uni ext, ();\n" + GUARDED_WG
+    assert needs(body, extra=extra) == [("@%p1 fence.proxy.async.shared::cluster;", "async")] * 2
+
+
 def test_extern_policies():
     extra = ".extern .func ext\n(\n)\n;\n"
     body = "\tcall.uni ext, ();\n" + WG
