@@ -169,6 +169,9 @@ def _loop_hoist(flow, loop: Loop, needs_in, satisfied, generated, irreducible) -
 def _branch_hoist(analysis, branch: int, dominators, post_dominators, needs_in, satisfied, generated,
                   irreducible) -> PlannedFence | None:
     flow = analysis.flow
+    join = post_dominators.idom.get(branch)
+    if join is None or join in flow.succ[branch] or branch in flow.exits:
+        return None  # an empty arm (an if without else, an early exit): never hoisted, and cheap to see
     reach = overlap(spaces_with(analysis.outs[branch], GENERIC))
     region = branch_region(flow, branch, dominators, post_dominators,
                            reject=lambda b: bool(generated[b] & reach) or b in irreducible)

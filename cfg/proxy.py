@@ -271,6 +271,7 @@ class FunctionAnalysis:
         self.events: list[list[Event]] = [[] for _ in self.flow.blocks]
         self.ins: list[int] = []
         self.outs: list[int] = []
+        self._witnesses: dict[int, tuple] = {}  # mask -> `_witness_tree`
         self._classify()
 
     # -- events --------------------------------------------------------------------------
@@ -369,6 +370,7 @@ class FunctionAnalysis:
         """Record a fence the pass will insert before instruction `position` of `block`
         (or at its end, when `position` is the block length)."""
         event = Event(position, "inserted", cover, None, fence_transfer(cover, True))
+        self._witnesses.clear()
         events = self.events[block]
         at = 0
         while at < len(events) and events[at].position < position:
@@ -378,6 +380,7 @@ class FunctionAnalysis:
 
     def remove_event(self, block: int, event: Event) -> None:
         self.events[block] = [e for e in self.events[block] if e is not event]
+        self._witnesses.clear()
 
     # -- fixpoint ------------------------------------------------------------------------
     def block_transfer(self, block: int) -> tuple:
@@ -428,12 +431,15 @@ class FunctionAnalysis:
             instructions = self.flow.blocks[block].instructions
             heads = self.flow.blocks[block].heads
             state = self.ins[block]
-            covered = None  # (guard, spaces, position): generic writes killed under that guard
+            covered = None  # (guard, spaces, position): generic writes fenced under that guard
             for event in events:
                 kind = event.kind
                 guard = event.guard
-                if covered is not None and _redefines(instructions, heads, covered[2] + 1, event.position, covered[0]):
-                    covered = None
+                if covered is not None:  # (guard, spaces, last instruction checked for a new guard value)
+                    if _redefines(instructions, heads, covered[2] + 1, event.position, covered[0]):
+                        covered = None
+                    else:
+                        covered = (covered[0], covered[1], event.position - 1)
                 if kind in _CONSUMERS:
                     if kind == "async" and state & IN_FLIGHT and event.spaces & SHARED:
                         lint.append(Diagnostic(instructions[event.position],
@@ -526,48 +532,72 @@ class FunctionAnalysis:
         (generic by default) still set in one of `spaces`, and the blocks between.
 
         Returns ``(source block, source event, [blocks from source to target])`` or
-        None. Breadth-first backwards, so the path is a shortest one in blocks.
+        None. The path is a shortest one in blocks from a reachable write (see
+        `_witness_tree`).
         """
         mask = spread(spaces, bit) if bit != IN_FLIGHT else IN_FLIGHT
-        events = self.events
-        pred = self.flow.pred
-
-        def scan_back(b: int, limit: int | None):
-            for event in reversed(events[b]):
-                if limit is not None and event.position >= limit:
-                    continue
-                keep, gen, _ = event.transfer
-                if gen & mask:
-                    return event
-                if not keep & mask:
-                    return False
-            return None
-
-        found = scan_back(block, position)
+        found = _last_writer(self.events[block], mask, position)
         if found:
             return block, found, [block]
         if found is False:
             return None
-        parent: dict[int, int | None] = {}
-        queue = []
-        for p in pred[block]:
-            if p not in parent:
-                parent[p] = None
-                queue.append(p)
-        for b in queue:  # the list grows while we walk it: breadth first
-            found = scan_back(b, None)
+        entry_from, writers = self._witness_tree(mask)
+        if block not in entry_from:
+            return None
+        path = [block]
+        source = entry_from[block]
+        while source not in writers:
+            path.append(source)
+            source = entry_from[source]
+        path.append(source)
+        path.reverse()
+        return source, writers[source], path
+
+    def _witness_tree(self, mask: int) -> tuple[dict, dict]:
+        """One breadth-first search forward from every reachable block whose exit may
+        carry a write of `mask`, through blocks that do not kill it: for each block it
+        reaches, the predecessor the write comes in from (``entry_from``), and for each
+        source block its last writing event (``writers``). Linear in the graph, and
+        computed once per mask for all the needs that ask."""
+        cached = self._witnesses.get(mask)
+        if cached is not None:
+            return cached
+        flow = self.flow
+        writers: dict[int, Event] = {}
+        passes: set[int] = set()
+        for block in flow.rpo:
+            found = _last_writer(self.events[block], mask, None)
             if found:
-                path = [b]
-                while parent[path[-1]] is not None:
-                    path.append(parent[path[-1]])
-                return b, found, path + [block]
-            if found is False:
-                continue
-            for p in pred[b]:
-                if p not in parent:
-                    parent[p] = b
-                    queue.append(p)
-        return None
+                writers[block] = found
+            elif found is None:
+                passes.add(block)
+        entry_from: dict[int, int] = {}
+        queue = []
+        for block in writers:
+            for successor in flow.succ[block]:
+                if successor not in entry_from:
+                    entry_from[successor] = block
+                    queue.append(successor)
+        for block in queue:  # the list grows while we walk it: breadth first
+            if block in passes:
+                for successor in flow.succ[block]:
+                    if successor not in entry_from:
+                        entry_from[successor] = block
+                        queue.append(successor)
+        self._witnesses[mask] = entry_from, writers
+        return entry_from, writers
+def _last_writer(events: list, mask: int, limit: int | None):
+    """Scanning a block backwards from `limit` (the end when None): the last event that
+    writes `mask`, False when something kills it first, None when neither happens."""
+    for event in reversed(events):
+        if limit is not None and event.position >= limit:
+            continue
+        keep, gen, _ = event.transfer
+        if gen & mask:
+            return event
+        if not keep & mask:
+            return False
+    return None
 
 
 def _mask(exposed: dict) -> int:
