@@ -12,6 +12,14 @@ anything else, and on what would be undefined on a GPU: a ``shfl.sync`` whose
 member lanes are not all there, a ``bar.sync`` that not every thread reaches,
 a misaligned or out-of-bounds access.
 
+Thread-block clusters (``launch(..., cluster=C)``): the C CTAs of a cluster run
+together, in lockstep like the threads of one CTA, each with its own shared memory;
+``%cluster_ctarank``, ``%clusterid.x``, ``%nclusterid.x`` and friends,
+``mapa.shared::cluster``, ``ld``/``st.shared::cluster`` and ``barrier.cluster``
+(which every thread of the cluster must reach) are modelled, and a
+``.reqnctapercluster`` that differs from the launch is refused. Lockstep execution
+cannot show a missing barrier between CTAs: that is what the GPU tests are for.
+
 Arithmetic follows PTX: f32 rounds to nearest even without flushing subnormals
 unless ``.ftz``; f16/bf16 results are rounded from the exact f32 result (which
 equals rounding once); ``max``/``min`` return the non-NaN operand unless ``.NaN``.
@@ -60,21 +68,30 @@ _TYPE_BITS = {"b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16, "b32": 32,
               "f32": 32, "f16x2": 32, "bf16x2": 32, "b64": 64, "u64": 64, "s64": 64, "f32x2": 64, "pred": 1}
 _MASK = {1: 1, 16: 0xFFFF, 32: 0xFFFFFFFF, 64: 0xFFFFFFFFFFFFFFFF}
 _GLOBAL_STRIDE = 1 << 40  # address space of one global buffer
+#: a ``shared::cluster`` address is ``(rank + 1) · _CLUSTER_WINDOW + offset``; below the
+#: first window it is the thread's own CTA's ``shared::cta`` address
+_CLUSTER_WINDOW = 1 << 24
 
 
-def launch(ptx, name: str, *args, grid=1, block=32) -> None:
+def launch(ptx, name: str, *args, grid=1, block=32, cluster=1) -> None:
     """Run entry `name` of `ptx` (text or a parsed ptxkit `Module`); numpy arrays are
     global buffers, updated in place (the same array passed twice is one buffer).
 
-    Scalars (numpy or Python ints) are passed by value. `grid` and `block` are ints
-    (only the x dimension is modelled).
+    Scalars (numpy or Python ints) are passed by value. `grid` (in CTAs), `block` and
+    `cluster` are ints (only the x dimension is modelled); `grid` must be a multiple of
+    `cluster`, and with clusters `block` a multiple of 32.
     """
     program = Program(ptx, name)
-    grid = grid[0] if isinstance(grid, tuple) else grid
-    block = block[0] if isinstance(block, tuple) else block
+    grid, block, cluster = (value[0] if isinstance(value, tuple) else value for value in (grid, block, cluster))
+    if cluster < 1 or grid % cluster:
+        raise SimulationError(f"grid {grid} is not a whole number of clusters of {cluster}")
+    if cluster > 1 and block % 32:
+        raise SimulationError("with clusters, the simulator needs blocks of whole warps")
+    if program.cluster not in (None, cluster):
+        raise SimulationError(f"the kernel requires clusters of {program.cluster} CTAs, launched with {cluster}")
     memory = _GlobalMemory(args)
-    for cta in range(grid):
-        _Cta(program, memory, cta, grid, block).run()
+    for first in range(0, grid, cluster):
+        _Cta(program, memory, first, grid, block, cluster).run()
     memory.write_back()
 
 
@@ -87,6 +104,8 @@ class Program:
         module = ptxkit.parse(ptx, f"<{name}>") if isinstance(ptx, (str, bytes)) else ptx
         function = module.function(name)
         self.params = [p.name for p in function.signature.params]
+        required = dict(function.signature.directives).get(".reqnctapercluster")
+        self.cluster = None if required is None else int(parse_number(required.split(",")[0]))
         self.widths: dict[str, int] = {}
         self.shared: dict[str, int] = {}
         self.shared_size = 0
@@ -142,13 +161,19 @@ class _GlobalMemory:
 
 
 class _Cta:
-    def __init__(self, program: Program, memory: _GlobalMemory, cta: int, grid: int, block: int):
-        self.p, self.mem, self.cta, self.grid, self.n = program, memory, cta, grid, block
+    """One CTA, or the `cluster` CTAs of a cluster (from CTA `first` on) run as one array of
+    threads: `tid` numbers them all (warps and shuffles use it), `rank` is each one's CTA."""
+
+    def __init__(self, program: Program, memory: _GlobalMemory, first: int, grid: int, block: int, cluster: int = 1):
+        self.p, self.mem, self.first, self.grid, self.block, self.cluster = program, memory, first, grid, block, cluster
+        self.n = block * cluster
         self.regs: dict[str, np.ndarray] = {}
-        self.shared = np.zeros(program.shared_size, np.uint8)
-        self.tid = np.arange(block, dtype=np.uint64)
-        self.pc = np.zeros(block, np.int64)
-        self.done = np.zeros(block, bool)
+        self.shared = np.zeros(program.shared_size * cluster, np.uint8)  # rank r's at r · shared_size
+        self.tid = np.arange(self.n, dtype=np.uint64)
+        self.rank = self.tid // np.uint64(block)
+        self.tid_in_cta = self.tid % np.uint64(block)
+        self.pc = np.zeros(self.n, np.int64)
+        self.done = np.zeros(self.n, bool)
 
     # ---- scheduling ----------------------------------------------------------------------
     def run(self) -> None:
@@ -209,10 +234,15 @@ class _Cta:
         raise SimulationError(f"unsupported operand {op.text}")
 
     def special(self, name: str) -> np.ndarray:
+        tid, rank, cluster = self.tid_in_cta, self.rank, self.cluster
         values = {
-            "%tid.x": self.tid, "%ntid.x": self.n, "%ctaid.x": self.cta, "%nctaid.x": self.grid,
-            "%laneid": self.tid % 32, "%warpid": self.tid // 32, "%tid.y": 0, "%tid.z": 0,
+            "%tid.x": tid, "%ntid.x": self.block, "%ctaid.x": self.first + rank, "%nctaid.x": self.grid,
+            "%laneid": tid % 32, "%warpid": tid // 32, "%tid.y": 0, "%tid.z": 0,
             "%ctaid.y": 0, "%ctaid.z": 0, "%ntid.y": 1, "%ntid.z": 1,
+            "%cluster_ctarank": rank, "%cluster_nctarank": cluster, "%cluster_ctaid.x": rank,
+            "%cluster_nctaid.x": cluster, "%clusterid.x": self.first // cluster, "%nclusterid.x": self.grid // cluster,
+            **{f"%{name}.{axis}": 0 for name in ("cluster_ctaid", "clusterid") for axis in "yz"},
+            **{f"%{name}.{axis}": 1 for name in ("cluster_nctaid", "nclusterid") for axis in "yz"},
         }
         if name not in values:
             raise SimulationError(f"unsupported special register {name}")
@@ -473,12 +503,20 @@ def _access(cta, space, address, active, nbytes):
     """[(memory bytes, rows, byte offsets)]: where the active threads (rows) access."""
     rows = np.flatnonzero(active)
     address = address[active]
-    if space == "shared":
-        if len(address) and (address.min() < 0 or address.max() + nbytes > len(cta.shared)):
+    if space.startswith("shared"):
+        rank = cta.rank[active].astype(np.int64)
+        if space == "shared::cluster":  # another CTA's window, or the thread's own
+            window = address // _CLUSTER_WINDOW
+            if len(window) and (address.min() < 0 or window.max() > cta.cluster):
+                raise SimulationError("shared::cluster access outside the cluster")
+            rank = np.where(window > 0, window - 1, rank)
+            address = address % _CLUSTER_WINDOW
+        size = cta.p.shared_size
+        if len(address) and (address.min() < 0 or address.max() + nbytes > size):
             raise SimulationError("shared access out of bounds")
         if np.any(address % nbytes):
             raise SimulationError(f"misaligned {nbytes}-byte shared access")
-        return [(cta.shared, rows, address)]
+        return [(cta.shared, rows, rank * size + address)]
     index, offset = cta.mem.locate(address.astype(np.uint64))
     if np.any(offset % np.uint64(nbytes)):
         raise SimulationError(f"misaligned {nbytes}-byte global access")
@@ -493,8 +531,11 @@ def _access(cta, space, address, active, nbytes):
     return parts
 
 
+_SPACES = ("global", "shared", "shared::cta", "shared::cluster")
+
+
 def _ld(cta, mods, ops, here, active):
-    space = next((m for m in mods if m in ("param", "global", "shared", "shared::cta")), None)
+    space = next((m for m in mods if m == "param" or m in _SPACES), None)
     kind = mods[-1]
     count = _vector_count(mods)
     width = _TYPE_BITS[kind]
@@ -507,7 +548,7 @@ def _ld(cta, mods, ops, here, active):
     nbytes = width // 8 * count
     address = _address(cta, ops[1])
     loaded = np.zeros((cta.n, nbytes), np.uint8)
-    for memory, rows, offsets in _access(cta, space.split("::")[0], address, active, nbytes):
+    for memory, rows, offsets in _access(cta, space, address, active, nbytes):
         loaded[rows] = memory[offsets[:, None] + np.arange(nbytes)]
     values = loaded.view(f"<u{width // 8}").astype(np.uint64)
     targets = ops[0].elements if ops[0].kind == "vector" else (ops[0],)
@@ -517,7 +558,7 @@ def _ld(cta, mods, ops, here, active):
 
 
 def _st(cta, mods, ops, here, active):
-    space = next((m for m in mods if m in ("global", "shared", "shared::cta")), None)
+    space = next((m for m in mods if m in _SPACES), None)
     if space is None:
         raise SimulationError("generic addressing is not modelled")
     kind = mods[-1]
@@ -528,7 +569,7 @@ def _st(cta, mods, ops, here, active):
     values = np.stack([cta.value(s, width) & np.uint64(_MASK[width]) for s in sources], axis=1)
     data = values.astype(f"<u{width // 8}").view(np.uint8).reshape(cta.n, nbytes)
     address = _address(cta, ops[0])
-    for memory, rows, offsets in _access(cta, space.split("::")[0], address, active, nbytes):
+    for memory, rows, offsets in _access(cta, space, address, active, nbytes):
         memory[offsets[:, None] + np.arange(nbytes)] = data[rows]
 
 
@@ -594,8 +635,24 @@ def _redux(cta, mods, ops, here, active):
 
 
 def _bar(cta, mods, ops, here, active):
-    if np.any(~cta.done & ~here):
-        raise SimulationError("bar.sync is not reached by every thread of the CTA")
+    if "cluster" in mods:
+        if np.any(~cta.done & ~here):
+            raise SimulationError("barrier.cluster is not reached by every thread of the cluster")
+        return
+    for rank in np.unique(cta.rank[here]):
+        if np.any(~cta.done & ~here & (cta.rank == rank)):
+            raise SimulationError("bar.sync is not reached by every thread of the CTA")
+
+
+def _mapa(cta, mods, ops, here, active):
+    """``mapa.shared::cluster.u32 d, a, rank``: the same shared variable in CTA `rank`."""
+    if "shared::cluster" not in mods or mods[-1] != "u32":
+        raise SimulationError("only mapa.shared::cluster.u32 is modelled")
+    rank = cta.value(ops[2], 32)
+    if np.any(active & (rank >= np.uint64(cta.cluster))):
+        raise SimulationError(f"mapa to a CTA rank outside the cluster of {cta.cluster}")
+    offset = cta.value(ops[1], 32) % np.uint64(_CLUSTER_WINDOW)
+    cta.store(ops[0], active, (rank + np.uint64(1)) * np.uint64(_CLUSTER_WINDOW) + offset, 32)
 
 
 def _nothing(cta, mods, ops, here, active):
@@ -605,7 +662,7 @@ def _nothing(cta, mods, ops, here, active):
 _HANDLERS = {
     "mov": _mov, "cvt": _cvt, "cvta": _cvt, "setp": _setp, "selp": _selp, "bra": _bra, "ret": _ret,
     "exit": _ret, "ld": _ld, "st": _st, "shfl": _shfl, "activemask": _activemask, "redux": _redux,
-    "bar": _bar, "barrier": _bar, "fence": _nothing,
+    "bar": _bar, "barrier": _bar, "fence": _nothing, "mapa": _mapa,
     **{name: _handler(name) for name in ("add", "sub", "mul", "mad", "div", "rem", "max", "min", "and", "or", "xor",
                                          "shl", "shr")},
 }

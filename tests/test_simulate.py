@@ -190,3 +190,76 @@ add.u32 %r2, %r2, %r3;
 add.u32 %r2, %r2, %r4;
 st.global.u32 [%rd7], %r2;"""
     assert np.int32(run_u32(body)[0].view(np.int32)) == -3 - 1 - 4
+
+
+CLUSTER_KERNEL = HEAD + """.visible .entry k(.param .u64 out)
+.reqnctapercluster 4, 1, 1
+{
+.reg .f32 %f<4>; .reg .b32 %r<12>; .reg .b64 %rd<4>; .reg .pred %p<2>;
+.shared .align 4 .b8 slots[16];
+ld.param.u64 %rd0, [out];
+mov.u32 %r0, %tid.x;
+mov.u32 %r1, %cluster_ctarank;
+mov.u32 %r2, %clusterid.x;
+mov.u32 %r3, %nclusterid.x;
+mov.u32 %r4, %ctaid.x;
+barrier.cluster.arrive.relaxed.aligned;
+barrier.cluster.wait.acquire.aligned;
+mov.u32 %r5, slots;
+mad.lo.u32 %r6, %r1, 4, %r5;
+mapa.shared::cluster.u32 %r7, %r6, 0;
+cvt.rn.f32.u32 %f0, %r4;
+setp.eq.u32 %p0, %r0, 0;
+@%p0 st.shared::cluster.f32 [%r7], %f0;
+barrier.cluster.arrive.release.aligned;
+barrier.cluster.wait.acquire.aligned;
+ld.shared.f32 %f1, [%r5];
+ld.shared.f32 %f2, [%r5+8];
+add.f32 %f1, %f1, %f2;
+mad.lo.u32 %r8, %r3, 100, %r2;
+cvt.rn.f32.u32 %f3, %r8;
+mul.wide.u32 %rd1, %r4, 8;
+add.s64 %rd2, %rd0, %rd1;
+@%p0 st.global.v2.f32 [%rd2], {%f1, %f3};
+ret;
+}
+"""
+
+
+def test_clusters_share_rank_0s_shared_memory():
+    out = np.zeros((8, 2), np.float32)
+    launch(CLUSTER_KERNEL, "k", out, grid=8, block=64, cluster=4)
+    # rank 0 holds %ctaid.x of ranks 0 and 2 of its cluster; the other ranks' slots are unwritten
+    assert out[:, 0].tolist() == [0 + 2, 0, 0, 0, 4 + 6, 0, 0, 0]
+    assert out[:, 1].tolist() == [200, 200, 200, 200, 201, 201, 201, 201]  # nclusterid · 100 + clusterid
+
+
+@pytest.mark.parametrize(
+    "change, launch_cluster, message",
+    [
+        (None, 2, "requires clusters of 4 CTAs, launched with 2"),
+        ("mapa.shared::cluster.u32 %r7, %r6, 0;=mapa.shared::cluster.u32 %r7, %r6, 4;", 4, "rank outside the cluster"),
+        ("[%r7]=[%r7+16]", 4, "shared access out of bounds"),
+        ("barrier.cluster.arrive.relaxed.aligned;=setp.eq.u32 %p1, %r1, 3;\n@%p1 bra SKIP;\n"
+         "barrier.cluster.arrive.relaxed.aligned;\nSKIP:", 4, "barrier.cluster is not reached by every thread of the"),
+    ],
+)
+def test_cluster_errors(change, launch_cluster, message):
+    text = CLUSTER_KERNEL
+    if change:
+        old, new = change.split("=", 1)
+        text = text.replace(old, new, 1)
+    with pytest.raises(SimulationError, match=message):
+        launch(text, "k", np.zeros((8, 2), np.float32), grid=8, block=64, cluster=launch_cluster)
+    with pytest.raises(SimulationError, match="not a whole number of clusters"):
+        launch(CLUSTER_KERNEL, "k", np.zeros((8, 2), np.float32), grid=6, block=64, cluster=4)
+
+
+def test_bar_sync_counts_the_threads_of_each_cta_of_a_cluster():
+    """A bar.sync that only rank 1 runs is fine; one that half of rank 1 skips is not."""
+    text = CLUSTER_KERNEL.replace(".reqnctapercluster 4, 1, 1\n", "").replace(
+        "ld.shared.f32 %f1", "setp.eq.u32 %p1, %r1, 1;\n@!%p1 bra.uni SKIP;\nbar.sync 0;\nSKIP:\nld.shared.f32 %f1")
+    launch(text, "k", np.zeros((4, 2), np.float32), grid=4, block=64, cluster=2)
+    skipping = text.replace("setp.eq.u32 %p1, %r1, 1;", "setp.eq.and.u32 %p1, %r1, 1, %p0;")
+    with pytest.raises(SimulationError, match="bar.sync is not reached by every thread of the CTA"):
+        launch(skipping, "k", np.zeros((4, 2), np.float32), grid=4, block=64, cluster=2)
