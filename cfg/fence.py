@@ -281,6 +281,12 @@ def analyse_module(module, options: FenceOptions | None = None, everything: bool
     Changes nothing; `fence_module` applies the plans. Kernels whose text names no
     async-proxy operation and no call cannot need a fence and are left out, unless
     `everything` is set (the CFG drawing, `ptxkit.cfg.dot`, wants them all).
+
+    >>> import ptxkit
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .b32 %r<2>;\\n\\tst.shared.u32 [%r1], 0;\\n\\tret;\\n}\\n")
+    >>> analyse_module(m), [r.analysis.function.name for r in analyse_module(m, everything=True)]
+    ([], ['k'])
     """
     options = options or FenceOptions()
     functions = {f.name: f for f in module.functions if not f.is_declaration}

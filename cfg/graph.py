@@ -194,6 +194,11 @@ class FlowGraph:
         `entries` are predecessor blocks, and ``ENTRY`` when the function starts at
         `header`. The new block gets the next free index and falls into `header`.
         Only the graph changes; the caller edits the text to match.
+
+        >>> flow = FlowGraph(None, [BasicBlock(0), BasicBlock(1)], [(ENTRY, 0, "entry"), (0, 1, "fallthrough"),
+        ...                  (1, 1, "taken"), (1, EXIT, "return")], {})
+        >>> flow.add_block_before(1, [0]).index, flow.succ, flow.pred[1]
+        (2, [[2], [1], [1]], [1, 2])
         """
         block = BasicBlock(len(self.blocks))
         new = block.index
@@ -260,6 +265,13 @@ def flow_graph(function) -> FlowGraph:
     """The list-based CFG of a function with a body (see `FlowGraph`).
 
     Raises `PtxSyntaxError` for a branch to a label that is not in scope.
+
+    >>> import ptxkit
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...                  ".reg .pred %p<2>;\\nL:\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n")
+    >>> flow = flow_graph(m.function("k"))
+    >>> flow.succ, flow.exits, flow.kinds[(0, 0)]
+    ([[0, 1], []], [1], 'taken')
     """
     if function.is_declaration:
         raise ValueError(f"{function.name} is a declaration without a body")

@@ -158,6 +158,15 @@ def find_preheader(flow, loop: Loop) -> Preheader | None:
     block there would run on every iteration), when an outside edge is a ``brx.idx``
     target, or when a branch to redirect could not see a label placed before the
     header's first label.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .pred %p<2>;\\n\\t@%p1 bra L;\\n\\tbar.sync 0;\\nL:\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n")
+    >>> flow = flow_graph(m.function("k"))
+    >>> pre = find_preheader(flow, find_loops(flow).loops[0])
+    >>> pre.block, pre.before.name, pre.retarget, pre.needs_label
+    (None, 'L', [0], True)
     """
     header = loop.header
     outside = [p for p in flow.pred[header] if p not in loop.blocks]
@@ -221,6 +230,15 @@ def branch_region(flow, branch: int, dominators: DominatorTree, post_dominators:
     None when the block has fewer than two successors, cannot reach the exit, loops
     back to itself before the join, or when some block of the region is reachable
     without passing the branch. `reject(block)` may stop the search early (None).
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .pred %p<2>;\\n\\t@%p1 bra E;\\n\\tbar.sync 0;\\n\\tbra.uni J;\\nE:\\n\\tbar.sync 1;\\nJ:\\n\\tret;\\n}\\n")
+    >>> flow = flow_graph(m.function("k"))
+    >>> region = branch_region(flow, 0, DominatorTree.of(flow), DominatorTree.post_of(flow))
+    >>> region.arms, region.join, sorted(region.blocks)
+    ([2, 1], 3, [1, 2])
     """
     arms = list(dict.fromkeys(flow.succ[branch]))
     if branch in flow.exits:

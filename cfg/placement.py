@@ -83,6 +83,16 @@ def plan_fences(analysis: FunctionAnalysis, placement: str = "hoist") -> tuple[l
 
     The analysis ends up solved with the hoisted fences in its events (so its
     `summary` and block states describe the fenced function).
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.proxy import AnalysisOptions, FunctionAnalysis
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .pred %p<2>;\\n.reg .b32 %r<2>;\\n.reg .b64 %rd<3>;\\n.reg .f32 %f<5>;\\n\\tst.shared.u32 [%r1], 0;\\n"
+    ...     "L:\\n\\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %p1,"
+    ...     " 1, 1, 0, 0;\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n")
+    >>> plans, _ = plan_fences(FunctionAnalysis(m.function("k"), AnalysisOptions()))
+    >>> [(p.placement, p.block) for p in plans]
+    [('loop', 0)]
     """
     analysis.solve()
     scan = analysis.scan()

@@ -82,12 +82,20 @@ def spaces_with(state: int, bit: int) -> int:
 
 
 def overlap(spaces: int) -> int:
-    """The spaces whose objects may alias those of `spaces` (the two shared windows)."""
+    """The spaces whose objects may alias those of `spaces` (the two shared windows).
+
+    >>> overlap(CTA) == SHARED, overlap(GLOBAL_SPACE) == GLOBAL_SPACE
+    (True, True)
+    """
     return spaces | SHARED if spaces & SHARED else spaces
 
 
 def spaces_text(spaces: int) -> str:
-    """``"shared::cta+global"``-style names of a space set."""
+    """Names of a space set.
+
+    >>> spaces_text(CTA | GLOBAL_SPACE), spaces_text(0)
+    ('shared::cta+global', '-')
+    """
     return "+".join(name for bit, name in SPACE_NAMES if spaces & bit) or "-"
 
 
@@ -112,7 +120,11 @@ def state_text(state: int, tracked: int = EVERY_SPACE) -> str:
 
 
 def apply(transfer: tuple, state: int) -> int:
-    """Apply a transfer ``(K, G, M)`` to a state."""
+    """Apply a transfer ``(K, G, M)`` to a state.
+
+    >>> apply(write_transfer(CTA, strong=True), spread(CTA, ASYNC)) == spread(CTA, GENERIC)
+    True
+    """
     keep, gen, fence = transfer
     return (state & keep) | gen | ((state & fence) >> 1)
 
@@ -130,7 +142,11 @@ def compose(first: tuple, second: tuple) -> tuple:
 
 
 def weaken(transfer: tuple) -> tuple:
-    """The transfer of a guarded instruction: the old state survives (``x ∪ f(x)``)."""
+    """The transfer of a guarded instruction: the old state survives (``x ∪ f(x)``).
+
+    >>> apply(weaken(fence_transfer(CTA, True)), spread(CTA, GENERIC)) == spread(CTA, GENERIC | NONE)
+    True
+    """
     return ALL, transfer[1], transfer[2]
 
 

@@ -48,6 +48,9 @@ def test_function_selection(capsys):
     assert one.startswith('digraph "mma_tile" {') and "subgraph" not in one
     assert main(["cfg", str(CALLS), "--function", "nope"]) == 2
     assert "no function 'nope' in module (functions: mma_tile, k)" in capsys.readouterr().err
+    extern = FENCES / "03_unknown_extern_default_is_none.ptx"
+    assert main(["cfg", str(extern), "--function", "custom_op"]) == 2
+    assert "'custom_op' is a declaration without a body" in capsys.readouterr().err
 
 
 def test_svg_without_graphviz_says_so(capsys, monkeypatch, tmp_path):

@@ -38,9 +38,11 @@ def run(args) -> int:
     options = FenceOptions(args.placement, args.fence_variant, args.extern_policy, args.track_global)
     if args.function is not None:
         try:
-            module.function(args.function)
+            function = module.function(args.function)
         except KeyError as err:
             raise UsageError(err.args[0]) from None
+        if function.is_declaration:
+            raise UsageError(f"{args.function!r} is a declaration without a body: it has no control flow")
     try:
         if args.dot or args.svg:
             text = module_dot(module, options, args.function)
