@@ -272,7 +272,7 @@ def main(argv=None) -> int:
             for index, text in enumerate(texts):
                 path = workdir / f"{stem or 'sample'}{index}.ptx"
                 path.write_text(text)
-                seconds = ptxas_seconds(path, 1 if stem else runs)
+                seconds = ptxas_seconds(path, runs)
                 anchor = None if seconds is None or anchor is None else anchor + seconds
         rows.append((label, size, blocks, fences, parse_s, fence_s, print_s, anchor))
     shutil.rmtree(workdir, ignore_errors=True)
@@ -298,7 +298,7 @@ def print_table(rows) -> None:
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))))
     print("parse = ptxkit.parse and the front end's statement scan; pass = fence_module (CFGs, analysis,")
     print("placement, reasons, rewrite); all = parse + pass + print; MB/s over all;")
-    print("ptxas: one run per file (best of 3 for the samples)")
+    print("ptxas: best of the same number of runs, per file")
 
 
 def _size(size: int) -> str:
