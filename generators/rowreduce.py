@@ -1,27 +1,40 @@
 """A row-reduction kernel built from the strategies: ``[rows, cols]`` f32/bf16 → ``[rows]``, sum or max.
 
-Each row is handled by a group of T threads (T a power of two, from 1 to 1024):
+Each row is handled by a group of T threads (T a power of two, from 1 to 1024) in each
+of the C CTAs of a thread-block cluster (C in 1, 2, 4, 8; C = 1 is a plain launch):
 
 1. every thread reads its share of the row with 16-byte vector loads
    (``ld.global.nc.L1::no_allocate.L2::256B.v4``; consecutive threads read consecutive
-   vectors) and folds it sequentially into f32 accumulators (bf16 max stays packed:
-   ``max.NaN.bf16x2``, exact);
+   vectors, CTA rank r of a cluster the vectors after rank r - 1's) and folds it
+   sequentially into f32 accumulators (bf16 max stays packed: ``max.NaN.bf16x2``, exact);
 2. the T lanes (or each warp of a wider group) combine with a butterfly of
    ``shfl.sync.bfly.b32``;
-3. when T > 32 the warps of a row combine through shared memory (double-buffered, one
-   ``bar.sync`` per row).
+3. C = 1: when T > 32 the warps of a row combine through shared memory
+   (double-buffered, one ``bar.sync`` per row);
+   C > 1: every warp writes its partial into the shared memory of the cluster's rank 0
+   (``mapa`` + ``st.shared::cluster``, double-buffered) and arrives on the cluster
+   barrier; after the *next* row's loads the CTAs wait on it, and rank 0 combines the
+   partials and stores the row: no CTA ever blocks on a barrier before its loads.
 
 Sums accumulate in f32 and bf16 results are rounded once at the end (as torch does);
 max starts from -inf and propagates NaN (``max.NaN``), as ``torch.amax`` does. Rows
-are assigned to CTAs in a grid-stride loop, so any grid works; `RowReduceKernel.grid`
-picks enough CTAs to fill the GPU. `cols` is fixed when the kernel is generated; `rows`
-is a kernel parameter.
+(clusters of C CTAs for each row, when C > 1) are assigned in a grid-stride loop, so
+any grid works; `RowReduceKernel.grid` picks enough CTAs to fill the GPU. `cols` is
+fixed when the kernel is generated; `rows` is a kernel parameter. The results do not
+depend on the grid: no atomics, no workspace.
+
+By default a thread reads about 8 vectors of a row (4 for bf16, whose unpacking costs
+ALU work), with at most 512 threads per CTA; rows longer than that are split across a
+cluster of up to 8 CTAs, so that the unit of work is a fraction of a long row.
 
 >>> k = row_reduce_kernel(4096, "bf16", "sum")
->>> k.name, k.threads_per_row, k.block, k.vectors_per_thread
-('rowreduce_sum_bf16_4096', 128, 256, 4)
+>>> k.name, k.threads_per_row, k.cluster, k.block, k.vectors_per_thread
+('rowreduce_sum_bf16_4096', 128, 1, 256, 4)
 >>> k.grid(rows=10**6, sm_count=132)
 1055
+>>> k = row_reduce_kernel(65536, "f32", "sum")
+>>> k.threads_per_row, k.cluster, k.vectors_per_thread, k.grid(rows=16384, sm_count=132)
+(512, 4, 8, 512)
 """
 
 from __future__ import annotations
@@ -40,9 +53,11 @@ TARGET_VECTORS = {"f32": 8, "bf16": 4}
 #: threads per CTA unless one row needs more
 CTA_THREADS = 256
 MAX_THREADS = 1024
-#: the default caps a row's threads here, so that two or more CTAs share an SM and one's
-#: barrier wait overlaps another's loads
+#: the default caps a row's threads in one CTA here, so that two or more CTAs share an SM
+#: and one's barrier wait overlaps another's loads
 DEFAULT_MAX_THREADS = 512
+#: CTAs per cluster (8 is the portable maximum)
+CLUSTER_SIZES = (1, 2, 4, 8)
 _NEG_INF = "0fFF800000"
 
 
@@ -50,7 +65,9 @@ _NEG_INF = "0fFF800000"
 class RowReduceKernel:
     """A generated row reduction: its PTX module, name, launch shape and parameters.
 
-    Launch: ``kernel(src, dst, np.uint32(rows), grid=k.grid(rows, sms), block=k.block)``.
+    Launch: ``kernel(src, dst, np.uint32(rows), grid=k.grid(rows, sms), block=k.block,
+    cluster=k.launch_cluster)``. `threads_per_row` counts the threads of one CTA that
+    work on a row; a row is shared by the `cluster` CTAs of a cluster.
     """
 
     ptx: str
@@ -61,33 +78,71 @@ class RowReduceKernel:
     threads_per_row: int
     block: int
     unroll: int
+    cluster: int = 1
 
     @property
     def rows_per_cta(self) -> int:
+        """Rows a CTA (a cluster, when `cluster` > 1) works on at once."""
         return self.block // self.threads_per_row
 
     @property
     def vectors_per_thread(self) -> int:
-        return self.cols * as_dtype(self.dtype).nbytes // VECTOR_BYTES // self.threads_per_row
+        return self.cols * as_dtype(self.dtype).nbytes // VECTOR_BYTES // (self.threads_per_row * self.cluster)
 
-    def grid(self, rows: int, sm_count: int) -> int:
-        """CTAs for `rows` rows: at most as many as fit on the GPU at once, and spread so that
-        every CTA gets the same number of row groups (give or take one). With long rows a
-        CTA's row takes long, so a last round that only some CTAs run costs a few percent.
+    @property
+    def launch_cluster(self) -> int | None:
+        """The launch's ``cluster=``: None (a plain launch) when `cluster` is 1."""
+        return self.cluster if self.cluster > 1 else None
+
+    def grid(self, rows: int, sm_count: int, max_clusters: int | None = None) -> int:
+        """CTAs for `rows` rows, a multiple of `cluster`: at most as many clusters as run on the
+        GPU at once (`max_clusters`, when known: cuda.core's
+        ``kernel.occupancy.max_active_clusters``, or the resident CTAs when `cluster` is 1;
+        else ``sm_count · (2048 // block) // cluster``),
+        spread so that no round of rows leaves much of the GPU idle (`spread`).
+
+        >>> row_reduce_kernel(262144, "f32", "sum").grid(rows=4096, sm_count=132)  # 64 clusters of 8
+        512
         """
-        resident = sm_count * max(1, 2048 // self.block)
-        groups = -(-rows // self.rows_per_cta)
-        rounds = -(-groups // resident)
-        return max(1, -(-groups // rounds))
+        slots = max_clusters or max(1, sm_count * max(1, 2048 // self.block) // self.cluster)
+        return spread(-(-rows // self.rows_per_cta), slots) * self.cluster
+
+
+def spread(units: int, slots: int) -> int:
+    """How many of `slots` workers that run at once should share `units` equal units of work
+    (grid-stride): as many as take the least time, counting a round of work with fewer than
+    half the workers busy as long as one with half of them (about what it takes to keep the
+    memory busy); of those, the ones with the fewest rounds, and the fewest of them.
+
+    >>> spread(4096, 528), spread(4096, 66), spread(100, 528)  # 8 rounds; 64 rounds, not 62 + 4 of 66
+    (512, 64, 100)
+    """
+    if units <= slots:
+        return max(1, units)
+    busy = max(1, slots // 2)
+
+    def cost(workers: int):
+        rounds, rest = divmod(units, workers)
+        return rounds * max(workers, busy) + (max(rest, busy) if rest else 0), -(-units // workers), workers
+
+    return min(range(busy, slots + 1), key=cost)
 
 
 def row_reduce_kernel(cols: int, dtype: str = "f32", op: str = "sum", threads_per_row: int | None = None,
-                      unroll: int = 8, target: str = "sm_90a") -> RowReduceKernel:
+                      unroll: int = 8, target: str = "sm_90a", cluster: int | None = None) -> RowReduceKernel:
     """Generate the row reduction of `cols` columns (see the module docstring).
 
-    `threads_per_row` (a power of two dividing the row's vector count) defaults to about
-    one thread per 8 vectors; `unroll` is how many vectors a thread loads before it
-    folds them, in the loop of long rows.
+    `threads_per_row` (a power of two; threads_per_row × cluster divides the row's vector
+    count) defaults to about one thread per 8 vectors (bf16: 4), at most 512; `cluster`
+    (1, 2, 4 or 8 CTAs; more than 1 needs sm_90) defaults to as many CTAs as give each
+    thread that share of a longer row (1 on targets older than sm_90). `unroll` is how many vectors a thread loads before
+    it folds them, in the loop of long rows.
+
+    >>> k = row_reduce_kernel(262144, "bf16", "max")
+    >>> k.threads_per_row, k.cluster, k.vectors_per_thread
+    (512, 8, 8)
+    >>> row_reduce_kernel(262144, "bf16", "max", threads_per_row=1024, cluster=1).vectors_per_thread
+    32
     """
     t = as_dtype(dtype)
     if t.name not in ("f32", "bf16"):
@@ -97,30 +152,75 @@ def row_reduce_kernel(cols: int, dtype: str = "f32", op: str = "sum", threads_pe
     if cols < 1 or cols * t.nbytes % VECTOR_BYTES:
         raise ValueError(f"cols must be a positive multiple of {VECTOR_BYTES // t.nbytes} for {t.name} "
                          f"(16-byte rows and vectors), got {cols}")
+    if cluster is not None and cluster not in CLUSTER_SIZES:
+        raise ValueError(f"cluster must be 1, 2, 4 or 8 CTAs, got {cluster}")
     vectors = cols * t.nbytes // VECTOR_BYTES
+    target_vectors = TARGET_VECTORS[t.name]
     if threads_per_row is None:
-        threads_per_row = 1
-        while threads_per_row * 2 <= min(DEFAULT_MAX_THREADS, vectors // TARGET_VECTORS[t.name]) and \
-                vectors % (threads_per_row * 2) == 0:
-            threads_per_row *= 2
+        ctas = cluster or 1
+        threads_per_row = _power_of_two(min(DEFAULT_MAX_THREADS, vectors // (target_vectors * ctas)), vectors // ctas)
     if threads_per_row & (threads_per_row - 1) or not 1 <= threads_per_row <= MAX_THREADS or vectors % threads_per_row:
         raise ValueError(f"threads_per_row must be a power of two up to {MAX_THREADS} dividing {vectors} vectors")
+    b = PtxBuilder(target)
+    if cluster is None:
+        largest = CLUSTER_SIZES[-1] if b.sm >= 90 else 1
+        cluster = _power_of_two(min(largest, vectors // (target_vectors * threads_per_row)), vectors // threads_per_row)
+    if vectors % (threads_per_row * cluster):
+        raise ValueError(f"threads_per_row × cluster ({threads_per_row}×{cluster}) must divide the row's "
+                         f"{vectors} vectors")
     if unroll < 1:
         raise ValueError("unroll must be at least 1")
     name = f"rowreduce_{op}_{t.name}_{cols}"
     block = max(CTA_THREADS, threads_per_row)
-    b = PtxBuilder(target)
-    _RowReduction(b, t, op, cols, threads_per_row, block, unroll).emit()
-    entry = b.entry(name, [(".u64", "src"), (".u64", "dst"), (".u32", "rows")], f".maxntid {block}, 1, 1")
+    directives = f".maxntid {block}, 1, 1"
+    if cluster > 1:  # keep 2048 // block CTAs on an SM (as `grid` counts) by keeping to 32 registers
+        b.require_sm(90, "a row reduction across a thread-block cluster")
+        directives += f"\n.minnctapersm {2048 // block}\n.reqnctapercluster {cluster}, 1, 1"
+    _RowReduction(b, t, op, cols, threads_per_row, block, unroll, cluster).emit()
+    entry = b.entry(name, [(".u64", "src"), (".u64", "dst"), (".u32", "rows")], directives)
     return RowReduceKernel(module_text([entry], target, b.version), name, cols, t.name, op, threads_per_row, block,
-                           unroll)
+                           unroll, cluster)
+
+
+def variants(cols: int, dtype: str = "f32", op: str = "sum") -> list[tuple[int, int]]:
+    """(threads_per_row, cluster) pairs worth timing against each other, the default first: for
+    a plain row half and twice the threads (and, from 256 threads on, the same threads over
+    two CTAs); for a row split across a cluster half and twice the CTAs, twice the threads,
+    and the plain kernel with 512 and 1024 threads.
+
+    >>> variants(4096), variants(16384)
+    ([(128, 1), (64, 1), (256, 1)], [(512, 1), (256, 1), (1024, 1), (256, 2)])
+    >>> variants(262144, "bf16")
+    [(512, 8), (512, 4), (1024, 8), (512, 1), (1024, 1)]
+    """
+    default = row_reduce_kernel(cols, dtype, op)
+    threads, cluster = default.threads_per_row, default.cluster
+    if cluster == 1:
+        candidates = [(threads // 2, 1), (threads * 2, 1)] + ([(threads // 2, 2)] if threads >= 256 else [])
+    else:
+        candidates = [(threads, cluster // 2), (threads, cluster * 2), (threads * 2, cluster), (512, 1), (1024, 1)]
+    vectors = cols * as_dtype(dtype).nbytes // VECTOR_BYTES
+    found = [(threads, cluster)]
+    for t, c in candidates:
+        if 1 <= t <= MAX_THREADS and c in CLUSTER_SIZES and vectors % (t * c) == 0 and (t, c) not in found:
+            found.append((t, c))
+    return found
+
+
+def _power_of_two(limit: int, dividing: int) -> int:
+    """The largest power of two that is at most `limit` (at least 1) and divides `dividing`."""
+    p = 1
+    while p * 2 <= limit and dividing % (p * 2) == 0:
+        p *= 2
+    return p
 
 
 class _RowReduction:
-    def __init__(self, b, t, op, cols, threads, block, unroll):
+    def __init__(self, b, t, op, cols, threads, block, unroll, cluster):
         self.b, self.t, self.op, self.cols = b, t, op, cols
-        self.threads, self.block, self.unroll = threads, block, unroll
-        self.vectors = cols * t.nbytes // VECTOR_BYTES // threads  # per thread
+        self.threads, self.block, self.unroll, self.cluster = threads, block, unroll, cluster
+        self.row_threads = threads * cluster  # all the threads that read one row
+        self.vectors = cols * t.nbytes // VECTOR_BYTES // self.row_threads  # per thread
         self.packed_max = t.name == "bf16" and op == "max"
 
     def emit(self) -> None:
@@ -137,15 +237,27 @@ class _RowReduction:
         group = b.reg(".b32")
         b.ins("shr.u32", group, tid, threads.bit_length() - 1)
         rows_per_cta = self.block // threads
-        b.ins("mov.u32", row_base, "%ctaid.x")
+        clustered = self.cluster > 1
+        b.ins("mov.u32", row_base, "%clusterid.x" if clustered else "%ctaid.x")
         b.ins("mul.lo.u32", row_base, row_base, rows_per_cta)
-        b.ins("mov.u32", step, "%nctaid.x")
+        b.ins("mov.u32", step, "%nclusterid.x" if clustered else "%nctaid.x")
         b.ins("mul.lo.u32", step, step, rows_per_cta)
         b.ins("sub.u32", last, rows, 1)
+        position = member  # among the threads that read the row
+        if clustered:
+            self.rank, position = b.regs(".b32", 2)
+            b.ins("mov.u32", self.rank, "%cluster_ctarank")
+            b.ins("mad.lo.u32", position, self.rank, threads, member)
         # each thread's first vector within a row
         offset = b.reg(".b64")
-        b.ins("mul.wide.u32", offset, member, VECTOR_BYTES)
+        b.ins("mul.wide.u32", offset, position, VECTOR_BYTES)
         b.ins("add.s64", src, src, offset)
+        rows_loop = self._cluster_rows if clustered else self._cta_rows
+        rows_loop(src, dst, rows, tid, member, lane, group, row, row_base, step, last)
+
+    def _cta_rows(self, src, dst, rows, tid, member, lane, group, row, row_base, step, last) -> None:
+        """C = 1: each row in turn; a CTA's warps combine through shared memory (one bar.sync)."""
+        b = self.b
         shared = self._shared_setup(tid, group)
         done, loop = b.label("done"), b.label("rows")
         finished, valid = b.reg(".pred"), b.reg(".pred")
@@ -160,6 +272,45 @@ class _RowReduction:
         value = self._reduce_row(src, row)
         value = self._combine_threads(value, lane, shared, parity)
         self._store(dst, row, member, valid, value)
+        b.ins("add.u32", row_base, row_base, step)
+        b.ins("xor.b32", parity, parity, 1)
+        b.ins("bra.uni", loop)
+        b.place(done)
+
+    def _cluster_rows(self, src, dst, rows, tid, member, lane, group, row, row_base, step, last) -> None:
+        """C > 1: row n's partials go to rank 0 and the CTAs arrive on the cluster barrier; they
+        wait on it only after row n + 1's loads, when rank 0 finishes row n. The partials are
+        double-buffered: a buffer is written again two phases later, after rank 0 has read it
+        and arrived. Every thread arrives once before the first row, so rank 0 has started
+        before anyone writes to its shared memory; rank 0 exits only after the last wait."""
+        b = self.b
+        writer_slot, reader_slot, leader = self._cluster_setup(tid, member, lane, group)
+        b.ins("barrier.cluster.arrive.relaxed.aligned")
+        more, valid, pending = b.regs(".pred", 3)
+        previous, parity = b.regs(".b32", 2)
+        b.ins("mov.pred", pending, 0)  # no row waits for rank 0 yet
+        b.ins("mov.u32", previous, 0)
+        b.ins("mov.u32", parity, 0)
+        loop, waiting, done = b.label("rows"), b.label("wait"), b.label("done")
+        b.place(loop)
+        b.ins("setp.lt.u32", more, row_base, rows)
+        b.ins("bra.uni", waiting, guard=f"!{more}")
+        b.ins("add.u32", row, row_base, group)
+        b.ins("setp.lt.u32", valid, row, rows)
+        b.ins("min.u32", row, row, last)  # rows past the end read the last row, and store nothing
+        value = self._reduce_row(src, row)
+        self._butterfly(value, min(self.threads, 32))
+        b.place(waiting)
+        b.ins("barrier.cluster.wait.acquire.aligned")
+        self._finish_previous(dst, member, lane, reader_slot, leader, previous, pending, parity)
+        b.ins("bra.uni", done, guard=f"!{more}")
+        address, writer = b.reg(".b32"), b.reg(".pred")
+        b.ins("mad.lo.u32", address, parity, self._buffer_bytes, writer_slot)
+        b.ins("setp.eq.u32", writer, lane if self.threads >= 32 else member, 0)
+        b.ins("st.shared::cluster.f32", f"[{address}]", value, guard=writer)
+        b.ins("barrier.cluster.arrive.release.aligned")
+        b.ins("mov.u32", previous, row)
+        b.ins("mov.pred", pending, valid)
         b.ins("add.u32", row_base, row_base, step)
         b.ins("xor.b32", parity, parity, 1)
         b.ins("bra.uni", loop)
@@ -207,7 +358,7 @@ class _RowReduction:
 
     def _reduce_row(self, src, row) -> str:
         b = self.b
-        stride = self.threads * VECTOR_BYTES
+        stride = self.row_threads * VECTOR_BYTES
         address, offset = b.reg(".b64"), b.reg(".b64")
         b.ins("mul.wide.u32", offset, row, self.cols * self.t.nbytes)
         b.ins("add.s64", address, src, offset)
@@ -297,6 +448,70 @@ class _RowReduction:
         b.ins("ld.shared.f32", value, f"[{address}]", guard=reader)
         self._butterfly(value, warps)
         return value
+
+    @property
+    def _partials_per_row(self) -> int:
+        """One per warp (per T-lane group when T < 32) of each CTA of the cluster."""
+        return self.cluster * max(1, self.threads // 32)
+
+    @property
+    def _buffer_bytes(self) -> int:
+        return (self.block // self.threads) * self._partials_per_row * 4
+
+    def _cluster_setup(self, tid, member, lane, group):
+        """Where this warp's partial goes in rank 0 (a shared::cluster address, for buffer 0),
+        where this lane reads partials when its CTA is rank 0 (shared::cta), and whether this
+        thread is in the warp of rank 0 that finishes its rows (its group's first)."""
+        b = self.b
+        count = self._partials_per_row
+        b.shared("partials", 2 * self._buffer_bytes, 16)
+        base, index, local, writer_slot, reader_slot = b.regs(".b32", 5)
+        rank = self.rank
+        b.ins("mov.u32", base, "partials")
+        # slot: group · count + rank · (partials per CTA) + warp within the group
+        if self.threads > 32:
+            b.ins("shr.u32", index, member, 5)
+        else:
+            b.ins("mov.u32", index, 0)
+        b.ins("mad.lo.u32", index, rank, count // self.cluster, index)
+        b.ins("mad.lo.u32", index, group, count, index)
+        b.ins("mad.lo.u32", local, index, 4, base)
+        b.ins("mapa.shared::cluster.u32", writer_slot, local, 0)
+        b.ins("mad.lo.u32", index, group, count, lane if self.threads >= 32 else member)
+        b.ins("mad.lo.u32", reader_slot, index, 4, base)
+        leader = b.reg(".pred")
+        b.ins("setp.eq.u32", leader, rank, 0)
+        if self.threads > 32:
+            b.ins("setp.lt.and.u32", leader, member, 32, leader)
+        return writer_slot, reader_slot, leader
+
+    def _finish_previous(self, dst, member, lane, reader_slot, leader, previous, pending, parity) -> None:
+        """Rank 0's first warp of each row group: fold the partials of the previous row (in the
+        other buffer) and store it."""
+        b = self.b
+        skip = b.label("finished")
+        b.ins("bra.uni", skip, guard=f"!{leader}")
+        count, width = self._partials_per_row, min(self.threads, 32)
+        other, address = b.regs(".b32", 2)
+        b.ins("xor.b32", other, parity, 1)
+        b.ins("mad.lo.u32", address, other, self._buffer_bytes, reader_slot)
+        identity = "0f00000000" if self.op == "sum" else _NEG_INF
+        opcode = "add.f32" if self.op == "sum" else "max.NaN.f32"
+        value = b.reg(".f32")
+        if count < width:  # lanes past the partials hold the identity
+            reader = b.reg(".pred")
+            b.ins("setp.lt.u32", reader, lane if self.threads >= 32 else member, count)
+            b.ins("mov.f32", value, identity)
+            b.ins("ld.shared.f32", value, f"[{address}]", guard=reader)
+        else:
+            b.ins("ld.shared.f32", value, f"[{address}]")
+            more = b.reg(".f32")
+            for k in range(1, count // width):
+                b.ins("ld.shared.f32", more, f"[{address}+{4 * width * k}]")
+                b.ins(opcode, value, value, more)
+        self._butterfly(value, min(count, width))
+        self._store(dst, previous, member, pending, value)
+        b.place(skip)
 
     def _store(self, dst, row, member, valid, value) -> None:
         b = self.b
