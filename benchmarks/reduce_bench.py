@@ -4,8 +4,10 @@ SHFL count of the warp strategies' SASS.
 For every cols in {256 … 262144}, f32 and bf16, sum and max, over one 4 GiB tensor viewed
 as [rows, cols]:
 
-* ours: ptxkit's generated row reduction (bytes read per second), its default
-  configuration and the best of a few threads-per-row variants;
+* ours: ptxkit's generated row reduction (bytes read per second): its default
+  configuration, the best plain (one CTA per row) variant and the best of a few variants of
+  threads per row and cluster size (``rowreduce.variants``), each on the grid that fits the
+  GPU as the driver's occupancy query counts it;
 * torch: ``torch.sum`` / ``torch.amax`` over the last dim of the same tensor;
 * copy: ``y.copy_(x)`` of the same tensor (bytes read + written per second);
 
@@ -54,15 +56,19 @@ def bandwidth_table(torch, nbytes: int, repeat: int) -> None:
 
     import ptxkit
     from ptxkit import runtime
-    from ptxkit.generators.rowreduce import row_reduce_kernel
+    from ptxkit.generators.rowreduce import row_reduce_kernel, variants
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"row reduction over {nbytes / 2**30:g} GiB on {torch.cuda.get_device_name(0)} ({sms} SMs); "
           "TB/s = 1e12 bytes/s; ours and torch count bytes read, copy counts bytes read + written")
-    header = (f"{'dtype':5} {'op':3} {'cols':>6} {'rows':>8} | {'ours':>5} {'T':>4} | {'best':>5} {'T':>4} | "
-              f"{'torch':>5} {'copy':>5} | {'ours/copy':>9} {'ours/torch':>10} | {'max err':>8}")
+    print("TxC: threads per row in each CTA x CTAs per cluster (x1: a plain launch); CTAs: the default's grid; "
+          "C=1: the best plain variant; best: the best variant")
+    header = (f"{'dtype':5} {'op':3} {'cols':>6} {'rows':>8} | {'ours':>5} {'TxC':>6} {'CTAs':>4} | "
+              f"{'C=1':>5} {'TxC':>6} | {'best':>5} {'TxC':>6} | {'torch':>5} {'copy':>5} | "
+              f"{'ours/copy':>9} {'ours/torch':>10} | {'max err':>8}")
     print(header)
     print("-" * len(header))
+    met = best_met = shapes = 0
     for name, torch_dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
         x = torch.empty(nbytes // torch_dtype.itemsize, dtype=torch_dtype, device="cuda").uniform_(-1, 1)
         copy = _copy_rate(torch, x, repeat)
@@ -74,33 +80,47 @@ def bandwidth_table(torch, nbytes: int, repeat: int) -> None:
                 theirs = nbytes / _torch_time(torch, lambda: torch_op(view), repeat) / 1e12
                 expected = torch_op(view).float()
                 out = torch.empty(rows, dtype=torch_dtype, device="cuda")
-                results = []
-                for threads in _variants(cols, name, op):
-                    kernel = row_reduce_kernel(cols, name, op, threads_per_row=threads)
+                results = []  # (TB/s, "TxC", cluster, CTAs, error), the default first
+                for threads, cluster in variants(cols, name, op):
+                    kernel = row_reduce_kernel(cols, name, op, threads_per_row=threads, cluster=cluster)
                     launchable = runtime.load(ptxkit.assemble(kernel.ptx)).kernel(kernel.name)
+                    grid = kernel.grid(rows, sms, _resident(launchable, kernel, sms))
                     args = (np.uint64(x.data_ptr()), np.uint64(out.data_ptr()), np.uint32(rows))
+                    out.zero_()
                     torch.cuda.synchronize()
-                    ms = runtime.time_launch(launchable, *args, grid=kernel.grid(rows, sms), block=kernel.block,
-                                             warmup=3, repeat=repeat)
+                    ms = runtime.time_launch(launchable, *args, grid=grid, block=kernel.block,
+                                             cluster=kernel.launch_cluster, warmup=3, repeat=repeat)
                     error = (out.float() - expected).abs().max().item() / max(1.0, expected.abs().max().item())
-                    results.append((nbytes / (ms * 1e-3) / 1e12, kernel.threads_per_row, error))
-                ours, ours_threads, error = results[0]
-                best, best_threads, _ = max(results)
-                print(f"{name:5} {op:3} {cols:>6} {rows:>8} | {ours:5.2f} {ours_threads:>4} | {best:5.2f} "
-                      f"{best_threads:>4} | {theirs:5.2f} {copy:5.2f} | {ours / copy:9.2f} {ours / theirs:10.2f} | "
-                      f"{max(r[2] for r in results):8.1e}")
+                    results.append((nbytes / (ms * 1e-3) / 1e12, f"{threads}x{cluster}", cluster, grid, error))
+                ours, ours_shape, _, ours_grid, _ = results[0]
+                plain, plain_shape = max((r[0], r[1]) for r in results if r[2] == 1)
+                best, best_shape = max((r[0], r[1]) for r in results)
+                shapes += 1
+                met += ours >= 0.9 * copy and ours >= theirs
+                best_met += best >= 0.9 * copy and best >= theirs
+                print(f"{name:5} {op:3} {cols:>6} {rows:>8} | {ours:5.2f} {ours_shape:>6} {ours_grid:>4} | "
+                      f"{plain:5.2f} {plain_shape:>6} | {best:5.2f} {best_shape:>6} | {theirs:5.2f} {copy:5.2f} | "
+                      f"{ours / copy:9.2f} {ours / theirs:10.2f} | {max(r[4] for r in results):8.1e}")
         del x
         torch.cuda.empty_cache()
+    print(f"target (>= 0.9 x copy and >= torch): the default meets it on {met}/{shapes} shapes, "
+          f"the best variant on {best_met}/{shapes}")
 
 
-def _variants(cols: int, name: str, op: str) -> list:
-    """The default threads per row first, then half and twice as many where valid."""
-    from ptxkit.generators.rowreduce import row_reduce_kernel
+def _resident(launchable, kernel, sms: int) -> int | None:
+    """Clusters (CTAs, for a plain kernel) of `kernel` that the GPU runs at once, as the driver
+    counts them (registers included); None (the kernel's own estimate) if it cannot say."""
+    try:
+        from cuda.core import LaunchConfig
 
-    default = row_reduce_kernel(cols, name, op).threads_per_row
-    vectors = cols * (4 if name == "f32" else 2) // 16
-    others = [t for t in (default // 2, default * 2) if 1 <= t <= 1024 and vectors % t == 0 and t != default]
-    return [None] + others
+        occupancy = launchable.raw.occupancy
+        if kernel.cluster == 1:
+            return sms * occupancy.max_active_blocks_per_multiprocessor(kernel.block, 0)
+        return occupancy.max_active_clusters(LaunchConfig(grid=kernel.cluster, cluster=kernel.cluster,
+                                                         block=kernel.block))
+    except Exception as err:  # an older cuda.core: grid() estimates
+        print(f"(occupancy query failed for {kernel.name} {kernel.threads_per_row}x{kernel.cluster}: {err})")
+        return None
 
 
 def _copy_rate(torch, x, repeat: int) -> float:
