@@ -214,25 +214,25 @@ def scan_runs(container: Node, segments: list) -> list[Node]:
 def _scan_runs(container: Node, segments: list) -> list[Node]:
     items: list[Node] = []
     append = items.append
-    match = _PIECE.match
+    findall = _PIECE.findall  # a run was validated when scanned: its pieces cover it exactly
     for segment in segments:
         if type(segment) is not tuple:
             append(segment)
             continue
-        base, text = segment
-        pos, end = 0, len(text)
-        while pos < end:
-            m = match(text, pos)
-            kind = m.lastindex
-            prefix, piece = m.group(1, kind)
-            offset = base + pos + len(prefix)
-            pos = m.end()
-            if kind == _STMT and piece[0] != ".":
-                append(Instruction(prefix, piece, offset, container))
-            elif kind == _LABEL_KIND:
-                append(Label(prefix, piece, offset, container))
+        offset, text = segment
+        for prefix, line, section, label, statement in findall(text):
+            offset += len(prefix)
+            if statement:
+                node_type = Instruction if statement[0] != "." else Directive
+                append(node_type(prefix, statement, offset, container))
+                offset += len(statement)
+            elif label:
+                append(Label(prefix, label, offset, container))
+                offset += len(label)
             else:
+                piece = line or section
                 append(Directive(prefix, piece, offset, container))
+                offset += len(piece)
     return items
 
 
