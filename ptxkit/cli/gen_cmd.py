@@ -4,7 +4,8 @@
 register-image ``.entry`` (each thread loads its src and dst registers from
 ``src_img[thread, slot]``/``dst_img[thread, slot]``, runs the strategy, stores dst back);
 layouts use TVM's spelling, e.g. ``--src-layout "S[(32,4):(1@laneid,1)]"``.
-``ptxkit gen rowreduce --cols 4096 --dtype bf16 --op sum`` prints the row reduction.
+``ptxkit gen rowreduce --cols 4096 --dtype bf16 --op sum`` prints the row reduction
+(``--cluster`` 1, 2, 4 or 8 CTAs share a row; default: automatic, more than 1 for long rows).
 The first line of the output is the command that makes it again.
 """
 
@@ -36,6 +37,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scope", choices=("warp", "warpgroup"), help="view: warp (default) or warpgroup")
     parser.add_argument("--no-pack", action="store_true", help="shuffle f16/bf16 one element per shfl, as TVM")
     parser.add_argument("--cols", type=int, help="rowreduce: the row length")
+    parser.add_argument("--cluster", type=int, choices=(1, 2, 4, 8),
+                        help="rowreduce: CTAs of a thread-block cluster that share a row (default: automatic)")
     parser.add_argument("--target", default="sm_90a")
     parser.add_argument("--name", help="the kernel's name (default: derived from the options)")
     parser.add_argument("-o", "--output", help="write to this file instead of standard output")
@@ -89,9 +92,11 @@ def _rowreduce(args) -> str:
 
     if args.cols is None:
         raise ValueError("rowreduce needs --cols")
-    kernel = row_reduce_kernel(args.cols, args.dtype, args.op, target=args.target)
-    return (f"// {kernel.name}(src [rows][{args.cols}], dst [rows], u32 rows): block {kernel.block}, "
-            f"{kernel.threads_per_row} threads per row, any grid\n" + kernel.ptx)
+    kernel = row_reduce_kernel(args.cols, args.dtype, args.op, target=args.target, cluster=args.cluster)
+    launch = (f"{kernel.threads_per_row} threads per row, any grid" if kernel.cluster == 1 else
+              f"{kernel.threads_per_row} threads per row in each CTA of a cluster of {kernel.cluster}, "
+              f"any grid of whole clusters")
+    return f"// {kernel.name}(src [rows][{args.cols}], dst [rows], u32 rows): block {kernel.block}, {launch}\n" + kernel.ptx
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -141,9 +146,9 @@ def _layout(text: str | None):
 def _command(args) -> str:
     parts = ["ptxkit", "gen", args.what]
     for option in ("strategy", "op", "dtype", "src_shape", "src_layout", "dst_shape", "dst_layout", "axes", "scope",
-                   "cols", "target", "name"):
+                   "cols", "cluster", "target", "name"):
         value = getattr(args, option)
-        if value is not None and (args.what == "reduce" or option in ("op", "dtype", "cols", "target")):
+        if value is not None and (args.what == "reduce" or option in ("op", "dtype", "cols", "cluster", "target")):
             parts += [f"--{option.replace('_', '-')}", str(value)]
     for flag in ("accum", "thread_reduce", "no_pack"):
         if getattr(args, flag) and args.what == "reduce":
