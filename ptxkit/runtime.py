@@ -318,6 +318,11 @@ class Kernel:
 
     def _config(self, gpu: _Gpu, grid, block, cluster, shared_mem: int):
         """The cuda.core LaunchConfig (cached), raising the shared-memory limit if needed."""
+        try:  # repeated launches: the arguments as given are the key (lists are not hashable)
+            return self._configs[grid, block, cluster, shared_mem]
+        except (KeyError, TypeError):
+            pass
+        given = (grid, block, cluster, shared_mem)
         grid, block = _dims("grid", grid), _dims("block", block)
         cluster = None if cluster is None else _dims("cluster", cluster)
         shared_mem = operator.index(shared_mem)
@@ -335,6 +340,8 @@ class Kernel:
             with gpu.errors(f"configuring a launch of kernel {self.name!r}"):
                 config = gpu.LaunchConfig(grid=grid, cluster=cluster, block=block, shmem_size=shared_mem)
             self._configs[key] = config
+        with contextlib.suppress(TypeError):
+            self._configs[given] = config
         return config
 
     def _raise_shared_limit(self, gpu: _Gpu, size: int) -> None:
