@@ -222,6 +222,7 @@ class _RowReduction:
         self.row_threads = threads * cluster  # all the threads that read one row
         self.vectors = cols * t.nbytes // VECTOR_BYTES // self.row_threads  # per thread
         self.packed_max = t.name == "bf16" and op == "max"
+        self.rank = None  # the register with %cluster_ctarank, when clustered
 
     def emit(self) -> None:
         b, threads = self.b, self.threads
@@ -284,7 +285,7 @@ class _RowReduction:
         and arrived. Every thread arrives once before the first row, so rank 0 has started
         before anyone writes to its shared memory; rank 0 exits only after the last wait."""
         b = self.b
-        writer_slot, reader_slot, leader = self._cluster_setup(tid, member, lane, group)
+        writer_slot, reader_slot, leader = self._cluster_setup(member, lane, group)
         b.ins("barrier.cluster.arrive.relaxed.aligned")
         more, valid, pending = b.regs(".pred", 3)
         previous, parity = b.regs(".b32", 2)
@@ -304,7 +305,7 @@ class _RowReduction:
         b.ins("barrier.cluster.wait.acquire.aligned")
         self._finish_previous(dst, member, lane, reader_slot, leader, previous, pending, parity)
         b.ins("bra.uni", done, guard=f"!{more}")
-        address, writer = b.reg(".b32"), b.reg(".pred")
+        address, writer = b.reg(".b32"), b.reg(".pred")  # lane 0 of the warp (of the row's group when T < 32)
         b.ins("mad.lo.u32", address, parity, self._buffer_bytes, writer_slot)
         b.ins("setp.eq.u32", writer, lane if self.threads >= 32 else member, 0)
         b.ins("st.shared::cluster.f32", f"[{address}]", value, guard=writer)
@@ -458,7 +459,7 @@ class _RowReduction:
     def _buffer_bytes(self) -> int:
         return (self.block // self.threads) * self._partials_per_row * 4
 
-    def _cluster_setup(self, tid, member, lane, group):
+    def _cluster_setup(self, member, lane, group):
         """Where this warp's partial goes in rank 0 (a shared::cluster address, for buffer 0),
         where this lane reads partials when its CTA is rank 0 (shared::cta), and whether this
         thread is in the warp of rank 0 that finishes its rows (its group's first)."""
