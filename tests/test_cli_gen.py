@@ -91,8 +91,8 @@ def test_rowreduce_clusters(capsys):
     assert "in each CTA of a cluster of 2" in text
     assert dict(ptxkit.parse(text).function("rowreduce_sum_f32_65536").signature.directives)[
         ".reqnctapercluster"] == "2, 1, 1"
-    assert main(["gen", "rowreduce", "--cols", "65536"]) == 0  # automatic: 4 CTAs for 256 KB rows
-    assert ".reqnctapercluster 4, 1, 1" in capsys.readouterr().out
+    assert main(["gen", "rowreduce", "--cols", "65536"]) == 0  # by default a row belongs to one CTA
+    assert ".reqnctapercluster" not in capsys.readouterr().out
     assert main(["gen", "rowreduce", "--cols", "65536", "--cluster", "2", "--target", "sm_80"]) == 2
     assert "needs sm_90 or newer; the target is sm_80" in capsys.readouterr().err
     assert main(["gen", "rowreduce", "--cols", "65536", "--cluster", "3"]) == 2

@@ -11,49 +11,39 @@ import pytest
 import conftest
 import ptxkit
 from ptxkit.generators.dtypes import from_bits, to_bits
-from ptxkit.generators.rowreduce import reference, row_reduce_kernel, spread, variants
+from ptxkit.generators.rowreduce import reference, row_reduce_kernel, variants
 from ptxkit.generators.simulate import launch
 
 BENCH_COLS = (256, 1024, 4096, 16384, 65536, 262144)
-H200_SMS = 132
 
 
 @pytest.mark.parametrize(
-    "cols, dt, threads, cluster, block, vectors",
-    [(256, "f32", 8, 1, 256, 8), (256, "bf16", 8, 1, 256, 4), (4096, "f32", 128, 1, 256, 8),
-     (16384, "f32", 512, 1, 512, 8), (16384, "bf16", 512, 1, 512, 4), (65536, "f32", 512, 4, 512, 8),
-     (65536, "bf16", 512, 4, 512, 4), (262144, "f32", 512, 8, 512, 16), (262144, "bf16", 512, 8, 512, 8),
-     (96, "f32", 2, 1, 256, 12), (8, "bf16", 1, 1, 256, 1)],
+    "cols, dt, cluster, threads, block, vectors",
+    [(256, "f32", 1, 8, 256, 8), (256, "bf16", 1, 8, 256, 4), (4096, "f32", 1, 128, 256, 8),
+     (16384, "f32", 1, 512, 512, 8), (16384, "bf16", 1, 512, 512, 4), (65536, "f32", 1, 512, 512, 32),
+     (65536, "bf16", 4, 512, 512, 4), (262144, "f32", 8, 512, 512, 16), (262144, "bf16", 1, 512, 512, 64),
+     (96, "f32", 1, 2, 256, 12), (8, "bf16", 1, 1, 256, 1)],
 )
-def test_configurations(cols, dt, threads, cluster, block, vectors):
-    k = row_reduce_kernel(cols, dt, "sum")
+def test_configurations(cols, dt, cluster, threads, block, vectors):
+    k = row_reduce_kernel(cols, dt, "sum", cluster=cluster)
     assert (k.threads_per_row, k.cluster, k.block, k.vectors_per_thread) == (threads, cluster, block, vectors)
     assert k.launch_cluster == (cluster if cluster > 1 else None)
     assert (".reqnctapercluster" in k.ptx) == (cluster > 1) and ("barrier.cluster" in k.ptx) == (cluster > 1)
-    assert k.grid(rows=3, sm_count=H200_SMS) == -(-3 // k.rows_per_cta) * cluster
-    slots = H200_SMS * (2048 // block) // cluster
-    for rows in (10**7, 4096, 16384, slots * k.rows_per_cta + 1):
-        grid = k.grid(rows=rows, sm_count=H200_SMS)
-        assert grid % cluster == 0 and grid // cluster == spread(-(-rows // k.rows_per_cta), slots)
-    assert k.grid(rows=10**7, sm_count=H200_SMS, max_clusters=5) == 5 * cluster
+    for rows in (1, 3, 4096, 10**7):  # one CTA (cluster) per group of rows
+        assert k.grid(rows=rows) == -(-rows // k.rows_per_cta) * cluster
 
 
-def test_long_rows_go_to_clusters_of_the_default_size_and_short_rows_stay_plain():
+def test_rows_belong_to_one_cta_unless_a_cluster_is_asked_for():
     for cols in BENCH_COLS:
         for dt in ("f32", "bf16"):
-            k = row_reduce_kernel(cols, dt, "max")
-            assert (k.cluster > 1) == (cols >= 65536)
-            if k.cluster == 1:  # automatic is exactly the plain kernel
-                assert k.ptx == row_reduce_kernel(cols, dt, "max", cluster=1).ptx
+            assert row_reduce_kernel(cols, dt, "max").cluster == 1
 
 
-def test_explicit_threads_or_cluster_choose_the_other():
-    assert row_reduce_kernel(65536, "f32", threads_per_row=128).cluster == 8  # 16 vectors per thread at most 8 CTAs
-    assert row_reduce_kernel(65536, "f32", threads_per_row=1024).cluster == 2
+def test_the_cluster_shares_a_row_between_its_ctas():
     assert row_reduce_kernel(65536, "f32", cluster=2).threads_per_row == 512
+    assert row_reduce_kernel(65536, "f32", cluster=8).threads_per_row == 256  # 8 vectors each
     assert row_reduce_kernel(8192, "f32", cluster=8).threads_per_row == 32
-    assert row_reduce_kernel(65536, "f32", target="sm_80").cluster == 1  # no clusters before sm_90
-    assert row_reduce_kernel(65536, "f32", threads_per_row=512, cluster=1).vectors_per_thread == 32
+    assert row_reduce_kernel(65536, "f32", threads_per_row=128, cluster=8).vectors_per_thread == 16
 
 
 def test_refusals():
@@ -71,26 +61,6 @@ def test_refusals():
         row_reduce_kernel(256, "f32", threads_per_row=16, cluster=8)
     with pytest.raises(ValueError, match="thread-block cluster needs sm_90 or newer; the target is sm_80"):
         row_reduce_kernel(65536, "f32", cluster=2, target="sm_80")
-
-
-def _cost(units, workers, busy):
-    rounds, rest = divmod(units, workers)
-    return rounds * max(workers, busy) + (max(rest, busy) if rest else 0)
-
-
-def test_spread_avoids_a_nearly_empty_last_round():
-    assert spread(4096, 66) == 64  # 64 rows per cluster, where 66 clusters would leave 4 a 63rd row
-    assert spread(16384, 132) == 128 and spread(4096, 528) == 512 and spread(7, 528) == 7
-    for units in (530, 1000, 4097, 16384, 99991, 10**6):
-        for slots in (33, 66, 132, 264, 528, 1056):
-            workers = spread(units, slots)
-            rounds = -(-units // slots)
-            fewest = -(-units // rounds)  # the fewest workers that need no extra round
-            busy = slots // 2
-            assert busy <= workers <= slots
-            assert _cost(units, workers, busy) <= _cost(units, fewest, busy)
-            if units - (rounds - 1) * fewest >= busy:  # that grid's last round is busy enough: keep it
-                assert workers == fewest
 
 
 def _with_nan_and_minus_infinity(values, rng):
@@ -191,27 +161,25 @@ def test_variants_start_with_the_default_and_are_valid():
     for cols in BENCH_COLS:
         for dt in ("f32", "bf16"):
             found = variants(cols, dt)
-            k = row_reduce_kernel(cols, dt)
-            assert found[0] == (k.threads_per_row, k.cluster) and len(set(found)) == len(found) <= 6
-            if k.cluster > 1:  # long rows: the plain kernel is timed too
-                assert (512, 1) in found and (1024, 1) in found
-            else:
-                assert {t for t, _ in found} == {k.threads_per_row, k.threads_per_row // 2, k.threads_per_row * 2}
+            threads = row_reduce_kernel(cols, dt).threads_per_row
+            assert found[0] == (threads, 1) and len(set(found)) == len(found) <= 4
+            assert {t for t, c in found if c == 1} == {threads, threads // 2, threads * 2}
+            assert ((threads // 2, 2) in found) == (threads >= 256)
 
 
 @pytest.mark.ptxas
 @pytest.mark.parametrize("cols", BENCH_COLS)
 def test_benchmark_kernels_assemble_without_spills(cols):
-    """The benchmark's variants and every cluster size: no spills; the defaults and every
-    cluster kernel few enough registers for the 2048 // block CTAs per SM that `grid` counts on."""
+    """The benchmark's variants and every cluster size: no spills; cluster kernels (which
+    carry ``.minnctapersm``) few enough registers for 2048 threads per SM."""
     for dt in ("f32", "bf16"):
         for op in ("sum", "max"):
-            shapes = [(None, None)] + variants(cols, dt, op) + [(None, c) for c in (1, 2, 4, 8)]
+            shapes = variants(cols, dt, op) + [(None, c) for c in (2, 4, 8)]
             for threads, cluster in shapes:
                 k = row_reduce_kernel(cols, dt, op, threads_per_row=threads, cluster=cluster)
                 usage = ptxkit.assemble(k.ptx).resources[k.name]
                 assert usage.spill_stores == 0 and usage.registers <= 64
-                if (threads, cluster) == (None, None) or k.cluster > 1:
+                if k.cluster > 1:
                     assert usage.registers * 2048 <= 65536, (k.threads_per_row, k.cluster, usage)
 
 
@@ -237,7 +205,7 @@ def test_gpu_results(cols, dt, op):
     if op == "max":
         values = _with_nan_and_minus_infinity(values, rng)
     src, exact = _source(values, dt)
-    got = _gpu_run(k, src, rows, k.grid(rows, H200_SMS))
+    got = _gpu_run(k, src, rows, k.grid(rows))
     np.testing.assert_allclose(got, reference(exact, op), **_tolerance(dt, op, cols))
 
 
@@ -250,9 +218,9 @@ def test_gpu_results(cols, dt, op):
      (65536, 1024, 8, 77), (2048, 8, 2, 1001), (2048, 32, 8, 999), (65536, 512, 4, 1)],
 )
 def test_gpu_clusters(cols, threads, cluster, rows, dt, op):
-    """Each cluster size on three grids: the default one, a single cluster that loops over
-    every row (its double-buffered partials reused hundreds of times), and more clusters
-    than row groups (some never get a row)."""
+    """Each cluster size on three grids: the default one (a cluster per group of rows), a
+    single cluster that loops over every row (its double-buffered partials reused hundreds
+    of times), and more clusters than row groups (some never get a row)."""
     k = row_reduce_kernel(cols, dt, op, threads_per_row=threads, cluster=cluster)
     rng = np.random.default_rng(cols * cluster + rows)
     values = rng.random((rows, cols)) * 2 - 0.5
@@ -261,6 +229,6 @@ def test_gpu_clusters(cols, threads, cluster, rows, dt, op):
     src, exact = _source(values, dt)
     expected = reference(exact, op)
     groups = -(-rows // k.rows_per_cta)
-    for grid in (k.grid(rows, H200_SMS), cluster, (groups + 3) * cluster):
+    for grid in (k.grid(rows), cluster, (groups + 3) * cluster):
         np.testing.assert_allclose(_gpu_run(k, src, rows, grid), expected, **_tolerance(dt, op, cols),
                                    err_msg=f"grid {grid}")

@@ -5,7 +5,7 @@ register-image ``.entry`` (each thread loads its src and dst registers from
 ``src_img[thread, slot]``/``dst_img[thread, slot]``, runs the strategy, stores dst back);
 layouts use TVM's spelling, e.g. ``--src-layout "S[(32,4):(1@laneid,1)]"``.
 ``ptxkit gen rowreduce --cols 4096 --dtype bf16 --op sum`` prints the row reduction
-(``--cluster`` 1, 2, 4 or 8 CTAs share a row; default: automatic, more than 1 for long rows).
+(``--cluster`` 2, 4 or 8 CTAs of a thread-block cluster share each row; default 1).
 The first line of the output is the command that makes it again.
 """
 
@@ -38,7 +38,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-pack", action="store_true", help="shuffle f16/bf16 one element per shfl, as TVM")
     parser.add_argument("--cols", type=int, help="rowreduce: the row length")
     parser.add_argument("--cluster", type=int, choices=(1, 2, 4, 8),
-                        help="rowreduce: CTAs of a thread-block cluster that share a row (default: automatic)")
+                        help="rowreduce: CTAs of a thread-block cluster that share a row (default 1)")
     parser.add_argument("--target", default="sm_90a")
     parser.add_argument("--name", help="the kernel's name (default: derived from the options)")
     parser.add_argument("-o", "--output", help="write to this file instead of standard output")
@@ -92,7 +92,7 @@ def _rowreduce(args) -> str:
 
     if args.cols is None:
         raise ValueError("rowreduce needs --cols")
-    kernel = row_reduce_kernel(args.cols, args.dtype, args.op, target=args.target, cluster=args.cluster)
+    kernel = row_reduce_kernel(args.cols, args.dtype, args.op, target=args.target, cluster=args.cluster or 1)
     launch = (f"{kernel.threads_per_row} threads per row, any grid" if kernel.cluster == 1 else
               f"{kernel.threads_per_row} threads per row in each CTA of a cluster of {kernel.cluster}, "
               f"any grid of whole clusters")
