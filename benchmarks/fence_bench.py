@@ -29,12 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from ptxkit import parse
+from ptxkit._gc import paused_gc
+from ptxkit.cfg.fence import FenceOptions, fence_module
 
-from ptxkit import parse  # noqa: E402
-from ptxkit._gc import paused_gc  # noqa: E402
-from ptxkit.cfg.fence import FenceOptions, fence_module  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 WGMMA = "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %p7, 1, 1, 0, 0;"
 

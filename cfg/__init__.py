@@ -13,7 +13,7 @@ proxy analysis), `placement` (where fences go), `fence` (the pass and its report
 
 from __future__ import annotations
 
-import importlib
+from ptxkit._lazy import lazy_exports
 
 _EXPORTS = {
     "build_cfg": "ptxkit.cfg.graph",
@@ -29,14 +29,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ptxkit.cfg' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
