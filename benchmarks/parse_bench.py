@@ -109,7 +109,8 @@ def main() -> None:
         rows.append(row)
 
     print(f"ptxkit {ptxkit.__version__} front end; anchor: reading the file; ptxas: ptxas -arch=sm_90a")
-    head = f"{'workload':<34} {'bytes':>10} {'read ms':>8} {'parse+print MB/s':>17} {'x read':>7} " \
+    width = max(len(r["name"]) for r in rows)
+    head = f"{'workload':<{width}} {'bytes':>10} {'read ms':>8} {'parse+print MB/s':>17} {'x read':>7} " \
            f"{'view MB/s':>10} {'ptxas ms':>9} {'parse/ptxas':>11}"
     print(head)
     print("-" * len(head))
@@ -118,7 +119,7 @@ def main() -> None:
         ptxas = f"{r['ptxas'] * 1e3:9.1f}" if r["ptxas"] else f"{'-':>9}"
         ratio = f"{r['parse_print'] / r['ptxas']:11.4f}" if r["ptxas"] else f"{'-':>11}"
         view = f"{mb / r['check']:10.1f}" if r["check"] > 0 else f"{'-':>10}"
-        print(f"{r['name']:<34} {r['size']:>10} {r['read'] * 1e3:8.3f} {mb / r['parse_print']:17.1f} "
+        print(f"{r['name']:<{width}} {r['size']:>10} {r['read'] * 1e3:8.3f} {mb / r['parse_print']:17.1f} "
               f"{r['parse_print'] / r['read']:7.1f} {view} {ptxas} {ratio}")
 
 
