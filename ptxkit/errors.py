@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import bisect
+import itertools
+import operator
 
 
 class Source:
@@ -23,14 +25,10 @@ class Source:
     def position(self, offset: int) -> tuple[int, int]:
         """1-based (line, column) of a character offset."""
         starts = self._line_starts
-        if starts is None:
-            starts = [0]
-            find = self.text.find
-            i = find("\n")
-            while i >= 0:
-                starts.append(i + 1)
-                i = find("\n", i + 1)
-            self._line_starts = starts
+        if starts is None:  # where each line starts: running sums of the lines' lengths
+            lengths = map(operator.add, map(len, self.text.split("\n")), itertools.repeat(1))
+            starts = self._line_starts = [0, *itertools.accumulate(lengths)]
+            starts.pop()
         line = bisect.bisect_right(starts, offset)
         return line, offset - starts[line - 1] + 1
 
