@@ -24,7 +24,13 @@ from typing import Any, Callable, NamedTuple
 
 
 class DataflowResult(NamedTuple):
-    """In- and out-states by node number (`bottom` for unreachable nodes)."""
+    """In- and out-states by node number (`bottom` for unreachable nodes).
+
+    >>> from types import SimpleNamespace
+    >>> graph = SimpleNamespace(succ=[[1], [], []], pred=[[], [0], []], rpo=[0, 1], start=0)
+    >>> solve_forward(graph, lambda n, x: x + 1, entry=0, bottom=0, join=max)
+    DataflowResult(ins=[0, 1, 0], outs=[1, 2, 0])
+    """
 
     ins: list
     outs: list

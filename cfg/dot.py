@@ -31,6 +31,12 @@ def module_dot(module, options=None, function: str | None = None) -> str:
 
     `options` are `FenceOptions`; the planned fences are what ``ptxkit fence`` would
     insert with them. Raises `KeyError` for an unknown function name.
+
+    >>> import ptxkit
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.func f()\\n{\\n\\tret;\\n}\\n"
+    ...     ".visible .entry k()\\n{\\n\\tcall f;\\n\\tret;\\n}\\n")
+    >>> module_dot(m).count("subgraph"), module_dot(m, function="f").splitlines()[0]
+    (2, 'digraph "f" {')
     """
     from ptxkit.cfg.fence import analyse_module
 
@@ -54,7 +60,12 @@ def module_dot(module, options=None, function: str | None = None) -> str:
 
 
 def render_svg(dot_text: str) -> str:
-    """Render DOT to SVG with Graphviz's ``dot``; `FileNotFoundError` when it is missing."""
+    """Render DOT to SVG with Graphviz's ``dot``; `FileNotFoundError` when it is missing.
+
+    >>> svg = render_svg('digraph { a -> b }')  # doctest: +SKIP
+    >>> "<svg" in svg and "</svg>" in svg  # doctest: +SKIP
+    True
+    """
     program = shutil.which("dot")
     if program is None:
         raise FileNotFoundError("the Graphviz 'dot' program is not on PATH")

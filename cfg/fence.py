@@ -63,6 +63,12 @@ class FenceOptions:
         indirect function may do (see `ptxkit.cfg.proxy.AnalysisOptions`).
     track_global:
         Also order generic writes of global memory before async reads of it.
+
+    >>> FenceOptions(fence_variant="shared::cta").analysis.cta_fence_covers_cluster
+    True
+    >>> FenceOptions(placement="everywhere")
+    Traceback (most recent call last):
+    ValueError: placement must be one of hoist, inline, not 'everywhere'
     """
 
     placement: str = "hoist"
@@ -85,7 +91,11 @@ class FenceOptions:
 
 @dataclass
 class Place:
-    """A point of the input: 1-based line and column, and a short text."""
+    """A point of the input: 1-based line and column, and a short text.
+
+    >>> str(Place(12, 5, "st.shared.u32")), str(Place(None, None, "an inserted block"))
+    ('line 12 (st.shared.u32)', 'an inserted block')
+    """
 
     line: int | None
     column: int | None
@@ -113,6 +123,13 @@ class FenceSite:
     the async op `callee_target` unfenced) or ``extern`` (an extern call that may start
     async ops, under ``--extern-policy strict``); `path`: one CFG path from the write to
     the target, as places (the write, the start of each block in between, the target).
+
+    >>> from pathlib import Path
+    >>> text = Path("samples/fence/06b_tma_store_after_shared_store.ptx").read_text()
+    >>> site = fence_text(text, "06b.ptx", rewrite=False)[1].missing[0]
+    >>> site.text, site.where, site.line, site.write.line, site.path_text()
+    ('fence.proxy.async.shared::cta;', 'before', 33, 32,
+     'line 32 (st.shared.b16) -> line 33 (cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group)')
     """
 
     function: str
@@ -166,7 +183,14 @@ class FenceSite:
 
 @dataclass
 class FenceReport:
-    """What `fence_module` did (or, in check mode, found)."""
+    """What `fence_module` did (or, in check mode, found).
+
+    >>> from pathlib import Path
+    >>> text = Path("samples/fence/06b_tma_store_after_shared_store.ptx").read_text()
+    >>> report = fence_text(text, "06b.ptx", rewrite=False)[1]
+    >>> report.changed, len(report.missing), report.explain().splitlines()[0]
+    (False, 1, '06b.ptx: 1 fence missing (placement: hoist)')
+    """
 
     filename: str
     options: FenceOptions
@@ -235,6 +259,12 @@ def fence_module(module, options: FenceOptions | None = None, rewrite: bool = Tr
     With ``rewrite=False`` nothing changes and `FenceReport.missing` lists the fences
     the pass would insert. Raises `PtxSyntaxError` for malformed input (for example a
     branch to an unknown label).
+
+    >>> import ptxkit
+    >>> m = ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx")
+    >>> report = fence_module(m, FenceOptions(placement="inline"))
+    >>> report.changed, [(f.placement, f.line) for f in report.fences], str(m).splitlines()[35]
+    (True, [('inline', 36)], '\\tfence.proxy.async.shared::cta;')
     """
     options = options or FenceOptions()
     report = FenceReport(module.filename, options, rewrite)
@@ -254,6 +284,12 @@ def fence_text(text: str, filename: str = "<input>", rewrite: bool = True, **opt
     `options` are `FenceOptions` fields (``placement``, ``fence_variant``,
     ``extern_policy``, ``track_global``). With ``rewrite=False`` the text comes back
     unchanged and the report lists the missing fences.
+
+    >>> from pathlib import Path
+    >>> text = Path("samples/fence/14b_hoist_out_of_loop.ptx").read_text()
+    >>> fenced, report = fence_text(text, "14b.ptx")
+    >>> fenced.splitlines()[34:36], report.fences[0].placement
+    (['\\tfence.proxy.async.shared::cta;', 'L:'], 'loop')
     """
     from ptxkit import parse
 
@@ -267,7 +303,13 @@ def fence_text(text: str, filename: str = "<input>", rewrite: bool = True, **opt
 
 @dataclass
 class FunctionResult:
-    """One function's analysis (solved with its hoisted fences), its plan and report entries."""
+    """One function's analysis (solved with its hoisted fences), its plan and report entries.
+
+    >>> import ptxkit
+    >>> result, = analyse_module(ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx"))
+    >>> result.analysis.function.name, [p.placement for p in result.plans], result.sites[0].line, result.warnings
+    ('k', ['loop'], 34, [])
+    """
 
     analysis: FunctionAnalysis
     plans: list[PlannedFence]

@@ -37,7 +37,13 @@ _OPCODES: dict[str, tuple[str, str]] = {}  # opcode -> (opcode, base), shared by
 
 
 class Head(NamedTuple):
-    """The cheap part of an instruction: guard, full opcode, base, where operands start."""
+    """The cheap part of an instruction: guard, full opcode, base, where operands start.
+
+    >>> import ptxkit
+    >>> head = instruction_head(ptxkit.parse_statement("ld.shared.u32 %r1, [%r2];"))
+    >>> head.guard, head.opcode, head.base, head.end
+    (None, 'ld.shared.u32', 'ld', 13)
+    """
 
     guard: Guard | None
     opcode: str
@@ -110,6 +116,13 @@ class BasicBlock:
     guard, opcode, base, operand offset); `terminator` is the last
     instruction when it is a ``bra``/``brx``/``ret``/``exit``/``trap``; `targets` are
     the labels the terminator may jump to.
+
+    >>> import ptxkit
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .pred %p<2>;\\n\\tbar.sync 0;\\nL:\\n\\tbar.sync 1;\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n")
+    >>> block = flow_graph(m.function("k")).blocks[1]
+    >>> block, block.line, str(block.terminator), [label.name for label in block.targets]
+    (<BasicBlock L: 2 instructions>, 8, '@%p1 bra L;', ['L'])
     """
 
     __slots__ = ("index", "labels", "instructions", "heads", "terminator", "targets")
@@ -293,6 +306,13 @@ def build_cfg(function):
     (`Label` node -> block index).
 
     Raises `PtxSyntaxError` for a branch to a label that is not in scope.
+
+    >>> import ptxkit
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .pred %p<2>;\\n\\tbar.sync 0;\\nL:\\n\\tbar.sync 1;\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n")
+    >>> g = build_cfg(m.function("k"))
+    >>> list(g.successors(1)), g.edges[1, 1]["kind"], g.nodes[1]["labels"], g.graph["function"].name
+    ([1, 2], 'taken', ['L'], 'k')
     """
     return flow_graph(function).to_networkx()
 

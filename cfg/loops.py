@@ -26,7 +26,13 @@ from ptxkit.cfg.graph import EXIT
 
 @dataclass(eq=False)
 class Loop:
-    """A natural loop: header block, body blocks (header included), latches, nesting."""
+    """A natural loop: header block, body blocks (header included), latches, nesting.
+
+    >>> outer = Loop(0, {0, 1, 2}, [2])
+    >>> inner = Loop(1, {1}, [1], parent=outer)
+    >>> inner, inner.depth
+    (<Loop header=1 blocks=1 depth=2>, 2)
+    """
 
     header: int
     blocks: set[int]
@@ -48,7 +54,16 @@ class Loop:
 
 @dataclass
 class LoopForest:
-    """All natural loops of a graph, outermost first (by header position)."""
+    """All natural loops of a graph, outermost first (by header position).
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .pred %p<3>;\\nO:\\n\\tbar.sync 0;\\nI:\\n\\t@%p1 bra I;\\n\\t@%p2 bra O;\\n\\tret;\\n}\\n")
+    >>> forest = find_loops(flow_graph(m.function("k")))
+    >>> {block: loop.header for block, loop in forest.innermost().items()}, forest.irreducible
+    ({0: 0, 1: 1, 2: 0}, set())
+    """
 
     loops: list[Loop]
     dominators: DominatorTree
@@ -68,6 +83,14 @@ def find_loops(flow, dominators: DominatorTree | None = None) -> LoopForest:
 
     Loops are listed outermost first (an enclosing loop before the loops inside it, and
     otherwise in reverse post-order of their headers).
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .pred %p<3>;\\nO:\\n\\tbar.sync 0;\\nI:\\n\\t@%p1 bra I;\\n\\t@%p2 bra O;\\n\\tret;\\n}\\n")
+    >>> outer, inner = find_loops(flow_graph(m.function("k"))).loops
+    >>> (outer.header, sorted(outer.blocks), outer.latches), (inner.header, inner.depth), inner.parent is outer
+    ((0, [0, 1, 2], [2]), (1, 2), True)
     """
     dom = dominators or DominatorTree.of(flow)
     rank = {block: i for i, block in enumerate(flow.rpo)}
@@ -139,6 +162,10 @@ class Preheader:
     by inserting before `before` (the header's first label), reached by fall-through
     from the text above and, when `retarget` lists blocks, by their branches once
     they are redirected to a fresh label (`needs_label`).
+
+    >>> loop = Loop(1, {1}, [1])
+    >>> Preheader(loop, block=0).needs_label, Preheader(loop, retarget=[0]).needs_label
+    (False, True)
     """
 
     loop: Loop
@@ -215,6 +242,14 @@ class BranchRegion:
     `arms` are the branch block's distinct successors (``EXIT`` for a guarded return);
     `blocks` the blocks reached from them before `join`. The region is single-entry:
     every block in it is dominated by `branch`, and `branch` is not inside it.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .pred %p<2>;\\n\\t@%p1 ret;\\n\\tbar.sync 0;\\n\\tret;\\n}\\n")
+    >>> flow = flow_graph(m.function("k"))
+    >>> branch_region(flow, 0, DominatorTree.of(flow), DominatorTree.post_of(flow))
+    BranchRegion(branch=0, join='exit', arms=[1, 'exit'], blocks={1})
     """
 
     branch: int

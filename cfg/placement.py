@@ -64,6 +64,13 @@ class PlannedFence:
     index it precedes; the block length means "at the end"). `needs`: the ops it
     serves, first the one its reason names. `witness`: ``(source block, source event,
     block path)`` from `FunctionAnalysis.witness`.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.proxy import AnalysisOptions, FunctionAnalysis
+    >>> m = ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx")
+    >>> plan, = plan_fences(FunctionAnalysis(m.function("k"), AnalysisOptions()))[0]
+    >>> plan.placement, plan.block, plan.loop.header, fence_text_for(plan.cover), plan.needs[0].instruction.line
+    ('loop', 0, 1, 'fence.proxy.async.shared::cta', 36)
     """
 
     placement: str

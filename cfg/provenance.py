@@ -130,6 +130,16 @@ def pointer_provenance(flow, queries: dict) -> dict:
     variables used directly as a generic address (``symbol:smem``); each answer is
     the union over the names of their provenance just before the instruction at
     `position` of `block`.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .b64 %rd<3>;\\n.shared .b8 smem[64];\\n\\tmov.u64 %rd1, smem;\\n\\tand.b64 %rd2, %rd1, -16;\\n"
+    ...     "\\tst.u32 [%rd2], 1;\\n\\tret;\\n}\\n")
+    >>> found = pointer_provenance(flow_graph(m.function("k")),
+    ...                            {"mov": (0, 1, ["%rd1"]), "and": (0, 2, ["%rd2"]), "var": (0, 2, ["symbol:smem"])})
+    >>> {key: describe(mask) for key, mask in found.items()}
+    {'mov': 'shared::cta window', 'and': 'unknown', 'var': 'generic shared::cta'}
     """
     if not queries:
         return {}

@@ -151,19 +151,33 @@ def weaken(transfer: tuple) -> tuple:
 
 
 def write_transfer(spaces: int, strong: bool) -> tuple:
-    """A generic-proxy write of `spaces`."""
+    """A generic-proxy write of `spaces`.
+
+    >>> state_text(apply(write_transfer(CTA, strong=True), spread(CTA, ASYNC)), CTA)
+    'shared::cta={generic}'
+    >>> state_text(apply(write_transfer(CTA, strong=False), spread(CTA, ASYNC)), CTA)
+    'shared::cta={generic,async}'
+    """
     return (ALL & ~spread(spaces, 15) if strong else ALL), spread(spaces, GENERIC), 0
 
 
 def async_transfer(spaces: int, strong: bool) -> tuple:
-    """An async-proxy access of `spaces` (preceded by the fence it needs, if any)."""
+    """An async-proxy access of `spaces` (preceded by the fence it needs, if any).
+
+    >>> state_text(apply(async_transfer(CTA, strong=True), spread(SHARED, GENERIC)), SHARED)
+    'shared::cta={async} shared::cluster={none}'
+    """
     window = spread(overlap(spaces) & ~spaces, GENERIC)
     keep = ALL & ~spread(spaces, 15) & ~window if strong else ALL
     return keep, spread(spaces, ASYNC), window
 
 
 def fence_transfer(spaces: int, strong: bool) -> tuple:
-    """A proxy fence ordering `spaces`."""
+    """A proxy fence ordering `spaces`.
+
+    >>> state_text(apply(fence_transfer(SHARED, strong=True), spread(SHARED, GENERIC | ASYNC)), SHARED)
+    'shared::cta={none} shared::cluster={none}'
+    """
     return (ALL & ~spread(spaces, 15) if strong else ALL), spread(spaces, NONE), 0
 
 
@@ -185,6 +199,9 @@ class AnalysisOptions:
     cta_fence_covers_cluster:
         Treat ``fence.proxy.async.shared::cta`` as ordering both shared windows (as
         CUTLASS and TileLang do); set by ``fence_variant="shared::cta"``.
+
+    >>> spaces_text(AnalysisOptions().tracked), spaces_text(AnalysisOptions(track_global=True).tracked)
+    ('shared::cta+shared::cluster', 'shared::cta+shared::cluster+global')
     """
 
     track_global: bool = False
@@ -202,6 +219,12 @@ class Event(NamedTuple):
     kind: ``write``, ``async``, ``fence``, ``call`` (a ``.func`` with a summary),
     ``extern``, ``cp.async``, ``completion`` or ``inserted`` (a hoisted fence; its
     `position` is the instruction it goes before, or the block length for "at the end").
+
+    >>> import ptxkit
+    >>> m = ptxkit.parse_file("samples/fence/06b_tma_store_after_shared_store.ptx")
+    >>> events = FunctionAnalysis(m.function("k"), AnalysisOptions()).events[0]
+    >>> [(e.position, e.kind, spaces_text(e.spaces), e.guard) for e in events]
+    [(9, 'write', 'shared::cta', None), (10, 'async', 'shared::cta', None)]
     """
 
     position: int
@@ -220,6 +243,13 @@ class Summary:
     caller must provide before the call when the space may be generic there (the
     callee reaches an async op on it without a fence of its own); `exposed_at` names
     that async op.
+
+    >>> import ptxkit
+    >>> m = ptxkit.parse_file("samples/fence/x06_call_func_that_starts_with_wgmma.ptx")
+    >>> analysis = FunctionAnalysis(m.function("mma_tile"), AnalysisOptions())
+    >>> analysis.solve(); summary = analysis.summary(analysis.scan())
+    >>> summary.name, {spaces_text(space): spaces_text(cover) for space, cover in summary.exposed.items()}
+    ('mma_tile', {'shared::cta': 'shared::cta', 'shared::cluster': 'shared::cta+shared::cluster'})
     """
 
     name: str
@@ -230,7 +260,15 @@ class Summary:
 
 @dataclass
 class Need:
-    """An async op (or call) that needs a proxy fence right before it."""
+    """An async op (or call) that needs a proxy fence right before it.
+
+    >>> import ptxkit
+    >>> analysis = FunctionAnalysis(ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx").function("k"),
+    ...                             AnalysisOptions())
+    >>> analysis.solve(); need, = analysis.scan().needs
+    >>> need.kind, need.block, need.instruction.line, spaces_text(need.cover), state_text(need.state, SHARED)
+    ('async', 1, 36, 'shared::cta', 'shared::cta={generic,async} shared::cluster={none}')
+    """
 
     block: int
     position: int
@@ -245,7 +283,15 @@ class Need:
 
 @dataclass
 class Diagnostic:
-    """A warning about the input, at an instruction."""
+    """A warning about the input, at an instruction.
+
+    >>> import ptxkit
+    >>> analysis = FunctionAnalysis(ptxkit.parse_file("samples/fence/02b_cp_async_without_wait.ptx").function("k"),
+    ...                             AnalysisOptions())
+    >>> analysis.solve(); warning, = analysis.scan().lint
+    >>> warning.node.line, warning.message
+    (37, 'a cp.async write may still be in flight here ...: a proxy fence does not wait for it')
+    """
 
     node: object
     message: str
@@ -253,6 +299,17 @@ class Diagnostic:
 
 @dataclass
 class ScanResult:
+    """What `FunctionAnalysis.scan` finds: the fence needs, what a caller must fence
+    before a call (`exposed`, `exposed_at`, as in `Summary`), and warnings (`lint`).
+
+    >>> import ptxkit
+    >>> analysis = FunctionAnalysis(ptxkit.parse_file("samples/fence/x06_call_func_that_starts_with_wgmma.ptx")
+    ...                             .function("mma_tile"), AnalysisOptions())
+    >>> analysis.solve(); scan = analysis.scan()
+    >>> scan.needs, sorted(map(spaces_text, scan.exposed)), scan.exposed_at[CTA].line, scan.lint
+    ([], ['shared::cluster', 'shared::cta'], 21, [])
+    """
+
     needs: list[Need]
     exposed: dict[int, int]
     exposed_at: dict[int, object]
@@ -271,6 +328,13 @@ class FunctionAnalysis:
     `Summary`; `recursive` names callees in the same call-graph cycle (handled like an
     extern call under the ``strict`` policy). `defined` is the set of function names
     with a body in the module.
+
+    >>> import ptxkit
+    >>> analysis = FunctionAnalysis(ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx").function("k"),
+    ...                             AnalysisOptions())
+    >>> analysis.solve()
+    >>> len(analysis.flow), state_text(analysis.ins[1], SHARED), state_text(analysis.exit_state, SHARED)
+    (3, 'shared::cta={generic,async} shared::cluster={none}', 'shared::cta={async} shared::cluster={none}')
     """
 
     def __init__(self, function, options: AnalysisOptions, summaries: dict | None = None,
