@@ -29,7 +29,15 @@ REDUCE_OPS = ("sum", "max", "min")
 
 
 class ReductionError(ValueError):
-    """A reduction that cannot be generated; the message says why (TVM's text where TVM has one)."""
+    """A reduction that cannot be generated; the message says why (TVM's text where TVM has one).
+
+    >>> identity("prod", "f32")
+    Traceback (most recent call last):
+    ...
+    ptxkit.generators.analysis.ReductionError: unsupported reduce op: prod
+    >>> issubclass(ReductionError, ValueError)
+    True
+    """
 
 
 # ---- axes and indices ------------------------------------------------------------------------
@@ -63,7 +71,13 @@ def get_indices(nth: int, start, extent) -> list[int]:
 
 # ---- per-dim analysis ---------------------------------------------------------------------------
 class DimInfo(NamedTuple):
-    """One dim of a grouped layout: thread and local extents, and the thread iters' (stride, extent)."""
+    """One dim of a grouped layout: thread and local extents, and the thread iters' (stride, extent).
+
+    >>> from ptxkit.generators.layout import TileLayout, S, laneid
+    >>> info = analyze_layout_dims(TileLayout(S[(2, 32) : (1, 1 @ laneid)]), [16, 4])[0]
+    >>> info.thread_extent, info.local_extent, info.thread_strides
+    (8, 2, [(4, 8)])
+    """
 
     thread_extent: int
     local_extent: int
@@ -240,7 +254,13 @@ def analyze_shuffle_reduce(src_layout: TileLayout, dst_layout: TileLayout):
 
 class ShufflePlan(NamedTuple):
     """A checked Path-2 reduction: xor masks (descending), elements per lane, and the
-    bits of the lane index that the reduction runs over (``replica_bits``)."""
+    bits of the lane index that the reduction runs over (``replica_bits``).
+
+    >>> from ptxkit.generators.layout import TileLayout, S, R, laneid
+    >>> plan = shuffle_plan(TileLayout(S[(4, 8) : (8 @ laneid, 1 @ laneid)]), TileLayout(S[4 : 8 @ laneid] + R[8 : 1 @ laneid]))
+    >>> plan.width, plan.masks, bin(plan.replica_bits)
+    (8, (4, 2, 1), '0b111')
+    """
 
     masks: tuple[int, ...]
     local_elems: int
@@ -367,7 +387,14 @@ def validate_reduction_layout(src_sliced, dst_sliced, src_shape, dst_shape, redu
 
 def sliced_layout(layout: TileLayout, shape, start, extent) -> TileLayout:
     """The layout of a region (TVM's ``get_sublayout_from_region``): the unsliced one if
-    the region cannot be sliced."""
+    the region cannot be sliced.
+
+    >>> from ptxkit.generators.layout import TileLayout, S
+    >>> sliced_layout(TileLayout(S[64]), [64], [16], [16])
+    S[16 : 1] + 16
+    >>> sliced_layout(TileLayout(S[(4, 8) : (8, 1)]), [32], [3], [7])     # not a box: unsliced
+    S[(4, 8) : (8, 1)]
+    """
     sliced = layout.slice(list(shape), [(s, s + e) for s, e in zip(start, extent)])
     return sliced if sliced is not None else layout
 

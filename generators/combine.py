@@ -45,7 +45,16 @@ def is_native(op: str, t: "str | DType", sm: int) -> bool:
 
 
 def check(b, op: str, t: "str | DType") -> DType:
-    """Validate `op` and `t` for the builder's target; return the dtype."""
+    """Validate `op` and `t` for the builder's target; return the dtype.
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> check(PtxBuilder("sm_90a"), "max", "bfloat16").name
+    'bf16'
+    >>> check(PtxBuilder("sm_75"), "sum", "bf16")
+    Traceback (most recent call last):
+    ...
+    ValueError: bf16 arithmetic (cvt.f32.bf16, max.bf16) needs sm_80 or newer; the target is sm_75
+    """
     if op not in REDUCE_OPS:
         raise ReductionError(f"unsupported reduce op: {op}")
     t = as_dtype(t)
@@ -55,7 +64,14 @@ def check(b, op: str, t: "str | DType") -> DType:
 
 
 def combine(b, op: str, t, d: str, a: str, c: str) -> None:
-    """Emit ``d = op(a, c)`` for one element of dtype `t`."""
+    """Emit ``d = op(a, c)`` for one element of dtype `t`.
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> b = PtxBuilder("sm_80")
+    >>> combine(b, "min", "f32", "%f0", "%f0", "%f1"); combine(b, "max", "f16", "%h0", "%h0", "%h1")
+    >>> b.instructions()
+    ['min.f32 %f0, %f0, %f1;', 'max.f16 %h0, %h0, %h1;']
+    """
     t = check(b, op, t)
     if not t.is_half:
         b.ins(f"{OPCODES[op]}.{t.name}", d, a, c)
@@ -89,10 +105,20 @@ def combine_pair(b, op: str, t, d: str, a: str, c: str) -> None:
 
 
 def copy(b, t, d: str, a: str) -> None:
-    """Emit ``d = a`` for one element of dtype `t`."""
+    """Emit ``d = a`` for one element of dtype `t`.
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> b = PtxBuilder(); copy(b, "bf16", "%h1", "%h0"); copy(b, "s32", "%r1", "%r0"); b.instructions()
+    ['mov.b16 %h1, %h0;', 'mov.b32 %r1, %r0;']
+    """
     b.ins(f"mov.{ {'.f32': 'f32', '.b16': 'b16', '.b32': 'b32'}[as_dtype(t).reg_type] }", d, a)
 
 
 def set_identity(b, op: str, t, d: str) -> None:
-    """Emit ``d = identity(op)`` (0, the lowest or the highest value of `t`)."""
+    """Emit ``d = identity(op)`` (0, the lowest or the highest value of `t`).
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> b = PtxBuilder(); set_identity(b, "max", "f32", "%f0"); set_identity(b, "min", "u32", "%r0"); b.instructions()
+    ['mov.f32 %f0, 0fFF7FFFFF;', 'mov.b32 %r0, 4294967295;']
+    """
     b.mov_const(check(b, op, t), d, identity(op, t))

@@ -58,6 +58,13 @@ def reduce_local(
       so does this function unless `shuffle_accum` is True.
     * `thread_reduce`: in Path 3 at warp scope, finish with xor shuffles across lanes.
     * `pack`: shuffle f16/bf16 two per ``shfl`` (False: one per element, as TVM).
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> from ptxkit.generators.regtile import RegTile
+    >>> b = PtxBuilder("sm_90a"); reduce_local(RegTile(b, (4,), "f32"), RegTile(b, (4, 8), "f32"), axes=1, op="max")
+    'thread'
+    >>> b = PtxBuilder("sm_100a"); reduce_local(RegTile(b, (1,), "f32"), RegTile(b, (16,), "f32"))
+    'sm100'
     """
     if op not in REDUCE_OPS:
         raise ReductionError(f"unsupported reduce op: {op}")

@@ -17,7 +17,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DType:
-    """An element type: ``name`` is the PTX type suffix (``f32``, ``f16``, ``bf16``, ``s32``, ``u32``)."""
+    """An element type: ``name`` is the PTX type suffix (``f32``, ``f16``, ``bf16``, ``s32``, ``u32``).
+
+    >>> t = dtype("bfloat16")
+    >>> str(t), t.bits, t.nbytes, t.is_half, t.reg_type
+    ('bf16', 16, 2, True, '.b16')
+    """
 
     name: str
     bits: int

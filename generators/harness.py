@@ -45,7 +45,12 @@ _UINT = {2: np.uint16, 4: np.uint32}
 
 @dataclass(frozen=True)
 class TileSpec:
-    """A register tile to allocate: shape, dtype, layout (None: a plain row-major buffer)."""
+    """A register tile to allocate: shape, dtype, layout (None: a plain row-major buffer).
+
+    >>> from ptxkit.generators.layout import TileLayout, S, laneid
+    >>> TileSpec((4, 8)).tile_layout, TileSpec((32, 2, 2), "f32", TileLayout(S[(32, 2, 2) : (1 @ laneid, 2, 4)])).span
+    (S[(4, 8) : (8, 1)], 7)
+    """
 
     shape: tuple
     dtype: str = "f32"
@@ -67,6 +72,12 @@ class ImageCase:
     ``dst=None`` runs the generator with dst and src the same tile; `read_as` then reads
     the result through another view of those registers. `select_for` chooses
     instructions as for an older target (see `PtxBuilder`).
+
+    >>> from ptxkit.generators.dispatch import reduce_local
+    >>> case = ImageCase("row_max", TileSpec((4, 8)), TileSpec((4,)),
+    ...                  lambda d, s: reduce_local(d, s, axes=1, op="max"), copies=2)
+    >>> case.threads, case.total_threads, case.entry()[0].splitlines()[0]
+    (1, 2, '.visible .entry row_max(')
     """
 
     name: str
@@ -146,7 +157,14 @@ class ImageCase:
 
 
 class ImageRun:
-    """The dst image after a run, read through the dst layout."""
+    """The dst image after a run, read through the dst layout.
+
+    >>> from ptxkit.generators.dispatch import reduce_local
+    >>> case = ImageCase("row_sum", TileSpec((2, 3)), TileSpec((2,)), lambda d, s: reduce_local(d, s, axes=1))
+    >>> run = case.run(np.array([[[1.0, 2, 3], [4, 5, 6]]]), np.zeros((1, 2)), simulator(module_text([case])))
+    >>> run.values.tolist()                 # [copies, replicas, elements]
+    [[[6.0, 15.0]]]
+    """
 
     def __init__(self, spec: TileSpec, after: np.ndarray, before: np.ndarray, threads: int):
         self.spec = spec
@@ -223,7 +241,13 @@ def _add(thread, slot, key, values) -> None:
 
 
 def fill(spec: TileSpec, values, threads: int) -> np.ndarray:
-    """The image [copies·threads, span] holding `values` [copies, *shape]; gaps hold the sentinel."""
+    """The image [copies·threads, span] holding `values` [copies, *shape]; gaps hold the sentinel.
+
+    >>> from ptxkit.generators.layout import R, laneid
+    >>> image = fill(TileSpec((2,), "f32", TileLayout(S[2:1] + R[2 : 16 @ laneid])), [[1.0, 2.0]], threads=32)
+    >>> image.shape, image[0].tolist(), image[16].tolist(), image[1].tolist()
+    ((32, 2), [1.0, 2.0], [1.0, 2.0], [nan, nan])
+    """
     t = as_dtype(spec.dtype)
     values = np.asarray(values).reshape(len(values), -1)
     copies = len(values)
@@ -247,7 +271,13 @@ def _random(rng, spec: TileSpec, copies: int, low: float, high: float):
 
 # ---- runners ----------------------------------------------------------------------------------
 def module_text(cases) -> str:
-    """One module holding every case's entry (they must share a target)."""
+    """One module holding every case's entry (they must share a target).
+
+    >>> cases = [ImageCase(name, TileSpec((4,)), TileSpec((1,)), lambda d, s: None) for name in ("k0", "k1")]
+    >>> text = module_text(cases)
+    >>> text.splitlines()[:2], text.count(".entry")
+    (['.version 8.0', '.target sm_90a'], 2)
+    """
     targets = {case.target for case in cases}
     if len(targets) != 1:
         raise ValueError(f"cases for several targets in one module: {sorted(targets)}")
@@ -257,7 +287,14 @@ def module_text(cases) -> str:
 
 def simulator(text: str):
     """A runner for the entries of `text` on the simulator (no GPU): ``run(name, arrays,
-    threads)`` launches one CTA; every array is a global buffer, updated in place."""
+    threads)`` launches one CTA; every array is a global buffer, updated in place.
+
+    >>> from ptxkit.generators.dispatch import reduce_local
+    >>> case = ImageCase("row_sum", TileSpec((2, 3)), TileSpec((2,)), lambda d, s: reduce_local(d, s, axes=1))
+    >>> src, dst = case.images(np.array([[[1.0, 2, 3], [4, 5, 6]]]), np.zeros((1, 2)))
+    >>> simulator(module_text([case]))("row_sum", [src, dst], case.total_threads); dst.tolist()
+    [[6.0, 15.0]]
+    """
     import ptxkit
 
     module = ptxkit.parse(text, "<generated>")
@@ -270,7 +307,14 @@ def simulator(text: str):
 
 def gpu_runner(text: str, arch: str = "sm_90a"):
     """The same runner on the GPU: `text` is assembled once with ptxas, then each call copies
-    the arrays in (one device buffer per distinct array), launches one CTA and copies them back."""
+    the arrays in (one device buffer per distinct array), launches one CTA and copies them back.
+
+    >>> from ptxkit.generators.dispatch import reduce_local
+    >>> case = ImageCase("row_sum", TileSpec((2, 3)), TileSpec((2,)), lambda d, s: reduce_local(d, s, axes=1))
+    >>> runner = gpu_runner(module_text([case]))  # doctest: +SKIP
+    >>> case.run(np.array([[[1.0, 2, 3], [4, 5, 6]]]), np.zeros((1, 2)), runner).values.tolist()  # doctest: +SKIP
+    [[[6.0, 15.0]]]
+    """
     import ptxkit
     from ptxkit import runtime
 
@@ -292,6 +336,14 @@ def sass_counts(cubin: bytes, mnemonic: str = "SHFL") -> dict[str, int]:
     """How many SASS instructions of `mnemonic` each kernel of a cubin has (``cuobjdump -sass``).
 
     Raises FileNotFoundError when cuobjdump is not on PATH nor next to ptxas.
+
+    >>> import ptxkit
+    >>> from ptxkit.generators.parity import shuffle_count_cases
+    >>> case, shuffles = shuffle_count_cases()[0]; case.name, shuffles
+    ('shfl_count_f32_1_w_32', 5)
+    >>> cubin = ptxkit.assemble(module_text([case])).data   # doctest: +SKIP
+    >>> sass_counts(cubin)                                  # doctest: +SKIP
+    {'shfl_count_f32_1_w_32': 5}
     """
     import os
     import re

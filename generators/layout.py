@@ -32,7 +32,13 @@ from typing import NamedTuple
 
 
 class LayoutError(ValueError):
-    """A layout operation that cannot be done (grouping, tiling, a bad coordinate)."""
+    """A layout operation that cannot be done (grouping, tiling, a bad coordinate).
+
+    >>> TileLayout(S[64]).group([5, 16])
+    Traceback (most recent call last):
+    ...
+    ptxkit.generators.layout.LayoutError: layout S[64 : 1] can not be grouped by shape [5, 16]
+    """
 
 
 class Axis:
@@ -95,7 +101,13 @@ THREAD_STEP = {"laneid": 1, "warpid": 32, "tid_in_wg": 1, "wid_in_wg": 32, "wgid
 
 
 class OnAxis(NamedTuple):
-    """A stride on an axis, written ``stride @ axis``; added to a layout it is an offset."""
+    """A stride on an axis, written ``stride @ axis``; added to a layout it is an offset.
+
+    >>> 4 @ laneid, (4 @ laneid).stride
+    (4@laneid, 4)
+    >>> TileLayout(S[4:1]) + 8 @ laneid
+    S[4 : 1] + 8@laneid
+    """
 
     stride: int
     axis: Axis
@@ -370,6 +382,10 @@ class SwizzleLayout(TileLayout):
 
     Register tiles have no use for swizzles; this class exists so that validation can
     refuse one with TVM's message.
+
+    >>> sw = SwizzleLayout(1, 3, 3, 64)
+    >>> sw.is_swizzle(), sw.size(), sw == TileLayout(S[64])
+    (True, 64, False)
     """
 
     __slots__ = ("per_element", "swizzle_len", "atom_len")
@@ -387,7 +403,12 @@ class SwizzleLayout(TileLayout):
 
 @dataclass(frozen=True)
 class ComposeLayout:
-    """A swizzle composed over a non-trivial tile: not a `TileLayout` (refused by validation)."""
+    """A swizzle composed over a non-trivial tile: not a `TileLayout` (refused by validation).
+
+    >>> c = ComposeLayout(SwizzleLayout(1, 3, 3, 64), TileLayout(S[(8, 8)]))
+    >>> c.is_swizzle(), isinstance(c, TileLayout), c.tile_layout.size()
+    (False, False, 64)
+    """
 
     swizzle: SwizzleLayout
     tile_layout: TileLayout

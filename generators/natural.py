@@ -6,9 +6,9 @@ check the same generators the way TVM's tests use them: a lane loads ``A[lane]``
 (§4.6), and four warps sum rows in a loop, combining through shared memory under a
 warp-uniform branch (§4.12, TVM's multi-warp loop, the 144th local-variant test).
 
->>> cases = natural_cases()
->>> len(cases), cases[-1].name
-(63, 'multi_warp_loop')
+>>> from ptxkit.generators.harness import simulator
+>>> case = warp_shuffle_natural("sum", "f32")
+>>> case.run_and_check(simulator(module_text([case])))     # raises if a lane is wrong
 """
 
 from __future__ import annotations
@@ -28,7 +28,12 @@ from .regtile import RegTile
 
 @dataclass
 class NaturalCase:
-    """A hand-addressed kernel: its entry, arguments, which arguments it writes, the reference."""
+    """A hand-addressed kernel: its entry, arguments, which arguments it writes, the reference.
+
+    >>> case = warp_shuffle_natural("sum", "f32")
+    >>> case.name, case.threads, case.outputs, [a.shape for a in case.inputs(np.random.default_rng(0))]
+    ('natural_shuffle_sum_f32', 32, (1,), [(32,), (32,)])
+    """
 
     name: str
     group: str
@@ -53,7 +58,12 @@ class NaturalCase:
 
 
 def module_text(cases) -> str:
-    """One sm_90a module with every natural kernel."""
+    """One sm_90a module with every natural kernel.
+
+    >>> text = module_text([warp_shuffle_natural("max", "f16"), multi_warp_loop_natural()])
+    >>> text.splitlines()[:2], text.count(".entry")
+    (['.version 8.0', '.target sm_90a'], 2)
+    """
     return _module_text([c.entry for c in cases], "sm_90a", max(c.version for c in cases))
 
 
@@ -86,7 +96,13 @@ def _lane(b) -> str:
 
 
 def warp_shuffle_natural(op: str, dt: str) -> NaturalCase:
-    """§4.9: ``src[0] = A[lane]``; warp reduce; ``B[lane] = dst[0]``."""
+    """§4.9: ``src[0] = A[lane]``; warp reduce; ``B[lane] = dst[0]``.
+
+    >>> from ptxkit.generators.harness import simulator
+    >>> case = warp_shuffle_natural("max", "f16"); case.name
+    'natural_shuffle_max_f16'
+    >>> case.run_and_check(simulator(module_text([case])))
+    """
     b = PtxBuilder()
     a_ptr, b_ptr = _params(b, ("A", "B"))
     t = as_dtype(dt)
@@ -109,7 +125,14 @@ def warp_shuffle_natural(op: str, dt: str) -> NaturalCase:
 
 
 def warp_shuffle_multi_natural(op: str, dt: str) -> NaturalCase:
-    """§4.10: ``src[i] = A[4·lane+i]``; warp reduce; every lane stores ``B[i] = dst[i]``."""
+    """§4.10: ``src[i] = A[4·lane+i]``; warp reduce; every lane stores ``B[i] = dst[i]``.
+
+    >>> from ptxkit.generators.harness import simulator
+    >>> case = warp_shuffle_multi_natural("sum", "f32")
+    >>> [a.shape for a in case.inputs(np.random.default_rng(0))]
+    [(128,), (4,)]
+    >>> case.run_and_check(simulator(module_text([case])))
+    """
     b = PtxBuilder()
     a_ptr, b_ptr = _params(b, ("A", "B"))
     t = as_dtype(dt)
@@ -137,7 +160,14 @@ def warp_shuffle_multi_natural(op: str, dt: str) -> NaturalCase:
 
 
 def wgmma_fragment_natural(groups: int, warps: int, op: str, dt: str, shuffle: bool, accum: bool) -> NaturalCase:
-    """§4.6 with TVM's loads: ``acc[j, 2i+v] = A[row0 + 8j + lane/4, 8i + 2(lane%4) + v]``."""
+    """§4.6 with TVM's loads: ``acc[j, 2i+v] = A[row0 + 8j + lane/4, 8i + 2(lane%4) + v]``.
+
+    >>> from ptxkit.generators.harness import simulator
+    >>> case = wgmma_fragment_natural(1, 4, "max", "f16", shuffle=False, accum=False)
+    >>> case.name, case.threads
+    ('natural_wgmma_g1w4_max_f16_noshfl', 128)
+    >>> case.run_and_check(simulator(module_text([case])))
+    """
     b = PtxBuilder()
     a_ptr, b_ptr = _params(b, ("A", "B"))
     t = as_dtype(dt)
@@ -199,7 +229,14 @@ def wgmma_fragment_natural(groups: int, warps: int, op: str, dt: str, shuffle: b
 
 def multi_warp_loop_natural(iterations: int = 3) -> NaturalCase:
     """§4.12: 4 warps sum a row of 128 each iteration; warps combine through shared memory,
-    warp 0 alone (a warp-uniform branch) reduces the 4 partial sums."""
+    warp 0 alone (a warp-uniform branch) reduces the 4 partial sums.
+
+    >>> from ptxkit.generators.harness import simulator
+    >>> case = multi_warp_loop_natural(2)
+    >>> case.threads, [a.shape for a in case.inputs(np.random.default_rng(0))]
+    (128, [(2, 128), (2,)])
+    >>> case.run_and_check(simulator(module_text([case])))
+    """
     b = PtxBuilder()
     a_ptr, b_ptr = _params(b, ("A", "B"))
     smem = b.shared("sum_smem", 16, 4)
@@ -253,7 +290,12 @@ def multi_warp_loop_natural(iterations: int = 3) -> NaturalCase:
 
 
 def natural_cases() -> list[NaturalCase]:
-    """Every natural kernel: §4.9 and §4.10 (4 each), §4.6 (54), §4.12 (1)."""
+    """Every natural kernel: §4.9 and §4.10 (4 each), §4.6 (54), §4.12 (1).
+
+    >>> cases = natural_cases()
+    >>> len(cases), cases[-1].name, sum(c.group == "natural_wgmma" for c in cases)
+    (63, 'multi_warp_loop', 54)
+    """
     cases = [warp_shuffle_natural(op, dt) for op in ("sum", "max") for dt in ("f32", "f16")]
     cases += [warp_shuffle_multi_natural(op, dt) for op in ("sum", "max") for dt in ("f32", "f16")]
     for groups, warps in ((1, 1), (1, 4), (2, 8)):

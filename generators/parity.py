@@ -41,6 +41,12 @@ class ParityCase:
 
     ``expected(a, b)`` maps the logical inputs (``[copies, *shape]``, float64) to the
     expected result through `case.out`. ``inputs(rng)`` overrides random inputs.
+
+    >>> from ptxkit.generators.harness import module_text, simulator
+    >>> case = identity_cases()[2]
+    >>> case.name, case.group, case.atol
+    ('max_ignores_nan', 'identity', 0.0)
+    >>> case.run_and_check(simulator(module_text([case.case])))      # raises on a mismatch
     """
 
     case: ImageCase
@@ -102,6 +108,12 @@ THREAD_WISE = [
 
 
 def thread_wise_cases(target="sm_90a", copies=4) -> list[ParityCase]:
+    """§4.4: Path 1 over TVM's shapes and axes, every op, with and without accum.
+
+    >>> cases = thread_wise_cases()
+    >>> len(cases), cases[1].name, cases[1].case.copies
+    (60, 'thread_1_ax_0_sum_acc', 4)
+    """
     cases = []
     for src, dst, axes in THREAD_WISE:
         for op in OPS:
@@ -132,6 +144,12 @@ def _lane_rows(shape) -> TileLayout:
 
 
 def view_basic_cases(target="sm_90a") -> list[ParityCase]:
+    """§4.5: Path 3 at warp scope on one row per lane, folded within each lane (no shuffles).
+
+    >>> cases = view_basic_cases()
+    >>> len(cases), cases[0].name, cases[0].case.src.layout
+    (18, 'view_64_to_1_ax_m1_sum', S[(32, 64) : (1@laneid, 1)])
+    """
     cases = []
     for inner, dst_dims, axes, accum, slice_end in VIEW_BASIC:
         src_shape, dst_shape = (32, *inner), (32, *dst_dims)
@@ -155,7 +173,12 @@ def view_basic_cases(target="sm_90a") -> list[ParityCase]:
 
 # ---- §4.6 Path 3 with the WGMMA accumulator layout -----------------------------------------------------
 def wgmma_acc_layout() -> TileLayout:
-    """The (16, 128) WGMMA accumulator of one warp, built as TVM's test builds it."""
+    """The (16, 128) WGMMA accumulator of one warp, built as TVM's test builds it.
+
+    >>> L = wgmma_acc_layout()
+    >>> L.size(), L.storage().size(), L.apply((1, 0), shape=[16, 128])     # row 1 is lane 4's
+    (2048, 64, [{'m': 0, 'laneid': 4}])
+    """
     atom = TileLayout(S[(1, 2) : (2, 1)])
     warp = TileLayout(S[(8, 4) : (4 @ laneid, 1 @ laneid)])
     return atom.tile(warp, (8, 4), (1, 2)).tile(TileLayout(S[(2, 16) : (1, 2)]), (2, 16), (8, 8))
@@ -165,6 +188,13 @@ RED_VIEW = TileLayout(S[(2, 32) : (1, 1 @ laneid)])
 
 
 def view_complex_cases(target="sm_90a") -> list[ParityCase]:
+    """§4.6: Path 3 on the WGMMA accumulator (`wgmma_acc_layout`) of 1, 4 and 8 warps, with
+    and without shuffles.
+
+    >>> cases = view_complex_cases()
+    >>> len(cases), sorted({c.case.copies for c in cases}), cases[0].name
+    (54, [1, 4, 8], 'complex_g1w1_sum_f32_shfl')
+    """
     cases = []
     for groups, warps in ((1, 1), (1, 4), (2, 8)):
         for op in OPS:
@@ -222,13 +252,23 @@ def _one_value_cases(group, lengths, ops, target) -> list[ParityCase]:
 
 
 def maxmin_fallback_cases(target="sm_90a") -> list[ParityCase]:
-    """TVM's §4.7 on a target before sm_100: Path 1."""
+    """TVM's §4.7 on a target before sm_100: Path 1.
+
+    >>> cases = maxmin_fallback_cases()
+    >>> len(cases), cases[0].name, cases[0].case.target
+    (36, 'maxmin_fallback_8_max', 'sm_90a')
+    """
     return _one_value_cases("maxmin_fallback", MAXMIN_LENGTHS, ("max", "min"), target)
 
 
 def sm100_cases(target="sm_100a") -> list[ParityCase]:
     """TVM's §4.7 and §4.8 on sm_100a (36 + 20; length 7 stays on Path 1), plus the lengths
-    of §7.5 B14 they miss. Assemble-only on an H200; the simulator runs them."""
+    of §7.5 B14 they miss. Assemble-only on an H200; the simulator runs them.
+
+    >>> cases = sm100_cases()
+    >>> len(cases), cases[0].name, cases[0].case.target
+    (74, 'sm100_maxmin_8_max', 'sm_100a')
+    """
     return (_one_value_cases("sm100_maxmin", MAXMIN_LENGTHS + (9, 17, 63, 65), ("max", "min"), target)
             + _one_value_cases("sm100_sum", PACKED_SUM_LENGTHS + (15,), ("sum",), target))
 
@@ -245,6 +285,12 @@ def _shuffle_case(name, group, src_shape, src_layout, dst_shape, dst_layout, op,
 
 
 def warp_shuffle_cases(target="sm_90a") -> list[ParityCase]:
+    """§4.9–§4.11: Path 2 with one or four elements per lane, and a layout with gaps.
+
+    >>> cases = warp_shuffle_cases()
+    >>> len(cases), cases[0].name, cases[-1].name
+    (9, 'shuffle32_sum_f32', 'shuffle_gapped')
+    """
     cases = []
     for op in ("sum", "max"):
         for dt in ("f32", "f16"):
@@ -266,6 +312,11 @@ def warp_shuffle_cases(target="sm_90a") -> list[ParityCase]:
 
 # ---- §4.13 Path 3 at warpgroup scope ----------------------------------------------------------------------
 def warpgroup_cases(target="sm_90a") -> list[ParityCase]:
+    """§4.13: Path 3 at warpgroup scope, one row of 16 per thread.
+
+    >>> [c.name for c in warpgroup_cases()]
+    ['wg_local_sum', 'wg_local_max']
+    """
     cases = []
     for op in ("sum", "max"):
         def generate(d, s, op=op):
@@ -288,7 +339,12 @@ def _lanes(*specs) -> TileLayout:
 
 
 def partial_width_cases(target="sm_90a") -> list[ParityCase]:
-    """B1–B3: Path 2 over groups of W adjacent lanes, strided replicas, width 1."""
+    """B1–B3: Path 2 over groups of W adjacent lanes, strided replicas, width 1.
+
+    >>> cases = partial_width_cases()
+    >>> len(cases), sorted({c.group for c in cases})
+    (22, ['partial_width', 'strided_replica', 'width1'])
+    """
     cases = []
     for width in (2, 4, 8, 16):
         groups = 32 // width
@@ -317,7 +373,12 @@ def partial_width_cases(target="sm_90a") -> list[ParityCase]:
 
 def packed_half_cases(target="sm_90a") -> list[ParityCase]:
     """Path 2 with f16/bf16, several elements per lane (one pair and a lone element each),
-    natively and with the f32 fallbacks of older targets (run on this GPU via `select_for`)."""
+    natively and with the f32 fallbacks of older targets (run on this GPU via `select_for`).
+
+    >>> cases = packed_half_cases()
+    >>> len(cases), sorted({c.case.select_for or "native" for c in cases})
+    (24, ['native', 'sm_75', 'sm_80'])
+    """
     cases = []
     src_layout = TileLayout(S[(4, 8, 3) : (8 @ laneid, 1 @ laneid, 1)])
     dst_layout = TileLayout(S[(4, 3) : (8 @ laneid, 1)] + R[8 : 1 @ laneid])
@@ -332,7 +393,12 @@ def packed_half_cases(target="sm_90a") -> list[ParityCase]:
 
 
 def integer_cases(target="sm_90a") -> list[ParityCase]:
-    """s32/u32 through Path 2 (redux.sync on sm_80+, shuffles as on sm_75) and Path 1."""
+    """s32/u32 through Path 2 (redux.sync on sm_80+, shuffles as on sm_75) and Path 1.
+
+    >>> cases = integer_cases()
+    >>> len(cases), cases[0].name, cases[-1].name
+    (30, 'int_s32_native_sum_w_32', 'int_thread_u32_min')
+    """
     cases = []
     for dt in ("s32", "u32"):
         for select_for in (None, "sm_75"):
@@ -353,7 +419,11 @@ def integer_cases(target="sm_90a") -> list[ParityCase]:
 
 
 def view_mask_cases(target="sm_90a") -> list[ParityCase]:
-    """B5: Path 3 shuffles over a dim held by several lane iters, and over rows spread on lanes."""
+    """B5: Path 3 shuffles over a dim held by several lane iters, and over rows spread on lanes.
+
+    >>> [c.name for c in view_mask_cases()][:2]
+    ['view_masks_1_2_16_sum', 'view_masks_4_8_16_sum']
+    """
     cases = []
     several = TileLayout(S[(4, 2, 4, 8) : (4 @ laneid, 16 @ laneid, 1 @ laneid, 1)])
     several_dst = TileLayout(S[(4, 2, 4) : (4 @ laneid, 16 @ laneid, 1 @ laneid)])
@@ -382,7 +452,12 @@ def view_mask_cases(target="sm_90a") -> list[ParityCase]:
 
 
 def in_place_cases(target="sm_90a") -> list[ParityCase]:
-    """B6: Path 2 with dst a view of src's own registers (no copies are emitted)."""
+    """B6: Path 2 with dst a view of src's own registers (no copies are emitted).
+
+    >>> case = in_place_cases()[0]
+    >>> case.name, case.case.dst is None, case.case.out.shape
+    ('in_place_shuffle_sum', True, (4,))
+    """
     cases = []
     src = TileSpec((128,), "f32", TileLayout(S[(32, 4) : (1 @ laneid, 1)]))
     view = TileSpec((4,), "f32", TileLayout(S[4:1] + R[32 : 1 @ laneid]))
@@ -408,7 +483,12 @@ FLT_MAX = 3.4028234663852886e38
 
 
 def identity_cases(target="sm_90a") -> list[ParityCase]:
-    """B7: TVM's identities and PTX's max/min at the edges (what TVM does, checked exactly)."""
+    """B7: TVM's identities and PTX's max/min at the edges (what TVM does, checked exactly).
+
+    >>> cases = identity_cases()
+    >>> len(cases), [c.name for c in cases][:3], {c.atol for c in cases}
+    (9, ['max_all_neg_inf', 'min_all_pos_inf', 'max_ignores_nan'], {0.0})
+    """
     inf, nan = math.inf, math.nan
 
     def thread(name, dt, op, values, want, signed_zeros=False, select_for=None):
@@ -439,7 +519,12 @@ def identity_cases(target="sm_90a") -> list[ParityCase]:
 
 
 def region_cases(target="sm_90a") -> list[ParityCase]:
-    """B8–B10: regions in Path 1 and 3, axes edge cases, squeezed dst in Path 3."""
+    """B8–B10: regions in Path 1 and 3, axes edge cases, squeezed dst in Path 3.
+
+    >>> cases = region_cases()
+    >>> len(cases), sorted({c.group for c in cases})
+    (25, ['axes', 'region', 'squeezed'])
+    """
     cases = []
     for op in OPS:
         for accum in (False, True):
@@ -501,7 +586,12 @@ def region_cases(target="sm_90a") -> list[ParityCase]:
 
 
 def fallback_cases(target="sm_90a") -> list[ParityCase]:
-    """B13: every dtype with the instructions of its oldest target (selected, run here)."""
+    """B13: every dtype with the instructions of its oldest target (selected, run here).
+
+    >>> cases = fallback_cases()
+    >>> len(cases), cases[0].name, cases[0].case.select_for
+    (12, 'thread_f16_sm_75_sum', 'sm_75')
+    """
     cases = []
     for dt, select_for in (("f16", "sm_75"), ("f16", "sm_80"), ("bf16", "sm_80"), ("bf16", None)):
         for op in OPS:
@@ -516,7 +606,12 @@ def fallback_cases(target="sm_90a") -> list[ParityCase]:
 
 def oldest_target_cases() -> list[ParityCase]:
     """Each dtype at the oldest target ptxas 13 knows for it (sm_75; bf16 sm_80), Paths 1
-    and 2: assembled for those targets and simulated (an H200 cannot load their cubins)."""
+    and 2: assembled for those targets and simulated (an H200 cannot load their cubins).
+
+    >>> cases = oldest_target_cases()
+    >>> len(cases), sorted({c.case.target for c in cases})
+    (36, ['sm_75', 'sm_80'])
+    """
     cases = []
     for dt, target in (("f32", "sm_75"), ("f16", "sm_75"), ("f16", "sm_80"), ("bf16", "sm_80"), ("s32", "sm_75"),
                        ("s32", "sm_80")):
@@ -537,7 +632,11 @@ def oldest_target_cases() -> list[ParityCase]:
 
 
 def extra_cases(target="sm_90a") -> list[ParityCase]:
-    """The cases of reduction.md §7.5 B that run (the refusals are CPU tests)."""
+    """The cases of reduction.md §7.5 B that run (the refusals are CPU tests).
+
+    >>> len(extra_cases())
+    131
+    """
     return (partial_width_cases(target) + packed_half_cases(target) + integer_cases(target)
             + view_mask_cases(target) + in_place_cases(target) + identity_cases(target) + region_cases(target)
             + fallback_cases(target))
@@ -545,7 +644,11 @@ def extra_cases(target="sm_90a") -> list[ParityCase]:
 
 def shuffle_count_cases(target="sm_90a") -> list[tuple[ImageCase, int]]:
     """Warp reductions and the ``shfl`` count each must have: log2(width) per 32-bit word
-    reduced (a word is one f32, or two f16/bf16 packed together)."""
+    reduced (a word is one f32, or two f16/bf16 packed together).
+
+    >>> [(case.name, shuffles) for case, shuffles in shuffle_count_cases()][:2]
+    [('shfl_count_f32_1_w_32', 5), ('shfl_count_f32_4_w_32', 20)]
+    """
     shapes = [  # (dtype, elements per lane, lanes per group)
         ("f32", 1, 32), ("f32", 4, 32), ("f32", 3, 8), ("f16", 4, 32), ("f16", 3, 32), ("bf16", 2, 16), ("bf16", 5, 4)]
     cases = []
@@ -566,11 +669,20 @@ def shuffle_count_cases(target="sm_90a") -> list[tuple[ImageCase, int]]:
 
 
 def all_cases(target="sm_90a") -> list[ParityCase]:
-    """`tvm_cases` and `extra_cases`: everything that runs on an sm_90 GPU."""
+    """`tvm_cases` and `extra_cases`: everything that runs on an sm_90 GPU.
+
+    >>> len(all_cases())
+    310
+    """
     return tvm_cases(target) + extra_cases(target)
 
 
 def tvm_cases(target="sm_90a") -> list[ParityCase]:
-    """TVM's local-variant cases but the multi-warp loop (`natural.py`), and §4.7 on Path 1."""
+    """TVM's local-variant cases but the multi-warp loop (`natural.py`), and §4.7 on Path 1.
+
+    >>> cases = tvm_cases("sm_80")
+    >>> len(cases), {c.case.target for c in cases}
+    (179, {'sm_80'})
+    """
     return (thread_wise_cases(target) + view_basic_cases(target) + view_complex_cases(target)
             + warp_shuffle_cases(target) + warpgroup_cases(target) + maxmin_fallback_cases(target))

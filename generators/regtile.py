@@ -24,7 +24,13 @@ from .layout import ComposeLayout, LayoutError, S, TileLayout
 
 
 class RegTile:
-    """A tile in registers (see the module docstring). ``scope`` is always ``"local"``."""
+    """A tile in registers (see the module docstring). ``scope`` is always ``"local"``.
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> t = RegTile(PtxBuilder(), (4, 8), "f16")          # no layout: 32 slots, row-major
+    >>> len(t.regs), t.regs[:2], t[1:3, 2].extent, t[1:3].same_buffer(t)
+    (32, ['%h0', '%h1'], (2, 1), True)
+    """
 
     scope = "local"
 

@@ -45,6 +45,15 @@ def gen_reduce_warp_shuffle(dst, src, op: str = "sum", accum: bool = False, pack
 
     `pack` (default True) shuffles f16/bf16 elements two per ``shfl``; False gives
     TVM's one shuffle per element.
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> from ptxkit.generators.regtile import RegTile
+    >>> from ptxkit.generators.layout import TileLayout, S, R, laneid
+    >>> b = PtxBuilder()
+    >>> src = RegTile(b, (32, 2), "f16", TileLayout(S[(32, 2) : (1 @ laneid, 1)]))
+    >>> dst = RegTile(b, (2,), "f16", TileLayout(S[2:1] + R[32 : 1 @ laneid]))
+    >>> gen_reduce_warp_shuffle(dst, src); sum(i.startswith("shfl") for i in b.instructions()), b.instructions()[4]
+    (5, 'add.f16x2 %r0, %r0, %r1;')
     """
     b = src.builder
     t = check(b, op, src.dtype)
@@ -73,6 +82,12 @@ def xor_allreduce(b, op, t, values, masks, membermask, pack=True, redux_bits=Non
 
     Masks are applied in the order given. `membermask` is an immediate or a register.
     With `redux_bits` (the lane bits the masks span) s32/u32 use ``redux.sync`` on sm_80+.
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> b = PtxBuilder(); x = b.reg(".f32")
+    >>> xor_allreduce(b, "sum", "f32", [x], [1, 2], FULL_MASK); b.instructions()
+    ['shfl.sync.bfly.b32 %f1, %f0, 1, 0x1f, 0xffffffff;', 'add.f32 %f0, %f0, %f1;',
+     'shfl.sync.bfly.b32 %f1, %f0, 2, 0x1f, 0xffffffff;', 'add.f32 %f0, %f0, %f1;']
     """
     if not masks or not values:
         return

@@ -59,7 +59,14 @@ from ptxkit.instruction import parse_number
 
 
 class SimulationError(RuntimeError):
-    """The kernel does something the interpreter does not model, or that is undefined."""
+    """The kernel does something the interpreter does not model, or that is undefined.
+
+    >>> a = np.zeros(4, np.float32)                       # n = 8 but the buffers hold 4
+    >>> launch(open("samples/toolchain/vector_add.ptx").read(), "vector_add", a, a, a, np.uint32(8), block=8)
+    Traceback (most recent call last):
+    ...
+    ptxkit.generators.simulate.SimulationError: line 37: ...: global access past the end of its buffer
+    """
 
 
 _WIDTH = {".pred": 1, ".b8": 8, ".u8": 8, ".s8": 8, ".b16": 16, ".u16": 16, ".s16": 16, ".f16": 16, ".bf16": 16,
@@ -80,6 +87,11 @@ def launch(ptx, name: str, *args, grid=1, block=32, cluster=1) -> None:
     Scalars (numpy or Python ints) are passed by value. `grid` (in CTAs), `block` and
     `cluster` are ints (only the x dimension is modelled); `grid` must be a multiple of
     `cluster`, and with clusters `block` a multiple of 32.
+
+    >>> a, b, c = np.arange(6, dtype=np.float32), np.ones(6, np.float32), np.zeros(6, np.float32)
+    >>> launch(open("samples/toolchain/vector_add.ptx").read(), "vector_add", a, b, c, np.uint32(6), grid=2, block=4)
+    >>> c.tolist()
+    [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     """
     program = Program(ptx, name)
     grid, block, cluster = (value[0] if isinstance(value, tuple) else value for value in (grid, block, cluster))
@@ -96,7 +108,12 @@ def launch(ptx, name: str, *args, grid=1, block=32, cluster=1) -> None:
 
 
 class Program:
-    """One entry, decoded: instructions, labels, parameters, shared variables."""
+    """One entry, decoded: instructions, labels, parameters, shared variables.
+
+    >>> program = Program(open("samples/toolchain/vector_add.ptx").read(), "vector_add")
+    >>> program.params, len(program.instructions), program.labels, program.shared_size
+    (['a', 'b', 'c', 'n'], 22, {'DONE': 21}, 0)
+    """
 
     def __init__(self, ptx, name: str):
         import ptxkit

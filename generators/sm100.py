@@ -29,7 +29,14 @@ from .combine import combine
 
 
 def applies(dst, src, scope: str) -> bool:
-    """TVM's predicates for the priority-20 variants (any reduce op)."""
+    """TVM's predicates for the priority-20 variants (any reduce op).
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> from ptxkit.generators.regtile import RegTile
+    >>> b = PtxBuilder("sm_100a"); one = RegTile(b, (1,), "f32")
+    >>> applies(one, RegTile(b, (8,), "f32"), "thread"), applies(one, RegTile(b, (7,), "f32"), "thread")
+    (True, False)
+    """
     b = src.builder
     return (
         scope == "thread"
@@ -51,7 +58,14 @@ def _elements(dst, src) -> tuple[str, list[str]]:
 
 
 def gen_reduce_thread_packed_sum(dst, src, accum: bool = False) -> None:
-    """``dst = sum(src)`` with ``add.rn.ftz.f32x2`` (TVM's ``packed_add_sum``)."""
+    """``dst = sum(src)`` with ``add.rn.ftz.f32x2`` (TVM's ``packed_add_sum``).
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> from ptxkit.generators.regtile import RegTile
+    >>> b = PtxBuilder("sm_100a"); src, dst = RegTile(b, (16,), "f32"), RegTile(b, (1,), "f32")
+    >>> gen_reduce_thread_packed_sum(dst, src); b.version, sum("f32x2" in i for i in b.instructions())
+    ((8, 6), 7)
+    """
     b = src.builder
     d, values = _elements(dst, src)
     b.require_version((8, 6))
@@ -84,7 +98,14 @@ def gen_reduce_thread_packed_sum(dst, src, accum: bool = False) -> None:
 
 
 def gen_reduce_thread_max3(dst, src, op: str, accum: bool = False) -> None:
-    """``dst = max(src)`` or ``min(src)`` with 3-input ``max.f32``/``min.f32`` (TVM's ``3input_maxmin``)."""
+    """``dst = max(src)`` or ``min(src)`` with 3-input ``max.f32``/``min.f32`` (TVM's ``3input_maxmin``).
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> from ptxkit.generators.regtile import RegTile
+    >>> b = PtxBuilder("sm_100a"); src, dst = RegTile(b, (16,), "f32"), RegTile(b, (1,), "f32")
+    >>> gen_reduce_thread_max3(dst, src, "min"); b.instructions()[-1]
+    'min.f32 %f16, %f16, %f19, %f20;'
+    """
     if op not in ("max", "min"):
         raise ReductionError(f"the 3-input path reduces max or min, not {op}")
     b = src.builder
@@ -107,7 +128,14 @@ def gen_reduce_thread_max3(dst, src, op: str, accum: bool = False) -> None:
 
 
 def gen_reduce_sm100(dst, src, op: str, accum: bool = False) -> None:
-    """The fast path for `op`: packed sum or 3-input max/min."""
+    """The fast path for `op`: packed sum or 3-input max/min.
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> from ptxkit.generators.regtile import RegTile
+    >>> b = PtxBuilder("sm_100a"); src, dst = RegTile(b, (8,), "f32"), RegTile(b, (1,), "f32")
+    >>> gen_reduce_sm100(dst, src, "sum"); b.instructions()[-1]
+    'add.f32 %f8, %f9, %f10;'
+    """
     if op == "sum":
         gen_reduce_thread_packed_sum(dst, src, accum)
     else:

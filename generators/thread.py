@@ -28,6 +28,12 @@ def gen_reduce_thread(dst, src, axes=-1, op: str = "sum", accum: bool = False) -
 
     Unlike TVM, the dst region must hold exactly as many elements as src has spatial
     positions (TVM writes out of bounds when dst is smaller).
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> from ptxkit.generators.regtile import RegTile
+    >>> b = PtxBuilder(); src, dst = RegTile(b, (2, 3), "f32"), RegTile(b, (2,), "f32")
+    >>> gen_reduce_thread(dst, src, axes=1); b.instructions()[4:]
+    ['mov.f32 %f7, 0f00000000;', 'add.f32 %f7, %f7, %f3;', 'add.f32 %f7, %f7, %f4;', 'add.f32 %f7, %f7, %f5;']
     """
     b = src.builder
     t = check(b, op, src.dtype)

@@ -62,7 +62,17 @@ WARPGROUP_SHUFFLE = (
 
 
 def gen_reduce_view(dst, src, axes=-1, op="sum", accum=False, thread_reduce=False, scope="warp", pack=True) -> None:
-    """Emit the Path-3 reduction (see the module docstring). `pack` as in Path 2."""
+    """Emit the Path-3 reduction (see the module docstring). `pack` as in Path 2.
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> from ptxkit.generators.regtile import RegTile
+    >>> from ptxkit.generators.layout import TileLayout, S, laneid
+    >>> b = PtxBuilder()
+    >>> src = RegTile(b, (8, 32), "f32", TileLayout(S[(8, 4, 8) : (4 @ laneid, 1 @ laneid, 1)]))
+    >>> dst = RegTile(b, (8, 4), "f32", TileLayout(S[(8, 4) : (4 @ laneid, 1 @ laneid)]))
+    >>> gen_reduce_view(dst, src, op="max", thread_reduce=True); b.instructions()[9:11]
+    ['activemask.b32 %r0;', 'shfl.sync.bfly.b32 %f9, %f8, 1, 0x1f, %r0;']
+    """
     b = src.builder
     t = check(b, op, src.dtype)
     if dst.dtype != t:
