@@ -22,7 +22,14 @@ from contextlib import contextmanager
 
 @contextmanager
 def paused_gc():
-    """Disable the cyclic collector inside the block; age what was built, then restore."""
+    """Disable the cyclic collector inside the block; age what was built, then restore.
+
+    >>> import gc
+    >>> with paused_gc():
+    ...     inside = gc.isenabled()
+    >>> inside, gc.isenabled()
+    (False, True)
+    """
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -16,7 +16,15 @@ import sys
 
 def lazy_exports(package: str, exports: dict[str, str]):
     """A module-level ``__getattr__`` and ``__dir__`` for `package`: each name in `exports`
-    (name -> defining module) is imported when first asked for, then kept on the package."""
+    (name -> defining module) is imported when first asked for, then kept on the package.
+
+    >>> getattr_, dir_ = lazy_exports("ptxkit", {"parse": "ptxkit.parser"})
+    >>> getattr_("parse").__module__, dir_()
+    ('ptxkit.parser', ['parse'])
+    >>> getattr_("nope")
+    Traceback (most recent call last):
+    AttributeError: module 'ptxkit' has no attribute 'nope'
+    """
 
     def __getattr__(name: str):
         module = exports.get(name)

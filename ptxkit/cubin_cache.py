@@ -68,13 +68,27 @@ def cache_directory() -> Path | None:
 
 
 def default_cache() -> CubinCache | None:
-    """The cache at `cache_directory()`, or None when caching is turned off."""
+    """The cache at `cache_directory()`, or None when caching is turned off.
+
+    >>> import os, unittest.mock
+    >>> with unittest.mock.patch.dict(os.environ, PTXKIT_CACHE_DIR="0"):
+    ...     default_cache() is None
+    True
+    """
     directory = cache_directory()
     return None if directory is None else CubinCache(directory)
 
 
 class CubinCache:
-    """Cubins (with the ptxas log that came with them) stored by key in one folder."""
+    """Cubins (with the ptxas log that came with them) stored by key in one folder.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     store = CubinCache(folder)
+    ...     store.put("ab12", b"cubin", "log")
+    ...     store.get("ab12"), store.get("cd34"), store.path("ab12").relative_to(folder).as_posix()
+    ((b'cubin', 'log'), None, 'ab/ab12.entry')
+    """
 
     def __init__(self, directory):
         self.directory = Path(directory)

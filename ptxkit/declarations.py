@@ -35,7 +35,14 @@ _POINTER_SPACES = (".global", ".shared", ".const", ".local")
 
 @dataclass(frozen=True)
 class Param:
-    """A function parameter: ``.param .u64 .ptr .global .align 16 name`` or ``.reg .b32 x``."""
+    """A function parameter: ``.param .u64 .ptr .global .align 16 name`` or ``.reg .b32 x``.
+
+    >>> from ptxkit import parse
+    >>> m = parse(".visible .entry k(.param .u64 .ptr .global .align 16 p, .param .b8 buf[64])\\n{\\n}\\n")
+    >>> p, buf = m.functions[0].signature.params
+    >>> (p.type, p.pointer_space, p.pointer_align), (buf.name, buf.array)
+    (('.u64', '.global', 16), ('buf', (64,)))
+    """
 
     space: str
     type: str | None
@@ -48,7 +55,13 @@ class Param:
 
 @dataclass(frozen=True)
 class Signature:
-    """A parsed function header."""
+    """A parsed function header.
+
+    >>> from ptxkit import parse
+    >>> sig = parse(".extern .func (.param .b32 r) f(.param .b32 x);\\n").functions[0].signature
+    >>> sig.kind, sig.name, sig.linkage, [p.name for p in sig.return_params], sig.noreturn
+    ('func', 'f', ('.extern',), ['r'], False)
+    """
 
     kind: str
     name: str
@@ -64,7 +77,13 @@ class Signature:
 
 @dataclass(frozen=True)
 class Declaration:
-    """A ``.reg`` or variable declaration: one state space and type, several names."""
+    """A ``.reg`` or variable declaration: one state space and type, several names.
+
+    >>> from ptxkit import parse_statement
+    >>> tile = parse_statement(".shared .align 16 .b8 tile[1024];").declaration
+    >>> tile.space, tile.type, tile.align, tile.names, tile.base_names
+    ('.shared', '.b8', 16, ('tile[1024]',), ['tile'])
+    """
 
     linkage: tuple[str, ...]
     space: str
@@ -75,7 +94,12 @@ class Declaration:
     initializer: str | None
 
     def registers(self) -> list[str]:
-        """The declared names with ``%r<N>`` ranges expanded."""
+        """The declared names with ``%r<N>`` ranges expanded.
+
+        >>> from ptxkit import parse_statement
+        >>> parse_statement(".reg .pred %p<2>, %q;").declaration.registers()
+        ['%p0', '%p1', '%q']
+        """
         out: list[str] = []
         for name in self.names:
             match = re.fullmatch(r"(.+?)\s*<\s*(\d+)\s*>", name)
@@ -106,7 +130,13 @@ _DIRECTIVES = re.compile(rf"(?:\s*{_DIRECTIVE.pattern})*\s*")
 
 
 def parse_signature(function) -> Signature:
-    """Parse a `Function` node's header text; raises `PtxSyntaxError` if malformed."""
+    """Parse a `Function` node's header text; raises `PtxSyntaxError` if malformed.
+
+    >>> from ptxkit import parse
+    >>> k = parse(".visible .entry k(.param .u32 n) .maxntid 256\\n{\\n\\tret;\\n}\\n").functions[0]
+    >>> parse_signature(k).directives
+    (('.maxntid', '256'),)
+    """
     text = _COMMENT.sub(lambda m: " " * len(m.group()), function.text)
     match = _HEADER.fullmatch(text)
     if match is None:
@@ -187,7 +217,14 @@ _DECLARATION_START = re.compile(
 
 
 def parse_declaration(directive) -> Declaration | None:
-    """Parse a ``.reg``/variable directive (None for other directives)."""
+    """Parse a ``.reg``/variable directive (None for other directives).
+
+    >>> from ptxkit import parse_statement
+    >>> parse_declaration(parse_statement(".global .align 4 .u32 count = 0;")).initializer
+    '0'
+    >>> parse_declaration(parse_statement(".loc 1 12 3")) is None
+    True
+    """
     text = directive.text
     if text[-1] != ";" or not _DECLARATION_START.match(text):
         return None

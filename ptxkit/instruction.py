@@ -21,7 +21,13 @@ from .isa import SPECIAL_REGISTER_PATTERN, STATE_SPACES
 
 
 class Guard(NamedTuple):
-    """An instruction's predicate guard: ``@%p`` or ``@!%p``."""
+    """An instruction's predicate guard: ``@%p`` or ``@!%p``.
+
+    >>> from ptxkit import parse_statement
+    >>> guard = parse_statement("@!%p1 bra DONE;").guard
+    >>> guard.register, guard.negated, str(guard)
+    ('%p1', True, '@!%p1')
+    """
 
     register: str
     negated: bool = False
@@ -69,7 +75,14 @@ class Operand(NamedTuple):
 
 
 class InstructionView(NamedTuple):
-    """Everything an analysis needs to know about an instruction's text."""
+    """Everything an analysis needs to know about an instruction's text.
+
+    >>> from ptxkit import parse_statement
+    >>> view = parse_statement("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+    ...                        " [%r1], [%rd2], 256, [%r3];").view
+    >>> view.base, view.state_spaces, view.state_space
+    ('cp', ('shared::cluster', 'global'), 'shared::cluster')
+    """
 
     guard: Guard | None
     opcode: str
@@ -130,6 +143,11 @@ def parse_instruction(node) -> InstructionView:
     """Parse an `Instruction` node's text into an `InstructionView`.
 
     Raises `PtxSyntaxError` (at the offending column) for malformed text.
+
+    >>> from ptxkit import parse_statement
+    >>> view = parse_instruction(parse_statement("add.s32 %r1, %r2, 1;"))
+    >>> view.opcode, [(op.kind, op.text) for op in view.operands]
+    ('add.s32', [('register', '%r1'), ('register', '%r2'), ('immediate', '1')])
     """
     text = node.text
     if "/" in text:  # blank out comments, keeping every offset

@@ -90,6 +90,9 @@ class ProxyEffect(NamedTuple):
         ``call``.
     unknown:
         True when the opcode is not in the table but looks async (fail closed).
+
+    >>> proxy_effect("fence.proxy.async.shared::cta")
+    ProxyEffect(kind='fence', spaces=('shared::cta',), unknown=False)
     """
 
     kind: str

@@ -145,7 +145,7 @@ def _build(module: Module, source: Source) -> None:
     """Scan the structure of `source` into `module` (iteratively: nesting is unbounded).
 
     Braces and function headers become nodes now; each run of statements between
-    them is kept as an ``(offset, text)`` segment and scanned by `scan_runs` on use.
+    them is kept as an ``(offset, text)`` segment and scanned by `_scan_runs` on use.
     """
     text = source.text
     pos = 0
@@ -205,13 +205,13 @@ def _build(module: Module, source: Source) -> None:
     module._items, module._lazy = None, segments
 
 
-def scan_runs(container: Node, segments: list) -> list[Node]:
+def _scan_runs(container: Node, segments: list) -> list[Node]:
     """Turn a container's lazy segments into nodes (runs were validated by `_build`)."""
     with paused_gc():
-        return _scan_runs(container, segments)
+        return _scan_pieces(container, segments)
 
 
-def _scan_runs(container: Node, segments: list) -> list[Node]:
+def _scan_pieces(container: Node, segments: list) -> list[Node]:
     items: list[Node] = []
     append = items.append
     findall = _PIECE.findall  # a run was validated when scanned: its pieces cover it exactly

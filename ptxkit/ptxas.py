@@ -47,12 +47,25 @@ _SHARED = re.compile(r"(\d+) bytes smem")
 
 
 class PtxasNotFound(FileNotFoundError):
-    """No usable ptxas binary; the message says where ptxkit looked and how to get one."""
+    """No usable ptxas binary; the message says where ptxkit looked and how to get one.
+
+    >>> import os, unittest.mock
+    >>> with unittest.mock.patch.dict(os.environ, PTXAS="/nonexistent/ptxas"):
+    ...     find_ptxas()
+    Traceback (most recent call last):
+    ptxkit.ptxas.PtxasNotFound: $PTXAS is '/nonexistent/ptxas', which is not an executable file; install ...
+    """
 
 
 @dataclasses.dataclass(frozen=True)
 class PtxasInfo:
-    """A ptxas binary: its path, its release (``"13.0"``) and full version (``"13.0.88"``)."""
+    """A ptxas binary: its path, its release (``"13.0"``) and full version (``"13.0.88"``).
+
+    >>> find_ptxas()  # doctest: +SKIP
+    PtxasInfo(path='/usr/local/cuda/bin/ptxas', version='13.0', full_version='13.0.88')
+    >>> PtxasInfo("/usr/local/cuda/bin/ptxas", "13.0", "13.0.88").version
+    '13.0'
+    """
 
     path: str
     version: str
@@ -82,6 +95,11 @@ class PtxasError(RuntimeError):
     """ptxas rejected the input; `diagnostics` holds every message it printed.
 
     ``str(err)`` is the diagnostics, one per line, in ``file:line:1: error: …`` form.
+
+    >>> log = "ptxas input.ptx, line 9; error   : Unknown symbol 'x'\\nptxas fatal   : Ptx assembly aborted\\n"
+    >>> print(PtxasError(parse_diagnostics(log, "k.ptx"), log, 255))
+    k.ptx:9:1: error: Unknown symbol 'x' [ptxas]
+    k.ptx: error: Ptx assembly aborted [ptxas]
     """
 
     def __init__(self, diagnostics: list[Diagnostic], log: str = "", returncode: int | None = None):
@@ -93,7 +111,13 @@ class PtxasError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class ResourceUsage:
-    """What ``ptxas -v`` reports for one kernel (bytes, except `registers`)."""
+    """What ``ptxas -v`` reports for one kernel (bytes, except `registers`).
+
+    >>> use = parse_resources("ptxas info    : Compiling entry function 'k' for 'sm_90a'\\n"
+    ...                       "ptxas info    : Used 40 registers, 4096 bytes smem\\n")["k"]
+    >>> use.registers, use.shared_bytes, use.spill_stores
+    (40, 4096, 0)
+    """
 
     registers: int = 0
     shared_bytes: int = 0
@@ -107,6 +131,12 @@ class Cubin:
     """An assembled cubin: its bytes, target, the ptxas release that built it, and per-kernel
     resource usage. `diagnostics` holds ptxas's warnings; `log` is its ``-v`` output with the
     caller's file name; `cached` tells whether it came from the cubin cache.
+
+    `assemble` makes them; one made by hand:
+
+    >>> cubin = Cubin(b"\\x7fELF...", "sm_90a", "13.0", {"empty": ResourceUsage(registers=2)})
+    >>> cubin.arch, cubin.resources["empty"].registers, cubin.cached
+    ('sm_90a', 2, False)
     """
 
     data: bytes = dataclasses.field(repr=False)
@@ -230,6 +260,12 @@ def run_ptxas(ptx: bytes, arguments, *, filename: str, timeout: float, ptxas: Pt
     """Run ptxas on `ptx` in a private directory; returns (cubin bytes, ptxas's raw log).
 
     Raises `PtxasError` (diagnostics at `filename`) when ptxas fails or times out.
+
+    >>> import shutil
+    >>> failing = PtxasInfo(shutil.which("false"), "13.0", "13.0.88")  # a "ptxas" that always fails
+    >>> run_ptxas(b".version 8.0\\n", ["-arch", "sm_90a"], filename="k.ptx", timeout=60, ptxas=failing)
+    Traceback (most recent call last):
+    ptxkit.ptxas.PtxasError: k.ptx: error: ptxas exited with status 1: no message [ptxas]
     """
     with tempfile.TemporaryDirectory(prefix="ptxkit-ptxas-") as directory:
         Path(directory, _INPUT).write_bytes(ptx)
@@ -273,7 +309,12 @@ def parse_diagnostics(log: str, filename: str) -> list[Diagnostic]:
 
 
 def render_log(log: str, filename: str) -> str:
-    """ptxas's log for people: errors and warnings as ``file:line:1: …``, the rest as is."""
+    """ptxas's log for people: errors and warnings as ``file:line:1: …``, the rest as is.
+
+    >>> print(render_log("ptxas info    : 0 bytes gmem\\nptxas input.ptx, line 9; warning : x\\n", "k.ptx"), end="")
+    ptxas info    : 0 bytes gmem
+    k.ptx:9:1: warning: x [ptxas]
+    """
     out = []
     for line in log.splitlines():
         diagnostics = parse_diagnostics(line, filename)

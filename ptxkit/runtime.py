@@ -36,7 +36,14 @@ _ERROR_NAME = re.compile(r"\bCUDA_ERROR_[A-Z0-9_]+")
 
 
 class GpuUnavailable(RuntimeError):
-    """No GPU can be used through cuda-python here; the message says why."""
+    """No GPU can be used through cuda-python here; the message says why.
+
+    Raised by the first call that needs the GPU, on a machine without one:
+
+    >>> DeviceArray.zeros(4, np.float32)  # doctest: +SKIP
+    Traceback (most recent call last):
+    ptxkit.runtime.GpuUnavailable: no NVIDIA GPU usable through cuda-python: no CUDA device found
+    """
 
 
 class CudaError(RuntimeError):
@@ -233,7 +240,14 @@ def _staging(gpu: _Gpu, size: int):
 
 class Out:
     """Mark a numpy array as a kernel output: the kernel gets zero-filled device memory of
-    the array's size and dtype, which is copied back into the array after the launch."""
+    the array's size and dtype, which is copied back into the array after the launch.
+
+    >>> y = np.empty(1000, np.float32)
+    >>> kernel.launch(x, Out(y), np.uint32(1000), grid=4, block=256)  # doctest: +SKIP
+    >>> Out([0.0] * 1000)
+    Traceback (most recent call last):
+    TypeError: Out takes a numpy array (got list)
+    """
 
     __slots__ = ("array",)
 
@@ -246,7 +260,15 @@ class Out:
 
 
 class InOut(Out):
-    """Like `Out`, but the array's contents are copied to the device first."""
+    """Like `Out`, but the array's contents are copied to the device first.
+
+    >>> total = np.ones(256, np.float32)
+    >>> kernel.launch(InOut(total), np.uint32(256), grid=1, block=256)  # doctest: +SKIP
+    >>> frozen = np.ones(4); frozen.flags.writeable = False
+    >>> InOut(frozen)
+    Traceback (most recent call last):
+    ValueError: InOut needs a writeable array
+    """
 
     __slots__ = ()
 
@@ -369,7 +391,13 @@ class Kernel:
 
 
 class Module:
-    """A cubin loaded on the GPU; `kernel(name)` looks up its kernels."""
+    """A cubin loaded on the GPU; `kernel(name)` looks up its kernels.
+
+    >>> import ptxkit
+    >>> module = load(ptxkit.assemble(open("samples/toolchain/vector_add.ptx").read()))  # doctest: +SKIP
+    >>> module.kernel_names, module.kernel("vector_add")                               # doctest: +SKIP
+    (['vector_add'], <Kernel 'vector_add' of cubin for sm_90a>)
+    """
 
     def __init__(self, data: bytes, label: str, kernel_names: list[str]):
         self.data = data

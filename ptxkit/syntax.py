@@ -27,7 +27,16 @@ from .instruction import parse_instruction
 
 
 class Node:
-    """A piece of PTX: the trivia before it (`prefix`) and its own text."""
+    """A piece of PTX: the trivia before it (`prefix`) and its own text.
+
+    >>> from ptxkit import parse
+    >>> m = parse(".version 8.0\\n.target sm_90\\n.address_size 64\\n")
+    >>> target = m.items[1]
+    >>> target.position, target.code()
+    ((2, 1), '.target sm_90')
+    >>> target.delete(); str(m)
+    '.version 8.0\\n.address_size 64\\n'
+    """
 
     __slots__ = ("prefix", "text", "offset", "parent", "_view")
     is_container = False
@@ -184,6 +193,11 @@ class Instruction(Node):
 
     The structured view (`guard`, `opcode`, `base`, `modifiers`, `operands`,
     `state_space`) is parsed on first access.
+
+    >>> from ptxkit import parse_statement
+    >>> inst = parse_statement("@%p1 ld.global.v4.f32 {%f1, %f2, %f3, %f4}, [%rd1+16];")
+    >>> inst.guard, inst.opcode, inst.state_space, inst.operands[1].value
+    (Guard(register='%p1', negated=False), 'ld.global.v4.f32', 'global', 16)
     """
 
     __slots__ = ()
@@ -240,7 +254,13 @@ class Instruction(Node):
 
 
 class Directive(Node):
-    """A directive: ``.version``, ``.reg``, a variable, ``.loc``, a ``.section`` block…"""
+    """A directive: ``.version``, ``.reg``, a variable, ``.loc``, a ``.section`` block…
+
+    >>> from ptxkit import parse_statement
+    >>> reg = parse_statement(".reg .b32 %r<4>;")
+    >>> reg.name, reg.arguments, reg.declaration.registers()
+    ('.reg', '.b32 %r<4>', ['%r0', '%r1', '%r2', '%r3'])
+    """
 
     __slots__ = ()
 
@@ -263,7 +283,14 @@ class Directive(Node):
 
 
 class Label(Node):
-    """A label ``name:``; it names the position of the statement after it."""
+    """A label ``name:``; it names the position of the statement after it.
+
+    >>> from ptxkit import parse
+    >>> body = parse(".visible .entry k()\\n{\\nLOOP:\\n\\tbra LOOP;\\n}\\n").functions[0].body
+    >>> label = body.resolve_label("LOOP")
+    >>> label.name, label.line, body.items[1].labels == [label]
+    ('LOOP', 3, True)
+    """
 
     __slots__ = ()
 
@@ -274,7 +301,13 @@ class Label(Node):
 
 
 class Block(Node):
-    """A ``{ … }`` scope: a function body or a nested scope inside one."""
+    """A ``{ … }`` scope: a function body or a nested scope inside one.
+
+    >>> from ptxkit import parse
+    >>> body = parse(".visible .entry k()\\n{\\n\\t{\\n\\t\\tret;\\n\\t}\\n}\\n").functions[0].body
+    >>> [type(node).__name__ for node in body.walk()]
+    ['Block', 'Instruction']
+    """
 
     __slots__ = ("_items", "_lazy", "tail", "_labels")
     is_container = True
@@ -323,7 +356,15 @@ class Block(Node):
 
 
 class Function(Node):
-    """An ``.entry`` or ``.func``: its header text and its body (None for a declaration)."""
+    """An ``.entry`` or ``.func``: its header text and its body (None for a declaration).
+
+    >>> from ptxkit import parse
+    >>> m = parse(".extern .func f();\\n.visible .entry k()\\n{\\n\\tcall f;\\n\\tret;\\n}\\n")
+    >>> [(f.name, f.kind, f.is_declaration) for f in m.functions]
+    [('f', 'func', True), ('k', 'entry', False)]
+    >>> [inst.opcode for inst in m.function("k").instructions()]
+    ['call', 'ret']
+    """
 
     __slots__ = ("body", "__dict__")
     is_container = True
@@ -367,7 +408,13 @@ class Function(Node):
 
 
 class Module(Node):
-    """A parsed PTX file: its top-level items and the trivia at its end."""
+    """A parsed PTX file: its top-level items and the trivia at its end.
+
+    >>> from ptxkit import parse
+    >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n", "k.ptx")
+    >>> m.version, m.targets, m.address_size, m.filename
+    ((8, 0), ['sm_90a'], 64, 'k.ptx')
+    """
 
     __slots__ = ("_items", "_lazy", "tail", "source")
     is_container = True
@@ -469,9 +516,9 @@ def _items_of(container) -> list[Node]:
     """A container's items, scanning its statement runs into nodes on first use."""
     items = container._items
     if items is None:
-        from .parser import scan_runs
+        from .parser import _scan_runs
 
-        items = container._items = scan_runs(container, container._lazy)
+        items = container._items = _scan_runs(container, container._lazy)
         container._lazy = None
     return items
 

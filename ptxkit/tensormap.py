@@ -21,6 +21,13 @@ class TensorMap:
     """A tiled TMA tensor map over a `ptxkit.runtime.DeviceArray` (which it keeps alive).
 
     `descriptor` is cuda.core's ``TensorMapDescriptor``, passed to kernels by value.
+
+    >>> import numpy as np
+    >>> from ptxkit.runtime import DeviceArray
+    >>> x = DeviceArray.from_numpy(np.ones((256, 256), np.float32))  # doctest: +SKIP
+    >>> tmap = tensor_map(x, box=(64, 32), swizzle="128B")           # doctest: +SKIP
+    >>> tmap.box, tmap.swizzle, tmap.array is x                       # doctest: +SKIP
+    ((64, 32), '128B', True)
     """
 
     __slots__ = ("descriptor", "array", "box", "swizzle")

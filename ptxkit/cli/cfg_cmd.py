@@ -61,7 +61,17 @@ def run(args) -> int:
 
 
 def summarise(module, options, function: str | None = None) -> str:
-    """One line per basic block: name, line, successors, entry state, planned fences."""
+    """One line per basic block: name, line, successors, entry state, planned fences.
+
+    >>> from ptxkit.cfg.fence import FenceOptions
+    >>> from ptxkit.cli.common import parse_input
+    >>> print(summarise(parse_input("samples/fence/14b_hoist_out_of_loop.ptx"), FenceOptions()), end="")
+    entry k: 3 blocks, 1 fence to insert
+      B0               line 23     -> L                        in: ...
+          + fence.proxy.async.shared::cta; after line 34 (loop)
+      L                line 35     -> L, B2                    in: ...
+      B2               line 40     -> exit                     in: ...
+    """
     from ptxkit.cfg.fence import analyse_module
     from ptxkit.cfg.graph import EXIT
     from ptxkit.cfg.proxy import state_text

@@ -13,11 +13,29 @@ EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 101
 
 
 class UsageError(Exception):
-    """A problem with how the command was called or with its input (exit code 2)."""
+    """A problem with how the command was called or with its input (exit code 2).
+
+    >>> import contextlib, sys
+    >>> def run(args): raise UsageError("reading standard input needs -o OUT")
+    >>> with contextlib.redirect_stderr(sys.stdout):
+    ...     run_command(run, None)
+    ptxkit: error: reading standard input needs -o OUT
+    2
+    """
 
 
 def run_command(run, args) -> int:
-    """Call a subcommand's `run(args)`, mapping exceptions to diagnostics and exit codes."""
+    """Call a subcommand's `run(args)`, mapping exceptions to diagnostics and exit codes.
+
+    >>> import contextlib, sys, ptxkit
+    >>> def run(args): ptxkit.parse("ret;", "k.ptx")
+    >>> with contextlib.redirect_stderr(sys.stdout):
+    ...     run_command(run, None)
+    k.ptx:1:1: error: expected a directive at module level
+    ret;
+    ^
+    2
+    """
     from ptxkit.errors import PtxSyntaxError
 
     try:
@@ -43,7 +61,12 @@ def run_command(run, args) -> int:
 
 
 def read_input(path: str) -> tuple[bytes, str]:
-    """Read a file, or standard input for ``-``; returns (bytes, display name)."""
+    """Read a file, or standard input for ``-``; returns (bytes, display name).
+
+    >>> data, name = read_input("samples/toolchain/empty.ptx")
+    >>> name, data.splitlines()[1]
+    ('samples/toolchain/empty.ptx', b'.version 8.0')
+    """
     if path == "-":
         return sys.stdin.buffer.read(), "<stdin>"
     with open(path, "rb") as handle:
@@ -51,7 +74,12 @@ def read_input(path: str) -> tuple[bytes, str]:
 
 
 def parse_input(path: str):
-    """Read and parse a PTX input (file or ``-``) into a `Module`."""
+    """Read and parse a PTX input (file or ``-``) into a `Module`.
+
+    >>> module = parse_input("samples/toolchain/vector_add.ptx")
+    >>> module.filename, module.function("vector_add").kind
+    ('samples/toolchain/vector_add.ptx', 'entry')
+    """
     from ptxkit import parse
 
     data, name = read_input(path)
@@ -62,6 +90,9 @@ def write_output(text: str, path: str | None) -> None:
     """Write `text` to `path` atomically (temporary file + rename), or to stdout.
 
     On any error the destination is left as it was: never a partial file.
+
+    >>> write_output(".version 8.0\\n", None)
+    .version 8.0
     """
     if path is None or path == "-":
         sys.stdout.write(text)
@@ -71,7 +102,15 @@ def write_output(text: str, path: str | None) -> None:
 
 
 def write_atomically(path: str, data: bytes) -> None:
-    """Replace `path` with `data` in one rename, keeping an existing file's mode."""
+    """Replace `path` with `data` in one rename, keeping an existing file's mode.
+
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "k.cubin")
+    ...     write_atomically(path, b"cubin")
+    ...     open(path, "rb").read(), os.listdir(folder)
+    (b'cubin', ['k.cubin'])
+    """
     directory = os.path.dirname(os.path.abspath(path))
     mode = None
     try:

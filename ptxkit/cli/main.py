@@ -26,7 +26,12 @@ COMMANDS = {
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser; only `command`'s own arguments are loaded."""
+    """The argument parser; only `command`'s own arguments are loaded.
+
+    >>> args = build_parser("assemble").parse_args(["assemble", "k.ptx", "--arch", "sm_100a"])
+    >>> args.command, args.file, args.arch, args.output
+    ('assemble', 'k.ptx', 'sm_100a', None)
+    """
     from ptxkit import __version__
 
     parser = argparse.ArgumentParser(

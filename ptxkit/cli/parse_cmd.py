@@ -27,7 +27,12 @@ def run(args) -> int:
 
 
 def summarise_module(module) -> str:
-    """``file: PTX 8.0, target sm_90a, 64-bit addresses, N functions``."""
+    """``file: PTX 8.0, target sm_90a, 64-bit addresses, N functions``.
+
+    >>> from ptxkit.cli.common import parse_input
+    >>> summarise_module(parse_input("samples/toolchain/vector_add.ptx"))
+    'samples/toolchain/vector_add.ptx: PTX 8.0, target sm_80, 64-bit addresses, 1 function'
+    """
     version = ".".join(map(str, module.version)) if module.version else "?"
     targets = ", ".join(module.targets) or "?"
     size = f"{module.address_size}-bit addresses" if module.address_size else "no .address_size"
@@ -35,7 +40,13 @@ def summarise_module(module) -> str:
 
 
 def summarise_function(module, function) -> str:
-    """``file:line:col: .entry name(params): N instructions, M labels[, directives]``."""
+    """``file:line:col: .entry name(params): N instructions, M labels[, directives]``.
+
+    >>> from ptxkit import parse
+    >>> m = parse(".version 8.0\\n.visible .entry k(.param .u32 n) .maxntid 128\\n{\\nL:\\n\\tret;\\n}\\n", "k.ptx")
+    >>> summarise_function(m, m.function("k"))
+    'k.ptx:2:1: .visible .entry k (1 parameter): 1 instruction, 1 label, 0 nested scopes, .maxntid 128'
+    """
     from ptxkit.syntax import Block, Instruction, Label
 
     sig = function.signature

@@ -81,7 +81,14 @@ TAKES_VALUE = frozenset(
 
 
 class WrapperError(Exception):
-    """The wrapper cannot run ptxas (reported as ``ptxkit-ptxas: error: …``, exit 255)."""
+    """The wrapper cannot run ptxas (reported as ``ptxkit-ptxas: error: …``, exit 255).
+
+    >>> import os, unittest.mock
+    >>> with unittest.mock.patch.dict(os.environ, PTXKIT_REAL_PTXAS="/nonexistent/ptxas"):
+    ...     real_ptxas()
+    Traceback (most recent call last):
+    ptxkit.cli.ptxas_cmd.WrapperError: $PTXKIT_REAL_PTXAS (/nonexistent/ptxas) is not NVIDIA's ptxas
+    """
 
 
 def add_arguments(parser) -> None:
@@ -109,6 +116,11 @@ def wrap(argv: list[str]) -> int:
     """Run the real ptxas with `argv`, fencing (or checking) its PTX inputs first.
 
     Returns ptxas's exit status (255 when the wrapper itself cannot run ptxas).
+
+    >>> import os, shutil, unittest.mock
+    >>> with unittest.mock.patch.dict(os.environ, PTXKIT_REAL_PTXAS=shutil.which("false")):
+    ...     wrap(["-arch", "sm_90a"])  # no input file: straight through, with "ptxas"'s status
+    1
     """
     try:
         if os.environ.get(_ACTIVE):
@@ -140,7 +152,11 @@ def wrap(argv: list[str]) -> int:
 
 
 def input_files(argv: list[str]) -> list[int]:
-    """Positions in a ptxas argument list that name input files (see the module example)."""
+    """Positions in a ptxas argument list that name input files (see the module example).
+
+    >>> input_files(["-arch", "sm_90a", "a.ptx", "-", "-o", "a.o"])
+    [2, 3]
+    """
     positions, value_next = [], False
     for index, argument in enumerate(argv):
         if value_next:
@@ -153,7 +169,7 @@ def input_files(argv: list[str]) -> list[int]:
 
 
 @dataclasses.dataclass(frozen=True)
-class Prepared:
+class _Prepared:
     """One input after the fence pass: the fenced copy ptxas reads instead (with, for each
     of its lines, the original line), or a note saying why the input was left alone."""
 
@@ -163,7 +179,7 @@ class Prepared:
     note: str | None = None
 
 
-def _prepare(path: str, mode: str, private: str) -> Prepared:
+def _prepare(path: str, mode: str, private: str) -> _Prepared:
     """Fence (or check) one input file; ptxas reads a copy only when fences were added."""
     import ptxkit
     from ptxkit.cfg.fence import FenceOptions, fence_module
@@ -172,14 +188,14 @@ def _prepare(path: str, mode: str, private: str) -> Prepared:
     try:
         data = Path(path).read_bytes()
     except OSError:
-        return Prepared(path)  # ptxas reports the missing file itself
+        return _Prepared(path)  # ptxas reports the missing file itself
     try:
         module = ptxkit.parse(data, path)
         report = fence_module(module, FenceOptions(), rewrite=(mode == "fence"))
     except (PtxSyntaxError, UnicodeDecodeError) as err:
         where = (err.format() if isinstance(err, PtxSyntaxError) else f"{path}: {err}").splitlines()[0]
         _log(path, mode, [], f"not read as PTX: {where}")
-        return Prepared(path, note=f"{where} (assembled without the fence pass)")
+        return _Prepared(path, note=f"{where} (assembled without the fence pass)")
     fences = [_describe(fence) for fence in report.fences]
     _log(path, mode, fences, str(report.skipped) if report.skipped else None)
     if mode == "check":
@@ -189,14 +205,14 @@ def _prepare(path: str, mode: str, private: str) -> Prepared:
                 f"{fence['where']} this statement: {fence['reason']} [ptxkit]",
                 file=sys.stderr,
             )
-        return Prepared(path)
+        return _Prepared(path)
     if not report.changed:
-        return Prepared(path)
+        return _Prepared(path)
     directory = tempfile.mkdtemp(dir=private)  # one directory per input keeps names apart
     copy = os.path.join(directory, os.path.basename(path) or "input.ptx")
     fenced = str(module)
     Path(copy).write_text(fenced, encoding="utf-8")
-    return Prepared(path, copy, tuple(line_map(data.decode("utf-8"), fenced)))
+    return _Prepared(path, copy, tuple(line_map(data.decode("utf-8"), fenced)))
 
 
 def _describe(fence) -> dict:
@@ -251,6 +267,12 @@ def real_ptxas() -> str:
 
     Candidates are checked by their contents, never run: asking a candidate for
     ``--version`` could start this wrapper again.
+
+    >>> import os, shutil, unittest.mock
+    >>> binary = shutil.which("true")  # any executable that is not a ptxkit script
+    >>> with unittest.mock.patch.dict(os.environ, PTXKIT_REAL_PTXAS=binary):
+    ...     real_ptxas() == binary
+    True
     """
     explicit = os.environ.get("PTXKIT_REAL_PTXAS")
     if explicit:
@@ -330,7 +352,7 @@ def _run(ptxas: str, command: list[str], quiet_notes=()) -> int:
     return _status(done.returncode)
 
 
-def _run_mapped(ptxas: str, command: list[str], copies: list[Prepared]) -> int:
+def _run_mapped(ptxas: str, command: list[str], copies: list[_Prepared]) -> int:
     """Run ptxas on fenced copies and print its output as if it had read the originals."""
     try:
         done = subprocess.run([ptxas, *command], env=_environment(), capture_output=True)
