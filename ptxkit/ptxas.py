@@ -229,7 +229,7 @@ def assemble(
         raise TypeError("options must be a sequence of strings, e.g. ('--maxrregcount=64',)")
     options = tuple(options)
     if any(o == "-o" or o.startswith("--output-file") for o in options):
-        raise ValueError("options must not redirect the output (-o/--output-file); use Cubin.save")
+        raise ValueError("options must not redirect the output (-o/--output-file): write Cubin.data instead")
     info = find_ptxas()
     level = () if opt_level is None else (f"-O{opt_level}",)
     arguments = ("-arch", arch, *level, "-v", *options)

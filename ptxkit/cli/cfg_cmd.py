@@ -82,7 +82,8 @@ def summarise(module, options, function: str | None = None) -> str:
         if function is not None and analysis.function.name != function:
             continue
         flow = analysis.flow
-        out.append(f"{analysis.function.kind} {analysis.function.name}: {len(flow.blocks)} blocks, "
+        out.append(f"{analysis.function.kind} {analysis.function.name}: "
+                   f"{len(flow.blocks)} block{'s' * (len(flow.blocks) != 1)}, "
                    f"{len(result.plans)} fence{'s' * (len(result.plans) != 1)} to insert")
         planned = {}
         for plan, site in zip(result.plans, result.sites):
