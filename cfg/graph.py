@@ -19,94 +19,15 @@ innermost ``{ }`` scope, as nvcc's inline assembly needs.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from ptxkit._gc import paused_gc
-from ptxkit.instruction import Guard
+from ptxkit.instruction import Head, head_of
 from ptxkit.isa import BLOCK_TERMINATORS, NO_FALLTHROUGH
 from ptxkit.syntax import Block, Directive, Instruction, Label
 
 ENTRY, EXIT = "entry", "exit"
 
-_HEAD = re.compile(r"(?:@\s*(!?)\s*([%A-Za-z_$][\w$]*)\s+)?([A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*)")
 _LABEL_OPERAND = re.compile(r"\s*([A-Za-z_$%][\w$]*)\s*;$")
-_OPCODE = re.compile(r"[A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*")
-_REGISTER_NAME = re.compile(r"[%A-Za-z_$][\w$]*")
-_GUARDS: dict[tuple[str, bool], Guard] = {}
-_OPCODES: dict[str, tuple[str, str]] = {}  # opcode -> (opcode, base), shared by all instructions
-
-
-class Head(NamedTuple):
-    """The cheap part of an instruction: guard, full opcode, base, where operands start.
-
-    >>> import ptxkit
-    >>> head = instruction_head(ptxkit.parse_statement("ld.shared.u32 %r1, [%r2];"))
-    >>> head.guard, head.opcode, head.base, head.end
-    (None, 'ld.shared.u32', 'ld', 13)
-    """
-
-    guard: Guard | None
-    opcode: str
-    base: str
-    end: int
-
-
-def instruction_head(instruction: Instruction) -> Head:
-    """Guard and opcode of an instruction, without parsing its operands.
-
-    >>> import ptxkit
-    >>> instruction_head(ptxkit.parse_statement("@!%p2 bra.uni L;"))
-    Head(guard=Guard(register='%p2', negated=True), opcode='bra.uni', base='bra', end=13)
-    """
-    return Head(*_head(instruction))
-
-
-def _head(instruction: Instruction) -> tuple:
-    """`instruction_head` as a plain tuple (the fast path used when building blocks).
-
-    The common case splits at blanks and looks the opcode up in a cache; odd spellings
-    (``@ !%p``, an operand glued to the opcode) take the regular expression, and
-    malformed text the full parser's diagnostic.
-    """
-    text = instruction.text
-    guard = None
-    if text[0] == "@":
-        parts = text.split(None, 2)
-        register = parts[0][2:] if parts[0][1:2] == "!" else parts[0][1:]
-        if len(parts) < 2 or not _REGISTER_NAME.fullmatch(register):
-            return _slow_head(instruction)
-        key = (register, parts[0][1:2] == "!")
-        guard = _GUARDS.get(key)
-        if guard is None:
-            guard = _GUARDS[key] = Guard(*key)
-        opcode = parts[1]
-        start = text.index(opcode, len(parts[0]))
-    else:
-        opcode = text.split(None, 1)[0]
-        start = 0
-    if opcode[-1] == ";":
-        opcode = opcode[:-1]
-    info = _OPCODES.get(opcode)
-    if info is None:
-        if not _OPCODE.fullmatch(opcode):
-            return _slow_head(instruction)
-        info = _OPCODES[opcode] = (opcode, opcode.partition(".")[0])
-    return guard, info[0], info[1], start + len(opcode)
-
-
-def _slow_head(instruction: Instruction) -> tuple:
-    match = _HEAD.match(instruction.text)
-    if match is None:  # let the full parser produce the diagnostic
-        view = instruction.view
-        return view.guard, view.opcode, view.base, len(instruction.text)
-    negation, register, opcode = match.groups()
-    guard = None
-    if register is not None:
-        key = (register, negation == "!")
-        guard = _GUARDS.get(key)
-        if guard is None:
-            guard = _GUARDS[key] = Guard(*key)
-    return guard, opcode, opcode.partition(".")[0], match.end()
 
 
 class BasicBlock:
@@ -323,7 +244,6 @@ def _split_blocks(function) -> tuple[list[BasicBlock], dict, list]:
     label_blocks: dict[Label, int] = {}
     calls: list[Instruction] = []
     current = blocks[0]
-    head_of = _head
     terminators = BLOCK_TERMINATORS
     stack = [iter(function.body.items)]  # iterative: { } scopes nest without limit
     while stack:

@@ -108,8 +108,13 @@ _COMMENT = re.compile(r"//[^\n]*|/\*[\s\S]*?\*/")
 _HEAD = re.compile(
     r"\s*(?:@\s*(!?)\s*([%A-Za-z_$][\w$]*)\s+)?"  # guard
     r"([A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*)"  # opcode and modifiers
-    r"(?=[\s;{(\[]|$)\s*"
+    r"(?=[\s;{(\[]|$)"
 )
+_OPCODE = re.compile(r"[A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*")
+_REGISTER_NAME = re.compile(r"[%A-Za-z_$][\w$]*")
+#: interned guards and split opcodes, shared by every instruction
+_GUARDS: dict[tuple[str, bool], Guard] = {}
+_OPCODES: dict[str, tuple[str, str, tuple[str, ...]]] = {}  # opcode -> (opcode, base, modifiers)
 _NUMBER = (
     r"[+-]?(?:0[fF][0-9A-Fa-f]{8}|0[dD][0-9A-Fa-f]{16}|0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?"
     r"|(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+U?)"
@@ -139,6 +144,93 @@ _SPLIT_FAST = re.compile(r"[\[\]{}()]")
 _new = tuple.__new__  # builds the named tuples below without their Python-level __new__
 
 
+class Head(NamedTuple):
+    """The cheap part of an instruction: guard, full opcode, base, where its operands start.
+
+    >>> from ptxkit import parse_statement
+    >>> head = instruction_head(parse_statement("ld.shared.u32 %r1, [%r2];"))
+    >>> head.guard, head.opcode, head.base, head.end
+    (None, 'ld.shared.u32', 'ld', 13)
+    """
+
+    guard: Guard | None
+    opcode: str
+    base: str
+    end: int
+
+
+def instruction_head(node) -> Head:
+    """Guard and opcode of an `Instruction` node, without parsing its operands.
+
+    >>> from ptxkit import parse_statement
+    >>> instruction_head(parse_statement("@!%p2 bra.uni L;"))
+    Head(guard=Guard(register='%p2', negated=True), opcode='bra.uni', base='bra', end=13)
+    """
+    return _new(Head, head_of(node))
+
+
+def head_of(node) -> tuple:
+    """`instruction_head` as a plain tuple (guard, opcode, base, end): the fast path for
+    passes that read every instruction. Malformed text raises the full parser's error."""
+    head = _head(node.text)
+    if head is None:
+        view = node.view  # raises the diagnostic
+        return view.guard, view.opcode, view.base, len(node.text)
+    guard, (opcode, base, _), end = head
+    return guard, opcode, base, end
+
+
+def _head(text: str):
+    """(guard, (opcode, base, modifiers), end of the opcode), or None when malformed.
+
+    The common case splits at blanks and looks the opcode up in a cache; odd spellings
+    (``@ !%p``, an operand glued to the opcode, comments) take the regular expression.
+    """
+    guard = None
+    if text[0] == "@":
+        parts = text.split(None, 2)
+        negated = parts[0][1:2] == "!"
+        register = parts[0][1 + negated :]
+        if len(parts) < 2 or not _REGISTER_NAME.fullmatch(register):
+            return _slow_head(text)
+        guard = _guard(register, negated)
+        opcode = parts[1]
+        start = text.index(opcode, len(parts[0]))
+    else:
+        opcode = text.split(None, 1)[0]
+        start = 0
+    if opcode[-1] == ";":
+        opcode = opcode[:-1]
+    info = _OPCODES.get(opcode)
+    if info is None:
+        if not _OPCODE.fullmatch(opcode):
+            return _slow_head(text)
+        info = _opcode_info(opcode)
+    return guard, info, start + len(opcode)
+
+
+def _slow_head(text: str):
+    match = _HEAD.match(text)
+    if match is None:
+        return None
+    negation, register, opcode = match.groups()
+    guard = _guard(register, negation == "!") if register is not None else None
+    return guard, _OPCODES.get(opcode) or _opcode_info(opcode), match.end()
+
+
+def _guard(register: str, negated: bool) -> Guard:
+    guard = _GUARDS.get((register, negated))
+    if guard is None:
+        guard = _GUARDS[register, negated] = _new(Guard, (register, negated))
+    return guard
+
+
+def _opcode_info(opcode: str) -> tuple[str, str, tuple[str, ...]]:
+    base, *modifiers = opcode.split(".")
+    info = _OPCODES[opcode] = (opcode, base, tuple(modifiers))
+    return info
+
+
 def parse_instruction(node) -> InstructionView:
     """Parse an `Instruction` node's text into an `InstructionView`.
 
@@ -152,22 +244,19 @@ def parse_instruction(node) -> InstructionView:
     text = node.text
     if "/" in text:  # blank out comments, keeping every offset
         text = _COMMENT.sub(lambda m: " " * len(m.group()), text)
-    head = _HEAD.match(text)
+    head = _head(text)
     if head is None:
         at = len(text) - len(text.lstrip())
         if text[at : at + 1] == "@":
             raise node.error("expected a predicate register and an opcode after '@'", at)
         raise node.error("expected an opcode", at)
-    negation, register, opcode = head.groups()
-    guard = _new(Guard, (register, negation == "!")) if register else None
-    dot = opcode.find(".")
-    base, modifiers = (opcode, ()) if dot < 0 else (opcode[:dot], tuple(opcode[dot + 1 :].split(".")))
-    operands = _parse_operands(node, text, head.end(), text.rindex(";"))
+    guard, (opcode, base, modifiers), end = head
+    operands = _parse_operands(node, text, end, text.rindex(";"))
     return _new(InstructionView, (guard, opcode, base, modifiers, operands))
 
 
 def _parse_operands(node, text: str, start: int, end: int) -> tuple[Operand, ...]:
-    if start == end:
+    if start == end or text[start:end].isspace():
         return ()
     fast = _fast_operands(text, start, end)
     if fast is not None:

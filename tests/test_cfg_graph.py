@@ -6,7 +6,7 @@ import networkx as nx
 import pytest
 
 import ptxkit
-from ptxkit.cfg.graph import ENTRY, EXIT, build_cfg, flow_graph, instruction_head, reverse_postorder
+from ptxkit.cfg.graph import ENTRY, EXIT, build_cfg, flow_graph, reverse_postorder
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n"
 
@@ -111,12 +111,6 @@ def test_add_block_before_redirects_the_outside_edges():
     flow = flow_graph(function("L:\n\t@%p2 bra L;\n\tret;\n"))
     new = flow.add_block_before(0, [ENTRY])
     assert flow.start == new.index and flow.rpo[0] == new.index and flow.kinds[(ENTRY, new.index)] == "entry"
-
-
-def test_instruction_head_reads_guard_and_opcode_only():
-    head = instruction_head(ptxkit.parse_statement("@!P1 bra.uni LAB_WAIT;"))
-    assert (head.guard.register, head.guard.negated, head.opcode, head.base) == ("P1", True, "bra.uni", "bra")
-    assert instruction_head(ptxkit.parse_statement("ret;")).guard is None
 
 
 def test_reverse_postorder_on_a_deep_chain_does_not_recurse():

@@ -7,7 +7,7 @@ import math
 import pytest
 
 import ptxkit
-from ptxkit.instruction import Guard, parse_number
+from ptxkit.instruction import Guard, instruction_head, parse_number
 
 
 def view(text: str):
@@ -135,3 +135,13 @@ def test_state_space_of_memory_instructions():
 def test_views_are_cached():
     inst = view("add.s32 %r1, %r2, %r3;")
     assert inst.view is inst.view
+
+
+def test_instruction_head_reads_guard_and_opcode_only():
+    head = instruction_head(view("@!P1 bra.uni LAB_WAIT;"))
+    assert (head.guard.register, head.guard.negated, head.opcode, head.base) == ("P1", True, "bra.uni", "bra")
+    assert instruction_head(view("ret;")).guard is None
+    odd = instruction_head(view("@ !%p2 st.shared.u32 [%r1], /* c */ %r2;"))  # the regular-expression path
+    assert (odd.guard, odd.opcode, odd.end) == (Guard("%p2", True), "st.shared.u32", 20)
+    with pytest.raises(ptxkit.PtxSyntaxError, match="expected a predicate register and an opcode"):
+        instruction_head(view("@%p1 ;"))
