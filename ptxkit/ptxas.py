@@ -19,7 +19,6 @@ import dataclasses
 import functools
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -154,36 +153,55 @@ def find_ptxas() -> PtxasInfo:
     >>> find_ptxas().version  # doctest: +SKIP
     '13.0'
     """
-    looked: list[str] = []
+    looked: dict[str, str] = {}
+    for where, path in ptxas_candidates():
+        if path is not None and is_executable(path):
+            return _describe(path)
+        if where == "$PTXAS":
+            raise PtxasNotFound(f"$PTXAS is {path!r}, which is not an executable file; {_HOW_TO_GET}")
+        looked.setdefault(where, "not found" if path else "no NVIDIA wheel or toolkit with ptxas")
+    notes = [f"{where} ({looked.get(where, 'not set')})" for where in ("$PTXAS", "$CUDA_HOME/bin", "$CUDA_PATH/bin")]
+    notes.append(f"PATH ({looked.get('PATH', 'not set')})")
+    notes.append(f"cuda.pathfinder ({looked.get('cuda.pathfinder', 'not installed')})")
+    raise PtxasNotFound("ptxas not found; ptxkit looked in " + "; ".join(notes) + f". To get it, {_HOW_TO_GET}")
+
+
+def ptxas_candidates():
+    """Every place ptxkit looks for ptxas, in order, as ``(where, path)``: ``$PTXAS``,
+    ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, each directory on ``PATH``, then
+    ``cuda.pathfinder`` (path None when it is installed but knows no ptxas). Unset
+    variables and a missing cuda.pathfinder give nothing.
+
+    >>> import os, unittest.mock
+    >>> with unittest.mock.patch.dict(os.environ, {"PTXAS": "/opt/ptxas", "PATH": "/a:/b"}):
+    ...     [place for place in ptxas_candidates()][:3]
+    [('$PTXAS', '/opt/ptxas'), ('PATH', '/a/ptxas'), ('PATH', '/b/ptxas')]
+    """
     explicit = os.environ.get("PTXAS")
     if explicit:
-        if not _is_executable(explicit):
-            raise PtxasNotFound(f"$PTXAS is {explicit!r}, which is not an executable file; {_HOW_TO_GET}")
-        return _describe(explicit)
-    looked.append("$PTXAS (not set)")
+        yield "$PTXAS", explicit
     for variable in ("CUDA_HOME", "CUDA_PATH"):
         root = os.environ.get(variable)
-        if not root:
-            looked.append(f"${variable}/bin (not set)")
-            continue
-        candidate = os.path.join(root, "bin", _EXE)
-        if _is_executable(candidate):
-            return _describe(candidate)
-        looked.append(f"${variable}/bin ({candidate}: not found)")
-    on_path = shutil.which(_EXE)
-    if on_path:
-        return _describe(on_path)
-    looked.append("PATH (not found)")
+        if root:
+            yield f"${variable}/bin", os.path.join(root, "bin", _EXE)
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        if directory:
+            yield "PATH", os.path.join(directory, _EXE)
     try:
         from cuda.pathfinder import find_nvidia_binary_utility
     except ImportError:
-        looked.append("cuda.pathfinder (not installed)")
-    else:
-        found = find_nvidia_binary_utility("ptxas")
-        if found and _is_executable(found):
-            return _describe(found)
-        looked.append("cuda.pathfinder (no NVIDIA wheel or toolkit with ptxas)")
-    raise PtxasNotFound("ptxas not found; ptxkit looked in " + "; ".join(looked) + f". To get it, {_HOW_TO_GET}")
+        return
+    yield "cuda.pathfinder", find_nvidia_binary_utility("ptxas") or None
+
+
+def is_executable(path: str) -> bool:
+    """True for an existing file this process may execute.
+
+    >>> import sys
+    >>> is_executable(sys.executable), is_executable("/nonexistent/ptxas")
+    (True, False)
+    """
+    return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def check_arch(arch: str) -> str:
@@ -387,10 +405,6 @@ def _source_of(ptx, filename: str | None) -> tuple[bytes, str]:
     if isinstance(ptx, Module):
         return str(ptx).encode("utf-8"), filename or ptx.filename
     raise TypeError(f"expected PTX text, bytes or a parsed Module (got {type(ptx).__name__})")
-
-
-def _is_executable(path: str) -> bool:
-    return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def _describe(path: str) -> PtxasInfo:

@@ -50,7 +50,6 @@ EXIT_FATAL = 255
 #: Set in the environment of the ptxas the wrapper runs: seeing it means that "ptxas"
 #: was this wrapper again (an undetected shim), which must stop instead of recursing.
 _ACTIVE = "PTXKIT_PTXAS_ACTIVE"
-_EXE = "ptxas.exe" if os.name == "nt" else "ptxas"
 
 #: ptxas options (13.0) whose value is the next argument when not written ``--opt=value``.
 TAKES_VALUE = frozenset(
@@ -274,14 +273,16 @@ def real_ptxas() -> str:
     ...     real_ptxas() == binary
     True
     """
+    from ptxkit.ptxas import is_executable, ptxas_candidates
+
     explicit = os.environ.get("PTXKIT_REAL_PTXAS")
     if explicit:
-        if not _is_executable(explicit) or _is_wrapper(explicit):
+        if not is_executable(explicit) or _is_wrapper(explicit):
             raise WrapperError(f"$PTXKIT_REAL_PTXAS ({explicit}) is not NVIDIA's ptxas")
         return explicit
     looked = []
-    for candidate in _candidates():
-        if not _is_executable(candidate):
+    for _, candidate in ptxas_candidates():
+        if candidate is None or not is_executable(candidate):
             continue
         if _is_wrapper(candidate):
             looked.append(f"{candidate} (ptxkit itself)")
@@ -292,28 +293,6 @@ def real_ptxas() -> str:
         f"NVIDIA's ptxas not found (skipped: {where}); set PTXKIT_REAL_PTXAS, $CUDA_HOME, or put the "
         "CUDA toolkit's bin on PATH"
     )
-
-
-def _candidates():
-    if os.environ.get("PTXAS"):
-        yield os.environ["PTXAS"]
-    for variable in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(variable):
-            yield os.path.join(os.environ[variable], "bin", _EXE)
-    for directory in os.environ.get("PATH", "").split(os.pathsep):
-        if directory:
-            yield os.path.join(directory, _EXE)
-    try:
-        from cuda.pathfinder import find_nvidia_binary_utility
-    except ImportError:
-        return
-    found = find_nvidia_binary_utility("ptxas")
-    if found:
-        yield found
-
-
-def _is_executable(path: str) -> bool:
-    return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def _is_wrapper(path: str) -> bool:
