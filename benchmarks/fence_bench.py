@@ -131,7 +131,7 @@ def synthetic_kernel(name: str, sections: int, math: int = 24) -> str:
         offset = (i * 128) % 32000
         out += [
             f"$L_load{i}:",
-            f"\t@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 \t_, [%r2], 4096;",
+            "\t@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 \t_, [%r2], 4096;",
             f"\t@%p1 cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
             f"[%r1+{offset}], [%rd3, {{%r0}}], [%r2];",
             f"$L_wait{i}:",

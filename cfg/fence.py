@@ -35,10 +35,10 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from ptxkit._gc import paused_gc
-from ptxkit.cfg.graph import ENTRY, flow_graph
+from ptxkit.cfg.graph import flow_graph
 from ptxkit.cfg.placement import VARIANTS, PlannedFence, fence_text_for, plan_fences
 from ptxkit.cfg.proxy import (
-    AnalysisOptions, FunctionAnalysis, IN_FLIGHT, spaces_text,
+    AnalysisOptions, FunctionAnalysis, spaces_text,
 )
 from ptxkit.isa import parse_target
 from ptxkit.syntax import Function

@@ -22,7 +22,7 @@ import re
 
 from ptxkit._gc import paused_gc
 from ptxkit.instruction import Head, head_of
-from ptxkit.isa import BLOCK_TERMINATORS, NO_FALLTHROUGH
+from ptxkit.isa import BLOCK_TERMINATORS
 from ptxkit.syntax import Block, Directive, Instruction, Label
 
 ENTRY, EXIT = "entry", "exit"

@@ -33,9 +33,6 @@ LINKAGES = (".visible", ".extern", ".weak", ".common")
 #: Opcodes (before the first dot) that end a basic block.
 BLOCK_TERMINATORS = frozenset({"bra", "brx", "ret", "exit", "trap"})
 
-#: Opcodes after which control never falls through (unless guarded).
-NO_FALLTHROUGH = frozenset({"ret", "exit", "trap"})
-
 #: A regular expression for the special registers (``%tid.x``, ``%clock64``…).
 SPECIAL_REGISTER_PATTERN = (
     r"%(?:tid|ntid|laneid|warpid|nwarpid|ctaid|nctaid|smid|nsmid|gridid|is_explicit_cluster"

@@ -8,7 +8,6 @@ import pkgutil
 
 import pytest
 
-import ptxkit
 
 
 PACKAGES = ["ptxkit", "ptxkit.cli", "ptxkit.cfg", "ptxkit.generators"]  # cfg/, generators/ live apart

@@ -73,7 +73,6 @@ def summarise(module, options, function: str | None = None) -> str:
       B2               line 40     -> exit                     in: ...
     """
     from ptxkit.cfg.fence import analyse_module
-    from ptxkit.cfg.graph import EXIT
     from ptxkit.cfg.proxy import state_text
 
     out = []
