@@ -201,24 +201,11 @@ def _pointer_launcher(a, b):
     """A fresh JIT copy of `matmul_pointer` (its own in-memory cache), compiled now."""
     import torch
 
-    kernel = triton.jit(matmul_pointer)
     m, k = a.shape
     n = b.shape[1]
     c = torch.empty(m, n, device="cuda", dtype=torch.float16)
-    grid = (triton.cdiv(m, BLOCK_M) * triton.cdiv(n, BLOCK_N),)
-    holder = {}
-
-    def launch(zero=False):
-        if zero:
-            c.zero_()
-        holder["compiled"] = kernel[grid](
-            a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-            BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=WARPS, num_stages=STAGES,
-        )
-        return c
-
-    launch()
-    return launch, lambda: holder["compiled"]
+    strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    return _launcher(triton.jit(matmul_pointer), c, a, b, c, m, n, k, *strides)
 
 
 def _tma_launcher(a, b):
@@ -226,7 +213,6 @@ def _tma_launcher(a, b):
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    kernel = triton.jit(matmul_tma)
     m, k = a.shape
     n = b.shape[1]
     b_t = b.T.contiguous()  # N x K, K contiguous
@@ -236,16 +222,21 @@ def _tma_launcher(a, b):
         TensorDescriptor.from_tensor(b_t, [BLOCK_N, BLOCK_K]),
         TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N]),
     )
+    return _launcher(triton.jit(matmul_tma), c, *descriptors, m, n, k)
+
+
+def _launcher(kernel, c, *args):
+    """Compile `kernel` for the benchmark's tiles now; returns (launch(zero=False) -> c,
+    the compiled kernel). `c` is the output, zeroed first when asked."""
+    m, n = c.shape
     grid = (triton.cdiv(m, BLOCK_M) * triton.cdiv(n, BLOCK_N),)
     holder = {}
 
     def launch(zero=False):
         if zero:
             c.zero_()
-        holder["compiled"] = kernel[grid](
-            *descriptors, m, n, k, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-            num_warps=WARPS, num_stages=STAGES,
-        )
+        holder["compiled"] = kernel[grid](*args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+                                          num_warps=WARPS, num_stages=STAGES)
         return c
 
     launch()

@@ -27,7 +27,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from ptxkit.ptxas import PtxasError, assemble
 
-    from .common import UsageError, read_input, write_atomically
+    from .common import EXIT_BAD_INPUT, UsageError, read_input, write_atomically
 
     output = args.output
     if output is None:
@@ -40,7 +40,7 @@ def run(args) -> int:
                          filename=name, cache=not args.no_cache)
     except PtxasError as err:
         print(err, file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     for diagnostic in cubin.diagnostics:
         print(diagnostic.format(), file=sys.stderr)
     if args.verbose:
