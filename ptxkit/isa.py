@@ -8,6 +8,7 @@ True
 
 from __future__ import annotations
 
+import enum
 import re
 from typing import NamedTuple
 
@@ -66,7 +67,8 @@ def parse_target(target: str) -> tuple[int, str] | None:
 # -- proxies: the generic/async classification used by the fence pass ------------------
 #
 # The analysis tracks three proxy spaces. The ``shared::cta`` window lies inside the
-# ``shared::cluster`` window (PTX ISA §5.1.7), so the two shared spaces overlap.
+# ``shared::cluster`` window (PTX ISA §5.1.7), so the two shared spaces overlap. The
+# design behind these tables is in docs/fence.md §2.
 SHARED_CTA, SHARED_CLUSTER, GLOBAL = "shared::cta", "shared::cluster", "global"
 PROXY_SPACES = (SHARED_CTA, SHARED_CLUSTER, GLOBAL)
 
@@ -74,25 +76,38 @@ PROXY_SPACES = (SHARED_CTA, SHARED_CLUSTER, GLOBAL)
 SPACE_OF_MODIFIER = {"shared": SHARED_CTA, "shared::cta": SHARED_CTA, "shared::cluster": SHARED_CLUSTER, "global": GLOBAL}
 
 
-class ProxyEffect(NamedTuple):
-    """What one opcode does to the generic/async proxy state.
+class Effect(enum.Enum):
+    """What one instruction does to memory, as far as the proxy analysis cares.
 
-    kind:
-        ``none``; ``write`` (a generic-proxy write of `spaces`); ``address`` (a generic
-        write whose space comes from the address: an ``st``/``atom``/``red`` with no
-        state space); ``async`` (an async-proxy access of `spaces`); ``fence`` (a proxy
-        fence ordering `spaces`); ``cp.async`` (a non-bulk cp.async: a generic write that
-        completes later); ``cp.async.wait`` (its completion: the generic write becomes
-        visible); ``completion`` (an mbarrier wait, which may complete cp.async writes);
-        ``call``.
+    >>> Effect.WRITE.value, Effect.ADDRESS_READ.value
+    ('write', 'address read')
+    """
+
+    NONE = "none"
+    WRITE = "write"  # a generic-proxy write of the named spaces (st.shared, stmatrix, st.async …)
+    READ = "read"  # a generic-proxy read of the named spaces (ld.shared, ldmatrix)
+    ADDRESS_WRITE = "address write"  # st/atom/red with generic addressing: the space comes from the pointer
+    ADDRESS_READ = "address read"  # ld with generic addressing
+    ASYNC = "async"  # an async-proxy access (wgmma, TMA, bulk copies, tcgen05.mma/cp, try_cancel)
+    FENCE = "fence"  # a bidirectional (or acquire) generic<->async proxy fence of the named spaces
+    INIT_FENCE = "mbarrier_init fence"  # fence.mbarrier_init: orders this thread's earlier mbarrier.init
+    MBARRIER_INIT = "mbarrier.init"  # a generic write of an mbarrier object
+    CP_ASYNC = "cp.async"  # a non-bulk cp.async: a generic write that completes later
+    CP_ASYNC_WAIT = "cp.async wait"  # cp.async.wait_group / wait_all: cp.async writes complete here
+    CALL = "call"
+
+
+class ProxyEffect(NamedTuple):
+    """An opcode's `Effect` and the proxy spaces it names.
+
     unknown:
         True when the opcode is not in the table but looks async (fail closed).
 
     >>> proxy_effect("fence.proxy.async.shared::cta")
-    ProxyEffect(kind='fence', spaces=('shared::cta',), unknown=False)
+    ProxyEffect(kind=<Effect.FENCE: 'fence'>, spaces=('shared::cta',), unknown=False)
     """
 
-    kind: str
+    kind: Effect
     spaces: tuple[str, ...] = ()
     unknown: bool = False
 
@@ -100,39 +115,42 @@ class ProxyEffect(NamedTuple):
 _ALL = PROXY_SPACES
 _SHARED = (SHARED_CTA, SHARED_CLUSTER)
 
-#: THE classification table (research fence.md §5.1): ``(opcode prefixes, kind, spaces)``.
+#: THE classification table (docs/fence.md §2.1): ``(opcode prefixes, effect, spaces)``.
 #: A prefix matches the opcode itself or the opcode followed by more modifiers; the
-#: first matching row wins. `spaces` is a tuple, or ``"opcode"`` (the opcode's own
+#: longest matching prefix wins. `spaces` is a tuple, or ``"opcode"`` (the opcode's own
 #: state-space modifiers), or ``"address"`` (the opcode's modifier, else the address).
-PROXY_TABLE: tuple[tuple[tuple[str, ...], str, object], ...] = (
-    # proxy fences; the uni-directional release half orders nothing for the issuer
-    (("fence.proxy.async::generic.release", "membar.proxy.async::generic.release"), "none", ()),
-    (("fence.proxy.async::generic.acquire", "membar.proxy.async::generic.acquire"), "fence", _SHARED),
-    (("fence.proxy.async.global", "membar.proxy.async.global"), "fence", (GLOBAL,)),
-    (("fence.proxy.async.shared::cluster", "membar.proxy.async.shared::cluster"), "fence", _SHARED),
+PROXY_TABLE: tuple[tuple[tuple[str, ...], Effect, object], ...] = (
+    # proxy fences; the uni-directional release half orders nothing for the issuer (ISA §9.7.13.4)
+    (("fence.proxy.async::generic.release", "membar.proxy.async::generic.release"), Effect.NONE, ()),
+    (("fence.proxy.async::generic.acquire", "membar.proxy.async::generic.acquire"), Effect.FENCE, _SHARED),
+    (("fence.proxy.async.global", "membar.proxy.async.global"), Effect.FENCE, (GLOBAL,)),
+    (("fence.proxy.async.shared::cluster", "membar.proxy.async.shared::cluster"), Effect.FENCE, _SHARED),
     (("fence.proxy.async.shared::cta", "membar.proxy.async.shared::cta",
-      "fence.proxy.async.shared", "membar.proxy.async.shared"), "fence", (SHARED_CTA,)),
-    (("fence.proxy.async", "membar.proxy.async"), "fence", _ALL),
-    # async proxy (§3.2); completion and ordering helpers of the same families do nothing
-    (("wgmma.fence", "wgmma.commit_group", "wgmma.wait_group"), "none", ()),
-    (("wgmma.mma_async",), "async", (SHARED_CTA,)),
-    (("tcgen05.mma", "tcgen05.cp"), "async", (SHARED_CTA,)),  # cta_group::2 adds the cluster window
-    (("tcgen05",), "none", ()),  # alloc, dealloc, ld, st, commit, wait, fence, shift
-    (("cp.async.bulk.prefetch", "cp.async.bulk.commit_group", "cp.async.bulk.wait_group"), "none", ()),
-    (("cp.async.bulk", "cp.reduce.async.bulk"), "async", "opcode"),
-    (("multimem.cp.async.bulk", "multimem.cp.reduce.async.bulk"), "async", (SHARED_CTA, GLOBAL)),
-    (("clusterlaunchcontrol.try_cancel",), "async", (SHARED_CTA,)),  # ::all adds the cluster window
-    # generic proxy writes (§3.3)
-    (("cp.async.commit_group", "cp.async.mbarrier.arrive"), "none", ()),
-    (("cp.async.wait_group", "cp.async.wait_all"), "cp.async.wait", (SHARED_CTA,)),
-    (("cp.async",), "cp.async", (SHARED_CTA,)),
-    (("mbarrier.try_wait", "mbarrier.test_wait"), "completion", ()),
-    (("st.async", "red.async"), "write", "opcode"),
-    (("st.bulk",), "write", (SHARED_CTA,)),
-    (("stmatrix",), "write", (SHARED_CTA,)),
-    (("st", "atom", "red"), "address", "address"),
-    (("multimem.st", "multimem.red"), "write", (GLOBAL,)),
-    (("call",), "call", ()),
+      "fence.proxy.async.shared", "membar.proxy.async.shared"), Effect.FENCE, (SHARED_CTA,)),
+    (("fence.proxy.async", "membar.proxy.async"), Effect.FENCE, _ALL),
+    (("fence.mbarrier_init",), Effect.INIT_FENCE, (SHARED_CTA,)),
+    # async proxy (research §3.2); completion and ordering helpers of the same families do nothing
+    (("wgmma.fence", "wgmma.commit_group", "wgmma.wait_group"), Effect.NONE, ()),
+    (("wgmma.mma_async",), Effect.ASYNC, (SHARED_CTA,)),
+    (("tcgen05.mma", "tcgen05.cp"), Effect.ASYNC, (SHARED_CTA,)),  # cta_group::2 adds the cluster window
+    (("tcgen05",), Effect.NONE, ()),  # alloc, dealloc, ld, st, commit, wait, fence, shift
+    (("cp.async.bulk.prefetch", "cp.async.bulk.commit_group", "cp.async.bulk.wait_group"), Effect.NONE, ()),
+    (("cp.async.bulk", "cp.reduce.async.bulk"), Effect.ASYNC, "opcode"),
+    (("multimem.cp.async.bulk", "multimem.cp.reduce.async.bulk"), Effect.ASYNC, (SHARED_CTA, GLOBAL)),
+    (("clusterlaunchcontrol.try_cancel",), Effect.ASYNC, (SHARED_CTA,)),  # ::all adds the cluster window
+    # generic proxy (§3.3)
+    (("cp.async.commit_group", "cp.async.mbarrier.arrive"), Effect.NONE, ()),
+    (("cp.async.wait_group", "cp.async.wait_all"), Effect.CP_ASYNC_WAIT, (SHARED_CTA,)),
+    (("cp.async",), Effect.CP_ASYNC, (SHARED_CTA,)),
+    (("mbarrier.init",), Effect.MBARRIER_INIT, "opcode"),
+    (("st.async", "red.async"), Effect.WRITE, "opcode"),
+    (("st.bulk",), Effect.WRITE, (SHARED_CTA,)),
+    (("stmatrix",), Effect.WRITE, (SHARED_CTA,)),
+    (("ldmatrix",), Effect.READ, (SHARED_CTA,)),
+    (("st", "atom", "red"), Effect.ADDRESS_WRITE, "address"),
+    (("ld",), Effect.ADDRESS_READ, "address"),
+    (("multimem.st", "multimem.red"), Effect.WRITE, (GLOBAL,)),
+    (("call",), Effect.CALL, ()),
 )
 
 #: Prefixes of opcodes that look async: not in the table -> treated as async (warned).
@@ -144,17 +162,18 @@ BENIGN_EXTERN_PREFIXES = ("__nv_",)
 
 _PROXY_ROWS = {prefix: (kind, spaces) for prefixes, kind, spaces in PROXY_TABLE for prefix in prefixes}
 _PROXY_CACHE: dict[str, ProxyEffect] = {}
+_NAMED_WRITES = {Effect.ADDRESS_WRITE: Effect.WRITE, Effect.ADDRESS_READ: Effect.READ}
 
 
 def proxy_effect(opcode: str) -> ProxyEffect:
     """Classify an opcode for the generic/async proxy analysis (one table: `PROXY_TABLE`).
 
-    >>> proxy_effect("st.shared.b16")
-    ProxyEffect(kind='write', spaces=('shared::cta',), unknown=False)
+    >>> proxy_effect("st.shared.b16").kind, proxy_effect("ld.shared::cluster.b32").spaces
+    (<Effect.WRITE: 'write'>, ('shared::cluster',))
     >>> proxy_effect("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes").spaces
     ('shared::cluster', 'global')
-    >>> proxy_effect("st.u32").kind, proxy_effect("ld.shared.b32").kind, proxy_effect("wgmma.sp_new.x").unknown
-    ('address', 'none', True)
+    >>> proxy_effect("st.u32").kind.value, proxy_effect("ld.local.b32").kind.value, proxy_effect("wgmma.sp_new.x").unknown
+    ('address write', 'none', True)
     """
     effect = _PROXY_CACHE.get(opcode)
     if effect is None:
@@ -173,21 +192,23 @@ def _classify(opcode: str) -> ProxyEffect:
         row = None
     if row is None:
         if ".async" in opcode or opcode.startswith(ASYNC_LOOKING):
-            return ProxyEffect("async", _SHARED, True)
-        return ProxyEffect("none")
+            return ProxyEffect(Effect.ASYNC, _SHARED, True)
+        return ProxyEffect(Effect.NONE)
     kind, spaces = row
     if spaces == "opcode" or spaces == "address":
         named = tuple(dict.fromkeys(SPACE_OF_MODIFIER[m] for m in modifiers if m in SPACE_OF_MODIFIER))
         if spaces == "address":
             if named:
-                return ProxyEffect("write", named)
+                return ProxyEffect(_NAMED_WRITES[kind], named)
             if any(m in STATE_SPACES for m in modifiers):  # local, param, const
-                return ProxyEffect("none")
-            return ProxyEffect("address")
-        if not named:  # an async form whose spaces we cannot read: fail closed
-            return ProxyEffect(kind, _ALL, True)
+                return ProxyEffect(Effect.NONE)
+            return ProxyEffect(kind)
+        if not named:
+            if kind is Effect.MBARRIER_INIT:  # mbarrier.init without a space: a generic address
+                return ProxyEffect(kind)
+            return ProxyEffect(kind, _ALL, True)  # an async form whose spaces we cannot read: fail closed
         return ProxyEffect(kind, named)
-    if kind == "async" and ("cta_group::2" in modifiers or "multicast::cluster::all" in modifiers):
+    if kind is Effect.ASYNC and ("cta_group::2" in modifiers or "multicast::cluster::all" in modifiers):
         spaces = _SHARED
     return ProxyEffect(kind, spaces)
 
@@ -199,3 +220,132 @@ def is_benign_extern(name: str) -> bool:
     (True, True, False)
     """
     return name in BENIGN_EXTERNS or name.startswith(BENIGN_EXTERN_PREFIXES)
+
+
+# -- synchronisation: where one thread's pending accesses reach another ------------------
+
+
+class Sync(enum.Enum):
+    """How an instruction takes part in a hand-off between threads (docs/fence.md §4).
+
+    >>> sync_effect("bar.sync").kind, sync_effect("mbarrier.try_wait.parity.shared::cta.b64").kind
+    (<Sync.ARRIVE_WAIT: 'arrive+wait'>, <Sync.WAIT: 'wait'>)
+    """
+
+    ARRIVE = "arrive"
+    WAIT = "wait"
+    ARRIVE_WAIT = "arrive+wait"
+
+
+class SyncObject(enum.Enum):
+    """What a thread arrives on or waits for.
+
+    >>> SyncObject.NAMED_BARRIER.value
+    'named barrier'
+    """
+
+    NAMED_BARRIER = "named barrier"  # bar/barrier with an id (an id in a register may be any)
+    MBARRIER = "mbarrier"  # an mbarrier object, by its shared-memory location
+    CLUSTER_BARRIER = "cluster barrier"  # barrier.cluster: every thread of every CTA of the cluster
+    WARP = "warp"  # bar.warp.sync (__syncwarp)
+
+
+class SyncEffect(NamedTuple):
+    """An opcode's part in a hand-off: `kind` and `object`; `operand` is the index of
+    the operand naming the object (the barrier id or the mbarrier address), or None.
+
+    >>> sync_effect("mbarrier.arrive.expect_tx.shared::cta.b64")
+    SyncEffect(kind=<Sync.ARRIVE: 'arrive'>, object=<SyncObject.MBARRIER: 'mbarrier'>, operand=-1)
+    """
+
+    kind: Sync
+    object: SyncObject
+    operand: int | None
+
+
+#: ``(opcode prefixes, kind, object, operand index)``; the longest prefix wins.
+SYNC_TABLE: tuple[tuple[tuple[str, ...], Sync, SyncObject, int | None], ...] = (
+    (("bar.sync", "bar.red", "bar.cta.sync", "bar.cta.red", "barrier.sync", "barrier.red", "barrier.cta.sync",
+      "barrier.cta.red"), Sync.ARRIVE_WAIT, SyncObject.NAMED_BARRIER, 0),
+    (("bar.arrive", "bar.cta.arrive", "barrier.arrive", "barrier.cta.arrive"), Sync.ARRIVE, SyncObject.NAMED_BARRIER, 0),
+    (("bar.warp.sync",), Sync.ARRIVE_WAIT, SyncObject.WARP, None),
+    (("barrier.cluster.arrive",), Sync.ARRIVE, SyncObject.CLUSTER_BARRIER, None),
+    (("barrier.cluster.wait",), Sync.WAIT, SyncObject.CLUSTER_BARRIER, None),
+    # mbarrier.arrive* and complete_tx: `state, [addr]` or `[addr]` (the sink form writes `_`)
+    (("mbarrier.arrive", "mbarrier.arrive_drop", "mbarrier.complete_tx"), Sync.ARRIVE, SyncObject.MBARRIER, -1),
+    (("cp.async.mbarrier.arrive",), Sync.ARRIVE, SyncObject.MBARRIER, -1),
+    (("tcgen05.commit",), Sync.ARRIVE, SyncObject.MBARRIER, -1),
+    (("mbarrier.try_wait", "mbarrier.test_wait"), Sync.WAIT, SyncObject.MBARRIER, -1),
+)
+_SYNC_ROWS = {prefix: (kind, obj, operand) for prefixes, kind, obj, operand in SYNC_TABLE for prefix in prefixes}
+_SYNC_CACHE: dict[str, SyncEffect | None] = {}
+
+
+def sync_effect(opcode: str) -> SyncEffect | None:
+    """The opcode's part in a thread hand-off, or None (one table: `SYNC_TABLE`).
+
+    An operand index of -1 means "the memory operand" (mbarrier forms put a state
+    register, ``_`` or a predicate before it, or nothing).
+
+    >>> sync_effect("barrier.sync.aligned").object, sync_effect("barrier.cluster.arrive.relaxed.aligned").kind
+    (<SyncObject.NAMED_BARRIER: 'named barrier'>, <Sync.ARRIVE: 'arrive'>)
+    >>> sync_effect("mbarrier.init.shared::cta.b64") is None, sync_effect("bar.warp.sync").object.value
+    (True, 'warp')
+    """
+    if opcode in _SYNC_CACHE:
+        return _SYNC_CACHE[opcode]
+    parts = opcode.split(".")
+    found = None
+    for end in range(len(parts), 0, -1):
+        row = _SYNC_ROWS.get(".".join(parts[:end]))
+        if row is not None:
+            found = SyncEffect(*row)
+            break
+    _SYNC_CACHE[opcode] = found
+    return found
+
+
+# -- async operands: where an async op's shared-memory footprint comes from --------------
+
+
+class AsyncForm(enum.Enum):
+    """How an async op names the shared memory it reads or writes (docs/fence.md §3.3).
+
+    >>> async_form("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes")
+    <AsyncForm.TENSOR_LOAD: 'tensor load'>
+    >>> async_form("cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group").value
+    'tensor store'
+    """
+
+    WGMMA = "wgmma"  # d, a (descriptor or registers), b descriptor: reads A (if a descriptor) and B
+    TCGEN05_MMA = "tcgen05.mma"  # [d], a descriptor or [tmem], b descriptor: reads A (if a descriptor), B
+    TCGEN05_CP = "tcgen05.cp"  # [taddr], s-desc: reads the source descriptor's matrix
+    TENSOR_LOAD = "tensor load"  # [dst], [tmap, coords], [mbar]: writes dst (the box: bounded by expect_tx)
+    TENSOR_STORE = "tensor store"  # [tmap, coords], [src]: reads src (the box: up to the end of its buffer)
+    BULK_COPY = "bulk copy"  # [dst], [src], size {, [mbar]}: writes dst / reads src of `size` bytes
+    TRY_CANCEL = "try_cancel"  # [addr], [mbar]: writes 16 bytes at addr
+    UNKNOWN = "unknown"  # fail closed: every shared byte, read and written
+
+
+_FORM_PREFIXES = (
+    ("wgmma.mma_async", AsyncForm.WGMMA), ("tcgen05.mma", AsyncForm.TCGEN05_MMA), ("tcgen05.cp", AsyncForm.TCGEN05_CP),
+    ("cp.async.bulk.tensor", None), ("cp.reduce.async.bulk.tensor", None),
+    ("cp.async.bulk", AsyncForm.BULK_COPY), ("cp.reduce.async.bulk", AsyncForm.BULK_COPY),
+    ("multimem.cp.async.bulk", AsyncForm.BULK_COPY), ("multimem.cp.reduce.async.bulk", AsyncForm.BULK_COPY),
+    ("clusterlaunchcontrol.try_cancel", AsyncForm.TRY_CANCEL),
+)
+
+
+def async_form(opcode: str) -> AsyncForm:
+    """How an async-proxy opcode's operands name shared memory (see `AsyncForm`).
+
+    >>> async_form("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16").value, async_form("wgmma.new_op").value
+    ('wgmma', 'unknown')
+    """
+    for prefix, form in _FORM_PREFIXES:
+        if opcode == prefix or opcode.startswith(prefix + "."):
+            if form is None:  # a tensor copy: the first state space says which side is shared memory
+                spaces = [m for m in opcode.split(".") if m in SPACE_OF_MODIFIER]
+                return AsyncForm.TENSOR_LOAD if spaces and spaces[0] != GLOBAL else AsyncForm.TENSOR_STORE
+            return form
+    return AsyncForm.UNKNOWN
