@@ -46,10 +46,11 @@ class BasicBlock:
     (<BasicBlock L: 2 instructions>, 8, '@%p1 bra L;', ['L'])
     """
 
-    __slots__ = ("index", "labels", "instructions", "heads", "terminator", "targets")
+    __slots__ = ("index", "labels", "instructions", "heads", "terminator", "targets", "context")
 
     def __init__(self, index: int):
         self.index = index
+        self.context = None  # the inlined copy the block belongs to (ptxkit.cfg.inline), if any
         self.labels: list[Label] = []
         self.instructions: list[Instruction] = []
         self.heads: list[Head] = []

@@ -1,0 +1,125 @@
+"""Which registers may hold a generic address of shared memory (docs/fence.md §3.4).
+
+A generic ``ld``/``st`` through a pointer the value analysis cannot follow (one
+loaded from a pointer array in global memory, say) would have to count as a
+possible access of every space. But a generic shared-memory address exists only
+where the kernel makes one: ``cvta`` from a shared window, a generic ``mapa``, or a
+kernel parameter declared ``.ptr .shared``; the host cannot pass one, and one
+stored by an earlier launch names memory that no longer exists. So a register
+that no such address can flow into — through arithmetic, ``mov``, ``selp``, call
+parameters, or a store and a later load — holds a global or local address, never
+a shared one.
+
+This is a flow-insensitive over-approximation: a register is *tainted* when any of
+its definitions may produce such an address; a load is tainted as soon as any
+store in the kernel may store a tainted value (call parameters likewise).
+
+>>> import ptxkit
+>>> from ptxkit.cfg.graph import flow_graph
+>>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k(.param .u64 k_p)\\n{\\n"
+...     ".reg .b64 %rd<6>;\\n.shared .align 8 .b8 smem[64];\\n\\tld.param.u64 %rd1, [k_p];\\n"
+...     "\\tld.global.u64 %rd2, [%rd1];\\n\\tmov.u64 %rd3, smem;\\n\\tcvta.shared.u64 %rd4, %rd3;\\n"
+...     "\\tadd.s64 %rd5, %rd4, 8;\\n\\tst.u32 [%rd2], 1;\\n\\tret;\\n}\\n")
+>>> sorted(shared_pointer_registers(flow_graph(m.function("k"))))
+['%rd4', '%rd5']
+"""
+
+from __future__ import annotations
+
+from ptxkit.cfg.registers import _is_param, _reads, _targets, symbol_regions
+
+#: Opcodes that define no register a pointer could flow into.
+_NO_TARGET = frozenset("bra brx call ret exit trap bar barrier fence membar prefetch prefetchu nanosleep mbarrier "
+                       "tcgen05 wgmma setp".split())
+
+
+def shared_pointer_registers(flow) -> set[str]:
+    """Keys (context prefix + name) of the registers that may hold a generic address
+    of shared memory (see the module docstring)."""
+    plain_of: dict[int, frozenset] = {}
+    uses: dict[str, list] = {}  # register -> the (targets, kind) of instructions reading it
+    sources: set[str] = set()
+    loads: list[list[str]] = []  # targets of ordinary loads
+    param_loads: list[list[str]] = []  # targets of loads of inlined parameters and results
+    stores: list[tuple[str, list[str]]] = []  # ("memory" | "param", stored registers)
+    for block in flow.blocks:
+        context = block.context
+        prefix = context.prefix if context is not None else ""
+        key = context.id if context is not None else 0
+        plain = plain_of.get(key)
+        if plain is None:
+            function = context.function if context is not None else flow.function
+            plain = plain_of[key] = frozenset(n for n, v in symbol_regions(function, context).items() if v is None)
+        for instruction, head in zip(block.instructions, block.heads):
+            opcode, base = head[1], head[2]
+            operands = instruction.operands
+            if not operands:
+                continue
+            modifiers = opcode.split(".")[1:]
+            if base in ("st", "red", "stmatrix", "cp", "multimem"):
+                stored = [prefix + r for operand in operands[1:] if operand.kind != "memory"
+                          for r in _reads(operand, plain)]
+                stores.append(("param" if base == "st" and _is_param(modifiers) else "memory", stored))
+                continue
+            if base in _NO_TARGET:
+                continue
+            targets = [prefix + name for name in _targets(operands[0], plain)]
+            if base == "atom":  # atom d, [a], b: b goes to memory, the old value comes back
+                stores.append(("memory", [prefix + r for operand in operands[2:] for r in _reads(operand, plain)]))
+                loads.append(targets)
+                continue
+            if not targets:
+                continue
+            if base == "cvta" and "to" not in modifiers and any(m.startswith("shared") for m in modifiers):
+                sources.update(targets)
+                continue
+            if base == "mapa" and "shared::cluster" not in modifiers:
+                sources.update(targets)
+                continue
+            if base in ("ld", "ldu"):
+                if not _is_param(modifiers):
+                    loads.append(targets)
+                elif context is not None and context.parent is not None or _call_result(flow, block):
+                    param_loads.append(targets)
+                elif _shared_parameter(flow.function if context is None else context.function, operands):
+                    sources.update(targets)
+                continue
+            for operand in operands[1:]:
+                for name in _reads(operand, plain):
+                    uses.setdefault(prefix + name, []).append(targets)
+    tainted: set[str] = set()
+    work = list(sources)
+    memory = param = False
+    while True:
+        while work:
+            register = work.pop()
+            if register in tainted:
+                continue
+            tainted.add(register)
+            for targets in uses.get(register, ()):
+                work.extend(t for t in targets if t not in tainted)
+        grew = False
+        if not memory and any(kind == "memory" and any(r in tainted for r in regs) for kind, regs in stores):
+            memory = grew = True
+            work.extend(t for targets in loads for t in targets)
+        if not param and any(kind == "param" and any(r in tainted for r in regs) for kind, regs in stores):
+            param = grew = True
+            work.extend(t for targets in param_loads for t in targets)
+        if not grew:
+            return tainted
+
+
+def _call_result(flow, block) -> bool:
+    """True when a call's inlined body returns into `block` (its ld.param reads results)."""
+    return any("return" in flow.kinds.get((p, block.index), "") for p in flow.pred[block.index])
+
+
+def _shared_parameter(function, operands) -> bool:
+    """True for ``ld.param`` of a kernel parameter declared ``.ptr .shared``."""
+    memory = operands[1] if len(operands) > 1 else None
+    if memory is None or memory.kind != "memory":
+        return False
+    for param in function.signature.params:
+        if param.name == memory.name:
+            return param.pointer_space == ".shared"
+    return function.kind != "entry"  # a .func parameter analysed on its own may be anything

@@ -1,0 +1,243 @@
+"""Remainder idioms: ``x - round(x)`` forms whose range intervals alone cannot see.
+
+A ring-buffer index advanced by a run-time count is reduced modulo the number of
+stages, and nvcc spells ``x % C`` as ``x - (x / C) * C`` with the division done by a
+multiply-high ("magic number") sequence, or, for a signed power of two, as
+``x - ((x + bias) & -2**m)``. Interval arithmetic loses the relation between the
+two ``x`` and answers "anything"; these patterns give the exact range (docs/fence.md
+§3.2):
+
+- ``sub d, x, y`` with ``y = and(x + c, -2**m)`` (or ``and(x, -2**m)``):
+  ``d = (x + c) mod 2**m - c``, so ``d`` is in ``[-max(c), 2**m - 1 - min(c)]``; a
+  mask such as ``2**26 - 16`` does the same for ``x + c`` in ``[0, 2**26)``;
+- ``sub d, x, y`` (or ``mad.lo d, q, -C, x``) with ``y = q * C`` and ``q`` computed
+  from ``x`` alone: when ``q`` equals ``x // C`` on every probe value (`PROBES`:
+  both ends of the 32-bit range, around every multiple of ``C`` near them, and
+  evenly spread values), ``d = x mod C`` is in ``[0, C - 1]`` for ``x >= 0``.
+
+The second check evaluates the division sequence on concrete numbers; the
+sequences compilers emit are exact for every input or wrong on whole ranges, which
+the probes cover.
+
+>>> from ptxkit import parse
+>>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n.reg .b32 %r<9>;\\n"
+...           ".reg .b64 %rd<3>;\\n\\tmul.wide.u32 %rd1, %r1, 613566757;\\n\\tshr.u64 %rd2, %rd1, 32;\\n"
+...           "\\tcvt.u32.u64 %r2, %rd2;\\n\\tsub.s32 %r3, %r1, %r2;\\n\\tshr.u32 %r4, %r3, 1;\\n"
+...           "\\tadd.s32 %r5, %r4, %r2;\\n\\tshr.u32 %r6, %r5, 2;\\n\\tmul.lo.s32 %r7, %r6, 7;\\n"
+...           "\\tsub.s32 %r8, %r1, %r7;\\n\\tret;\\n}\\n")
+>>> from ptxkit.cfg.graph import flow_graph
+>>> block = flow_graph(m.function("k")).blocks[0]
+>>> remainder(block.instructions, block.heads, 8, frozenset())
+Remainder(x='%r1', bias=None, modulus=7, kind='division', limit=None)
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+_MASK32 = (1 << 32) - 1
+_MASK64 = (1 << 64) - 1
+#: Opcodes a division sequence is built from (each evaluated on concrete integers).
+_ARITHMETIC = frozenset("mul mad shr shl add sub cvt mov div and".split())
+_MAX_DEPTH = 12
+
+
+class Remainder(NamedTuple):
+    """A recognised remainder: ``kind`` is ``alignment`` (``x - align_down(x + bias,
+    modulus)``, `bias` the operand holding ``c`` or None; when `limit` is set the mask
+    keeps bits only below it, so ``x + c`` must lie in ``[0, limit)``) or
+    ``division`` (``x mod modulus``)."""
+
+    x: str
+    bias: object
+    modulus: int
+    kind: str
+    limit: int | None = None
+
+
+def _defining(instructions, heads, position: int, register: str, plain) -> int | None:
+    """The instruction before `position` in the block that last defines `register`."""
+    for index in range(position - 1, -1, -1):
+        operands = instructions[index].operands
+        if operands and heads[index][2] not in ("st", "bar", "barrier", "bra", "call", "red"):
+            first = operands[0]
+            if first.kind in ("register", "symbol") and first.name == register:
+                return index
+            if first.kind in ("vector", "pair") and any(e.name == register for e in first.elements):
+                return index
+    return None
+
+
+def _unchanged(instructions, heads, start: int, stop: int, register: str, plain) -> bool:
+    return _defining(instructions, heads, stop, register, plain) is None or \
+        _defining(instructions, heads, stop, register, plain) < start
+
+
+def remainder(instructions, heads, position: int, plain) -> Remainder | None:
+    """The remainder idiom computed by the ``sub``/``mad`` at `position`, or None."""
+    head = heads[position]
+    operands = instructions[position].operands
+    if head[0] is not None:
+        return None
+    if head[2] == "sub" and len(operands) == 3 and operands[1].kind == "register" and operands[2].kind == "register":
+        x, y = operands[1].name, operands[2].name
+        at = _defining(instructions, heads, position, y, plain)
+        if at is None or heads[at][0] is not None:
+            return None
+        found = _alignment(instructions, heads, at, x, position, plain)
+        if found is not None:
+            return found
+        if heads[at][2] == "mul" and ".lo" in heads[at][1]:
+            factors = instructions[at].operands[1:]
+            return _division(instructions, heads, at, x, factors, 1, position, plain)
+        return None
+    if head[2] == "mad" and ".lo" in head[1] and len(operands) == 4 and operands[3].kind == "register":
+        return _division(instructions, heads, position, operands[3].name, operands[1:3], -1, position, plain)
+    return None
+
+
+def _alignment(instructions, heads, at: int, x: str, position: int, plain) -> Remainder | None:
+    if heads[at][2] != "and":
+        return None
+    operands = instructions[at].operands
+    if len(operands) != 3 or operands[2].kind != "immediate" or operands[1].kind != "register":
+        return None
+    shape = _alignment_mask(operands[2].value)
+    if shape is None:
+        return None
+    step, limit = shape
+    z = operands[1].name
+    if z == x:
+        if not _unchanged(instructions, heads, at, position, x, plain):
+            return None
+        return Remainder(x, None, step, "alignment", limit)
+    add_at = _defining(instructions, heads, at, z, plain)
+    if add_at is None or heads[add_at][2] != "add" or heads[add_at][0] is not None:
+        return None
+    summands = instructions[add_at].operands[1:]
+    if len(summands) != 2:
+        return None
+    for a, b in (summands, summands[::-1]):
+        if a.kind == "register" and a.name == x and _unchanged(instructions, heads, add_at, position, x, plain):
+            return Remainder(x, b, step, "alignment", limit)
+    return None
+
+
+def _alignment_mask(mask: int) -> tuple[int, int | None] | None:
+    """``(step, limit)`` when `mask` clears the bits below ``step`` and keeps those up
+    to ``limit`` (None: every higher bit, as ``-16`` does); None for other masks.
+
+    >>> _alignment_mask(-16), _alignment_mask(67108848), _alignment_mask(0xF0F0)
+    ((16, None), (16, 67108864), None)
+    """
+    if isinstance(mask, float) or mask == 0:
+        return None
+    for width in (32, 64):
+        value = mask & ((1 << width) - 1)
+        step = value & -value
+        ones = value + step  # ones above the step carry out to a single bit
+        if ones & (ones - 1) == 0:
+            limit = ones if ones < 1 << width else None
+            if limit is None or mask >= 0:
+                return step, limit
+    return None
+
+
+def _division(instructions, heads, at: int, x: str, factors, sign: int, position: int, plain) -> Remainder | None:
+    if len(factors) != 2:
+        return None
+    for q, c in (factors, factors[::-1]):
+        if c.kind != "immediate" or not isinstance(c.value, int) or q.kind != "register" or c.value * sign <= 1:
+            continue
+        used: list[int] = []
+        tree = _tree(instructions, heads, at, q.name, x, used, 0)
+        if tree is None or not used:
+            continue
+        last_x = _defining(instructions, heads, position, x, plain)
+        if last_x is not None and last_x >= min(used):
+            continue  # x changed between the division and the subtraction
+        if _divides(tree, c.value * sign):
+            return Remainder(x, None, c.value * sign, "division")
+    return None
+
+
+def _tree(instructions, heads, position: int, register: str, x: str, used: list, depth: int):
+    """The expression computing `register` from `x` and constants inside the block
+    (`used` collects the instructions it reads), or None when something else feeds it."""
+    if register == x:
+        return ("x",)
+    if depth > _MAX_DEPTH:
+        return None
+    at = _defining(instructions, heads, position, register, frozenset())
+    if at is None or heads[at][0] is not None or heads[at][2] not in _ARITHMETIC:
+        return None
+    used.append(at)
+    args = []
+    for operand in instructions[at].operands[1:]:
+        if operand.kind == "immediate" and isinstance(operand.value, int):
+            args.append(("imm", operand.value))
+        elif operand.kind == "register":
+            sub = _tree(instructions, heads, at, operand.name, x, used, depth + 1)
+            if sub is None:
+                return None
+            args.append(sub)
+        else:
+            return None
+    return (heads[at][1],) + tuple(args)
+
+
+def _evaluate(tree, x: int) -> int:
+    op = tree[0]
+    if op == "x":
+        return x
+    if op == "imm":
+        return tree[1]
+    args = [_evaluate(a, x) for a in tree[1:]]
+    parts = op.split(".")
+    base, modifiers = parts[0], parts[1:]
+    bits = 64 if any(m.endswith("64") for m in modifiers[-1:]) else 32
+    if base == "cvt":
+        bits = 64 if modifiers[0].endswith("64") else 32
+    mask = (1 << bits) - 1
+    signed = any(m.startswith("s") for m in modifiers[-1:])
+    a = args[0] & mask if base != "cvt" else args[0]
+    if signed and a >> (bits - 1):
+        a -= 1 << bits
+    if base in ("mov", "cvt"):
+        return a & mask
+    b = args[1] & mask if len(args) > 1 else 0
+    if base == "mul":
+        if "wide" in modifiers:
+            return (args[0] & _MASK32) * (args[1] & _MASK32)
+        product = a * b
+        return (product >> bits) & mask if "hi" in modifiers else product & mask
+    if base == "mad":
+        return (a * b + args[2]) & mask
+    if base == "shr":
+        return (a >> b) & mask
+    if base == "shl":
+        return (a << b) & mask
+    if base == "add":
+        return (a + b) & mask
+    if base == "sub":
+        return (a - b) & mask
+    if base == "and":
+        return a & b
+    return a // b if b else 0
+
+
+#: Inputs the division check tries, besides evenly spread ones.
+PROBES = 4096
+
+
+@functools.lru_cache(maxsize=256)
+def _divides(tree, divisor: int) -> bool:
+    """True when `tree` computes ``x // divisor`` on every probe value of x."""
+    values = set(range(0, 4 * divisor + 64))
+    for top in (1 << 31, 1 << 32):
+        start = top - top % divisor
+        values.update(range(max(start - 4 * divisor, 0), min(start + 4 * divisor, 1 << 32)))
+        values.update(range(top - 64, top))
+    values.update(range(0, 1 << 32, (1 << 32) // PROBES + 1))
+    return all(_evaluate(tree, x) & _MASK32 == x // divisor for x in values)

@@ -1,0 +1,862 @@
+"""The abstract value of registers at chosen instructions (docs/fence.md §3).
+
+A forward analysis over a flow graph (plain or inlined, `ptxkit.cfg.inline`) with
+`ptxkit.cfg.values` as its lattice. It is *demand driven*: only the instructions
+that can contribute to a queried operand are evaluated (the backward slice of the
+queries through register definitions, call parameters and return values), so a
+kernel with a dozen shared-memory accesses costs a walk over a few hundred
+instructions, not over the whole function. Loops settle through widening.
+
+What it knows (the rest is top): ``mov`` of constants, special registers (``%tid.x``
+is ``[0, 1023]``) and variables (a ``.shared`` symbol is a window address into its
+`Region`; every ``extern .shared`` array is the one dynamic region); integer
+arithmetic (``add sub mul mad shl shr and or xor min max div rem``, ``cvt`` between
+integer widths, ``mov`` packing and unpacking, ``shfl``); ``cvta`` and ``mapa``;
+kernel parameters (pointers are global unless declared ``.ptr .shared``/``.local``);
+``selp`` with the ``stage == N ? 0 : stage + 1`` pattern of a ring buffer refined by
+its ``setp``; parameters and results of inlined calls.
+
+>>> import ptxkit
+>>> from ptxkit.cfg.graph import flow_graph
+>>> from ptxkit.cfg.values import show
+>>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+...     ".extern .shared .align 1024 .b8 smem[];\\n.visible .entry k()\\n{\\n.reg .b32 %r<9>;\\n.reg .pred %p<2>;\\n"
+...     "\\tmov.u32 %r1, 0;\\nLOOP:\\n\\tshl.b32 %r2, %r1, 10;\\n\\tmov.u32 %r3, smem;\\n\\tadd.s32 %r4, %r3, %r2;\\n"
+...     "\\tst.shared.u32 [%r4+16], %r1;\\n\\tadd.s32 %r5, %r1, 1;\\n\\tsetp.eq.s32 %p1, %r1, 3;\\n"
+...     "\\tselp.b32 %r1, 0, %r5, %p1;\\n\\tbra.uni LOOP;\\n}\\n")
+>>> flow = flow_graph(m.function("k"))
+>>> store = flow.blocks[1].instructions[3]
+>>> show(register_values(flow, {"st": (1, 3, store.operands[0])})["st"])
+'dynamic shared+[16, 3088] (shared::cta window)'
+"""
+
+from __future__ import annotations
+
+from ptxkit.cfg.dataflow import solve_forward
+from ptxkit.cfg.idioms import remainder
+from ptxkit.cfg.inline import Context
+from ptxkit.cfg.values import (
+    GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
+    Atom, Region, add, address, and_, anywhere, constant, join, meet, mul, neg, number, or_, pack, refine, shl, shr,
+    sub, truncate, unpack, widen, xor,
+)
+from ptxkit.syntax import Directive, Function
+
+#: The register of `%tid.x` and friends: their ranges (PTX ISA §10).
+SPECIAL_RANGES = {
+    "%tid.x": (0, 1023), "%tid.y": (0, 1023), "%tid.z": (0, 63), "%ntid.x": (1, 1024), "%ntid.y": (1, 1024),
+    "%ntid.z": (1, 64), "%laneid": (0, 31), "%warpid": (0, 63), "%nwarpid": (1, 64), "%cluster_ctarank": (0, 15),
+    "%cluster_nctarank": (1, 16), "%cluster_ctaid.x": (0, 15), "%cluster_ctaid.y": (0, 15),
+    "%cluster_ctaid.z": (0, 15), "%cluster_nctaid.x": (1, 16), "%cluster_nctaid.y": (1, 16),
+    "%cluster_nctaid.z": (1, 16), "%dynamic_smem_size": (0, 232448), "%total_smem_size": (0, 233472),
+    "%smid": (0, 1023), "%nsmid": (1, 1024),
+}
+_WORD = (0, (1 << 64) - 1)
+_TYPE_BITS = {"8": 8, "16": 16, "32": 32, "64": 64, "128": 128}
+_SPACE_OF_DECLARATION = {".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE, ".global": GLOBAL_SPACE_NAME}
+_PARAM_POINTS_TO = {".global": GLOBAL_SPACE_NAME, ".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE}
+#: Opcodes that never define a register value we follow (their first operand is read).
+def _inverse(opcode: str, base: str, operands, uniform: bool):
+    """The inverse of one defining step for branch refinement (see `_inverse_chain`)."""
+    if base in ("add", "sub") and len(operands) == 3 and operands[2].kind == "immediate" \
+            and isinstance(operands[2].value, int):
+        step = operands[2].value if base == "add" else -operands[2].value
+        return lambda value: sub(value, number(step))
+    if opcode.startswith("shr.u") and len(operands) == 3 and operands[2].kind == "immediate":
+        count = operands[2].value
+
+        def widen_back(value):
+            if len(value) == 1 and value[0].form == 0 and value[0].lo >= 0 and value[0].hi < INF:
+                return number(value[0].lo << count, (value[0].hi << count) + (1 << count) - 1)
+            return (Atom(0, None, None, -INF, INF),)
+        return widen_back
+    if base == "mov" and len(operands) == 2 or base == "shfl" and uniform:
+        return lambda value: value
+    return None
+
+
+def _one_dimensional(function) -> bool:
+    """True when the kernel declares its blocks one-dimensional (``.maxntid N, 1, 1``)."""
+    for name, args in function.signature.directives:
+        if name in (".maxntid", ".reqntid"):
+            dims = [a.strip() for a in args.split(",")]
+            return all(d == "1" for d in dims[1:])
+    return False
+
+
+_SWAPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le", "lo": "hi", "hi": "lo",
+            "ls": "hs", "hs": "ls"}
+_NO_DEFINITION = frozenset("bra brx call ret exit trap nanosleep stackrestore pmevent st red bar barrier "
+                           "fence membar prefetch prefetchu".split())
+_COUNTS = frozenset("popc clz bfind activemask".split())
+DYNAMIC_SHARED = "dynamic shared"
+_PLAIN = " plain registers"  # the key of a symbol table's set of registers declared without %
+
+
+def register_values(flow, queries: dict) -> dict:
+    """Abstract values for `queries`: ``{key: (block, position, operand)}``.
+
+    `operand` is an `ptxkit.instruction.Operand` of the instruction at `position` in
+    `block` (a register, immediate, symbol, or a ``[base+offset]`` memory operand,
+    whose address is wanted), or a key such as ``param:param0+0`` (a call argument);
+    it is evaluated just before that instruction.
+    """
+    return analyse_registers(flow, queries)[0]
+
+
+def analyse_registers(flow, queries: dict) -> tuple[dict, set]:
+    """`register_values` and the blocks the branch conditions prove unreachable
+    (their queries answer the empty value: no value ever gets there).
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .b32 %r<3>;\\n.reg .pred %p<2>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tsetp.lt.u32 %p1, %r1, 4096;\\n"
+    ...     "\\t@%p1 bra L;\\n\\tmov.u32 %r2, %r1;\\nL:\\n\\tret;\\n}\\n")
+    >>> flow = flow_graph(m.function("k"))
+    >>> analyse_registers(flow, {"r": (1, 0, flow.blocks[1].instructions[0].operands[1])})
+    ({'r': ()}, {1})
+    """
+    if not queries:
+        return {}, set()
+    return _Analysis(flow).solve(queries)
+
+
+def symbol_regions(function, context: Context | None = None) -> dict:
+    """Variables visible in `function` -> the abstract value of their address
+    (registers declared without a ``%``, as inline assembly does, map to None).
+
+    Every ``extern .shared`` array is the same dynamic region (they all start at the
+    dynamic shared memory); ``.local`` variables get one region per inlined copy.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.values import show
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.extern .shared .align 16 .b8 dyn[];\\n"
+    ...                  ".visible .entry k()\\n{\\n.shared .align 8 .b64 bars[4];\\n\\tret;\\n}\\n")
+    >>> regions = symbol_regions(m.function("k"))
+    >>> show(regions["dyn"]), show(regions["bars"]), regions["bars"][0].region.size
+    ('dynamic shared+0 (shared::cta window)', 'bars+0 (shared::cta window)', 32)
+    """
+    found: dict[str, tuple] = {}
+    module = function.module
+    suffix = f"@{context.id}" if context is not None and context.id else ""
+    if module is not None:
+        for item in module.items:
+            if type(item) is Directive:
+                _declare(item, found, suffix)
+            elif type(item) is Function:
+                found[item.name] = (Atom(WINDOW, OTHER_SPACE),)
+    for node in function.walk():
+        if type(node) is Directive:
+            if node.name == ".reg":
+                declaration = node.declaration
+                for name in declaration.base_names if declaration is not None else ():
+                    if not name.startswith("%"):
+                        found[name] = None
+            else:
+                _declare(node, found, suffix)
+    for param in function.signature.params:
+        found.setdefault(param.name, (Atom(WINDOW, OTHER_SPACE),))
+    return found
+
+
+def _declare(directive, found: dict, suffix: str) -> None:
+    declaration = directive.declaration
+    if declaration is None:
+        return
+    space = _SPACE_OF_DECLARATION.get(declaration.space)
+    if space is None:
+        if declaration.space in (".const", ".param"):
+            for name in declaration.base_names:
+                found[name] = (Atom(WINDOW, OTHER_SPACE),)
+        return
+    element = _TYPE_BITS.get((declaration.type or ".b8")[2:], 8) // 8
+    for name, base in zip(declaration.names, declaration.base_names):
+        dims = [d.strip() for d in name[len(base):].strip("[]").split("][")] if "[" in name else []
+        align = declaration.align or element
+        if dims and not all(dims):  # extern array of unknown size
+            if space == SHARED_CTA_SPACE:
+                found[base] = address(Region(DYNAMIC_SHARED, space, None, align))
+                continue
+            size = None
+        else:
+            size = element
+            for dim in dims:
+                size *= int(dim, 0)
+        found[base] = address(Region(base + (suffix if space == LOCAL_SPACE else ""), space, size, align))
+
+
+# -- the analysis ----------------------------------------------------------------------------
+
+
+class _Analysis:
+    def __init__(self, flow):
+        self.flow = flow
+        self.symbols: dict[int, dict] = {}  # context id -> symbol values
+        self.thresholds: set[int] = set()  # constants compared against: where widening stops
+        self.returning: dict[int, Context] = {}  # block -> the inlined callee that returns into it
+        for block in flow.blocks:
+            context = block.context
+            if context is not None and context.parent is not None:
+                for successor in flow.succ[block.index]:
+                    follower = flow.blocks[successor]
+                    if follower.context is context.parent and (block.index, successor) in flow.kinds \
+                            and flow.kinds[(block.index, successor)] == "return":
+                        self.returning[successor] = context
+
+    # -- names ----------------------------------------------------------------------------
+    def prefix(self, block: int) -> str:
+        context = self.flow.blocks[block].context
+        return context.prefix if context is not None else ""
+
+    def plain(self, block: int) -> frozenset:
+        """Registers declared without ``%`` in the block's function (inline assembly)."""
+        table = self.symbol_values(block)
+        names = table.get(_PLAIN)
+        if names is None:
+            names = table[_PLAIN] = frozenset(name for name, value in table.items() if value is None)
+        return names
+
+    def symbol_values(self, block: int) -> dict:
+        context = self.flow.blocks[block].context
+        key = context.id if context is not None else 0
+        table = self.symbols.get(key)
+        if table is None:
+            function = context.function if context is not None else self.flow.function
+            table = self.symbols[key] = symbol_regions(function, context)
+        return table
+
+    def param_key(self, block: int, name: str, offset: int, loading: bool) -> str | None:
+        """The key a ``.param`` access at `block` names: a call argument or result of
+        this context, or (for ``ld.param`` in an inlined callee) the caller's argument."""
+        context = self.flow.blocks[block].context
+        if loading and context is not None:
+            if context.parent is not None and name in context.arguments:
+                return f"{context.parent.prefix}param:{context.arguments[name]}+{offset}"
+            callee = self.returning.get(block)
+            if callee is not None and name in callee.results:
+                return f"{callee.prefix}param:{callee.results[name]}+{offset}"
+        if not loading and context is not None and context.parent is not None:
+            if name in {p.name for p in context.function.signature.return_params}:
+                return f"{context.prefix}param:{name}+{offset}"
+        return f"{self.prefix(block)}param:{name}+{offset}"
+
+    # -- definitions and the slice ----------------------------------------------------------
+    def definitions(self) -> dict:
+        found: dict[str, list[tuple[int, int]]] = {}
+        for block in self.flow.blocks:
+            prefix = self.prefix(block.index)
+            for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
+                base = head[2]
+                if base == "st" and head[1].startswith("st.param"):
+                    for key in self._param_store_keys(block.index, instruction):
+                        found.setdefault(key, []).append((block.index, position))
+                    continue
+                if base in _NO_DEFINITION:
+                    continue
+                operands = instruction.operands
+                if not operands:
+                    continue
+                for name in _targets(operands[0], self.plain(block.index)):
+                    found.setdefault(prefix + name, []).append((block.index, position))
+        return found
+
+    def _param_store_keys(self, block: int, instruction) -> list[str]:
+        operands = instruction.operands
+        if not operands or operands[0].kind != "memory" or operands[0].name is None:
+            return []
+        width = _element_bytes(instruction.opcode)
+        count = len(operands[1].elements) if len(operands) > 1 and operands[1].kind == "vector" else 1
+        offset = int(operands[0].value or 0)
+        return [self.param_key(block, operands[0].name, offset + i * width, loading=False) for i in range(count)]
+
+    def solve(self, queries: dict) -> dict:
+        definitions = self.definitions()
+        wanted = set()
+        for block, position, operand in queries.values():
+            wanted.update(self.sources_of(block, operand))
+        conditions = self.branch_conditions(definitions)
+        rules: dict = {}
+        seen: set = set()
+        self.slice(definitions, wanted, rules, seen)
+        for _, (key, _, _, _, chain) in conditions.values():  # conditions that bound what we follow
+            keys = [key] + [source for source, _ in chain]
+            if any(k in seen for k in keys):
+                self.slice(definitions, set(keys) - seen, rules, seen)
+        by_block: dict[int, list] = {}
+        for (block, position), rule in rules.items():
+            by_block.setdefault(block, []).append((position, rule))
+        for items in by_block.values():
+            items.sort(key=lambda item: item[0])
+
+        def transfer(block, state):
+            items = by_block.get(block)
+            if not items or state is None:
+                return state
+            state = dict(state)
+            for _, rule in items:
+                rule(state)
+            return state
+
+        def edge(pred, node, state):
+            condition = conditions.get(pred)
+            if condition is None or state is None:
+                return state
+            kinds = self.flow.kinds.get((pred, node), "").split(",")
+            if ("taken" in kinds) == ("fallthrough" in kinds):
+                return state
+            holds = ("taken" in kinds) != condition[0]
+            refined = dict(state)
+            key, comparison, bound, unsigned, chain = condition[1]
+            value = refined.get(key)
+            if value is None:
+                value = (Atom(0, None, None, -INF, INF),)
+            value = refine(value, comparison, bound, holds, unsigned)
+            if not value:
+                return None  # the branch cannot go this way
+            if key in refined:
+                refined[key] = value
+            for source, inverse in chain:  # the registers the compared one was computed from
+                value = inverse(value)
+                if source in refined:
+                    value = meet(refined[source], value)
+                    if not value:
+                        return None
+                    refined[source] = value
+            return refined
+
+        thresholds = sorted(self.thresholds)
+
+        def widen_state(old, new):
+            return _widen(old, new, thresholds)
+
+        result = solve_forward(self.flow, transfer, entry={}, bottom=None, join=_join, widen=widen_state,
+                               widen_after=4, edge=edge)
+        dead = {block for block in self.flow.rpo if result.ins[block] is None}
+        answers = {}
+        ordered = sorted(queries.items(), key=lambda item: (item[1][0], item[1][1]))
+        current_block, state, done = None, None, 0
+        for key, (block, position, operand) in ordered:
+            if block in dead:
+                answers[key] = ()
+                continue
+            if block != current_block:
+                current_block, state, done = block, dict(result.ins[block] or {}), 0
+            items = by_block.get(block, ())
+            while done < len(items) and items[done][0] < position:
+                items[done][1](state)
+                done += 1
+            answers[key] = self.evaluate(block, operand, state)
+        return answers, dead
+
+    def sources_of(self, block: int, operand) -> list[str]:
+        if isinstance(operand, str):  # a key: a call argument
+            return [operand]
+        prefix = self.prefix(block)
+        if operand.kind == "memory":
+            operand = operand.elements[0] if operand.elements else None
+            if operand is None:
+                return []
+        return [prefix + name for name in _reads(operand, self.plain(block))]
+
+    def slice(self, definitions: dict, wanted: set, rules: dict, seen: set) -> None:
+        """Add to `rules` the definitions `wanted` keys depend on (`seen`: keys done)."""
+        seen.update(wanted)
+        work = list(wanted)
+        while work:
+            key = work.pop()
+            for block, position in definitions.get(key, ()):
+                if (block, position) in rules:
+                    continue
+                rule, sources = self.rule(block, position)
+                rules[(block, position)] = rule
+                for source in sources:
+                    if source not in seen:
+                        seen.add(source)
+                        work.append(source)
+
+    # -- evaluation ------------------------------------------------------------------------
+    def evaluate(self, block: int, operand, state: dict) -> tuple:
+        if isinstance(operand, str):
+            return state.get(operand, TOP)
+        kind = operand.kind
+        if kind == "register":
+            return state.get(self.prefix(block) + operand.name, TOP)
+        if kind == "immediate":
+            value = operand.value
+            return number(value) if isinstance(value, int) else TOP
+        if kind == "special":
+            low, high = SPECIAL_RANGES.get(operand.name, _WORD)
+            return number(low, high)
+        if kind == "symbol":
+            table = self.symbol_values(block)
+            found = table.get(operand.name, TOP)
+            if found is None:  # a register declared without %
+                return state.get(self.prefix(block) + operand.name, TOP)
+            return add(found, number(int(operand.value or 0))) if operand.value else found
+        if kind == "memory":
+            base = operand.elements[0] if operand.elements else None
+            value = self.evaluate(block, base, state) if base is not None else number(0)
+            return add(value, number(int(operand.value))) if operand.value else value
+        if kind == "vector" and len(operand.elements) == 1:
+            return self.evaluate(block, operand.elements[0], state)
+        return TOP
+
+    def rule(self, block: int, position: int):
+        """``(apply(state), source keys)`` for the instruction at (block, position)."""
+        instruction = self.flow.blocks[block].instructions[position]
+        guard, opcode, base, _ = self.flow.blocks[block].heads[position]
+        prefix = self.prefix(block)
+        operands = instruction.operands
+        modifiers = opcode.split(".")[1:]
+        sources: list[str] = []
+        plain = self.plain(block)
+        for operand in operands[1:]:
+            sources.extend(prefix + name for name in _reads(operand, plain))
+        if base == "st":  # st.param: a call argument or a return value
+            keys = self._param_store_keys(block, instruction)
+            values = operands[1].elements if operands[1].kind == "vector" else (operands[1],)
+
+            def store(state, keys=keys, values=values):
+                for key, value in zip(keys, values):
+                    state[key] = self.evaluate(block, value, state)
+
+            return store, sources
+        targets = [prefix + name for name in _targets(operands[0], plain)]
+        compute = self.computation(block, opcode, base, modifiers, operands, targets)
+        if base in ("sub", "mad"):
+            found = remainder(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position, plain)
+            if found is not None:
+                compute = self.remainder_range(block, found)
+                sources.append(prefix + found.x)
+        if base == "selp" and len(operands) == 4:
+            refined = self.ring_refinement(block, position, operands)
+            if refined is not None:
+                compute, extra = refined
+                sources.extend(extra)
+        if base == "ld" and _is_param(modifiers):
+            sources = [k for k in self._param_load_keys(block, operands, opcode) if k is not None]
+        strong = guard is None
+
+        def apply(state, targets=targets, compute=compute, strong=strong):
+            values = compute(state)
+            for target, value in zip(targets, values):
+                state[target] = value if strong else join(state.get(target, ()), value)
+
+        return apply, sources
+
+    def _param_load_keys(self, block: int, operands, opcode: str) -> list[str | None]:
+        memory = operands[1] if len(operands) > 1 else None
+        if memory is None or memory.kind != "memory" or memory.name is None or memory.elements[0].kind != "symbol":
+            return [None]
+        width = _element_bytes(opcode)
+        count = len(operands[0].elements) if operands[0].kind == "vector" else 1
+        offset = int(memory.value or 0)
+        return [self.param_key(block, memory.name, offset + i * width, loading=True) for i in range(count)]
+
+    def computation(self, block: int, opcode: str, base: str, modifiers: list, operands, targets: list):
+        """A function ``state -> [value per target]`` for one defining instruction."""
+        count = len(targets)
+        evaluate = self.evaluate
+        args = operands[1:]
+
+        def values(state):
+            return [evaluate(block, a, state) for a in args]
+
+        width = _width(modifiers)
+        if base in ("mov", "shfl") and args:
+            source = args[0]
+            if base == "mov" and source.kind == "vector" and count == 1:
+                parts = source.elements
+                return lambda state: [pack([evaluate(block, p, state) for p in parts], width // len(parts))]
+            if count > 1 and base == "mov":  # mov.b64 {lo, hi}, %rd
+                return lambda state: unpack(evaluate(block, source, state), count, width // count)
+            return lambda state: [evaluate(block, source, state)] + [TOP] * (count - 1)
+        if base == "cvt":
+            types = [m for m in modifiers if m in _INTEGER_TYPES or m in _OTHER_TYPES]
+            if len(types) != 2 or types[0] in _OTHER_TYPES or types[1] in _OTHER_TYPES:
+                return lambda state: [TOP] * count
+            bits = _INTEGER_TYPES[types[0]]
+            return lambda state: [truncate(evaluate(block, args[0], state), bits)]
+        if base == "cvta":
+            return lambda state: [_cvta(evaluate(block, args[0], state), modifiers)]
+        if base == "mapa":
+            return lambda state: [_mapa(evaluate(block, args[0], state), modifiers)]
+        if base == "ld":
+            if _is_param(modifiers):
+                return self._param_load(block, opcode, operands, modifiers, count)
+            return lambda state: [TOP] * count
+        binary = _BINARY.get(base)
+        if binary is not None and len(args) == 2:
+            return lambda state: [binary(*values(state), width)]
+        if base == "mad" and len(args) == 3:
+            def mad(state):
+                a, b, c = values(state)
+                return [add(mul(a, b), c)]
+            return mad
+        if base in ("selp", "slct") and len(args) >= 2:
+            return lambda state: [join(evaluate(block, args[0], state), evaluate(block, args[1], state))]
+        if base == "neg" and args:
+            return lambda state: [neg(evaluate(block, args[0], state))]
+        if base in _COUNTS:
+            return lambda state: [number(0, 64)] + [TOP] * (count - 1)
+        if base == "bfe" and len(args) == 3:
+            return lambda state: [_bit_field(evaluate(block, args[2], state))]
+        return lambda state: [TOP] * count
+
+    def _param_load(self, block: int, opcode: str, operands, modifiers, count: int):
+        keys = self._param_load_keys(block, operands, opcode)
+        context = self.flow.blocks[block].context
+        memory = operands[1]
+        if keys[0] is not None and context is not None and (context.parent is not None or self.returning.get(block)):
+            return lambda state: [state.get(key, TOP) if key is not None else TOP for key in keys]
+        if context is None or context.parent is None:
+            signature = self.flow.function.signature if context is None else context.function.signature
+            if signature.kind == "entry":
+                value = self._kernel_parameter(signature, memory, modifiers)
+                return lambda state: [value] + [TOP] * (count - 1)
+        return lambda state: [TOP] * count
+
+    @staticmethod
+    def _kernel_parameter(signature, memory, modifiers) -> tuple:
+        """A kernel parameter's value: a 64-bit one is a global pointer (or, declared
+        ``.ptr .shared``/``.local``, one of those), a narrower one a number of its type."""
+        if memory.kind != "memory" or memory.elements[0].kind != "symbol" or memory.value:
+            return TOP
+        param = next((p for p in signature.params if p.name == memory.name), None)
+        if param is None:
+            return TOP
+        if {"u64", "b64", "s64"} & set(modifiers):
+            return anywhere(_PARAM_POINTS_TO.get(param.pointer_space, GLOBAL_SPACE_NAME), GENERIC)
+        for modifier in modifiers:
+            bits = _INTEGER_TYPES.get(modifier)
+            if bits is not None:
+                signed = modifier[0] == "s"
+                return number(-(1 << (bits - 1)) if signed else 0, (1 << (bits - (1 if signed else 0))) - 1)
+        return TOP
+
+    def branch_conditions(self, definitions: dict) -> dict:
+        """Block -> (negated, (key, comparison, bound, unsigned, chain)) for blocks
+        ending in ``@p bra`` whose ``p`` comes from a ``setp`` of a register and a
+        constant in the same block. The `chain` lists ``(key, inverse)`` for the
+        registers the compared one was computed from (see `_inverse_chain`): each is
+        narrowed too."""
+        found = {}
+        for block in self.flow.blocks:
+            terminator = block.terminator
+            if terminator is None or block.heads[-1][2] != "bra" or block.heads[-1][0] is None:
+                continue
+            guard = block.heads[-1][0]
+            instructions, heads = block.instructions, block.heads
+            plain = self.plain(block.index)
+            position = len(instructions) - 1
+            negated = guard.negated
+            at = _last_definition(instructions, heads, position, guard.register, plain)
+            if at is not None and heads[at][1] == "not.pred":
+                source = instructions[at].operands[1]
+                if source.kind != "register" or _redefined(instructions, heads, at + 1, position, source.name, plain):
+                    continue
+                negated = not negated
+                position, at = at, _last_definition(instructions, heads, at, source.name, plain)
+            if at is None or heads[at][2] != "setp":
+                continue
+            compare = instructions[at].operands
+            parts = heads[at][1].split(".")
+            if len(compare) != 3 or len(parts) != 3 or compare[0].kind != "register":
+                continue
+            comparison, unsigned = parts[1], parts[2][0] in "ub"
+            if compare[1].kind == "register" and compare[2].kind == "immediate":
+                register, bound = compare[1].name, compare[2].value
+            elif compare[2].kind == "register" and compare[1].kind == "immediate":
+                register, bound, comparison = compare[2].name, compare[1].value, _SWAPPED.get(comparison)
+            else:
+                continue
+            if comparison is None or not isinstance(bound, int) or \
+                    _redefined(instructions, heads, at + 1, len(instructions) - 1, register, plain):
+                continue
+            prefix = self.prefix(block.index)
+            self.thresholds.update((bound - 1, bound, bound + 1))
+            chain = self._inverse_chain(block.index, at, prefix + register, definitions)
+            found[block.index] = (negated, (prefix + register, comparison, bound, unsigned, chain))
+        return found
+
+    def _inverse_chain(self, block: int, position: int, key: str, definitions: dict) -> list:
+        """``[(source key, inverse)]``: how the value compared at (block, position) bounds
+        the registers it was computed from. A step needs the register's only definition
+        in the function (so the relation holds wherever it is read) to be ``add``/``sub``
+        of a constant, ``shr`` by a constant, ``mov``, or the warp-uniform broadcast
+        ``shfl.sync.idx`` from lane 0 of ``%tid.x >> k`` (k >= 5) in a kernel whose
+        blocks are one-dimensional, where every lane holds the same value."""
+        chain = []
+        current = key
+        for _ in range(8):
+            sites = definitions.get(current, ())
+            if len(sites) != 1:
+                break
+            where, at = sites[0]
+            head = self.flow.blocks[where].heads[at]
+            operands = self.flow.blocks[where].instructions[at].operands
+            if head[0] is not None or len(operands) < 2 or operands[1].kind != "register":
+                break
+            source = self.prefix(where) + operands[1].name
+            if len(definitions.get(source, ())) != 1 and not source.endswith("%tid.x"):
+                break
+            inverse = _inverse(head[1], head[2], operands, self._uniform_broadcast(where, at, definitions))
+            if inverse is None:
+                break
+            chain.append((source, inverse))
+            current = source
+        return chain
+
+    def _zero(self, block: int, operand, definitions: dict) -> bool:
+        """True when `operand` is 0: an immediate, or a register whose only definition moves 0."""
+        if operand.kind == "immediate":
+            return operand.value == 0
+        sites = definitions.get(self.prefix(block) + operand.name, ()) if operand.kind == "register" else ()
+        if len(sites) != 1:
+            return False
+        where, at = sites[0]
+        source = self.flow.blocks[where].instructions[at].operands
+        return self.flow.blocks[where].heads[at][2] == "mov" and len(source) == 2 and \
+            source[1].kind == "immediate" and source[1].value == 0
+
+    def _uniform_broadcast(self, block: int, position: int, definitions: dict) -> bool:
+        """True for ``shfl.sync.idx d, x, 0, 31, mask`` where ``x = %tid.x >> k``, k >= 5,
+        in a kernel with one-dimensional blocks (``.maxntid``/``.reqntid`` N, 1, 1)."""
+        head = self.flow.blocks[block].heads[position]
+        operands = self.flow.blocks[block].instructions[position].operands
+        if not head[1].startswith("shfl.sync.idx") or len(operands) < 4 or not self._zero(block, operands[2],
+                                                                                       definitions):
+            return False
+        sites = definitions.get(self.prefix(block) + operands[1].name, ())
+        if len(sites) != 1:
+            return False
+        where, at = sites[0]
+        shift = self.flow.blocks[where].instructions[at].operands
+        if not self.flow.blocks[where].heads[at][1].startswith("shr.u32") or len(shift) != 3 or \
+                shift[2].kind != "immediate" or shift[2].value < 5 or shift[1].kind != "register":
+            return False
+        origin = definitions.get(self.prefix(where) + shift[1].name, ())
+        if len(origin) != 1:
+            return False
+        source = self.flow.blocks[origin[0][0]].instructions[origin[0][1]].operands
+        function = self.flow.blocks[block].context.function if self.flow.blocks[block].context else self.flow.function
+        return len(source) == 2 and source[1].kind == "special" and source[1].name == "%tid.x" and _one_dimensional(
+            function)
+
+    def remainder_range(self, block: int, found):
+        """The range of a recognised remainder idiom (`ptxkit.cfg.idioms`)."""
+        if found.kind == "division":
+            return lambda state: [number(0, found.modulus - 1)]
+        x_key = self.prefix(block) + found.x
+
+        def aligned(state):
+            bias = self.evaluate(block, found.bias, state) if found.bias is not None else number(0)
+            if len(bias) != 1 or bias[0].form != 0 or bias[0].hi >= INF or bias[0].lo <= -INF:
+                return [TOP]
+            if found.limit is not None:
+                z = add(state.get(x_key, TOP), bias)
+                if len(z) != 1 or z[0].form != 0 or z[0].lo < 0 or z[0].hi >= found.limit:
+                    return [TOP]
+            return [number(-bias[0].hi, found.modulus - 1 - bias[0].lo)]
+
+        return aligned
+
+    def ring_refinement(self, block: int, position: int, operands):
+        """``selp d, a, b, p`` where ``p`` is ``setp.<cmp> p, x, C`` and `a`/`b` are
+        constants, ``x`` or ``x + k`` computed in the same block: each side is
+        evaluated with ``x`` refined by the comparison's outcome (a ring index
+        ``(s == N-1) ? 0 : s + 1`` stays in ``[0, N-1]``)."""
+        instructions = self.flow.blocks[block].instructions
+        heads = self.flow.blocks[block].heads
+        predicate = operands[3]
+        if predicate.kind != "register":
+            return None
+        plain = self.plain(block)
+        setp_at = _last_definition(instructions, heads, position, predicate.name, plain)
+        if setp_at is None or heads[setp_at][2] != "setp":
+            return None
+        compare = instructions[setp_at].operands
+        comparison = heads[setp_at][1].split(".")[1]
+        if len(compare) != 3 or compare[1].kind != "register" or compare[2].kind != "immediate":
+            return None
+        x = compare[1].name
+        if _redefined(instructions, heads, setp_at + 1, position, x, plain):
+            return None
+        bound = compare[2].value
+        if isinstance(bound, int):
+            self.thresholds.update((bound - 1, bound, bound + 1))
+        prefix = self.prefix(block)
+        sides = []
+        for operand, holds in ((operands[1], not predicate.negated), (operands[2], predicate.negated)):
+            if operand.kind == "immediate":
+                sides.append(("const", number(operand.value) if isinstance(operand.value, int) else TOP))
+                continue
+            if operand.kind != "register":
+                return None
+            if operand.name == x:
+                sides.append(("x", 0, holds))
+                continue
+            add_at = _last_definition(instructions, heads, position, operand.name, plain)
+            if add_at is None or heads[add_at][1].split(".")[0] != "add" or heads[add_at][0] is not None:
+                return None
+            summand = instructions[add_at].operands
+            if (len(summand) != 3 or summand[1].kind != "register" or summand[1].name != x
+                    or summand[2].kind != "immediate" or _redefined(instructions, heads, add_at + 1, position, x, plain)):
+                return None
+            sides.append(("x", summand[2].value, holds))
+        key = prefix + x
+
+        def compute(state):
+            out = ()
+            for side in sides:
+                if side[0] == "const":
+                    out = join(out, side[1])
+                else:
+                    _, step, holds = side
+                    out = join(out, add(refine(state.get(key, TOP), comparison, bound, holds), number(step)))
+            return [out if out else TOP]
+
+        return compute, [key]
+
+
+def _last_definition(instructions, heads, position: int, register: str, plain) -> int | None:
+    for index in range(position - 1, -1, -1):
+        operands = instructions[index].operands
+        if heads[index][2] not in _NO_DEFINITION and operands and register in _targets(operands[0], plain):
+            return index
+    return None
+
+
+def _redefined(instructions, heads, start: int, stop: int, register: str, plain) -> bool:
+    for index in range(start, stop):
+        operands = instructions[index].operands
+        if heads[index][2] not in _NO_DEFINITION and operands and register in _targets(operands[0], plain):
+            return True
+    return False
+
+
+def _is_register(operand, plain) -> bool:
+    return operand.kind == "register" or (operand.kind == "symbol" and operand.name in plain)
+
+
+def _targets(operand, plain) -> list[str]:
+    """The registers an instruction's first operand defines (``%r``, ``{%a, %b}``,
+    ``%r|%p``); `plain` names registers declared without ``%``."""
+    if _is_register(operand, plain):
+        return [operand.name]
+    if operand.kind in ("vector", "pair"):
+        return [e.name for e in operand.elements if _is_register(e, plain)]
+    return []
+
+
+def _reads(operand, plain) -> list[str]:
+    """Every register an operand reads, recursively."""
+    if _is_register(operand, plain) or operand.kind == "special":
+        return [operand.name]
+    found: list[str] = []
+    for element in operand.elements:
+        found.extend(_reads(element, plain))
+    return found
+
+
+_INTEGER_TYPES = {f"{kind}{bits}": bits for kind in "bsu" for bits in (8, 16, 32, 64)}
+_OTHER_TYPES = frozenset("f16 f16x2 f32 f64 bf16 bf16x2 tf32 e4m3 e5m2 e4m3x2 e5m2x2 e2m3x2 e3m2x2 e2m1x2 ue8m0x2"
+                         .split())
+
+
+def _is_param(modifiers) -> bool:
+    return "param" in modifiers or "param::entry" in modifiers or "param::func" in modifiers
+
+
+def _width(modifiers) -> int:
+    for modifier in reversed(modifiers):
+        if modifier[:1] in "bsuf" and modifier[1:] in _TYPE_BITS:
+            return _TYPE_BITS[modifier[1:]]
+    return 64
+
+
+def _element_bytes(opcode: str) -> int:
+    return max(_width(opcode.split(".")[1:]) // 8, 1)
+
+
+def _join(a: dict | None, b: dict | None) -> dict | None:
+    if b is None or a is b:
+        return a
+    if a is None:
+        return b
+    merged = dict(a)
+    for key, value in b.items():
+        old = merged.get(key)
+        merged[key] = value if old is None else join(old, value)
+    return merged
+
+
+def _widen(old: dict | None, new: dict | None, thresholds: list) -> dict | None:
+    if old is new or old is None or new is None:
+        return new
+    return {key: widen(old[key], value, thresholds) if key in old else value for key, value in new.items()}
+
+
+def _cvta(value: tuple, modifiers: list) -> tuple:
+    to_window = "to" in modifiers
+    space = next((m for m in modifiers if m.startswith(("shared", "global", "local", "param", "const"))), None)
+    target = {"shared": SHARED_CTA_SPACE, "shared::cta": SHARED_CTA_SPACE, "shared::cluster": SHARED_CLUSTER_SPACE,
+              "global": GLOBAL_SPACE_NAME, "local": LOCAL_SPACE}.get(space, OTHER_SPACE)
+    form = WINDOW if to_window else GENERIC
+    out = ()
+    for atom in value:
+        if atom.is_address and atom.space == target or (target == SHARED_CLUSTER_SPACE and atom.is_address
+                                                         and atom.space == SHARED_CTA_SPACE and atom.form == WINDOW):
+            out = join(out, (atom._replace(form=form),))
+        else:
+            out = join(out, anywhere(target, form))
+    return out
+
+
+def _mapa(value: tuple, modifiers: list) -> tuple:
+    form = WINDOW if "shared::cluster" in modifiers else GENERIC
+    out = ()
+    for atom in value:
+        if atom.is_address and atom.space in (SHARED_CTA_SPACE, SHARED_CLUSTER_SPACE) and not atom.shift:
+            out = join(out, (atom._replace(form=form, space=SHARED_CLUSTER_SPACE),))
+        else:
+            out = join(out, anywhere(SHARED_CLUSTER_SPACE, form))
+    return out
+
+
+def _bit_field(length: tuple) -> tuple:
+    bits = constant(length)
+    return number(0, (1 << bits) - 1) if bits is not None and 0 < bits <= 64 else number(*_WORD)
+
+
+def _div(a: tuple, b: tuple, width: int) -> tuple:
+    divisor = constant(b)
+    if divisor is None or divisor <= 0 or len(a) != 1 or a[0].form != 0 or a[0].lo < 0:
+        return TOP
+    return number(a[0].lo // divisor, a[0].hi // divisor if a[0].hi < INF else INF)
+
+
+def _rem(a: tuple, b: tuple, width: int) -> tuple:
+    divisor = constant(b)
+    if divisor is None or divisor <= 0:
+        return TOP
+    if len(a) == 1 and a[0].form == 0 and 0 <= a[0].lo and a[0].hi < divisor:
+        return a
+    return number(0, divisor - 1)
+
+
+def _extreme(pick):
+    def combine(a: tuple, b: tuple, width: int) -> tuple:
+        if len(a) == 1 == len(b) and a[0].form == 0 == b[0].form:
+            return number(pick(a[0].lo, b[0].lo), pick(a[0].hi, b[0].hi))
+        return TOP
+    return combine
+
+
+_BINARY = {
+    "add": lambda a, b, w: add(a, b), "sub": lambda a, b, w: sub(a, b), "mul": lambda a, b, w: mul(a, b),
+    "shl": lambda a, b, w: shl(a, b), "shr": lambda a, b, w: shr(a, b), "and": and_,
+    "or": lambda a, b, w: or_(a, b), "xor": lambda a, b, w: xor(a, b), "div": _div, "rem": _rem,
+    "min": _extreme(min), "max": _extreme(max),
+}

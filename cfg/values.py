@@ -1,0 +1,666 @@
+"""Abstract values of registers: integer intervals and addresses into memory regions.
+
+The fence pass needs to know *which bytes* of shared memory an instruction touches
+(docs/fence.md §3). A register's abstract value is a small set of atoms, each one of:
+
+- a **number** in an interval ``[lo, hi]`` (``%tid.x`` is ``[0, 1023]``);
+- an **address**: the start of a memory `Region` (a ``.shared`` variable, the dynamic
+  shared memory of ``extern .shared`` arrays, a ``.local`` stack depot…) plus a byte
+  offset in ``[lo, hi]``, in a state space (``shared::cta``, ``shared::cluster``,
+  ``global``, ``local``), either as a *window* address (what ``mov r, smem`` and the
+  ``.shared`` opcodes use) or a *generic* one (after ``cvta``). Matrix descriptors are
+  addresses too: ``shift`` says the value is the address shifted right (wgmma's 14-bit
+  start-address field is ``addr >> 4``) and ``high`` holds constant bits OR-ed above it
+  (the descriptor's strides and swizzle mode);
+- **top**: anything.
+
+Every operation over-approximates: the set a result atom stands for contains every
+value the instruction can produce from operands in the argument sets. Offsets past a
+region's end are undefined behaviour in the source program, so locations are clamped
+to the region (`Atom.location`).
+
+>>> smem = Region("smem", SHARED_CTA_SPACE, 4096, 1024)
+>>> base = address(smem)
+>>> stage = number(0, 3)
+>>> value = add(base, mul(stage, number(1024)))
+>>> show(value)
+'smem+[0, 3072] (shared::cta window)'
+>>> show(or_(shr(value, number(4)), number(0x4000004000000000)))
+'smem+[0, 3072] (shared::cta window) >> 4 | 0x4000004000000000'
+>>> show(join(number(1), number(5))), show(add(base, base))
+('[1, 5]', 'top')
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+#: A bound larger than any offset or integer the analysis meets.
+INF = 1 << 80
+
+SHARED_CTA_SPACE, SHARED_CLUSTER_SPACE, GLOBAL_SPACE_NAME, LOCAL_SPACE, OTHER_SPACE = (
+    "shared::cta", "shared::cluster", "global", "local", "other")
+
+#: Shared-memory window addresses of one CTA are below 2**18 (at most 228 KB per CTA on
+#: sm_90 and sm_100, PTX ISA §5.1.7 and the CUDA programming guide's limits).
+SHARED_WINDOW_LIMIT = 1 << 18
+#: The largest dynamic shared memory a CTA can have (sm_90: 227 KB).
+MAX_DYNAMIC_SHARED = 232448
+_MAX_ATOMS = 8
+
+NUM, WINDOW, GENERIC, TOP_FORM = 0, 1, 2, 3
+_FORM_NAMES = {WINDOW: "window", GENERIC: "generic"}
+
+
+class Region(NamedTuple):
+    """One memory object whose address the analysis follows.
+
+    `size` in bytes (None when unknown, as for dynamic shared memory), `align` the
+    alignment of its start in bytes.
+
+    >>> Region("smem", SHARED_CTA_SPACE, 1024, 128).limit, Region("dyn", SHARED_CTA_SPACE, None, 16).limit
+    (1024, 232448)
+    """
+
+    name: str
+    space: str
+    size: int | None
+    align: int
+
+    @property
+    def limit(self) -> int:
+        """The end of the region: its size, or the most a dynamic region can hold."""
+        if self.size is not None:
+            return self.size
+        return MAX_DYNAMIC_SHARED if self.space.startswith("shared") else INF
+
+
+class Atom(NamedTuple):
+    """One member of an abstract value (see the module docstring).
+
+    >>> Atom(WINDOW, SHARED_CTA_SPACE, None, 0, INF).location(4)
+    ('shared::cta', None, 0, 232448)
+    """
+
+    form: int
+    space: str | None = None
+    region: Region | None = None
+    lo: int = 0
+    hi: int = 0
+    shift: int = 0
+    high: int = 0
+
+    @property
+    def is_address(self) -> bool:
+        return self.form == WINDOW or self.form == GENERIC
+
+    def location(self, width: int) -> tuple:
+        """``(space, region, start, end)`` of an access of `width` bytes through this
+        address, clamped to the region; region None means anywhere in the space."""
+        region = self.region
+        if region is None or self.shift or self.high:
+            return self.space, None, 0, MAX_DYNAMIC_SHARED if (self.space or "").startswith("shared") else INF
+        limit = region.limit
+        return self.space, region, max(self.lo, 0), min(self.hi + width, limit)
+
+
+TOP_ATOM = Atom(TOP_FORM)
+#: The value that may be anything.
+TOP = (TOP_ATOM,)
+
+
+def number(lo: int, hi: int | None = None) -> tuple:
+    """The integers in ``[lo, hi]`` (one integer when `hi` is None).
+
+    >>> show(number(7)), show(number(-1, 4))
+    ('7', '[-1, 4]')
+    """
+    return (Atom(NUM, None, None, lo, lo if hi is None else hi),)
+
+
+def address(region: Region, lo: int = 0, hi: int | None = None, form: int = WINDOW, space: str | None = None) -> tuple:
+    """The addresses ``region + [lo, hi]`` as window (default) or generic addresses.
+
+    >>> show(address(Region("tile", SHARED_CTA_SPACE, 256, 16), 16, form=GENERIC))
+    'tile+16 (shared::cta generic)'
+    """
+    return (Atom(form, space or region.space, region, lo, lo if hi is None else hi),)
+
+
+def anywhere(space: str, form: int) -> tuple:
+    """Some address in `space` (the region is unknown).
+
+    >>> show(anywhere(SHARED_CTA_SPACE, GENERIC))
+    'somewhere (shared::cta generic)'
+    """
+    return (Atom(form, space, None, 0, INF),)
+
+
+def is_top(value: tuple) -> bool:
+    """True when the value may be anything.
+
+    >>> is_top(TOP), is_top(number(3))
+    (True, False)
+    """
+    return any(atom.form == TOP_FORM for atom in value)
+
+
+def constant(value: tuple) -> int | None:
+    """The single integer a value stands for, or None.
+
+    >>> constant(number(9)), constant(number(1, 2)), constant(TOP)
+    (9, None, None)
+    """
+    if len(value) == 1:
+        atom = value[0]
+        if atom.form == NUM and atom.lo == atom.hi:
+            return atom.lo
+    return None
+
+
+def show(value: tuple) -> str:
+    """A value in words (for messages and tests).
+
+    >>> show(join(number(1), address(Region("s", SHARED_CTA_SPACE, 64, 8), 0, 8)))
+    '1 or s+[0, 8] (shared::cta window)'
+    """
+    parts = []
+    for atom in value:
+        if atom.form == TOP_FORM:
+            return "top"
+        span = f"{atom.lo}" if atom.lo == atom.hi else f"[{atom.lo}, {'inf' if atom.hi >= INF else atom.hi}]"
+        if atom.form == NUM:
+            parts.append(span)
+            continue
+        where = f"{atom.region.name}+{span}" if atom.region is not None else "somewhere"
+        text = f"{where} ({atom.space} {_FORM_NAMES[atom.form]})"
+        if atom.shift:
+            text += f" >> {atom.shift}"
+        if atom.high:
+            text += f" | {atom.high:#x}"
+        parts.append(text)
+    return " or ".join(parts)
+
+
+# -- lattice -----------------------------------------------------------------------------
+
+
+def _key(atom: Atom) -> tuple:
+    return atom.form, atom.space, atom.region, atom.shift, atom.high
+
+
+def join(a: tuple, b: tuple) -> tuple:
+    """The least value containing both (atoms of one kind merge into their hull).
+
+    >>> show(join(number(1, 2), number(8)))
+    '[1, 8]'
+    """
+    if a == b or not b:
+        return a
+    if not a:
+        return b
+    if a is TOP or b is TOP:
+        return TOP
+    merged: dict[tuple, Atom] = {}
+    for atom in a + b:
+        if atom.form == TOP_FORM:
+            return TOP
+        key = _key(atom)
+        old = merged.get(key)
+        merged[key] = atom if old is None else old._replace(lo=min(old.lo, atom.lo), hi=max(old.hi, atom.hi))
+    anywhere_keys = {(a.form, a.space, a.shift, a.high) for a in merged.values() if a.region is None and a.form != NUM}
+    atoms = [a for a in merged.values() if a.region is None or (a.form, a.space, a.shift, a.high) not in anywhere_keys]
+    if len(atoms) > _MAX_ATOMS:
+        return _collapse(atoms)
+    return _canonical(atoms)
+
+
+def _canonical(atoms) -> tuple:
+    return tuple(sorted(atoms, key=lambda atom: (atom.form, atom.space or "", atom.region or ("",), atom.shift,
+                                                 atom.high, atom.lo)))
+
+
+def _collapse(atoms) -> tuple:
+    """Too many atoms: keep only the form and space of each address."""
+    out: dict[tuple, Atom] = {}
+    for atom in atoms:
+        if atom.form == NUM:
+            key = (NUM,)
+            old = out.get(key)
+            out[key] = atom if old is None else old._replace(lo=min(old.lo, atom.lo), hi=max(old.hi, atom.hi))
+        else:
+            out[(atom.form, atom.space)] = Atom(atom.form, atom.space, None, 0, INF)
+    return _canonical(out.values())
+
+
+def widen(old: tuple, new: tuple, thresholds: list | None = None) -> tuple:
+    """Widening for loops: a bound that grew from `old` to `new` jumps to the next of
+    the sorted `thresholds` (the constants the code compares against), else to
+    infinity (an address's to the end of its region), so every loop settles after a
+    few rounds and a ring index still lands on its bound.
+
+    >>> show(widen(number(0, 1), number(0, 2))), show(widen(number(5), number(5)))
+    ('[0, inf]', '5')
+    >>> show(widen(number(0, 3), number(0, 4), [0, 5, 6, 7]))
+    '[0, 5]'
+    """
+    if old == new or is_top(new):
+        return new
+    previous = {_key(atom): atom for atom in old}
+    out = []
+    for atom in new:
+        before = previous.get(_key(atom))
+        if before is None:
+            out.append(atom)
+            continue
+        lo, hi = atom.lo, atom.hi
+        if lo < before.lo:
+            below = [t for t in thresholds or () if t <= lo] if atom.form == NUM else []
+            lo = below[-1] if below else (-INF if atom.form == NUM else 0)
+        if hi > before.hi:
+            above = [t for t in thresholds or () if t >= hi] if atom.form == NUM else []
+            hi = above[0] if above else INF
+        out.append(atom._replace(lo=lo, hi=hi))
+    return tuple(out)
+
+
+# -- arithmetic ---------------------------------------------------------------------------
+
+
+def _lift(value: tuple, operation) -> tuple:
+    """Apply `operation(atom) -> tuple` to each atom and join the results."""
+    if len(value) == 1:
+        return operation(value[0])
+    out: tuple = ()
+    for atom in value:
+        out = join(out, operation(atom))
+        if out is TOP:
+            return TOP
+    return out
+
+
+def _lift2(a: tuple, b: tuple, operation) -> tuple:
+    if len(a) == 1 and len(b) == 1:
+        return operation(a[0], b[0])
+    out: tuple = ()
+    for x in a:
+        for y in b:
+            out = join(out, operation(x, y))
+            if out is TOP:
+                return TOP
+    return out
+
+
+def _num(lo: int, hi: int) -> tuple:
+    if lo <= -INF and hi >= INF:
+        return TOP
+    return (Atom(NUM, None, None, max(lo, -INF), min(hi, INF)),)
+
+
+def _shifted(atom: Atom, lo: int, hi: int) -> tuple:
+    """The address atom moved to offsets ``[lo, hi]`` (in bytes)."""
+    return (atom._replace(lo=max(lo, -INF), hi=min(hi, INF)),)
+
+
+def add(a: tuple, b: tuple) -> tuple:
+    """``a + b``: numbers add; an address plus a number moves the address.
+
+    >>> show(add(number(2), number(3, 4)))
+    '[5, 6]'
+    """
+    return _lift2(a, b, _add_atoms)
+
+
+def _add_atoms(x: Atom, y: Atom) -> tuple:
+    if x.form == TOP_FORM or y.form == TOP_FORM:
+        return TOP
+    if x.form == NUM and y.form == NUM:
+        return _num(x.lo + y.lo, x.hi + y.hi)
+    if x.form == NUM:
+        x, y = y, x
+    if y.form != NUM:
+        return TOP  # address + address: no longer an address into one region
+    scale = 1 << x.shift  # (A + k) >> s  +  n  ==  (A + k + n * 2**s) >> s
+    return _shifted(x, x.lo + y.lo * scale, x.hi + y.hi * scale)
+
+
+def neg(a: tuple) -> tuple:
+    """``-a`` (numbers only).
+
+    >>> show(neg(number(1, 3)))
+    '[-3, -1]'
+    """
+    return _lift(a, lambda x: _num(-x.hi, -x.lo) if x.form == NUM else TOP)
+
+
+def sub(a: tuple, b: tuple) -> tuple:
+    """``a - b``; two addresses into the same region give their distance.
+
+    >>> r = Region("s", SHARED_CTA_SPACE, 64, 8)
+    >>> show(sub(address(r, 40), address(r, 8))), show(sub(address(r, 40), number(8)))
+    ('32', 's+32 (shared::cta window)')
+    """
+    return _lift2(a, b, _sub_atoms)
+
+
+def _sub_atoms(x: Atom, y: Atom) -> tuple:
+    if y.form == NUM:
+        return _add_atoms(x, Atom(NUM, None, None, -y.hi, -y.lo))
+    if x.is_address and _key(x) == _key(y) and x.region is not None and not x.shift:
+        return _num(x.lo - y.hi, x.hi - y.lo)
+    return TOP
+
+
+def mul(a: tuple, b: tuple) -> tuple:
+    """``a * b`` (numbers only).
+
+    >>> show(mul(number(-2, 3), number(4)))
+    '[-8, 12]'
+    """
+    return _lift2(a, b, _mul_atoms)
+
+
+def _mul_atoms(x: Atom, y: Atom) -> tuple:
+    if x.form != NUM or y.form != NUM:
+        return TOP
+    corners = [p * q for p in (x.lo, x.hi) for q in (y.lo, y.hi) if abs(p) < INF and abs(q) < INF]
+    if len(corners) < 4:
+        if x.lo >= 0 and y.lo >= 0:
+            return _num(x.lo * y.lo, INF)
+        return TOP
+    return _num(min(corners), max(corners))
+
+
+def shl(a: tuple, amount: tuple) -> tuple:
+    """``a << amount`` for a constant amount (numbers only).
+
+    >>> show(shl(number(1, 3), number(4)))
+    '[16, 48]'
+    """
+    count = constant(amount)
+    if count is None or not 0 <= count < 64:
+        return TOP
+    return mul(a, number(1 << count))
+
+
+def shr(a: tuple, amount: tuple) -> tuple:
+    """``a >> amount`` for a constant amount; a window address becomes a shifted one
+    (a matrix descriptor's address field).
+
+    >>> show(shr(number(16, 47), number(4)))
+    '[1, 2]'
+    """
+    count = constant(amount)
+    if count is None or not 0 <= count < 64:
+        return TOP
+
+    def one(x: Atom) -> tuple:
+        if x.form == NUM:
+            if x.lo < 0:
+                return _num(0, INF if x.hi >= INF else max(x.hi, 0) >> count) if x.hi >= 0 else TOP
+            return _num(x.lo >> count, x.hi if x.hi >= INF else x.hi >> count)
+        if x.form == WINDOW and not x.shift and not x.high:
+            return (x._replace(shift=count),)
+        return TOP
+
+    return _lift(a, one)
+
+
+def _bits_below(value: int) -> int:
+    """The number of low bits a non-negative value may occupy."""
+    return max(value, 0).bit_length()
+
+
+def _limit_bits(atom: Atom) -> int | None:
+    """How many low bits a window address (after its shift) can occupy, or None."""
+    if atom.form == WINDOW and atom.space in (SHARED_CTA_SPACE, LOCAL_SPACE):
+        return (SHARED_WINDOW_LIMIT >> atom.shift).bit_length() - 1
+    return None
+
+
+def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
+    """``a & b``: masks that keep the whole address field are the identity, alignment
+    masks (``-1024``) round the offset down, other masks bound a number.
+
+    >>> r = Region("s", SHARED_CTA_SPACE, 4096, 16)
+    >>> show(and_(address(r, 100), number(-64), 32)), show(and_(shr(address(r, 32), number(4)), number(0x3FFF), 32))
+    ('s+[37, 100] (shared::cta window)', 's+32 (shared::cta window) >> 4')
+    >>> show(and_(number(0, 1000), number(0x7F))), show(and_(address(r, 100), number(1023), 64))
+    ('[0, 127]', '[0, 1023]')
+    """
+    mask = constant(b)
+    if mask is None:
+        mask = constant(a)
+        if mask is not None:
+            a, b = b, a
+    if mask is None:
+        return _lift2(a, b, lambda x, y: _num(0, min(x.hi, y.hi)) if (x.form == NUM == y.form and x.lo >= 0
+                                                                      and y.lo >= 0) else TOP)
+    full = (1 << width) - 1
+    mask &= full
+
+    def one(x: Atom) -> tuple:
+        if x.form == NUM:
+            if x.lo >= 0 and x.hi <= mask and (mask + 1) & mask == 0:
+                return (x,)
+            return _num(0, mask if x.lo < 0 or x.hi > mask else x.hi) if mask < INF else TOP
+        if not x.is_address or x.high:
+            return TOP
+        limit = _limit_bits(x)
+        if limit is not None and (mask + 1) & mask == 0 and mask >= (1 << limit) - 1:
+            return (x,)  # keeps every bit an address can have
+        if (mask + 1) & mask == 0 and not x.shift:  # the low bits: the offset modulo an aligned step
+            step = mask + 1
+            region_align = x.region.align if x.region is not None else 1
+            if region_align % step == 0 and x.hi - x.lo < step and x.lo // step == x.hi // step:
+                return _num(x.lo % step, x.hi % step)
+            return _num(0, mask)
+        if mask < 1 << (width - 1):  # some low bits of the address: a number no larger than the mask
+            return _num(0, mask)
+        low = full ^ mask  # an alignment mask keeps the high bits: -2**m
+        if (low + 1) & low == 0 and not x.shift:
+            step = low + 1
+            region_align = x.region.align if x.region is not None else 1
+            if region_align % step == 0:
+                return _shifted(x, x.lo - x.lo % step, x.hi - x.hi % step)
+            return _shifted(x, x.lo - (step - 1), x.hi)
+        return TOP
+
+    return _lift(a, one)
+
+
+def _small_bits(x: Atom, count: int) -> tuple:
+    """An address whose low `count` bits (of the shifted value) may have been changed."""
+    span = 1 << (count + x.shift)  # in bytes
+    region_align = x.region.align if x.region is not None else 1
+    if region_align % span == 0:
+        return _shifted(x, x.lo - x.lo % span, x.hi - x.hi % span + span - 1)
+    return _shifted(x, x.lo - (span - 1), x.hi + span - 1)
+
+
+def or_(a: tuple, b: tuple) -> tuple:
+    """``a | b``: constant bits above a (shifted) window address go into its `high`
+    field (descriptor fields); small bits blur the offset, as XOR does.
+
+    >>> r = Region("s", SHARED_CTA_SPACE, 4096, 1024)
+    >>> show(or_(address(r, 64), number(16)))
+    's+[64, 95] (shared::cta window)'
+    """
+    return _bitwise(a, b, high_ok=True)
+
+
+def xor(a: tuple, b: tuple) -> tuple:
+    """``a ^ b``: XOR with a small number changes only low bits (swizzled addresses).
+
+    >>> r = Region("s", SHARED_CTA_SPACE, 4096, 1024)
+    >>> show(xor(address(r, 256, 300), number(0, 112)))
+    's+[256, 383] (shared::cta window)'
+    >>> show(xor(number(0, 5), number(8)))
+    '[0, 15]'
+    """
+    return _bitwise(a, b, high_ok=False)
+
+
+def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
+    def one(x: Atom, y: Atom) -> tuple:
+        if x.form == NUM and y.form != NUM:
+            x, y = y, x
+        if y.form != NUM or y.lo < 0:
+            return TOP
+        if x.form == NUM:
+            if x.lo < 0:
+                return TOP
+            bits = max(_bits_below(x.hi), _bits_below(y.hi))
+            return _num(max(x.lo, y.lo) if high_ok else 0, (1 << bits) - 1 if bits < 80 else INF)
+        if not x.is_address:
+            return TOP
+        limit = _limit_bits(x)
+        if high_ok and y.lo == y.hi and limit is not None and y.lo >> limit << limit == y.lo:
+            if x.high & y.lo:
+                return TOP
+            return (x._replace(high=x.high | y.lo),)
+        if x.high or y.hi >= INF:
+            return TOP
+        return _small_bits(x, _bits_below(y.hi))
+
+    return _lift2(a, b, one)
+
+
+def truncate(a: tuple, bits: int) -> tuple:
+    """Keep the low `bits` bits (``cvt`` to a narrower integer, ``cvt.u16.u32``).
+
+    >>> show(truncate(number(5), 16)), show(truncate(number(0, 70000), 16))
+    ('5', '[0, 65535]')
+    """
+    top = 1 << bits
+
+    def one(x: Atom) -> tuple:
+        if x.form == NUM:
+            if 0 <= x.lo and x.hi < top:
+                return (x,)
+            return _num(0, top - 1)
+        limit = _limit_bits(x)
+        if limit is not None and not x.high and limit <= bits:
+            return (x,)
+        if x.form == GENERIC and bits >= 64:
+            return (x,)
+        if x.high and limit is not None and x.high < top:
+            return (x,)
+        return TOP
+
+    return _lift(a, one)
+
+
+def pack(parts: list[tuple], bits: int) -> tuple:
+    """``mov.b{2*bits}`` of ``{low, …, high}`` parts of `bits` bits each: constant upper
+    parts become the `high` field of an address or are added to a number.
+
+    >>> r = Region("s", SHARED_CTA_SPACE, 4096, 16)
+    >>> show(pack([shr(address(r, 32), number(4)), number(0x40000040)], 32))
+    's+32 (shared::cta window) >> 4 | 0x4000004000000000'
+    """
+    low, rest = parts[0], parts[1:]
+    upper = 0
+    for index, part in enumerate(rest, 1):
+        value = constant(part)
+        if value is None or value < 0 or value >= 1 << bits:
+            return TOP
+        upper |= value << (bits * index)
+
+    def one(x: Atom) -> tuple:
+        if x.form == NUM:
+            if 0 <= x.lo and x.hi < 1 << bits:
+                return _num(x.lo + upper, x.hi + upper)
+            return TOP
+        if upper and x.high & upper:
+            return TOP
+        limit = _limit_bits(x)
+        if limit is None or limit > bits:
+            return TOP
+        return (x._replace(high=x.high | upper),)
+
+    return _lift(low, one)
+
+
+def unpack(a: tuple, count: int, bits: int) -> list[tuple]:
+    """``mov.b64 {lo, hi}, a`` and its 16-bit forms: the `count` parts of `bits` bits.
+
+    >>> r = Region("s", SHARED_CTA_SPACE, 4096, 16)
+    >>> [show(p) for p in unpack(pack([shr(address(r, 32), number(4)), number(64)], 32), 2, 32)]
+    ['s+32 (shared::cta window) >> 4', '64']
+    """
+    mask = (1 << bits) - 1
+    if len(a) == 1:
+        x = a[0]
+        if x.form == NUM and x.lo == x.hi and x.lo >= 0:
+            return [number((x.lo >> (bits * i)) & mask) for i in range(count)]
+        if x.form == NUM and 0 <= x.lo and x.hi <= mask:
+            return [(x,)] + [number(0)] * (count - 1)
+        limit = _limit_bits(x)
+        if x.is_address and limit is not None and limit <= bits:
+            return [(x._replace(high=x.high & mask),)] + [number((x.high >> (bits * i)) & mask)
+                                                           for i in range(1, count)]
+    return [TOP] * count
+
+
+def refine(value: tuple, comparison: str, bound: int, holds: bool, unsigned: bool = False) -> tuple:
+    """The numbers of `value` for which ``value <comparison> bound`` is `holds`
+    (comparisons as in ``setp``: eq, ne, lt, le, gt, ge and their unsigned forms).
+    An unsigned comparison sees a negative number as a huge one, so ``x <= C``
+    also rules the negative ones out; the empty tuple means "no such value".
+
+    >>> show(refine(number(0, 4), "eq", 4, False)), show(refine(number(0, 9), "lt", 5, True))
+    ('[0, 3]', '[0, 4]')
+    >>> show(refine(number(-32, 991), "gt", 15, False, unsigned=True))
+    '[0, 15]'
+    """
+    if not holds:
+        comparison = _NEGATION.get(comparison)
+        if comparison is None:
+            return value
+
+    def one(x: Atom) -> tuple:
+        if x.form != NUM:
+            return (x,)
+        lo, hi = x.lo, x.hi
+        if unsigned and lo < 0:
+            if comparison in ("lt", "le", "lo", "ls", "eq") and bound >= 0:
+                lo = 0
+            elif comparison not in ("ne",):
+                return (x,)
+        if comparison == "eq":
+            lo, hi = max(lo, bound), min(hi, bound)
+        elif comparison == "ne":
+            if lo == bound:
+                lo += 1
+            if hi == bound:
+                hi -= 1
+        elif comparison in ("lt", "lo"):
+            hi = min(hi, bound - 1)
+        elif comparison in ("le", "ls"):
+            hi = min(hi, bound)
+        elif comparison in ("gt", "hi"):
+            lo = max(lo, bound + 1)
+        elif comparison in ("ge", "hs"):
+            lo = max(lo, bound)
+        if lo > hi:
+            return ()
+        return _num(lo, hi)
+
+    return _lift(value, one)
+
+
+def meet(a: tuple, b: tuple) -> tuple:
+    """The numbers in both `a` and `b` when both are one interval; otherwise `a`.
+
+    >>> show(meet(number(0, 1023), number(32, 47))), meet(number(0, 3), number(5, 9))
+    ('[32, 47]', ())
+    """
+    if len(a) == 1 == len(b) and a[0].form == NUM == b[0].form:
+        lo, hi = max(a[0].lo, b[0].lo), min(a[0].hi, b[0].hi)
+        return _num(lo, hi) if lo <= hi else ()
+    return a
+
+
+_NEGATION = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le",
+             "lo": "hs", "hs": "lo", "ls": "hi", "hi": "ls"}

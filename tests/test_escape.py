@@ -1,0 +1,44 @@
+"""ptxkit.cfg.escape: where a generic address of shared memory may flow."""
+
+from __future__ import annotations
+
+import ptxkit
+from ptxkit.cfg.escape import shared_pointer_registers
+from ptxkit.cfg.graph import flow_graph
+from ptxkit.cfg.inline import inlined_graph
+
+HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.shared .align 8 .b8 smem[64];\n"
+REGS = ".reg .b32 %r<8>;\n.reg .b64 %rd<16>;\n"
+
+
+def tainted(body: str, params: str = ".param .u64 k_p", extra: str = "", inline: bool = False) -> list[str]:
+    function = ptxkit.parse(f"{HEAD}{extra}.visible .entry k({params})\n{{\n{REGS}{body}\tret;\n}}\n").function("k")
+    flow = inlined_graph(function) if inline else flow_graph(function)
+    return sorted(shared_pointer_registers(flow))
+
+
+def test_sources_and_arithmetic():
+    body = ("\tmov.u64 %rd1, smem;\n\tcvta.shared.u64 %rd2, %rd1;\n\tand.b64 %rd3, %rd2, -16;\n"
+            "\tmov.u32 %r1, smem;\n\tmapa.u32 %r2, %r1, 1;\n\tmapa.shared::cluster.u32 %r3, %r1, 1;\n"
+            "\tcvta.to.shared.u64 %rd4, %rd2;\n")
+    # window addresses (mov of a symbol, mapa.shared::cluster, cvta.to) are not generic ones
+    assert tainted(body) == ["%r2", "%rd2", "%rd3", "%rd4"]
+
+
+def test_loads_are_tainted_only_once_such_an_address_is_stored():
+    body = "\tld.param.u64 %rd1, [k_p];\n\tld.global.u64 %rd2, [%rd1];\n\tld.u64 %rd3, [%rd2];\n"
+    assert tainted(body) == []
+    stored = body + "\tmov.u64 %rd4, smem;\n\tcvta.shared.u64 %rd5, %rd4;\n\tst.global.u64 [%rd1], %rd5;\n"
+    assert tainted(stored) == ["%rd2", "%rd3", "%rd5"]
+    atom = body + "\tmov.u64 %rd4, smem;\n\tcvta.shared.u64 %rd5, %rd4;\n\tatom.global.exch.b64 %rd6, [%rd1], %rd5;\n"
+    assert "%rd6" in tainted(atom) and "%rd2" in tainted(atom)
+
+
+def test_parameters():
+    assert tainted("\tld.param.u64 %rd1, [k_s];\n", params=".param .u64 .ptr .shared .align 8 k_s") == ["%rd1"]
+    assert tainted("\tld.param.u64 %rd1, [k_p];\n") == []
+    extra = (".func f(.param .b64 f_p)\n{\n.reg .b64 %rd<4>;\n\tld.param.b64 %rd1, [f_p];\n\tld.u32 %r0, [%rd1];\n"
+             "\tret;\n}\n").replace("%r0", "%rd2")
+    body = ("\tmov.u64 %rd1, smem;\n\tcvta.shared.u64 %rd2, %rd1;\n\t{\n\t.param .b64 param0;\n"
+            "\tst.param.b64 [param0], %rd2;\n\tcall.uni f, (param0);\n\t}\n")
+    assert "1:%rd1" in tainted(body, extra=extra, inline=True)  # the callee's copy of its parameter

@@ -1,0 +1,61 @@
+"""ptxkit.cfg.idioms: remainder idioms are recognised only when they compute a remainder."""
+
+from __future__ import annotations
+
+import pytest
+
+import ptxkit
+from ptxkit.cfg.graph import flow_graph
+from ptxkit.cfg.idioms import _alignment_mask, _divides, _tree, remainder
+
+
+def block_of(body: str):
+    text = (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{\n"
+            f".reg .b32 %r<16>;\n.reg .b64 %rd<8>;\n{body}\tret;\n}}\n")
+    return flow_graph(ptxkit.parse(text).function("k")).blocks[0]
+
+
+MAGIC_7 = ("\tmul.wide.u32 %rd1, %r1, 613566757;\n\tshr.u64 %rd2, %rd1, 32;\n\tcvt.u32.u64 %r2, %rd2;\n"
+           "\tsub.s32 %r3, %r1, %r2;\n\tshr.u32 %r4, %r3, 1;\n\tadd.s32 %r5, %r4, %r2;\n\tshr.u32 %r6, %r5, 2;\n")
+
+
+def test_division_by_a_magic_number():
+    block = block_of(MAGIC_7 + "\tmul.lo.s32 %r7, %r6, 7;\n\tsub.s32 %r8, %r1, %r7;\n")
+    found = remainder(block.instructions, block.heads, 8, frozenset())
+    assert (found.x, found.modulus, found.kind) == ("%r1", 7, "division")
+    block = block_of(MAGIC_7 + "\tmad.lo.s32 %r8, %r6, -7, %r1;\n")
+    assert remainder(block.instructions, block.heads, 7, frozenset()).modulus == 7
+
+
+def test_a_wrong_divisor_or_a_changed_x_is_not_a_remainder():
+    block = block_of(MAGIC_7 + "\tmul.lo.s32 %r7, %r6, 6;\n\tsub.s32 %r8, %r1, %r7;\n")
+    assert remainder(block.instructions, block.heads, 8, frozenset()) is None  # q is x/7, not x/6
+    block = block_of(MAGIC_7 + "\tmul.lo.s32 %r7, %r6, 7;\n\tadd.s32 %r1, %r1, 1;\n\tsub.s32 %r8, %r1, %r7;\n")
+    assert remainder(block.instructions, block.heads, 9, frozenset()) is None
+    block = block_of("\tshr.u32 %r6, %r1, 3;\n\tmul.lo.s32 %r7, %r6, 7;\n\tsub.s32 %r8, %r1, %r7;\n")
+    assert remainder(block.instructions, block.heads, 2, frozenset()) is None  # x/8*7 leaves more than x % 7
+
+
+def test_the_division_check_is_exact():
+    tree = ("shr.u32", ("x",), ("imm", 3))
+    assert _divides(tree, 8) and not _divides(tree, 7)
+    assert not _divides(("add.s32", ("x",), ("imm", 1)), 2)
+    used: list = []
+    block = block_of(MAGIC_7)
+    assert _tree(block.instructions, block.heads, 7, "%r6", "%r1", used, 0) is not None
+    assert sorted(set(used)) == list(range(7))  # every instruction of the sequence
+
+
+@pytest.mark.parametrize("mask, expected", [(-16, (16, None)), (0xFFFFFFF0, (16, None)), (67108848, (16, 67108864)),
+                                            (-1, (1, None)), (0xF0F0, None), (0, None)])
+def test_alignment_masks(mask, expected):
+    assert _alignment_mask(mask) == expected
+
+
+def test_alignment_remainders():
+    block = block_of("\tshr.s32 %r2, %r1, 31;\n\tshr.u32 %r3, %r2, 28;\n\tadd.s32 %r4, %r1, %r3;\n"
+                     "\tand.b32 %r5, %r4, -16;\n\tsub.s32 %r6, %r1, %r5;\n")
+    found = remainder(block.instructions, block.heads, 4, frozenset())
+    assert (found.x, found.modulus, found.kind, found.bias.name) == ("%r1", 16, "alignment", "%r3")
+    block = block_of("\tand.b32 %r5, %r1, -128;\n\tsub.s32 %r6, %r1, %r5;\n")
+    assert remainder(block.instructions, block.heads, 1, frozenset()).bias is None

@@ -1,0 +1,136 @@
+"""ptxkit.cfg.registers: register values at instructions, through loops, branches, calls."""
+
+from __future__ import annotations
+
+import pytest
+
+import ptxkit
+from ptxkit import parse_statement
+from ptxkit.cfg.graph import flow_graph
+from ptxkit.cfg.inline import inlined_graph
+from ptxkit.cfg.registers import analyse_registers, register_values, symbol_regions
+from ptxkit.cfg.values import show
+
+HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 dyn[];\n"
+        ".global .align 4 .b32 gvar[4];\n")
+REGS = ".reg .pred %p<8>;\n.reg .b16 %rs<8>;\n.reg .b32 %r<32>;\n.reg .b64 %rd<32>;\n"
+
+
+def value_at(body: str, register: str, params: str = "", directives: str = "", extra: str = "",
+             inline: bool = False) -> str:
+    """The value of `register` just before the instruction after a ``// here`` comment
+    (or before the final ``ret``)."""
+    text = f"{HEAD}{extra}.visible .entry k({params}){directives}\n{{\n{REGS}{body}\tret;\n}}\n"
+    function = ptxkit.parse(text, "k.ptx").function("k")
+    flow = inlined_graph(function) if inline else flow_graph(function)
+    points = [(b.index, i) for b in flow.blocks for i, _ in enumerate(b.instructions)]
+    marked = [(b, i) for b, i in points if "// here" in flow.blocks[b].instructions[i].prefix]
+    block, position = (marked or [p for p in points if flow.blocks[p[0]].instructions[p[1]].text == "ret;"][-1:])[0]
+    operand = parse_statement(f"mov.u32 %x, {register};").operands[1]
+    return show(register_values(flow, {"q": (block, position, operand)})["q"])
+
+
+def test_symbols_and_kernel_parameters():
+    body = ("\tmov.u32 %r1, dyn;\n\tadd.s32 %r2, %r1, 160;\n\tld.param.u64 %rd1, [k_p];\n"
+            "\tld.param.u32 %r3, [k_n];\n\tld.param.u64 %rd2, [k_s];\n\tmov.u64 %rd3, gvar;\n")
+    params = ".param .u64 k_p, .param .u32 k_n, .param .u64 .ptr .shared .align 4 k_s"
+    assert value_at(body, "%r2", params) == "dynamic shared+160 (shared::cta window)"
+    assert value_at(body, "%rd1", params) == "somewhere (global generic)"
+    assert value_at(body, "%r3", params) == "[0, 4294967295]"
+    assert value_at(body, "%rd2", params) == "somewhere (shared::cta generic)"
+    assert value_at(body, "%rd3", params) == "gvar+0 (global window)"
+
+
+def test_cvta_mapa_and_special_registers():
+    body = ("\tmov.u32 %r1, %tid.x;\n\tshl.b32 %r2, %r1, 4;\n\tmov.u64 %rd1, dyn;\n\tcvta.shared.u64 %rd2, %rd1;\n"
+            "\tcvta.to.shared.u64 %rd3, %rd2;\n\tmov.u32 %r3, dyn;\n\tmapa.shared::cluster.u32 %r4, %r3, 1;\n")
+    assert value_at(body, "%r2") == "[0, 16368]"
+    assert value_at(body, "%rd2") == "dynamic shared+0 (shared::cta generic)"
+    assert value_at(body, "%rd3") == "dynamic shared+0 (shared::cta window)"
+    assert value_at(body, "%r4") == "dynamic shared+0 (shared::cluster window)"
+
+
+def test_descriptor_built_like_cutlass():
+    body = ("\tmov.u32 %r1, dyn;\n\tadd.s32 %r2, %r1, 32768;\n\tshr.u32 %r3, %r2, 4;\n\tand.b32 %r4, %r3, 16383;\n"
+            "\tcvt.u64.u32 %rd1, %r4;\n\tor.b64 %rd2, %rd1, 4611686293305360384;\n"
+            "\tmov.b64 {%r5, %r6}, %rd2;\n\tadd.s32 %r7, %r5, 2;\n\tmov.b64 %rd3, {%r7, %r6};\n")
+    # 4611686293305360384 is 0x4000004000010000: 128-byte swizzle, SBO 1024 bytes, LBO 16 bytes
+    assert value_at(body, "%rd3") == "dynamic shared+32800 (shared::cta window) >> 4 | 0x4000004000010000"
+
+
+def test_ring_index_stays_in_its_range():
+    body = ("\tmov.u32 %r1, 0;\nL:\n\tshl.b32 %r2, %r1, 10;\n\tadd.s32 %r3, %r1, 1;\n\tsetp.eq.s32 %p1, %r1, 6;\n"
+            "\tselp.b32 %r1, 0, %r3, %p1;\n\tsetp.lt.u32 %p2, %r2, 99;\n\t@%p2 bra L;\n")
+    assert value_at(body, "%r1") == "[0, 6]"
+    assert value_at(body, "%r2") == "[99, 6144]"  # leaving the loop: the branch was not taken
+
+
+def test_a_counter_without_a_bound_is_widened():
+    body = "\tmov.u32 %r1, 0;\nL:\n\tadd.s32 %r1, %r1, 1;\n\tsetp.lt.u32 %p2, %r1, %r9;\n\t@%p2 bra L;\n"
+    assert value_at(body, "%r1") == "[1, inf]"
+
+
+def test_branch_conditions_narrow_and_dead_paths_are_found():
+    body = ("\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r2, %r1, -32;\n\tsetp.gt.u32 %p1, %r2, 15;\n\t@%p1 bra OUT;\n"
+            "\tshl.b32 %r3, %r1, 2;\n\t// here\n\tadd.s32 %r4, %r1, 192;\n\tsetp.gt.u32 %p2, %r4, 15;\n"
+            "\t@%p2 bra OUT;\n\tmov.u32 %r5, %r4;\nOUT:\n")
+    assert value_at(body, "%r1") == "[32, 47]"
+    assert value_at(body, "%r3") == "[128, 188]"
+    text = f"{HEAD}.visible .entry k()\n{{\n{REGS}{body}\tret;\n}}\n"
+    flow = flow_graph(ptxkit.parse(text).function("k"))
+    dead_block = next(b.index for b in flow.blocks if b.instructions and b.instructions[0].text == "mov.u32 %r5, %r4;")
+    operand = flow.blocks[dead_block].instructions[0].operands[1]
+    values, dead = analyse_registers(flow, {"q": (dead_block, 0, operand)})
+    assert dead == {dead_block} and values["q"] == ()
+
+
+def test_warp_group_index_from_a_uniform_shuffle_bounds_the_thread_index():
+    body = ("\tmov.u32 %r1, %tid.x;\n\tshr.u32 %r2, %r1, 7;\n\tmov.u32 %r3, 0;\n"
+            "\tshfl.sync.idx.b32 %r4|%p1, %r2, %r3, 31, -1;\n\tsetp.eq.s32 %p2, %r4, 0;\n\t@%p2 bra OUT;\n"
+            "\tadd.s32 %r5, %r1, -128;\n\t// here\n\tbar.sync 0;\nOUT:\n")
+    assert value_at(body, "%r5", directives=" .maxntid 384, 1, 1") == "[0, 895]"
+    # without the one-dimensional block the lanes' shuffled value says nothing of their own index
+    assert value_at(body, "%r5") == "[-128, 895]"
+
+
+@pytest.mark.parametrize("body, expected", [
+    # x % 7 through a multiply-high sequence
+    ("\tmul.wide.u32 %rd1, %r9, 613566757;\n\tshr.u64 %rd2, %rd1, 32;\n\tcvt.u32.u64 %r2, %rd2;\n"
+     "\tsub.s32 %r3, %r9, %r2;\n\tshr.u32 %r4, %r3, 1;\n\tadd.s32 %r5, %r4, %r2;\n\tshr.u32 %r6, %r5, 2;\n"
+     "\tmul.lo.s32 %r7, %r6, 7;\n\tsub.s32 %r8, %r9, %r7;\n", "[0, 6]"),
+    # a signed remainder by 8 of a non-negative value
+    ("\tmov.u32 %r1, %tid.x;\n\tshr.s32 %r2, %r1, 31;\n\tshr.u32 %r3, %r2, 29;\n\tadd.s32 %r4, %r1, %r3;\n"
+     "\tand.b32 %r5, %r4, -8;\n\tsub.s32 %r8, %r1, %r5;\n", "[0, 7]"),
+])
+def test_remainder_idioms(body, expected):
+    assert value_at(body, "%r8") == expected
+
+
+def test_values_cross_inlined_calls():
+    extra = (".func (.param .b32 f_ret) f(.param .b32 f_p)\n{\n.reg .b32 %r<4>;\n\tld.param.b32 %r1, [f_p];\n"
+             "\tadd.s32 %r2, %r1, 64;\n\tst.param.b32 [f_ret], %r2;\n\tret;\n}\n")
+    body = ("\tmov.u32 %r1, dyn;\n\t{\n\t.param .b32 param0;\n\t.param .b32 retval0;\n"
+            "\tst.param.b32 [param0], %r1;\n\tcall.uni (retval0), f, (param0);\n\tld.param.b32 %r2, [retval0];\n"
+            "\t}\n")
+    assert value_at(body, "%r2", extra=extra, inline=True) == "dynamic shared+64 (shared::cta window)"
+    assert value_at(body, "%r2", extra=extra) == "top"  # without inlining nothing is known of the result
+
+
+def test_registers_declared_without_percent():
+    body = ("\tmov.u32 %r1, dyn;\n\t{\n\t.reg .b32 remote;\n\tmapa.shared::cluster.u32 remote, %r1, 1;\n"
+            "\t// here\n\tmbarrier.arrive.shared::cluster.b64 _, [remote];\n\t}\n")
+    text = f"{HEAD}.visible .entry k()\n{{\n{REGS}{body}\tret;\n}}\n"
+    flow = flow_graph(ptxkit.parse(text).function("k"))
+    block = flow.blocks[0]
+    at = next(i for i, ins in enumerate(block.instructions) if ins.text.startswith("mbarrier"))
+    value = register_values(flow, {"q": (0, at, block.instructions[at].operands[1])})["q"]
+    assert show(value) == "dynamic shared+0 (shared::cluster window)"
+
+
+def test_symbol_regions():
+    module = ptxkit.parse(f"{HEAD}.visible .entry k()\n{{\n.shared .align 8 .b64 bars[4];\n"
+                          f".local .align 8 .b8 __local_depot0[64];\n.reg .b32 plain;\n\tret;\n}}\n")
+    regions = symbol_regions(module.function("k"))
+    assert regions["bars"][0].region.size == 32 and regions["bars"][0].region.align == 8
+    assert regions["dyn"][0].region.size is None and regions["dyn"][0].region.align == 1024
+    assert regions["__local_depot0"][0].space == "local" and regions["plain"] is None

@@ -1,0 +1,118 @@
+"""ptxkit.cfg.values: every operation over-approximates the concrete one.
+
+The property tests draw concrete operands inside abstract values and check that the
+concrete result is inside the abstract result (soundness), which is what the fence
+pass's correctness rests on.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ptxkit.cfg.values import (
+    GENERIC, INF, NUM, SHARED_CTA_SPACE, TOP, WINDOW, Atom, Region, add, address, and_, anywhere, constant, join,
+    meet, mul, number, or_, pack, refine, shl, shr, show, sub, truncate, unpack, widen, xor,
+)
+
+SMEM = Region("smem", SHARED_CTA_SPACE, 8192, 1024)
+
+
+def contains_number(value: tuple, n: int) -> bool:
+    return any(a.form != NUM or a.lo <= n <= a.hi for a in value) if value else False
+
+
+def contains_offset(value: tuple, offset: int, shift: int = 0, high: int = 0) -> bool:
+    """True when the address `SMEM + offset` (shifted, with `high`) is in `value`."""
+    for atom in value:
+        if atom.form not in (NUM, WINDOW, GENERIC) or atom.form == NUM and atom.lo == -INF:
+            return True
+        if atom.form != NUM and atom.region in (SMEM, None) and atom.shift == shift and atom.high == high \
+                and atom.lo <= offset <= atom.hi:
+            return True
+    return any(a is TOP[0] for a in value)
+
+
+intervals = st.tuples(st.integers(-300, 300), st.integers(0, 300)).map(lambda t: (t[0], t[0] + t[1]))
+
+
+@settings(max_examples=300)
+@given(intervals, intervals, st.data())
+def test_arithmetic_is_sound(a, b, data):
+    x = data.draw(st.integers(*a))
+    y = data.draw(st.integers(*b))
+    va, vb = number(*a), number(*b)
+    assert contains_number(add(va, vb), x + y)
+    assert contains_number(sub(va, vb), x - y)
+    assert contains_number(mul(va, vb), x * y)
+    assert contains_number(join(va, vb), x) and contains_number(join(va, vb), y)
+    if x >= 0 and y >= 0:
+        assert contains_number(xor(va, vb), x ^ y)
+        assert contains_number(or_(va, vb), x | y)
+        assert contains_number(and_(va, vb, 32), x & y)
+    shift = data.draw(st.integers(0, 8))
+    assert contains_number(shl(va, number(shift)), x << shift)
+    if x >= 0:
+        assert contains_number(shr(va, number(shift)), x >> shift)
+
+
+@settings(max_examples=300)
+@given(st.integers(0, 4000), st.integers(0, 2000), st.integers(0, 127), st.data())
+def test_address_operations_are_sound(lo, width, small, data):
+    offset = data.draw(st.integers(lo, lo + width))
+    base = 1024 * data.draw(st.integers(0, 100))  # the region's (unknown) aligned start
+    value = address(SMEM, lo, lo + width)
+    absolute = base + offset
+    assert contains_offset(add(value, number(small)), offset + small)
+    # swizzles: an XOR / OR of low bits keeps the address inside the aligned span
+    assert contains_offset(xor(value, number(0, small)), (absolute ^ small) - base)
+    assert contains_offset(or_(value, number(small)), (absolute | small) - base)
+    # alignment masks round down
+    assert contains_offset(and_(value, number(-64), 32), (absolute & -64) - base)
+    # descriptor fields: (addr >> 4) & 0x3FFF, then constant bits above it
+    descriptor = or_(and_(shr(value, number(4)), number(0x3FFF), 64), number(0x40000040 << 32))
+    assert contains_offset(descriptor, offset, shift=4, high=0x40000040 << 32)
+
+
+def test_forms_spaces_and_text():
+    assert show(address(SMEM, 16, form=GENERIC)) == "smem+16 (shared::cta generic)"
+    assert show(anywhere(SHARED_CTA_SPACE, WINDOW)) == "somewhere (shared::cta window)"
+    assert show(add(address(SMEM), address(SMEM))) == "top"  # a sum of two addresses is no address
+    assert show(sub(address(SMEM, 40), address(SMEM, 8))) == "32"
+    assert constant(number(3)) == 3 and constant(number(3, 4)) is None and constant(TOP) is None
+
+
+def test_packing_descriptor_halves():
+    low = shr(address(SMEM, 32), number(4))
+    packed = pack([low, number(0x40000040)], 32)
+    assert show(packed) == "smem+32 (shared::cta window) >> 4 | 0x4000004000000000"
+    assert [show(v) for v in unpack(packed, 2, 32)] == ["smem+32 (shared::cta window) >> 4", "1073741888"]
+    # adding to the start-address field moves the address by 16 bytes a step
+    assert show(add(packed, number(2))) == "smem+64 (shared::cta window) >> 4 | 0x4000004000000000"
+    assert show(pack([number(5), number(1)], 16)) == "65541"
+    assert unpack(TOP, 2, 32) == [TOP, TOP]
+
+
+def test_truncation_and_widening():
+    assert show(truncate(number(-1, 5), 16)) == "[0, 65535]"
+    assert show(truncate(shr(address(SMEM, 64), number(4)), 16)) == "smem+64 (shared::cta window) >> 4"
+    assert truncate(address(SMEM, 0, form=GENERIC), 32) == TOP  # a generic address does not fit in 32 bits
+    assert show(widen(number(0, 3), number(0, 4))) == "[0, inf]"
+    assert show(widen(address(SMEM, 0, 8), address(SMEM, 0, 16))).startswith("smem+[0, inf]")
+
+
+def test_refinement_and_meet():
+    assert show(refine(number(0, 7), "ne", 0, True)) == "[1, 7]"
+    assert show(refine(number(0, 7), "lt", 3, False)) == "[3, 7]"
+    assert refine(number(5, 7), "lt", 3, True) == ()  # impossible: the branch never goes there
+    assert show(refine(number(-8, 100), "le", 15, True, unsigned=True)) == "[0, 15]"
+    assert show(refine(address(SMEM), "eq", 0, True)) == show(address(SMEM))  # only numbers are narrowed
+    assert show(meet(number(0, 10), number(5, 20))) == "[5, 10]"
+
+
+def test_joins_stay_small():
+    value = ()
+    for i in range(20):
+        value = join(value, address(Region(f"b{i}", SHARED_CTA_SPACE, 64, 8)))
+    assert len(value) <= 8 and all(a.region is None for a in value if a.form != NUM)
+    assert Atom(WINDOW, SHARED_CTA_SPACE, SMEM, 8000, 9000).location(16) == (SHARED_CTA_SPACE, SMEM, 8000, 8192)
