@@ -19,8 +19,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+from ptxkit.cfg.events import Kind
 from ptxkit.cfg.graph import ENTRY, EXIT
-from ptxkit.cfg.proxy import state_text
 
 #: At most this many instructions are listed per block (the first ones and the last).
 MAX_LINES = 14
@@ -83,7 +83,6 @@ def _graph_attributes() -> str:
 def _function_body(result, prefix: str) -> str:
     analysis = result.analysis
     flow = analysis.flow
-    tracked = analysis.options.tracked
     inserted: dict[int, list] = {}
     for plan, site in zip(result.plans, result.sites):
         inserted.setdefault(plan.block, []).append((plan.position, site))
@@ -93,12 +92,12 @@ def _function_body(result, prefix: str) -> str:
         b = block.index
         lines = [_title(block)]
         if b in rank:
-            lines.append("in:  " + state_text(analysis.ins[b], tracked))
+            lines.append("in:  " + analysis.state_text(analysis.ins[b]))
         else:
             lines.append("(unreachable)")
         lines.extend(_statements(block, analysis.events[b], inserted.get(b, [])))
         if b in rank:
-            lines.append("out: " + state_text(analysis.outs[b], tracked))
+            lines.append("out: " + analysis.state_text(analysis.outs[b]))
         style = ', color="red", penwidth=2' if b in inserted else ""
         label = "".join(_escape(line) + "\\l" for line in lines)
         out.append(f'  {prefix}b{b} [label="{label}"{style}];\n')
@@ -112,6 +111,13 @@ def _function_body(result, prefix: str) -> str:
 
 
 def _title(block) -> str:
+    context = block.context
+    if context is not None and context.parent is not None:  # an inlined callee's block
+        return f"{context.function.name}/{_title_of(block)}"
+    return _title_of(block)
+
+
+def _title_of(block) -> str:
     line = block.line
     if block.labels:
         return f"{block.name}:  (line {line})" if line else f"{block.name}:"
@@ -121,11 +127,8 @@ def _title(block) -> str:
 def _statements(block, events, inserted: list) -> list[str]:
     marks = {}
     for event in events:
-        if event.kind == "inserted":
-            continue
-        marks[event.position] = {"write": "[generic]", "cp.async": "[generic]", "cp.async.wait": "[generic]",
-                                 "async": "[async]", "fence": "[fence]", "call": "[call]",
-                                 "extern": "[extern]", "completion": ""}[event.kind]
+        if event.kind is not Kind.INSERTED:
+            marks[event.position] = f"[{event.kind.value}]"
     lines = []
     for position, instruction in enumerate(block.instructions):
         for at, site in inserted:

@@ -1,5 +1,6 @@
-"""The proxy-fence pass: insert ``fence.proxy.async*`` where generic-proxy writes may
-reach async-proxy operations (wgmma, TMA / ``cp.async.bulk*``, tcgen05.mma/cp).
+"""The proxy-fence pass: insert ``fence.proxy.async*`` where generic-proxy accesses may
+race with async-proxy operations (wgmma, TMA / ``cp.async.bulk*``, tcgen05.mma/cp),
+in one thread or handed between threads (docs/fence.md).
 
 The library API (the contract other tools code against):
 
@@ -7,6 +8,7 @@ The library API (the contract other tools code against):
   module in place (only the inserted lines change, plus the labels of created loop
   preheaders and the branches redirected to them) and says what it did and why; with
   ``rewrite=False`` it changes nothing and reports the missing fences (check mode).
+  `FenceReport.lines` maps the input's lines to the output's.
 - `fence_text(text, filename, **options) -> (text, FenceReport)` parses, fences and
   prints.
 
@@ -35,15 +37,12 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from ptxkit._gc import paused_gc
-from ptxkit.cfg.graph import flow_graph
-from ptxkit.cfg.placement import VARIANTS, PlannedFence, fence_text_for, plan_fences
-from ptxkit.cfg.proxy import (
-    AnalysisOptions, FunctionAnalysis, spaces_text,
-)
+from ptxkit.cfg.locations import spaces_text
+from ptxkit.cfg.placement import FENCE_SIDES, PLACEMENTS, VARIANTS, PlannedFence, fence_text_for, plan_fences
+from ptxkit.cfg.proxy import AnalysisOptions, Hazard, KernelAnalysis
 from ptxkit.isa import parse_target
 from ptxkit.syntax import Function
 
-PLACEMENTS = ("hoist", "inline")
 EXTERN_POLICIES = ("none", "clobber", "strict")
 
 
@@ -63,6 +62,13 @@ class FenceOptions:
         indirect function may do (see `ptxkit.cfg.proxy.AnalysisOptions`).
     track_global:
         Also order generic writes of global memory before async reads of it.
+    fence_side:
+        ``issuer`` (default: after the wait, right before the async op) or ``writer``
+        (after the writer's last access, before the arrive that hands it over; across
+        CTAs the fence stays with the issuer).
+    war:
+        Also fence generic reads before async writes of the same bytes (default on;
+        off gives TileLang's behaviour).
 
     >>> FenceOptions(fence_variant="shared::cta").analysis.cta_fence_covers_cluster
     True
@@ -75,6 +81,8 @@ class FenceOptions:
     fence_variant: str | None = None
     extern_policy: str = "clobber"
     track_global: bool = False
+    fence_side: str = "issuer"
+    war: bool = True
 
     def __post_init__(self):
         if self.placement not in PLACEMENTS:
@@ -83,10 +91,12 @@ class FenceOptions:
             raise ValueError(f"fence_variant must be one of {', '.join(VARIANTS)}, not {self.fence_variant!r}")
         if self.extern_policy not in EXTERN_POLICIES:
             raise ValueError(f"extern_policy must be one of {', '.join(EXTERN_POLICIES)}, not {self.extern_policy!r}")
+        if self.fence_side not in FENCE_SIDES:
+            raise ValueError(f"fence_side must be one of {', '.join(FENCE_SIDES)}, not {self.fence_side!r}")
 
     @property
     def analysis(self) -> AnalysisOptions:
-        return AnalysisOptions(self.track_global, self.extern_policy, self.fence_variant == "shared::cta")
+        return AnalysisOptions(self.track_global, self.extern_policy, self.fence_variant == "shared::cta", self.war)
 
 
 @dataclass
@@ -118,18 +128,20 @@ class FenceSite:
     """One inserted fence, or one missing fence in check mode, with its reason.
 
     `line`/`column`: the input statement the fence goes `where` ("before"/"after") it.
-    `write`: the generic-proxy write; `target`: what it may reach unfenced, of
-    `target_kind` ``async`` (an async-proxy op), ``call`` (a call whose callee reaches
-    the async op `callee_target` unfenced) or ``extern`` (an extern call that may start
-    async ops, under ``--extern-policy strict``); `path`: one CFG path from the write to
-    the target, as places (the write, the start of each block in between, the target).
+    `hazard`: ``raw`` (a generic write reaches an async-proxy access of its bytes),
+    ``war`` (a generic read reaches an async-proxy write of its bytes) or
+    ``mbarrier-init`` (an ``mbarrier.init`` reaches an async op completing on that
+    mbarrier). `write`: the generic access (for any hazard); `target`: the async op,
+    of `target_kind` ``async`` or ``extern`` (a call that may start async ops, under
+    ``--extern-policy strict``); `handoff`: for an access made by another thread, the
+    arrive and the wait it was handed over through; `path`: the witness, as places
+    (the access, the start of each block in between, the arrive and the wait, the op).
 
     >>> from pathlib import Path
     >>> text = Path("samples/fence/06b_tma_store_after_shared_store.ptx").read_text()
     >>> site = fence_text(text, "06b.ptx", rewrite=False)[1].missing[0]
-    >>> site.text, site.where, site.line, site.write.line, site.path_text()
-    ('fence.proxy.async.shared::cta;', 'before', 33, 32,
-     'line 32 (st.shared.b16) -> line 33 (cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group)')
+    >>> site.text, site.where, site.line, site.hazard, site.write.line, site.path_text()
+    ('fence.proxy.async.shared::cta;', 'before', 33, 'raw', 32, 'line 32 (st.shared.b16) -> line 33 (cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group)')
     """
 
     function: str
@@ -140,10 +152,11 @@ class FenceSite:
     variant: str
     placement: str
     spaces: str
+    hazard: str
     write: Place | None
     target: Place
     target_kind: str = "async"
-    callee_target: Place | None = None
+    handoff: list[Place] = field(default_factory=list)
     path: list[Place] = field(default_factory=list)
     created_label: str | None = None
 
@@ -152,30 +165,50 @@ class FenceSite:
         return f"{self.variant} {self.where} line {self.line}: {self.reason()}"
 
     def reason(self) -> str:
-        if self.target_kind == "call":
-            target = f"the call at {self.target}, whose callee reaches the async-proxy access at {self.callee_target}"
-        elif self.target_kind == "extern":
+        if self.target_kind == "extern":
             target = f"the extern call at {self.target}, which may start async-proxy operations (extern policy strict)"
+        elif self.hazard == Hazard.WAR.value:
+            target = f"the async-proxy write at {self.target}"
+        elif self.hazard == Hazard.INIT.value:
+            target = f"the async-proxy operation at {self.target}, which completes on that mbarrier"
         else:
             target = f"the async-proxy access at {self.target}"
-        source = f"generic-proxy write at {self.write}" if self.write else "a generic-proxy write"
-        return f"{source} of {self.spaces} may reach {target} with no proxy fence in between"
+        access = {Hazard.RAW.value: "generic-proxy write", Hazard.WAR.value: "generic-proxy read",
+                  Hazard.INIT.value: "mbarrier.init"}[self.hazard]
+        source = f"{access} at {self.write}" if self.write else f"a {access}"
+        handed = ""
+        if self.handoff:
+            arrive, wait = (self.handoff + [None])[:2]
+            handed = f", handed to the issuing thread through {arrive}" + (f" and {wait}" if wait else "")
+        fence = "no fence.proxy.async or fence.mbarrier_init" if self.hazard == Hazard.INIT.value \
+            else "no proxy fence"
+        return f"{source} of {self.spaces} may reach {target}{handed} with {fence} in between"
 
     def path_text(self) -> str:
-        return " -> ".join(str(place) for place in self.path)
+        """The witness path; ``=>`` marks the hand-off from one thread to another."""
+        out = []
+        for place in self.path:
+            joint = " => " if out and self.handoff and place is self.handoff[-1] and len(self.handoff) > 1 else " -> "
+            out.append((joint if out else "") + str(place))
+        return "".join(out)
 
     def explain(self) -> str:
         """A paragraph of prose for ``--explain``."""
         how = {
             "inline": "immediately before the async operation",
             "call": "in the caller, before the call",
+            "writer": "in the writing thread, before the arrive that hands the access over",
             "loop": "once, in the loop preheader, instead of inside the loop",
             "branch": "once, before the conditional branch, instead of in every arm",
         }[self.placement]
         text = f"{self.text} goes {self.where} line {self.line}, {how}"
         if self.created_label:
             text += f" (a new block labelled {self.created_label}; outside branches into the loop now go there)"
-        return f"{text}: the {self.reason()}.\n    path: {self.path_text()}"
+        text = f"{text}: the {self.reason()}.\n    path: {self.path_text()}"
+        if self.handoff and len(self.handoff) == 2:
+            text += (f"\n    thread A makes the access and arrives at {self.handoff[0]}; thread B waits at "
+                     f"{self.handoff[1]} and issues the async operation")
+        return text
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -184,6 +217,9 @@ class FenceSite:
 @dataclass
 class FenceReport:
     """What `fence_module` did (or, in check mode, found).
+
+    `lines` maps the input's line numbers to the output's (`ptxkit.edits.LineMap`;
+    None until a rewrite).
 
     >>> from pathlib import Path
     >>> text = Path("samples/fence/06b_tma_store_after_shared_store.ptx").read_text()
@@ -198,6 +234,7 @@ class FenceReport:
     fences: list[FenceSite] = field(default_factory=list)
     warnings: list[Place] = field(default_factory=list)
     skipped: str | None = None
+    lines: object = field(default=None, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -266,15 +303,22 @@ def fence_module(module, options: FenceOptions | None = None, rewrite: bool = Tr
     >>> report.changed, [(f.placement, f.line) for f in report.fences], str(m).splitlines()[35]
     (True, [('inline', 36)], '\\tfence.proxy.async.shared::cta;')
     """
+    from ptxkit.edits import apply_edits
+
     options = options or FenceOptions()
     report = FenceReport(module.filename, options, rewrite)
     report.skipped = check_target(module)
     if report.skipped:
         return report
     with paused_gc():
-        results = _analyse(module, options, report)
+        results = analyse_module(module, options)
+        for result in results:
+            report.fences.extend(result.sites)
+            report.warnings.extend(result.warnings)
+        report.fences.sort(key=lambda f: (f.line or 0, f.column or 0))
+        report.warnings.sort(key=lambda w: (w.line or 0, w.column or 0))
         if rewrite:
-            _rewrite(results, options)
+            report.lines = apply_edits([edit for result in results for edit in result.edits])
     return report
 
 
@@ -282,8 +326,9 @@ def fence_text(text: str, filename: str = "<input>", rewrite: bool = True, **opt
     """Parse PTX text, fence it and print it: ``(text, report)``.
 
     `options` are `FenceOptions` fields (``placement``, ``fence_variant``,
-    ``extern_policy``, ``track_global``). With ``rewrite=False`` the text comes back
-    unchanged and the report lists the missing fences.
+    ``extern_policy``, ``track_global``, ``fence_side``, ``war``). With
+    ``rewrite=False`` the text comes back unchanged and the report lists the missing
+    fences.
 
     >>> from pathlib import Path
     >>> text = Path("samples/fence/14b_hoist_out_of_loop.ptx").read_text()
@@ -298,12 +343,13 @@ def fence_text(text: str, filename: str = "<input>", rewrite: bool = True, **opt
     return (str(module) if report.changed else text), report
 
 
-# -- analysis over the call graph ------------------------------------------------------------
+# -- analysis of every kernel -----------------------------------------------------------------
 
 
 @dataclass
 class FunctionResult:
-    """One function's analysis (solved with its hoisted fences), its plan and report entries.
+    """One function's analysis (solved with its planned fences), its plan, report
+    entries and the edits that apply it.
 
     >>> import ptxkit
     >>> result, = analyse_module(ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx"))
@@ -311,18 +357,20 @@ class FunctionResult:
     ('k', ['loop'], 34, [])
     """
 
-    analysis: FunctionAnalysis
+    analysis: KernelAnalysis
     plans: list[PlannedFence]
     sites: list[FenceSite]
     warnings: list[Place]
+    edits: list = field(default_factory=list)
 
 
 def analyse_module(module, options: FenceOptions | None = None, everything: bool = False) -> list[FunctionResult]:
-    """Analyse the functions with a body, callees before callers, and plan their fences.
+    """Analyse every kernel (with the functions it calls inlined) and every function
+    no kernel calls, and plan their fences. Changes nothing.
 
-    Changes nothing; `fence_module` applies the plans. Kernels whose text names no
-    async-proxy operation and no call cannot need a fence and are left out, unless
-    `everything` is set (the CFG drawing, `ptxkit.cfg.dot`, wants them all).
+    Kernels whose text names no async-proxy operation and no call cannot need a fence
+    and are left out, unless `everything` is set (the CFG drawing, `ptxkit.cfg.dot`,
+    wants them all, called functions too, each on its own).
 
     >>> import ptxkit
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
@@ -330,28 +378,29 @@ def analyse_module(module, options: FenceOptions | None = None, everything: bool
     >>> analyse_module(m), [r.analysis.function.name for r in analyse_module(m, everything=True)]
     ([], ['k'])
     """
+    from ptxkit.cfg.inline import call_target, inlined_graph
+
     options = options or FenceOptions()
     functions = {f.name: f for f in module.functions if not f.is_declaration}
-    if not everything:
+    called = set()
+    for function in functions.values():
+        if function.kind == "entry" or "call" in _text_of(module, function):
+            for instruction in function.instructions():
+                if instruction.base == "call":
+                    called.add(call_target(instruction)[0])
+    if everything:
+        roots = list(functions.values())
+    else:
         quiet = _quiet_kernels(module)
-        functions = {name: f for name, f in functions.items() if f not in quiet}
-    flows = {name: flow_graph(f) for name, f in functions.items()}
-    defined = frozenset(functions)
-    summaries: dict = {}
-    results: list[FunctionResult] = []
-    analysis_options = options.analysis
-    for group, recursive in _callees_first(flows):
-        for name in group:
-            analysis = FunctionAnalysis(functions[name], analysis_options, summaries, recursive, defined,
-                                        flow=flows[name])
-            planned, scan = plan_fences(analysis, options.placement)
-            if functions[name].kind == "func":
-                summaries[name] = analysis.summary(scan)
-            warnings = [Place.of(w.node, w.message) for w in analysis.warnings + scan.lint]
-            sites = [_site(analysis, plan, options) for plan in planned]
-            results.append(FunctionResult(analysis, planned, sites, warnings))
-    order = {name: i for i, name in enumerate(functions)}
-    results.sort(key=lambda r: order[r.analysis.function.name])
+        roots = [f for f in functions.values() if (f.kind == "entry" or f.name not in called) and f not in quiet]
+    results = []
+    used_labels: set = set()
+    for function in roots:
+        analysis = KernelAnalysis(function, options.analysis, flow=inlined_graph(function, functions))
+        plans = plan_fences(analysis, options.placement, options.fence_side)
+        warnings = [Place.of(node, message) for node, message in analysis.warnings + analysis.in_flight()]
+        sites, edits = _sites_and_edits(analysis, plans, options, used_labels)
+        results.append(FunctionResult(analysis, plans, sites, warnings, edits))
     return results
 
 
@@ -360,12 +409,18 @@ def analyse_module(module, options: FenceOptions | None = None, everything: bool
 _ASYNC_MARKERS = (".async", "mma_async", "wgmma.", "tcgen05.", "call")
 
 
+def _text_of(module, function) -> str:
+    items = module.items
+    index = next(i for i, item in enumerate(items) if item is function)
+    end = items[index + 1].offset if index + 1 < len(items) else len(module.source.text)
+    return module.source.text[function.offset:end]
+
+
 def _quiet_kernels(module) -> set:
     """The ``.entry`` functions whose source text contains none of `_ASYNC_MARKERS`.
 
     A plain substring search over the raw text (comments included, so it can only err
-    on the side of analysing): such a kernel has no op that could need a fence, and no
-    caller needs its summary.
+    on the side of analysing): such a kernel has no op that could need a fence.
     """
     text = module.source.text
     items = module.items
@@ -380,66 +435,54 @@ def _quiet_kernels(module) -> set:
     return quiet
 
 
-def _analyse(module, options: FenceOptions, report: FenceReport) -> list[FunctionResult]:
-    results = analyse_module(module, options)
-    for result in results:
-        report.fences.extend(result.sites)
-        report.warnings.extend(result.warnings)
-    report.fences.sort(key=lambda f: (f.line or 0, f.column or 0))
-    report.warnings.sort(key=lambda w: (w.line or 0, w.column or 0))
-    return results
+# -- report entries and edits ------------------------------------------------------------------
 
 
-def _callees(flow) -> set[str]:
-    names = set()
-    for instruction in flow.calls:
-        for operand in instruction.operands:
-            if operand.kind == "symbol":
-                names.add(operand.name)
-                break
-    return names
+def _sites_and_edits(analysis: KernelAnalysis, plans: list[PlannedFence], options: FenceOptions,
+                     used_labels: set) -> tuple[list[FenceSite], list]:
+    from ptxkit.edits import Insert, Retarget
 
-
-def _callees_first(flows: dict) -> list[tuple[list[str], frozenset]]:
-    """Functions grouped by call-graph cycle, callees before callers, each group with
-    the names that are called recursively (empty for a function outside any cycle)."""
-    calls = {name: _callees(flow) & flows.keys() for name, flow in flows.items()}
-    if not any(calls.values()):
-        return [([name], frozenset()) for name in flows]  # no calls between them: any order
-    import networkx as nx
-
-    graph = nx.DiGraph()
-    graph.add_nodes_from(flows)
-    for name, callees in calls.items():
-        graph.add_edges_from((name, callee) for callee in callees)
-    condensed = nx.condensation(graph)
-    order = list(nx.topological_sort(condensed))
-    order.reverse()
-    position = {name: i for i, name in enumerate(flows)}
-    groups = []
-    for component in order:
-        members = sorted(condensed.nodes[component]["members"], key=position.__getitem__)
-        cyclic = len(members) > 1 or members[0] in calls[members[0]]
-        groups.append((members, frozenset(members) if cyclic else frozenset()))
-    return groups
-
-
-# -- report entries ----------------------------------------------------------------------------
-
-
-def _site(analysis: FunctionAnalysis, plan: PlannedFence, options: FenceOptions) -> FenceSite:
+    sites, edits = [], []
     flow = analysis.flow
-    variant = fence_text_for(plan.cover, options.fence_variant)
-    text = f"{plan.guard} {variant};" if plan.guard is not None else f"{variant};"
-    anchor, where = _anchor(flow, plan)
+    labels = None
+    for plan in plans:
+        variant = fence_text_for(plan.cover, options.fence_variant)
+        text = f"{plan.guard} {variant};" if plan.guard is not None else f"{variant};"
+        anchor, where = _anchor(flow, plan)
+        site = _site(analysis, plan, variant, text, anchor, where)
+        label = None
+        indent = None
+        if plan.placement == "loop" and plan.preheader.block is None:
+            if plan.preheader.needs_label:
+                if labels is None:
+                    labels = {l.name for l in flow.label_blocks} | used_labels
+                label = _fresh_label(labels)
+                used_labels.add(label)
+                site.created_label = label
+                edits.extend(Retarget(flow.blocks[p].terminator, label) for p in plan.preheader.retarget)
+            indent = _indentation(flow.blocks[plan.loop.header])
+        edits.append(Insert(anchor, text, after=where == "after", label=label, indent=indent))
+        sites.append(site)
+    return sites, edits
+
+
+def _site(analysis: KernelAnalysis, plan: PlannedFence, variant: str, text: str, anchor, where: str) -> FenceSite:
     first = plan.needs[0]
-    target = Place.of(first.instruction)
-    callee_target = None
-    if first.kind == "call":
-        exposed = first.detail.exposed_at
-        op = next((exposed[bit] for bit in exposed if bit & first.spaces), None)
-        callee_target = Place.of(op) if op is not None else None
-    write, path = _describe_witness(analysis, plan.witness, first)
+    path, handoff, write = [], [], None
+    flow = analysis.flow
+    for step in plan.witness:
+        for block in step.via[1:]:  # the start of each block passed on the way here
+            basic = flow.blocks[block]
+            if basic.labels:
+                path.append(Place.of(basic.labels[0], basic.name))
+            elif basic.instructions and basic.instructions[0] is not step.instruction:
+                path.append(Place.of(basic.instructions[0], ""))
+        place = Place.of(step.instruction)
+        if step.what in ("arrive", "wait"):
+            handoff.append(place)
+        elif step.what != "op":
+            write = place
+        path.append(place)
     position = anchor.position if anchor is not None else None
     return FenceSite(
         function=analysis.function.name,
@@ -449,18 +492,20 @@ def _site(analysis: FunctionAnalysis, plan: PlannedFence, options: FenceOptions)
         text=text,
         variant=variant,
         placement=plan.placement,
-        spaces=spaces_text(first.spaces),
+        spaces=spaces_text(analysis.spaces_of(first.pending)),
+        hazard=first.hazard.value,
         write=write,
-        target=target,
+        target=Place.of(first.instruction),
         target_kind=first.kind,
-        callee_target=callee_target,
+        handoff=handoff,
         path=path,
-        created_label=None,
     )
 
 
 def _anchor(flow, plan: PlannedFence):
     """The input node the fence goes before or after: (node, "before" | "after")."""
+    if plan.anchor is not None:
+        return plan.anchor, "before"
     if plan.placement == "loop" and plan.preheader.block is None:
         return plan.preheader.before, "before"
     block = flow.blocks[plan.block]
@@ -469,31 +514,6 @@ def _anchor(flow, plan: PlannedFence):
     if block.instructions:
         return block.instructions[-1], "after"
     return block.labels[-1], "after"
-
-
-def _describe_witness(analysis: FunctionAnalysis, witness, need) -> tuple[Place | None, list[Place]]:
-    if witness is None:
-        return None, [Place.of(need.instruction)]
-    source_block, event, blocks = witness
-    flow = analysis.flow
-    source = flow.blocks[source_block].instructions[event.position]
-    what = _short(source)
-    if event.kind == "call":
-        what = f"call to {event.detail.name} (its body writes through the generic proxy)"
-    elif event.kind == "extern":
-        what = f"call to {event.detail[0] or 'an indirect function'} (extern policy {event.detail[1]})"
-    elif event.detail == "address":
-        what = f"{_short(source)} (generic address)"
-    write = Place.of(source, what)
-    path = [write]
-    for block in blocks[1:]:
-        basic = flow.blocks[block]
-        if basic.labels:
-            path.append(Place.of(basic.labels[0], basic.name))
-        elif basic.instructions and basic.instructions[0] is not need.instruction:
-            path.append(Place.of(basic.instructions[0], ""))  # an unlabelled block: its line
-    path.append(Place.of(need.instruction))
-    return write, path
 
 
 _OPCODE_TEXT = re.compile(r"(@!?\s*\S+\s+)?([^\s;]+)")
@@ -518,71 +538,6 @@ def _short(node) -> str:
     return guard + opcode
 
 
-# -- rewriting ---------------------------------------------------------------------------------
-
-
-_LABEL_OPERAND = re.compile(r"([A-Za-z_$%][\w$]*)(\s*;)$")
-
-
-def _rewrite(results: list[FunctionResult], options: FenceOptions) -> None:
-    """Apply the plans to the tree: fences and created preheader labels, then branches.
-
-    Insertions go scope by scope from the last position to the first, with each
-    anchor's position looked up once, so a function with thousands of fences is
-    rewritten in linear time.
-    """
-    anchors = []
-    for result in results:
-        for plan, site in zip(result.plans, result.sites):
-            anchor, where = _anchor(result.analysis.flow, plan)
-            anchors.append((anchor, where, result.analysis, plan, site))
-    edits = []
-    by_scope: dict[int, list] = {}
-    for entry in anchors:
-        by_scope.setdefault(id(entry[0].parent), []).append(entry)
-    for scope_edits in by_scope.values():
-        items = scope_edits[0][0].parent.items
-        scope_edits.sort(key=lambda entry: entry[0].offset if entry[0].offset is not None else -1)
-        at = 0
-        for anchor, where, analysis, plan, site in scope_edits:  # one pass over the scope, in source order
-            at = _index_from(items, anchor, at)
-            edits.append((id(anchor.parent), at + (where == "after") / 2, at, anchor, where, analysis, plan, site))
-    edits.sort(key=lambda edit: (edit[0], -edit[1]))
-    retargets: list = []
-    used_labels: dict[int, set] = {}
-    for _, _, at, anchor, where, analysis, plan, site in edits:
-        _insert(analysis, plan, site, anchor, where, at, retargets, used_labels)
-    for branch, label in retargets:
-        match = _LABEL_OPERAND.search(branch.text)
-        branch.replace(branch.text[: match.start(1)] + label + branch.text[match.end(1) :])
-
-
-def _index_from(items: list, node, start: int) -> int:
-    """The position of `node` in `items`, searching from `start` (then from the top)."""
-    for index in range(start, len(items)):
-        if items[index] is node:
-            return index
-    return items.index(node)
-
-
-def _insert(analysis, plan: PlannedFence, site: FenceSite, anchor, where: str, at: int, retargets: list,
-            used_labels: dict) -> None:
-    """Insert one planned fence (and the label of a created preheader) next to `anchor`,
-    which is item `at` of its scope."""
-    if where == "before":
-        node = anchor.insert_before(site.text, index=at)
-    else:
-        node = anchor.insert_after(site.text, index=at)
-    if plan.placement == "loop" and plan.preheader.block is None:
-        if plan.preheader.needs_label:
-            names = used_labels.setdefault(id(analysis), {l.name for l in analysis.flow.label_blocks})
-            label = _fresh_label(names)
-            node.insert_before(f"{label}:", index=at)  # takes the header label's trivia and indentation
-            site.created_label = label
-            retargets.extend((analysis.flow.blocks[p].terminator, label) for p in plan.preheader.retarget)
-        _indent_like(node, analysis.flow.blocks[plan.loop.header])
-
-
 def _fresh_label(used: set) -> str:
     number = 0
     while f"$ptxkit_preheader_{number}" in used:
@@ -597,13 +552,5 @@ def _indentation(block) -> str:
         prefix = instruction.prefix
         newline = prefix.rfind("\n")
         if newline >= 0:
-            return prefix[newline + 1 :]
+            return prefix[newline + 1:]
     return "\t"
-
-
-def _indent_like(node, block) -> None:
-    """Give an inserted statement the indentation of `block`'s instructions."""
-    prefix = node.prefix
-    newline = prefix.rfind("\n")
-    if newline >= 0:
-        node.prefix = prefix[: newline + 1] + _indentation(block)

@@ -1,23 +1,34 @@
-"""Where the fences go: TileLang's placement, expressed on the CFG (fence.md §1.5, §5.4).
+"""Where the fences go (docs/fence.md §6): issuer side, hoisted, writer side.
 
-1. Solve, and find every async op (or call) whose entry state may be generic.
-2. Hoisting (``placement="hoist"``, the default), outer and earlier regions first:
+1. Solve (`ptxkit.cfg.proxy.KernelAnalysis.solve`): the async ops that need a fence
+   right before them, and why.
+2. ``fence_side="writer"``: a need that comes through a hand-off inside the CTA gets
+   its fence in the writing thread instead, right before every arrive that hands the
+   pending access over (CUTLASS's convention); hand-offs across CTAs keep the fence
+   in the CTA that issues the async op (PTX ISA memory model, docs/fence.md §4.3).
+3. An op inside an inlined ``.func`` whose need comes only from the caller gets the
+   fence in the caller, before the call, so the callee stays as it is for others.
+4. Hoisting (``placement="hoist"``, the default), outer and earlier regions first:
 
-   - *loop*: when a natural loop contains ops that need a fence, and no generic write
-     to the spaces that fence would order, one fence goes in the loop's preheader
-     (created with a fresh label when the loop has several outside predecessors);
+   - *loop*: when a natural loop contains ops that need a fence and nothing in the
+     loop makes pending the spaces that fence orders (no access, no hand-off wait that
+     imports one), one fence goes in the loop's preheader (created with a fresh label
+     when the loop has several outside predecessors);
    - *branch*: when every path from a conditional branch to its immediate
-     post-dominator passes an unguarded op that needs a fence, and the region has no
-     generic write to those spaces, one fence goes before the branch.
+     post-dominator passes an unguarded op that needs a fence, and the region makes
+     nothing pending in those spaces, one fence goes before the branch.
 
-   A region whose ops are already fenced needs nothing, so it is never hoisted over
-   (TileLang hoists there anyway). Each hoist replaces at least one fence that inline
-   placement would insert, so hoisting never inserts more fences than inline placement.
-3. Every op that still needs a fence gets one immediately before it, carrying the op's
-   guard (issuer side, fence.md §5.4.3).
+   Each hoist replaces at least one fence that inline placement would insert, so
+   hoisting never inserts more fences than inline placement. Only regions of the
+   kernel's own body are hoisted over (not inside inlined callees).
+5. Every op that still needs a fence gets one immediately before it, carrying the
+   op's guard.
 
->>> from ptxkit.cfg.proxy import CTA, CLUSTER, GLOBAL_SPACE
->>> fence_text_for(CTA), fence_text_for(CTA | CLUSTER), fence_text_for(CTA | GLOBAL_SPACE)
+Every planned fence goes into the analysis (`KernelAnalysis.add_fence`) and the
+analysis is solved again, so the final states describe the fenced function.
+
+>>> from ptxkit.cfg.locations import CTA, CLUSTER, GLOBAL
+>>> fence_text_for(CTA), fence_text_for(CTA | CLUSTER), fence_text_for(CTA | GLOBAL)
 ('fence.proxy.async.shared::cta', 'fence.proxy.async.shared::cluster', 'fence.proxy.async')
 """
 
@@ -26,30 +37,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ptxkit.cfg.dominance import DominatorTree
+from ptxkit.cfg.events import Kind
 from ptxkit.cfg.graph import ENTRY, EXIT
+from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, alias
 from ptxkit.cfg.loops import Loop, Preheader, branch_region, find_loops, find_preheader
-from ptxkit.cfg.proxy import (
-    CLUSTER, GENERIC, GLOBAL_SPACE, SHARED, FunctionAnalysis, Need, ScanResult, overlap, spaces_with,
-)
+from ptxkit.cfg.proxy import IMPORTED, LOCAL, KernelAnalysis, Need
 
 #: ``--fence-variant`` values and the spaces each orders.
-VARIANTS = {"shared::cta": SHARED, "shared::cluster": SHARED, "full": SHARED | GLOBAL_SPACE}
+VARIANTS = {"shared::cta": SHARED, "shared::cluster": SHARED, "full": SHARED | GLOBAL}
+PLACEMENTS = ("hoist", "inline")
+FENCE_SIDES = ("issuer", "writer")
 
 
 def fence_text_for(cover: int, forced: str | None = None) -> str:
-    """The narrowest proxy fence ordering `cover` (fence.md §5.2), or the forced
-    variant (``shared::cta``, ``shared::cluster``, ``full``) when that orders it.
+    """The narrowest proxy fence ordering `cover`, or the forced variant
+    (``shared::cta``, ``shared::cluster``, ``full``) when that orders it.
 
     ``shared::cta`` is taken to order both shared windows once it is forced (the
     CUTLASS/TileLang convention); a forced shared variant never orders global, so a
     cover with global gets the narrowest correct fence instead.
 
-    >>> fence_text_for(GLOBAL_SPACE), fence_text_for(CLUSTER, forced="shared::cta")
+    >>> fence_text_for(GLOBAL), fence_text_for(CLUSTER, forced="shared::cta")
     ('fence.proxy.async.global', 'fence.proxy.async.shared::cta')
     """
     if forced is not None and not cover & ~VARIANTS[forced]:
         return "fence.proxy.async" if forced == "full" else f"fence.proxy.async.{forced}"
-    if cover & GLOBAL_SPACE:
+    if cover & GLOBAL:
         return "fence.proxy.async" if cover & SHARED else "fence.proxy.async.global"
     return "fence.proxy.async.shared::cluster" if cover & CLUSTER else "fence.proxy.async.shared::cta"
 
@@ -58,17 +71,16 @@ def fence_text_for(cover: int, forced: str | None = None) -> str:
 class PlannedFence:
     """One fence the pass inserts (or, in check mode, reports missing).
 
-    `placement`: ``inline`` (right before an async op), ``call`` (before a call whose
-    callee needs it), ``loop`` (in a loop preheader) or ``branch`` (before a
-    conditional branch). `block`/`position`: where in the CFG (position = instruction
-    index it precedes; the block length means "at the end"). `needs`: the ops it
-    serves, first the one its reason names. `witness`: ``(source block, source event,
-    block path)`` from `FunctionAnalysis.witness`.
+    `placement`: ``inline`` (right before an async op), ``call`` (before the call of an
+    inlined function whose body needs it), ``writer`` (before an arrive that hands a
+    pending access to the op's thread), ``loop`` (in a loop preheader) or ``branch``
+    (before a conditional branch). `block`/`position`: where in the CFG (position =
+    instruction index it precedes; the block length means "at the end"). `needs`: the
+    ops it serves, first the one its reason names.
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.proxy import AnalysisOptions, FunctionAnalysis
     >>> m = ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx")
-    >>> plan, = plan_fences(FunctionAnalysis(m.function("k"), AnalysisOptions()))[0]
+    >>> plan, = plan_fences(KernelAnalysis(m.function("k"), _options()))
     >>> plan.placement, plan.block, plan.loop.header, fence_text_for(plan.cover), plan.needs[0].instruction.line
     ('loop', 0, 1, 'fence.proxy.async.shared::cta', 36)
     """
@@ -81,64 +93,141 @@ class PlannedFence:
     needs: list[Need]
     loop: Loop | None = None
     preheader: Preheader | None = None
-    witness: tuple | None = None
     event: object = field(default=None, repr=False)
+    anchor: object = field(default=None, repr=False)  # the instruction it goes before (writer, call)
+    witness: list = field(default_factory=list)  # `KernelAnalysis.explain` of the first need, before the fence
 
 
-def plan_fences(analysis: FunctionAnalysis, placement: str = "hoist") -> tuple[list[PlannedFence], ScanResult]:
-    """Decide every fence of one function; returns the plan and the final scan.
+def _options():
+    from ptxkit.cfg.proxy import AnalysisOptions
 
-    The analysis ends up solved with the hoisted fences in its events (so its
-    `summary` and block states describe the fenced function).
+    return AnalysisOptions()
+
+
+def plan_fences(analysis: KernelAnalysis, placement: str = "hoist", fence_side: str = "issuer") -> list[PlannedFence]:
+    """Decide every fence of one function. The analysis ends up solved with all the
+    planned fences in its events, so its states describe the fenced function.
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.proxy import AnalysisOptions, FunctionAnalysis
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     ".reg .pred %p<2>;\\n.reg .b32 %r<2>;\\n.reg .b64 %rd<3>;\\n.reg .f32 %f<5>;\\n\\tst.shared.u32 [%r1], 0;\\n"
     ...     "L:\\n\\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %p1,"
     ...     " 1, 1, 0, 0;\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n")
-    >>> plans, _ = plan_fences(FunctionAnalysis(m.function("k"), AnalysisOptions()))
-    >>> [(p.placement, p.block) for p in plans]
+    >>> [(p.placement, p.block) for p in plan_fences(KernelAnalysis(m.function("k"), _options()))]
     [('loop', 0)]
     """
     analysis.solve()
-    scan = analysis.scan()
-    hoisted: list[PlannedFence] = []
-    if placement == "hoist" and scan.needs:
-        hoisted = _choose_hoists(analysis, scan.needs)
+    plans: list[PlannedFence] = []
+    needs = analysis.needs()
+    if fence_side == "writer" and needs:
+        plans += _writer_side(analysis, needs)
+        needs = analysis.needs()
+    if needs:
+        plans += _at_call_sites(analysis, needs)
+        needs = analysis.needs()
+    if placement == "hoist" and needs:
+        hoisted = _choose_hoists(analysis, needs)
         if hoisted:
-            _apply_hoists(analysis, hoisted)
+            for hoist in hoisted:
+                _apply_hoist(analysis, hoist)
             analysis.solve()
-            useless = [h for h in hoisted if not _kills_generic(analysis, h)]
+            useless = [h for h in hoisted if not _orders_something(analysis, h)]
             if useless:
                 for hoist in useless:
                     analysis.remove_event(hoist.block, hoist.event)
                 hoisted = [h for h in hoisted if h not in useless]
                 analysis.solve()
-            scan = analysis.scan()
-    plans = list(hoisted)
-    for need in scan.needs:
-        kind = "inline" if need.kind == "async" else "call"
-        witness = analysis.witness(need.block, need.position, need.spaces)
-        plans.append(PlannedFence(kind, need.block, need.position, need.cover, need.guard, [need], witness=witness))
-    return plans, scan
+            plans += hoisted
+            needs = analysis.needs()
+    for need in needs:
+        plans.append(PlannedFence("inline", need.block, need.event.position, need.cover, need.guard, [need],
+                                  witness=analysis.explain(need)))
+    return plans
 
 
-def _choose_hoists(analysis: FunctionAnalysis, needs: list[Need]) -> list[PlannedFence]:
+# -- writer side and call sites ---------------------------------------------------------------
+
+
+def _writer_side(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFence]:
+    """Fences before the arrives that hand a need's pending accesses over inside the
+    CTA (a need's facts in the imported plane; those that crossed CTAs stay)."""
+    wanted: dict[int, tuple] = {}  # id(arrive) -> (block, event, cover, needs)
+    handed = 0
+    for need in needs:
+        handed |= analysis.plane(need.state, IMPORTED) & need.pending
+    if not handed:
+        return []
+    for block, state, event in analysis.walk():
+        if event.kind not in (Kind.ARRIVE, Kind.ARRIVE_WAIT) or event.detail == "completion":
+            continue
+        local = analysis.plane(state, LOCAL) & handed
+        if not local:
+            continue
+        served = [n for n in needs if analysis.plane(n.state, IMPORTED) & n.pending & local]
+        wanted[id(event)] = (block, event, analysis.spaces_of(local), served)
+    plans = []
+    for block, event, cover, served in wanted.values():
+        anchor = analysis.flow.blocks[block].instructions[event.position]
+        plans.append(PlannedFence("writer", block, event.position, cover, event.guard, served, anchor=anchor,
+                                  witness=analysis.explain(served[0])))
+    for plan in plans:
+        plan.event = analysis.add_fence(plan.block, plan.position, plan.cover)
+    if plans:
+        analysis.solve()
+    return plans
+
+
+def _at_call_sites(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFence]:
+    """Fences before calls whose inlined body needs one only because of the caller."""
+    flow = analysis.flow
+    placed: dict[int, PlannedFence] = {}
+    for need in needs:
+        context = flow.blocks[need.block].context
+        if context is None or context.parent is None:
+            continue
+        origins = analysis.origin_contexts(need.pending)
+        outer = None
+        while context.parent is not None and not any(o is not None and o.within(context) for o in origins):
+            outer = context
+            context = context.parent
+        if outer is None:
+            continue
+        call_block = next(b for b in flow.pred[_entry_of(flow, outer)])
+        plan = placed.get(id(outer))
+        if plan is None:
+            position = len(flow.blocks[call_block].instructions) - 1
+            plan = placed[id(outer)] = PlannedFence("call", call_block, position, need.cover, None, [],
+                                                    anchor=outer.call, witness=analysis.explain(need))
+        plan.cover |= need.cover
+        plan.needs.append(need)
+    for plan in placed.values():
+        plan.event = analysis.add_fence(plan.block, plan.position, plan.cover)
+    if placed:
+        analysis.solve()
+    return list(placed.values())
+
+
+def _entry_of(flow, context) -> int:
+    return min(b.index for b in flow.blocks if b.context is context)
+
+
+# -- hoisting ------------------------------------------------------------------------------
+
+
+def _choose_hoists(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFence]:
     flow = analysis.flow
     dominators = DominatorTree.of(flow)
     forest = find_loops(flow, dominators)
     rank = {block: i for i, block in enumerate(flow.rpo)}
+    root = {b.index for b in flow.blocks if b.context is None or b.context.parent is None}
     needs_in: dict[int, list[Need]] = {}
     for need in needs:
         needs_in.setdefault(need.block, []).append(need)
-    generated = [0] * len(flow.blocks)
-    for block, events in enumerate(analysis.events):
-        for event in events:
-            generated[block] |= spaces_with(event.transfer[1], GENERIC)
-    candidates = [(rank[loop.header], 0, loop) for loop in forest.loops]
+    generated = [analysis.generated_spaces(block) for block in range(len(flow.blocks))]
+    candidates = [(rank[loop.header], 0, loop) for loop in forest.loops if loop.blocks <= root]
     for block in flow.rpo:
-        if len(flow.succ[block]) + (block in flow.exits) >= 2 and spaces_with(analysis.outs[block], GENERIC):
+        if block in root and len(flow.succ[block]) + (block in flow.exits) >= 2 and analysis.pending(
+                analysis.outs[block]):
             candidates.append((rank[block], 1, block))
     candidates.sort(key=lambda c: (c[0], c[1]))
     satisfied: set[int] = set()
@@ -151,11 +240,10 @@ def _choose_hoists(analysis: FunctionAnalysis, needs: list[Need]) -> list[Planne
             if post_dominators is None:
                 post_dominators = DominatorTree.post_of(flow)
             hoist = _branch_hoist(analysis, item, dominators, post_dominators, needs_in, satisfied, generated,
-                                  forest.irreducible)
+                                  forest.irreducible, root)
         if hoist is not None:
-            first = hoist.needs[0]
-            hoist.witness = analysis.witness(first.block, first.position, first.spaces)
             satisfied.update(id(n) for n in hoist.needs)
+            hoist.witness = analysis.explain(hoist.needs[0])
             hoists.append(hoist)
     return hoists
 
@@ -173,9 +261,9 @@ def _loop_hoist(flow, loop: Loop, needs_in, satisfied, generated, irreducible) -
     cover = 0
     for need in inside:
         cover |= need.cover
-    reach = overlap(cover)
+    reach = alias(cover)
     if any(generated[b] & reach for b in loop.blocks):
-        return None  # the loop writes what the fence would order: the fences stay inside
+        return None  # the loop makes pending what the fence would order: the fences stay inside
     preheader = find_preheader(flow, loop)
     if preheader is None:
         return None
@@ -184,14 +272,14 @@ def _loop_hoist(flow, loop: Loop, needs_in, satisfied, generated, irreducible) -
 
 
 def _branch_hoist(analysis, branch: int, dominators, post_dominators, needs_in, satisfied, generated,
-                  irreducible) -> PlannedFence | None:
+                  irreducible, root) -> PlannedFence | None:
     flow = analysis.flow
     join = post_dominators.idom.get(branch)
     if join is None or join in flow.succ[branch] or branch in flow.exits:
         return None  # an empty arm (an if without else, an early exit): never hoisted, and cheap to see
-    reach = overlap(spaces_with(analysis.outs[branch], GENERIC))
+    reach = alias(analysis.spaces_of(analysis.pending(analysis.outs[branch])))
     region = branch_region(flow, branch, dominators, post_dominators,
-                           reject=lambda b: bool(generated[b] & reach) or b in irreducible)
+                           reject=lambda b: bool(generated[b] & reach) or b in irreducible or b not in root)
     if region is None:
         return None
     inside = _open_needs(sorted(region.blocks), needs_in, satisfied)
@@ -232,27 +320,28 @@ def _every_path_blocked(flow, region, blockers: set) -> bool:
     return True
 
 
-def _apply_hoists(analysis: FunctionAnalysis, hoists: list[PlannedFence]) -> None:
-    """Put the hoisted fences into the analysis (creating preheader blocks)."""
+def _apply_hoist(analysis: KernelAnalysis, hoist: PlannedFence) -> None:
+    """Put a hoisted fence into the analysis (creating the preheader block)."""
     flow = analysis.flow
-    for hoist in hoists:
-        if hoist.placement == "loop":
-            preheader = hoist.preheader
-            if preheader.block is None:
-                header = hoist.loop.header
-                entries = [p for p in flow.pred[header] if p not in hoist.loop.blocks]
-                if header == flow.start:
-                    entries.append(ENTRY)
-                hoist.block = flow.add_block_before(header, entries).index
-                hoist.position = 0
-            else:
-                block = flow.blocks[hoist.block]
-                hoist.position = len(block.instructions) - (block.terminator is not None)
-        analysis.events.extend([] for _ in range(len(flow.blocks) - len(analysis.events)))
-        hoist.event = analysis.add_fence(hoist.block, hoist.position, hoist.cover)
+    if hoist.placement == "loop":
+        preheader = hoist.preheader
+        if preheader.block is None:
+            header = hoist.loop.header
+            entries = [p for p in flow.pred[header] if p not in hoist.loop.blocks]
+            if header == flow.start:
+                entries.append(ENTRY)
+            created = flow.add_block_before(header, entries)
+            created.context = flow.blocks[header].context
+            hoist.block = created.index
+            hoist.position = 0
+            analysis.events.append([])
+        else:
+            block = flow.blocks[hoist.block]
+            hoist.position = len(block.instructions) - (block.terminator is not None)
+    hoist.event = analysis.add_fence(hoist.block, hoist.position, hoist.cover)
 
 
-def _kills_generic(analysis: FunctionAnalysis, hoist: PlannedFence) -> bool:
-    """False when an earlier hoist already removed every generic write it would order."""
-    index = analysis.events[hoist.block].index(hoist.event)
-    return bool(spaces_with(analysis.state_before(hoist.block, index), GENERIC) & hoist.cover)
+def _orders_something(analysis: KernelAnalysis, hoist: PlannedFence) -> bool:
+    """False when an earlier hoist already ordered everything this one would."""
+    pending = analysis.pending_before(hoist.block, hoist.event)
+    return bool(analysis.spaces_of(pending) & alias(hoist.cover))

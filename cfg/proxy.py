@@ -1,187 +1,71 @@
-"""The generic/async proxy analysis of one function (research fence.md §5.1, §5.2, §5.5).
+"""The generic/async proxy analysis of one kernel (docs/fence.md §4, §5).
 
-State: for each proxy space (shared::cta, shared::cluster, global) a *may*-set of
-{none, generic, async}, plus a ``token`` bit used to summarise ``.func`` bodies and an
-``in-flight`` bit for cp.async writes that no wait has completed yet. The join is
-union. Everything is packed in one integer (a nibble per space), and every event is a
-transfer of the form ``f(x) = (x & K) | G | ((x & M) >> 1)``: keep, generate, and
-"fence": move the generic bit of some spaces to none. That family is closed under
-composition, so each basic block's transfer is three integers and the fixpoint costs
-a few bit operations per block.
+**Facts.** Every generic access that an async-proxy operation could race with is a
+*fact*: a generic write (``st.shared``, ``stmatrix``, ``cp.async``…), a generic read
+(``ld.shared``, ``ldmatrix``: for write-after-read) or an ``mbarrier.init``, with the
+`Location` it touches, one proxy space per fact. A fact is *pending* in a thread from
+the access until a proxy fence ordering its space.
 
-Rules (fence.md §5.2): an unguarded generic write sets its space to {generic}, a
-guarded one adds generic; an async op sets its spaces to {async} (whether or not a
-fence is put before it: fence decisions never feed back into the fixpoint) and, in the
-overlapping shared window, turns generic into none, because the fence that its need
-triggers orders that window too; an unguarded proxy fence sets its spaces to {none},
-a guarded one never kills anything. An async op *needs* a fence when a space it
-touches, or the other shared window, may be generic on entry.
+**State.** A set of pending facts, per thread, kept as bits of one Python integer in
+four planes: facts this thread made (*local*), facts handed to it by other threads
+(*imported*), ``cp.async`` writes still in flight, and facts not yet handed across
+a cluster (*remote*: a writer's own fence does not order them for another CTA,
+which must fence after the cluster barrier). The join is union, so the analysis is
+a forward *may* analysis solved to a fixpoint over the (inlined) CFG.
+
+**Hand-offs.** What is pending in a thread when it arrives on a synchronisation
+object (a named barrier id, an mbarrier by location, the cluster barrier, the warp)
+becomes pending in every thread after a wait on the same object. Exports are
+collected at arrives and imported at waits until nothing changes.
+
+**Needs.** An async op *needs* a fence when a pending fact overlaps it: a write
+overlapping what it reads or writes (RAW), a read overlapping what it writes (WAR,
+unless `war` is off), an ``mbarrier.init`` of the mbarrier it completes on. The
+fence the pass puts before a needy op orders its whole space, so it kills every
+pending fact there; which ops get fences therefore feeds back into the states. The
+pass starts from the largest needy set (no planned fences) and shrinks it while the
+result stays sound (`solve`).
 
 >>> import ptxkit
->>> from ptxkit.cfg.graph import flow_graph
 >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
 ...     ".reg .b32 %r<2>;\\n.reg .b64 %rd<3>;\\n.reg .f32 %f<5>;\\n.reg .pred %p<2>;\\n"
 ...     "\\tst.shared.u32 [%r1], 0;\\n\\twgmma.fence.sync.aligned;\\n"
 ...     "\\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %p1, 1, 1, 0, 0;\\n"
 ...     "\\tret;\\n}\\n")
->>> analysis = FunctionAnalysis(m.function("k"), AnalysisOptions())
+>>> analysis = KernelAnalysis(m.function("k"), AnalysisOptions())
 >>> analysis.solve()
->>> [(need.position, spaces_text(need.cover)) for need in analysis.scan().needs]
-[(2, 'shared::cta')]
+>>> [(need.instruction.line, need.hazard.value, spaces_text(need.cover)) for need in analysis.needs()]
+[(12, 'raw', 'shared::cta')]
 """
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from ptxkit.cfg.dataflow import solve_forward
-from ptxkit.cfg.graph import flow_graph
-from ptxkit.cfg.provenance import address_spaces, pointer_provenance, shared_spaces
-from ptxkit.isa import GLOBAL, SHARED_CLUSTER, SHARED_CTA, is_benign_extern, proxy_effect
+from ptxkit.cfg.events import Event, EventOptions, Kind, classify
+from ptxkit.cfg.inline import inlined_graph
+from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, overlaps, spaces_text
+from ptxkit.isa import SyncObject
 
-# -- spaces and state bits ----------------------------------------------------------------
-
-CTA, CLUSTER, GLOBAL_SPACE = 1, 2, 4
-SHARED = CTA | CLUSTER
-EVERY_SPACE = SHARED | GLOBAL_SPACE
-SPACE_BITS = {SHARED_CTA: CTA, SHARED_CLUSTER: CLUSTER, GLOBAL: GLOBAL_SPACE}
-SPACE_NAMES = ((CTA, SHARED_CTA), (CLUSTER, SHARED_CLUSTER), (GLOBAL_SPACE, GLOBAL))
-
-NONE, GENERIC, ASYNC, TOKEN = 1, 2, 4, 8  # bits of one space's nibble
-IN_FLIGHT = 1 << 12  # a cp.async write not yet completed by a wait
-ALL = (1 << 13) - 1
-IDENTITY = (ALL, 0, 0)
+__all__ = ["AnalysisOptions", "Fact", "Hazard", "KernelAnalysis", "Need", "Step", "spaces_text"]
 
 
-def spread(spaces: int, bits: int) -> int:
-    """Put `bits` in the nibble of every space in `spaces`.
+class Hazard(enum.Enum):
+    """What a missing fence would let race (docs/fence.md §5.1).
 
-    >>> hex(spread(CTA | GLOBAL_SPACE, GENERIC))
-    '0x202'
+    >>> Hazard.WAR.value
+    'war'
     """
-    out = 0
-    if spaces & CTA:
-        out |= bits
-    if spaces & CLUSTER:
-        out |= bits << 4
-    if spaces & GLOBAL_SPACE:
-        out |= bits << 8
-    return out
+
+    RAW = "raw"  # a generic write reaches an async-proxy access of the same bytes
+    WAR = "war"  # a generic read reaches an async-proxy write of the same bytes
+    INIT = "mbarrier-init"  # an mbarrier.init reaches an async op completing on that mbarrier
 
 
-def spaces_with(state: int, bit: int) -> int:
-    """The spaces whose nibble contains `bit`.
-
-    >>> spaces_with(spread(CLUSTER, GENERIC) | spread(CTA, ASYNC), GENERIC) == CLUSTER
-    True
-    """
-    return (CTA if state & bit else 0) | (CLUSTER if state & (bit << 4) else 0) | (
-        GLOBAL_SPACE if state & (bit << 8) else 0)
-
-
-def overlap(spaces: int) -> int:
-    """The spaces whose objects may alias those of `spaces` (the two shared windows).
-
-    >>> overlap(CTA) == SHARED, overlap(GLOBAL_SPACE) == GLOBAL_SPACE
-    (True, True)
-    """
-    return spaces | SHARED if spaces & SHARED else spaces
-
-
-def spaces_text(spaces: int) -> str:
-    """Names of a space set.
-
-    >>> spaces_text(CTA | GLOBAL_SPACE), spaces_text(0)
-    ('shared::cta+global', '-')
-    """
-    return "+".join(name for bit, name in SPACE_NAMES if spaces & bit) or "-"
-
-
-def state_text(state: int, tracked: int = EVERY_SPACE) -> str:
-    """A state in words, e.g. ``shared::cta={generic,async} shared::cluster={none}``.
-
-    >>> state_text(spread(CTA, GENERIC | ASYNC) | spread(CLUSTER, NONE), SHARED)
-    'shared::cta={generic,async} shared::cluster={none}'
-    """
-    parts = []
-    for bit, name in SPACE_NAMES:
-        if tracked & bit:
-            nibble = (state >> (4 * (bit.bit_length() - 1))) & 15
-            kinds = [k for b, k in ((NONE, "none"), (GENERIC, "generic"), (ASYNC, "async"), (TOKEN, "caller")) if nibble & b]
-            parts.append(f"{name}={{{','.join(kinds)}}}")
-    if state & IN_FLIGHT:
-        parts.append("cp.async in flight")
-    return " ".join(parts)
-
-
-# -- transfers ------------------------------------------------------------------------------
-
-
-def apply(transfer: tuple, state: int) -> int:
-    """Apply a transfer ``(K, G, M)`` to a state.
-
-    >>> apply(write_transfer(CTA, strong=True), spread(CTA, ASYNC)) == spread(CTA, GENERIC)
-    True
-    """
-    keep, gen, fence = transfer
-    return (state & keep) | gen | ((state & fence) >> 1)
-
-
-def compose(first: tuple, second: tuple) -> tuple:
-    """The transfer of `first` followed by `second`.
-
-    >>> t = compose(write_transfer(CTA, True), fence_transfer(CTA, True))
-    >>> apply(t, spread(CTA, ASYNC)) == spread(CTA, NONE)
-    True
-    """
-    k1, g1, m1 = first
-    k2, g2, m2 = second
-    return (k1 & k2, (g1 & k2) | g2 | ((g1 & m2) >> 1), (m1 & (k2 << 1)) | (k1 & m2))
-
-
-def weaken(transfer: tuple) -> tuple:
-    """The transfer of a guarded instruction: the old state survives (``x ∪ f(x)``).
-
-    >>> apply(weaken(fence_transfer(CTA, True)), spread(CTA, GENERIC)) == spread(CTA, GENERIC | NONE)
-    True
-    """
-    return ALL, transfer[1], transfer[2]
-
-
-def write_transfer(spaces: int, strong: bool) -> tuple:
-    """A generic-proxy write of `spaces`.
-
-    >>> state_text(apply(write_transfer(CTA, strong=True), spread(CTA, ASYNC)), CTA)
-    'shared::cta={generic}'
-    >>> state_text(apply(write_transfer(CTA, strong=False), spread(CTA, ASYNC)), CTA)
-    'shared::cta={generic,async}'
-    """
-    return (ALL & ~spread(spaces, 15) if strong else ALL), spread(spaces, GENERIC), 0
-
-
-def async_transfer(spaces: int, strong: bool) -> tuple:
-    """An async-proxy access of `spaces` (preceded by the fence it needs, if any).
-
-    >>> state_text(apply(async_transfer(CTA, strong=True), spread(SHARED, GENERIC)), SHARED)
-    'shared::cta={async} shared::cluster={none}'
-    """
-    window = spread(overlap(spaces) & ~spaces, GENERIC)
-    keep = ALL & ~spread(spaces, 15) & ~window if strong else ALL
-    return keep, spread(spaces, ASYNC), window
-
-
-def fence_transfer(spaces: int, strong: bool) -> tuple:
-    """A proxy fence ordering `spaces`.
-
-    >>> state_text(apply(fence_transfer(SHARED, strong=True), spread(SHARED, GENERIC | ASYNC)), SHARED)
-    'shared::cta={none} shared::cluster={none}'
-    """
-    return (ALL & ~spread(spaces, 15) if strong else ALL), spread(spaces, NONE), 0
-
-
-# -- options, events, results ------------------------------------------------------------
+_ACCESS = {Hazard.RAW: "generic-proxy write", Hazard.WAR: "generic-proxy read", Hazard.INIT: "mbarrier.init"}
 
 
 @dataclass(frozen=True)
@@ -193,12 +77,15 @@ class AnalysisOptions:
         copies and stores that read global memory). Off by default, as in TileLang.
     extern_policy:
         ``none`` (an extern call does nothing, unless it receives a shared pointer,
-        which counts as a generic write), ``clobber`` (after the call every space may
-        hold generic writes and async accesses) or ``strict`` (``clobber`` and the call
-        may itself start async ops, so it needs a fence before it like one).
+        which counts as a generic write of that buffer), ``clobber`` (after the call
+        every tracked byte may hold generic writes and reads) or ``strict``
+        (``clobber``, and the call may itself start async ops, so it needs a fence
+        before it like one).
     cta_fence_covers_cluster:
         Treat ``fence.proxy.async.shared::cta`` as ordering both shared windows (as
         CUTLASS and TileLang do); set by ``fence_variant="shared::cta"``.
+    war:
+        Also fence generic reads before async writes of the same bytes.
 
     >>> spaces_text(AnalysisOptions().tracked), spaces_text(AnalysisOptions(track_global=True).tracked)
     ('shared::cta+shared::cluster', 'shared::cta+shared::cluster+global')
@@ -207,250 +94,258 @@ class AnalysisOptions:
     track_global: bool = False
     extern_policy: str = "clobber"
     cta_fence_covers_cluster: bool = False
+    war: bool = True
 
     @property
     def tracked(self) -> int:
-        return EVERY_SPACE if self.track_global else SHARED
-
-
-class Event(NamedTuple):
-    """One instruction's effect on the proxy state (or a fence the pass decided on).
-
-    kind: ``write``, ``async``, ``fence``, ``call`` (a ``.func`` with a summary),
-    ``extern``, ``cp.async``, ``completion`` or ``inserted`` (a hoisted fence; its
-    `position` is the instruction it goes before, or the block length for "at the end").
-
-    >>> import ptxkit
-    >>> m = ptxkit.parse_file("samples/fence/06b_tma_store_after_shared_store.ptx")
-    >>> events = FunctionAnalysis(m.function("k"), AnalysisOptions()).events[0]
-    >>> [(e.position, e.kind, spaces_text(e.spaces), e.guard) for e in events]
-    [(9, 'write', 'shared::cta', None), (10, 'async', 'shared::cta', None)]
-    """
-
-    position: int
-    kind: str
-    spaces: int
-    guard: object
-    transfer: tuple
-    detail: object = None
+        return SHARED | GLOBAL if self.track_global else SHARED
 
 
 @dataclass
-class Summary:
-    """What a call to a ``.func`` does to its caller's state (fence.md §5.5).
+class Fact:
+    """One pending-access class: its `hazard` kind (RAW for writes, WAR for reads,
+    INIT for mbarrier.init), `location` (one space) and the events that make it,
+    ``(block, event)`` pairs."""
 
-    `transfer` is the call's effect; `exposed` maps a space to the fence cover its
-    caller must provide before the call when the space may be generic there (the
-    callee reaches an async op on it without a fence of its own); `exposed_at` names
-    that async op.
-
-    >>> import ptxkit
-    >>> m = ptxkit.parse_file("samples/fence/x06_call_func_that_starts_with_wgmma.ptx")
-    >>> analysis = FunctionAnalysis(m.function("mma_tile"), AnalysisOptions())
-    >>> analysis.solve(); summary = analysis.summary(analysis.scan())
-    >>> summary.name, {spaces_text(space): spaces_text(cover) for space, cover in summary.exposed.items()}
-    ('mma_tile', {'shared::cta': 'shared::cta', 'shared::cluster': 'shared::cta+shared::cluster'})
-    """
-
-    name: str
-    transfer: tuple
-    exposed: dict[int, int] = field(default_factory=dict)
-    exposed_at: dict[int, object] = field(default_factory=dict)
+    index: int
+    hazard: Hazard
+    location: Location
+    origins: list = field(default_factory=list)
 
 
 @dataclass
 class Need:
-    """An async op (or call) that needs a proxy fence right before it.
+    """An async op (or, under the strict extern policy, a call) that needs a fence.
 
-    >>> import ptxkit
-    >>> analysis = FunctionAnalysis(ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx").function("k"),
-    ...                             AnalysisOptions())
-    >>> analysis.solve(); need, = analysis.scan().needs
-    >>> need.kind, need.block, need.instruction.line, spaces_text(need.cover), state_text(need.state, SHARED)
-    ('async', 1, 36, 'shared::cta', 'shared::cta={generic,async} shared::cluster={none}')
+    `pending`: the mask of facts that overlap it; `cover`: the spaces the fence must
+    order; `hazard`: the most serious kind among them (RAW, then WAR, then INIT);
+    `state`: the state just before it.
     """
 
     block: int
-    position: int
+    event: Event
     instruction: object
     guard: object
-    spaces: int  # spaces that may hold pending generic writes
-    cover: int  # spaces the fence must order
-    state: int  # the state before the instruction
-    kind: str  # "async", "call" or "extern"
-    detail: object = None
+    pending: int
+    cover: int
+    hazard: Hazard
+    state: int
+
+    @property
+    def kind(self) -> str:
+        return "extern" if self.event.kind is Kind.EXTERN else "async"
 
 
 @dataclass
-class Diagnostic:
-    """A warning about the input, at an instruction.
+class Step:
+    """One stop of a witness path: an access, an arrive, a wait or the async op
+    (`what`), at `instruction` in `block`, with the blocks passed since the last stop
+    in `via`, and the thread (1: the one that made the access, 2: the one that waited)."""
 
-    >>> import ptxkit
-    >>> analysis = FunctionAnalysis(ptxkit.parse_file("samples/fence/02b_cp_async_without_wait.ptx").function("k"),
-    ...                             AnalysisOptions())
-    >>> analysis.solve(); warning, = analysis.scan().lint
-    >>> warning.node.line, warning.message
-    (37, 'a cp.async write may still be in flight here ...: a proxy fence does not wait for it')
+    what: str
+    block: int
+    instruction: object
+    thread: int = 1
+    via: list = field(default_factory=list)
+
+
+def _fact_spaces(mask: int, facts: list[Fact]) -> int:
+    spaces = 0
+    while mask:
+        low = mask & -mask
+        spaces |= facts[low.bit_length() - 1].location.space
+        mask ^= low
+    return spaces
+
+
+def _bits(mask: int):
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+#: The planes of a state (each one bit per fact): made by this thread; handed over by
+#: a thread of the same CTA; cp.async writes in flight; not yet handed across the
+#: cluster (a writer's fence does not order them for another CTA); handed over across
+#: CTAs (they matter to an op that may touch that other CTA's memory, or when they
+#: were writes into ours).
+LOCAL, IMPORTED, IN_FLIGHT, REMOTE, CROSSED = range(5)
+PLANES = 5
+
+
+class KernelAnalysis:
+    """Facts, hand-offs, fixpoint, needs and witnesses of one function, with the
+    ``.func``s it calls inlined (`ptxkit.cfg.inline`).
+
+    After `solve`, `needy` maps each async op that gets a fence (by ``id`` of its
+    event) to the fence's cover, `ins`/`outs` hold the states at block boundaries of
+    the fenced function, and `needs` lists the fences with their reasons.
     """
 
-    node: object
-    message: str
-
-
-@dataclass
-class ScanResult:
-    """What `FunctionAnalysis.scan` finds: the fence needs, what a caller must fence
-    before a call (`exposed`, `exposed_at`, as in `Summary`), and warnings (`lint`).
-
-    >>> import ptxkit
-    >>> analysis = FunctionAnalysis(ptxkit.parse_file("samples/fence/x06_call_func_that_starts_with_wgmma.ptx")
-    ...                             .function("mma_tile"), AnalysisOptions())
-    >>> analysis.solve(); scan = analysis.scan()
-    >>> scan.needs, sorted(map(spaces_text, scan.exposed)), scan.exposed_at[CTA].line, scan.lint
-    ([], ['shared::cluster', 'shared::cta'], 21, [])
-    """
-
-    needs: list[Need]
-    exposed: dict[int, int]
-    exposed_at: dict[int, object]
-    lint: list[Diagnostic]
-
-
-_FIRST_NUMBER = re.compile(r"\s*(\d+)")
-_CONSUMERS = frozenset({"async", "call", "extern"})  # the events that may need a fence before them
-_PENDING = spread(EVERY_SPACE, GENERIC | TOKEN)
-
-
-class FunctionAnalysis:
-    """Events, fixpoint and fence needs of one function.
-
-    `summaries` maps the names of ``.func``s analysed before this one to their
-    `Summary`; `recursive` names callees in the same call-graph cycle (handled like an
-    extern call under the ``strict`` policy). `defined` is the set of function names
-    with a body in the module.
-
-    >>> import ptxkit
-    >>> analysis = FunctionAnalysis(ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx").function("k"),
-    ...                             AnalysisOptions())
-    >>> analysis.solve()
-    >>> len(analysis.flow), state_text(analysis.ins[1], SHARED), state_text(analysis.exit_state, SHARED)
-    (3, 'shared::cta={generic,async} shared::cluster={none}', 'shared::cta={async} shared::cluster={none}')
-    """
-
-    def __init__(self, function, options: AnalysisOptions, summaries: dict | None = None,
-                 recursive: frozenset = frozenset(), defined: frozenset = frozenset(), flow=None):
+    def __init__(self, function, options: AnalysisOptions, flow=None):
         self.function = function
         self.options = options
-        self.flow = flow if flow is not None else flow_graph(function)
-        self.summaries = summaries or {}
-        self.recursive = recursive
-        self.defined = defined
-        self.warnings: list[Diagnostic] = []
-        tracked = options.tracked
-        self.entry_state = spread(tracked, TOKEN if function.kind == "func" else NONE)
-        self.events: list[list[Event]] = [[] for _ in self.flow.blocks]
+        self.flow = flow if flow is not None else inlined_graph(function)
+        events = classify(self.flow, EventOptions(options.tracked, options.extern_policy,
+                                                  options.cta_fence_covers_cluster))
+        self.events: list[list[Event]] = events.by_block
+        self.warnings = events.warnings
+        self.dead = events.dead
+        self.facts: list[Fact] = []
+        self._make_facts()
+        self.needy: dict[int, int] = {}
+        self._kills: dict[int, int] = {}
         self.ins: list[int] = []
         self.outs: list[int] = []
-        self._witnesses: dict[int, tuple] = {}  # mask -> `_witness_tree`
-        self._classify()
+        self.exports: dict[int, tuple[int, int]] = {}
+        self.imports: dict[int, tuple[int, int]] = {}
+        self._reasons: dict[int, int] = {}
 
-    # -- events --------------------------------------------------------------------------
-    def _classify(self) -> None:
-        tracked = self.options.tracked
-        pending_addresses = []
-        pending_arguments = []
-        for block in self.flow.blocks:
-            events = self.events[block.index]
-            for position, head in enumerate(block.heads):
-                effect = proxy_effect(head[1])
-                kind = effect.kind
-                if kind == "none":
-                    continue
-                guard = head[0]
-                strong = guard is None
-                spaces = _bits(effect.spaces) & tracked
-                instruction = block.instructions[position]
-                if kind == "write":
-                    if spaces:
-                        events.append(Event(position, "write", spaces, guard, write_transfer(spaces, strong)))
-                elif kind == "address":
-                    pending_addresses.append((block.index, len(events), position, instruction, guard))
-                    events.append(None)
-                elif kind == "async":
-                    if effect.unknown:
-                        self.warnings.append(Diagnostic(instruction, f"unknown async-looking opcode '{head[1]}': "
-                                                        "treated as an async-proxy access of shared memory"))
-                    if spaces:
-                        events.append(Event(position, "async", spaces, guard, async_transfer(spaces, strong),
-                                            effect.unknown))
-                elif kind == "fence":
-                    if self.options.cta_fence_covers_cluster and spaces & SHARED:
-                        spaces |= SHARED
-                    events.append(Event(position, "fence", spaces, guard, fence_transfer(spaces, strong)))
-                elif kind in ("cp.async", "cp.async.wait"):
-                    transfer = write_transfer(CTA, strong)
-                    if kind == "cp.async":
-                        transfer = (transfer[0], transfer[1] | IN_FLIGHT, 0)
-                    elif strong and _waits_for_all(head, instruction):
-                        transfer = (transfer[0] & ~IN_FLIGHT, transfer[1], 0)
-                    events.append(Event(position, kind, CTA, guard, transfer))
-                elif kind == "completion":
-                    if strong:
-                        events.append(Event(position, "completion", 0, guard, (ALL & ~IN_FLIGHT, 0, 0)))
-                elif kind == "call":
-                    event = self._call_event(position, instruction, guard, pending_arguments, block.index, len(events))
-                    if event is not None:
-                        events.append(event)
-        if pending_addresses or pending_arguments:
-            self._resolve_pointers(pending_addresses, pending_arguments)
+    # -- planes -----------------------------------------------------------------------------
+    def plane(self, state: int, which: int) -> int:
+        """The facts set in one plane of a state."""
+        return (state >> (which * self._count)) & self._full
 
-    def _call_event(self, position, instruction, guard, pending_arguments, block, slot) -> Event | None:
-        callee, arguments = _call_target(instruction)
-        tracked = self.options.tracked
-        policy = self.options.extern_policy
-        summary = self.summaries.get(callee) if callee is not None else None
-        if summary is not None and callee not in self.recursive:
-            transfer = summary.transfer if guard is None else weaken(summary.transfer)
-            return Event(position, "call", 0, guard, transfer, summary)
-        if callee is not None and callee not in self.defined and is_benign_extern(callee):
-            return None
-        if callee in self.recursive:
-            policy = "strict"
-        if policy == "none":
-            if arguments:
-                pending_arguments.append((block, slot, position, instruction, guard, arguments))
-                return Event(position, "extern", 0, guard, IDENTITY, (callee, policy))
-            return None
-        transfer = (ALL, spread(tracked, GENERIC | ASYNC), spread(tracked, GENERIC) if policy == "strict" else 0)
-        return Event(position, "extern", tracked, guard, transfer, (callee, policy))
+    def put(self, mask: int, which: int) -> int:
+        """`mask` placed in a plane."""
+        return mask << (which * self._count)
 
-    def _resolve_pointers(self, addresses, arguments) -> None:
-        queries = {}
-        for block, slot, position, instruction, guard in addresses:
-            queries[(block, slot)] = (block, position, _address_names(instruction))
-        for block, slot, position, instruction, guard, args in arguments:
-            queries[(block, slot)] = (block, position, args)
-        found = pointer_provenance(self.flow, queries)
-        tracked = self.options.tracked
-        for block, slot, position, instruction, guard in addresses:
-            spaces, certain = address_spaces(found[(block, slot)])
-            bits = _bits(spaces) & tracked
-            strong = guard is None and certain
-            self.events[block][slot] = Event(position, "write", bits, guard, write_transfer(bits, strong),
-                                             "address")
-        for block, slot, position, instruction, guard, args in arguments:
-            bits = _bits(shared_spaces(found[(block, slot)])) & tracked
-            old = self.events[block][slot]
-            self.events[block][slot] = old._replace(spaces=bits, transfer=write_transfer(bits, False))
+    def pending(self, state: int) -> int:
+        """Facts this thread must order before an async op of its own CTA."""
+        return self.plane(state, LOCAL) | self.plane(state, IMPORTED)
+
+    def spaces_of(self, mask: int) -> int:
+        """The proxy spaces of the facts in `mask`."""
+        return _fact_spaces(mask, self.facts)
+
+    def origin_contexts(self, mask: int) -> list:
+        """The inlined contexts where the facts of `mask` are made."""
+        return [self.flow.blocks[block].context for i in _bits(mask) for block, _ in self.facts[i].origins]
+
+    def state_text(self, state: int) -> str:
+        """A state in words: how many writes, reads and mbarrier inits are pending, made
+        here or handed over, and in which spaces.
+
+        >>> analysis = KernelAnalysis.__new__(KernelAnalysis)
+        >>> analysis.facts, analysis._count, analysis._full = [], 0, 0
+        >>> analysis.state_text(0)
+        'nothing pending'
+        """
+        parts = []
+        for which, name in ((LOCAL, "made here"), (IMPORTED, "handed over"), (CROSSED, "from another CTA")):
+            mask = self.plane(state, which)
+            if not mask:
+                continue
+            counts: dict[Hazard, int] = {}
+            for i in _bits(mask):
+                counts[self.facts[i].hazard] = counts.get(self.facts[i].hazard, 0) + 1
+            kinds = ", ".join(f"{n} {_ACCESS[h].split()[-1] if h is not Hazard.INIT else 'init'}"
+                              f"{'s' * (n != 1)}" for h, n in counts.items())
+            parts.append(f"{kinds} {name} ({spaces_text(_fact_spaces(mask, self.facts))})")
+        return "; ".join(parts) if parts else "nothing pending"
+
+    # -- facts ------------------------------------------------------------------------------
+    def _make_facts(self) -> None:
+        asyncs = [e for events in self.events for e in events if e.kind is Kind.ASYNC]
+        wants_writes = bool(asyncs) or self.options.extern_policy == "strict"
+        wants_reads = self.options.war and (any(e.writes for e in asyncs) or self.options.extern_policy == "strict")
+        wants_inits = any(e.mbarrier is not None for e in asyncs)
+        index: dict[tuple, Fact] = {}
+        made: list[tuple[Event, int, bool]] = []
+        for block, events in enumerate(self.events):
+            for event in events:
+                kind = event.kind
+                hazards = {Kind.WRITE: (Hazard.RAW,) if wants_writes else (),
+                           Kind.CP_ASYNC: (Hazard.RAW,) if wants_writes else (),
+                           Kind.READ: (Hazard.WAR,) if wants_reads else (),
+                           Kind.INIT: (Hazard.INIT,) if wants_inits else (),
+                           Kind.EXTERN: ((Hazard.RAW,) if wants_writes else ()) + (
+                               (Hazard.WAR,) if wants_reads else ())}.get(kind, ())
+                mask = 0
+                for hazard in hazards:
+                    for location in event.locations:
+                        for bit, _ in SPACE_NAMES:
+                            if location.space & bit & self.options.tracked:
+                                key = (hazard, location._replace(space=bit))
+                                fact = index.get(key)
+                                if fact is None:
+                                    fact = index[key] = Fact(len(self.facts), hazard, key[1])
+                                    self.facts.append(fact)
+                                fact.origins.append((block, event))
+                                mask |= 1 << fact.index
+                if mask:
+                    made.append((event, mask, kind is Kind.CP_ASYNC))
+        self._count = count = len(self.facts)
+        self._full = (1 << count) - 1
+        self._kill_cache: dict[int, int] = {}
+        self._space_masks = {bit: 0 for bit, _ in SPACE_NAMES}
+        self._init_mask = 0
+        for fact in self.facts:
+            self._space_masks[fact.location.space] |= 1 << fact.index
+            if fact.hazard is Hazard.INIT:
+                self._init_mask |= 1 << fact.index
+        # id(event) -> the state bits the access sets: its facts, in flight for cp.async,
+        # and not yet handed across the cluster for shared accesses (mbarrier.init aside:
+        # fence.mbarrier_init.release.cluster publishes it from the writer's side)
+        shareable = sum(1 << f.index for f in self.facts
+                        if f.location.space & SHARED and f.hazard is not Hazard.INIT)
+        self.generated: dict[int, int] = {}
+        for event, mask, in_flight in made:
+            self.generated[id(event)] = (self.put(mask, LOCAL) | self.put(mask if in_flight else 0, IN_FLIGHT)
+                                         | self.put(mask & shareable, REMOTE))
+        self._cluster_mask = self._space_masks[CLUSTER]
+        self._need_masks: dict[int, tuple[int, int]] = {}
         for events in self.events:
-            events[:] = [e for e in events if e is not None and (e.kind != "write" or e.spaces)
-                         and e.transfer != IDENTITY]
+            for event in events:
+                if event.kind is Kind.ASYNC or (event.kind is Kind.EXTERN and event.detail[1] == "strict"):
+                    mask = self._need_mask(event)
+                    crossed = mask if event.cross else mask & self._cluster_mask
+                    self._need_masks[id(event)] = (mask, crossed)
 
+    def _need_mask(self, event: Event) -> int:
+        """The facts that, pending at `event`, make it need a fence."""
+        if event.kind is Kind.EXTERN:
+            return sum(1 << f.index for f in self.facts if f.hazard is not Hazard.INIT)
+        mask = 0
+        touched = event.locations + event.writes
+        for fact in self.facts:
+            if fact.hazard is Hazard.RAW:
+                hit = any(overlaps(fact.location, loc) for loc in touched)
+            elif fact.hazard is Hazard.WAR:
+                hit = any(overlaps(fact.location, loc) for loc in event.writes)
+            else:
+                hit = event.mbarrier is not None and overlaps(fact.location, event.mbarrier)
+            if hit:
+                mask |= 1 << fact.index
+        return mask
+
+    def overlapping(self, event: Event, state: int) -> int:
+        """The facts pending in `state` that make `event` need a fence: those of this
+        CTA's threads that it touches, and those handed across CTAs that were writes
+        into the cluster window or that it may touch in another CTA."""
+        mask, crossed = self._need_masks[id(event)]
+        return (self.pending(state) & mask) | (self.plane(state, CROSSED) & crossed)
+
+    def kill_mask(self, spaces: int) -> int:
+        """The facts a fence ordering `spaces` makes no longer pending (every plane but
+        in-flight and remote: a fence neither completes a cp.async nor orders a write
+        for another CTA)."""
+        mask = self._kill_cache.get(spaces)
+        if mask is None:
+            facts = 0
+            for bit, _ in SPACE_NAMES:
+                if spaces & bit:
+                    facts |= self._space_masks[bit]
+            mask = self._kill_cache[spaces] = (self.put(facts, LOCAL) | self.put(facts, IMPORTED)
+                                               | self.put(facts, CROSSED))
+        return mask
+
+    # -- planned fences (hoisted, writer side) --------------------------------------------------
     def add_fence(self, block: int, position: int, cover: int) -> Event:
         """Record a fence the pass will insert before instruction `position` of `block`
         (or at its end, when `position` is the block length)."""
-        event = Event(position, "inserted", cover, None, fence_transfer(cover, True))
-        self._witnesses.clear()
+        event = Event(position, Kind.INSERTED, spaces=cover)
         events = self.events[block]
         at = 0
         while at < len(events) and events[at].position < position:
@@ -460,254 +355,359 @@ class FunctionAnalysis:
 
     def remove_event(self, block: int, event: Event) -> None:
         self.events[block] = [e for e in self.events[block] if e is not event]
-        self._witnesses.clear()
 
-    # -- fixpoint ------------------------------------------------------------------------
-    def block_transfer(self, block: int) -> tuple:
-        transfer = IDENTITY
-        for event in self.events[block]:
-            transfer = compose(transfer, event.transfer)
-        return transfer
+    # -- the fixpoint -----------------------------------------------------------------------
+    def _handoffs(self):
+        """Arrive and wait events, and which arrives each wait hears."""
+        arrives, waits = [], []
+        for events in self.events:
+            for event in events:
+                if event.kind in (Kind.ARRIVE, Kind.ARRIVE_WAIT):
+                    arrives.append(event)
+                if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
+                    waits.append(event)
+        hears = {id(w): [id(a) for a in arrives if _matches(w.sync, a.sync)] for w in waits}
+        return arrives, waits, hears
 
-    def solve(self) -> None:
-        """Compute `ins`/`outs` (the state at every block boundary)."""
-        flow = self.flow
-        if len(self.events) < len(flow.blocks):  # blocks added for preheaders
-            self.events.extend([] for _ in range(len(flow.blocks) - len(self.events)))
-        transfers = [self.block_transfer(b) for b in range(len(flow.blocks))]
+    def _run(self, needy: dict[int, int]) -> None:
+        """Solve with fences before the ops in `needy` (id -> cover), hand-offs to a
+        fixpoint; sets `ins`, `outs`, `exports`, `imports`."""
+        _, waits, hears = self._handoffs()
+        self._kills = {key: self.kill_mask(cover) for key, cover in needy.items()}
+        self.imports = imports = {id(w): (0, 0) for w in waits}
+        self.exports = exports = {}
+        dead = self.dead
+        events_of = self.events
+        step = self._step
 
         def transfer(block, state):
-            keep, gen, fence = transfers[block]
-            return (state & keep) | gen | ((state & fence) >> 1)
+            if block in dead:
+                return 0
+            for event in events_of[block]:
+                state = step(event, state)
+            return state
 
-        result = solve_forward(flow, transfer, entry=self.entry_state, bottom=0, join=int.__or__)
+        for _ in range(64):
+            result = solve_forward(self.flow, transfer, entry=0, bottom=0, join=int.__or__)
+            changed = False
+            for wait, heard in hears.items():
+                same = crossed = 0
+                for arrive in heard:
+                    a, b = exports.get(arrive, (0, 0))
+                    same |= a
+                    crossed |= b
+                if (same, crossed) != imports[wait]:
+                    imports[wait] = (same, crossed)
+                    changed = True
+            if not changed:
+                break
         self.ins, self.outs = result.ins, result.outs
 
-    def state_before(self, block: int, index: int) -> int:
-        """The state before event number `index` of a block."""
-        state = self.ins[block]
-        for event in self.events[block][:index]:
-            state = apply(event.transfer, state)
+    def _step(self, event: Event, state: int) -> int:
+        """One event's effect on a state; an arrive also records what it exports."""
+        key = id(event)
+        strong = event.guard is None
+        mask = self._kills.get(key)
+        if mask and strong:  # the fence planned before this op
+            state &= ~mask
+        gen = self.generated.get(key)
+        if gen is not None:
+            return state | gen
+        kind = event.kind
+        if kind is Kind.FENCE or kind is Kind.INSERTED:
+            if strong:
+                state &= ~self.kill_mask(event.spaces)
+        elif kind is Kind.INIT_FENCE:
+            if strong:
+                init = self._init_mask
+                state &= ~(self.put(init, LOCAL) | self.put(init, IMPORTED) | self.put(init, CROSSED))
+        elif kind is Kind.CP_ASYNC_WAIT:
+            state |= self.plane(state, IN_FLIGHT)
+            if event.detail and strong:
+                state &= ~self.put(self._full, IN_FLIGHT)
+        if kind is Kind.ARRIVE or kind is Kind.ARRIVE_WAIT:
+            same = self.pending(state)
+            if event.detail == "cp.async":
+                same |= self.plane(state, IN_FLIGHT)
+            crossed = self.plane(state, CROSSED)
+            if event.cross:
+                crossed |= self.plane(state, REMOTE) | same
+                if strong:
+                    state &= ~self.put(self._full, REMOTE)
+            old = self.exports.get(key, (0, 0))
+            self.exports[key] = (old[0] | same, old[1] | crossed)
+        if kind is Kind.WAIT or kind is Kind.ARRIVE_WAIT:
+            same, crossed = self.imports.get(key, (0, 0))
+            state |= self.put(same, IMPORTED) | self.put(crossed, CROSSED)
         return state
 
-    @property
-    def exit_state(self) -> int:
-        state = 0
-        for block in self.flow.exits:
-            state |= self.outs[block]
-        return state
+    def _needs_now(self) -> dict[int, tuple[int, int, Event]]:
+        """For the current states: id(event) -> (pending overlapping facts, cover, block)."""
+        found = {}
+        for block, state, event, pending in self._consumers():
+            if pending:
+                found[id(event)] = (pending, self._cover(pending, event), block)
+        return found
 
-    # -- needs ---------------------------------------------------------------------------
-    def scan(self) -> ScanResult:
-        """The async ops and calls that need a fence, given the current fixpoint."""
-        needs: list[Need] = []
-        exposed: dict[int, int] = {}
-        exposed_at: dict[int, object] = {}
-        lint: list[Diagnostic] = []
+    def _consumers(self):
+        """Yield ``(block, state before, event, overlapping facts)`` for every async op
+        (and strict extern call). A fence under a guard orders nothing on the path where
+        the guard is false, so the states keep what it orders; but a later op under the
+        same guard, in the same block with the guard register unchanged, only runs when
+        that fence ran: for it, what the fence ordered is not pending."""
+        wanted = self._need_masks.keys()
         for block in self.flow.rpo:
             events = self.events[block]
-            if not any(e.kind in _CONSUMERS for e in events):
+            if not events or block in self.dead or not any(id(e) in wanted for e in events):
                 continue
+            state = self.ins[block]
+            covered = None  # (guard, killed state bits, position of the fence)
             instructions = self.flow.blocks[block].instructions
             heads = self.flow.blocks[block].heads
-            state = self.ins[block]
-            covered = None  # (guard, spaces, position): generic writes fenced under that guard
             for event in events:
-                kind = event.kind
                 guard = event.guard
-                if covered is not None:  # (guard, spaces, last instruction checked for a new guard value)
-                    if _redefines(instructions, heads, covered[2] + 1, event.position, covered[0]):
-                        covered = None
-                    else:
-                        covered = (covered[0], covered[1], event.position - 1)
-                if kind in _CONSUMERS:
-                    if kind == "async" and state & IN_FLIGHT and event.spaces & SHARED:
-                        lint.append(Diagnostic(instructions[event.position],
-                                               "a cp.async write may still be in flight here (no cp.async.wait_group 0 "
-                                               "or cp.async.wait_all on some path): a proxy fence does not wait for it"))
-                    if state & _PENDING:  # some space may be generic or the caller's: look closer
-                        covered = self._consume(block, event, state, covered, instructions, needs, exposed,
-                                                exposed_at)
-                elif kind == "fence" and guard is not None:
-                    same = covered[1] if covered is not None and covered[0] == guard else 0
-                    covered = (guard, same | event.spaces, event.position)
-                if covered is not None and kind != "fence":  # new generic writes (calls too) end the cover
-                    generated = spaces_with(event.transfer[1], GENERIC)
-                    if generated:
-                        covered = (covered[0], covered[1] & ~generated, covered[2])
-                state = apply(event.transfer, state)
-        return ScanResult(needs, exposed, exposed_at, lint)
+                if covered is not None and (guard != covered[0] or _redefines(
+                        instructions, heads, covered[2], event.position, guard)):
+                    covered = None
+                if id(event) in wanted:
+                    seen = state & ~covered[1] if covered is not None else state
+                    yield block, state, event, self.overlapping(event, seen)
+                if guard is not None:
+                    killed = self._kills.get(id(event)) or (
+                        self.kill_mask(event.spaces) if event.kind in (Kind.FENCE, Kind.INSERTED) else 0)
+                    if killed:
+                        covered = (guard, killed | (covered[1] if covered is not None else 0), event.position)
+                state = self._step(event, state)
 
-    def _consume(self, block, event, state, covered, instructions, needs, exposed, exposed_at):
-        """Record the need (and caller exposure) of one async op or call; returns the
-        updated guard coverage."""
-        guard = event.guard
-        need, cover, token = self._demand(event, state)
-        if guard is not None and covered is not None and covered[0] == guard:
-            need &= ~covered[1]
-            token &= ~covered[1]
-            if event.kind == "async":
-                cover = _cover(need, event)
-            elif not need:
-                cover = 0
-        if need:
-            needs.append(Need(block, event.position, instructions[event.position], guard, need, cover, state,
-                              event.kind, event.detail))
-            if guard is not None:
-                covered = (guard, cover | (covered[1] if covered and covered[0] == guard else 0), event.position)
-            token &= ~cover
-        for bit, _ in SPACE_NAMES:
-            if token & bit:
-                exposed[bit] = exposed.get(bit, 0) | self._token_cover(event, bit)
-                op = instructions[event.position]
-                if event.kind == "call":
-                    op = event.detail.exposed_at.get(bit, op)
-                exposed_at.setdefault(bit, op)
-        return covered
+    def _cover(self, pending: int, event: Event) -> int:
+        """The spaces the fence for `pending` facts must order: theirs, and the op's own
+        shared window when shared memory is involved (docs/fence.md §5.3)."""
+        spaces = _fact_spaces(pending, self.facts)
+        if event.kind is Kind.EXTERN:
+            return (spaces | SHARED if spaces & SHARED else spaces) & self.options.tracked
+        if spaces & SHARED:
+            spaces |= event.spaces & SHARED
+        return spaces
 
-    def _demand(self, event: Event, state: int) -> tuple[int, int, int]:
-        """(need, cover, token spaces) of an async op or call in `state`."""
-        generic = spaces_with(state, GENERIC)
-        token = spaces_with(state, TOKEN)
-        if event.kind == "async":
-            reach = overlap(event.spaces)
-            need = generic & reach
-            return need, _cover(need, event), token & reach
-        if event.kind == "call":
-            need = cover = tokens = 0
-            for bit, bit_cover in event.detail.exposed.items():
-                if generic & bit:
-                    need |= bit
-                    cover |= bit_cover
-                if token & bit:
-                    tokens |= bit
-            return need, cover, tokens
-        if event.detail[1] != "strict":
-            return 0, 0, 0
-        tracked = self.options.tracked
-        need = generic & tracked
-        return need, overlap(need) & tracked, token & tracked
+    def walk(self, wanted=None):
+        """Yield ``(block, state before, event)`` for every event (or the events whose
+        id is in `wanted`) of the reachable blocks, in the current fixpoint."""
+        for block in self.flow.rpo:
+            events = self.events[block]
+            if not events or block in self.dead:
+                continue
+            if wanted is not None and not any(id(e) in wanted for e in events):
+                continue
+            state = self.ins[block]
+            for event in events:
+                if wanted is None or id(event) in wanted:
+                    yield block, state, event
+                state = self._step(event, state)
 
-    def _token_cover(self, event: Event, bit: int) -> int:
-        """The fence a caller arriving with a generic write in space `bit` must provide."""
-        if event.kind == "async":
-            return _cover(bit, event)
-        if event.kind == "call":
-            return event.detail.exposed.get(bit, 0)
-        return overlap(bit) & self.options.tracked
+    def solve(self) -> None:
+        """Find which async ops get a fence and the states of the fenced function.
 
-    def summary(self, scan: ScanResult) -> Summary:
-        """This function's effect on a caller (call after the final `solve` and `scan`)."""
-        exit_state = self.exit_state
-        passes = spaces_with(exit_state, TOKEN)
-        exposed = dict(scan.exposed)
-        shift = spread(passes & _mask(exposed), GENERIC)
-        keep = (spread(passes, 15) | IN_FLIGHT) & ~shift
-        generated = exit_state & ~spread(EVERY_SPACE, TOKEN)
-        return Summary(self.function.name, (keep, generated, shift), exposed, dict(scan.exposed_at))
+        With no planned fences the needy set is the largest it can be, and fencing all
+        of it is sound (each fence only removes pending facts). Then try the ops that
+        are still needy with those fences in place, and keep the last set whose own
+        needs it covers: a fence before one op can make a later op's fence
+        unnecessary, but dropping a fence can also make another one necessary."""
+        self._run({})
+        found = self._needs_now()
+        self._reasons = {key: pending for key, (pending, _, _) in found.items()}
+        candidate = {key: cover for key, (_, cover, _) in found.items()}
+        sound, ran = None, {}
+        for _ in range(6):
+            if candidate == ran:
+                found_now = found
+            else:
+                self._run(candidate)
+                ran = candidate
+                found_now = self._needs_now()
+            if all(key in candidate and not cover & ~candidate[key] for key, (_, cover, _) in found_now.items()):
+                sound = candidate
+                for key, (pending, _, _) in found_now.items():
+                    self._reasons[key] = pending
+                smaller = {key: cover for key, (_, cover, _) in found_now.items()}
+                if smaller == candidate:
+                    break
+                candidate = smaller
+            else:
+                for key, (pending, cover, _) in found_now.items():
+                    self._reasons.setdefault(key, pending)
+                    candidate = {**candidate, key: cover | candidate.get(key, 0)}
+            found = found_now
+        if sound is None:
+            sound = candidate
+        if ran != sound:
+            self._run(sound)
+        self.needy = sound
 
-    # -- witnesses -----------------------------------------------------------------------
-    def witness(self, block: int, position: int, spaces: int, bit: int = GENERIC):
-        """A write that may reach the instruction at `position` of `block` with `bit`
-        (generic by default) still set in one of `spaces`, and the blocks between.
+    # -- results --------------------------------------------------------------------------
+    def needs(self) -> list[Need]:
+        """The fences the solved analysis puts before async ops, in block order."""
+        found = []
+        for block, state, event, pending in self._consumers():
+            if id(event) not in self.needy:
+                continue
+            pending = pending or self._reasons.get(id(event), 0)
+            instruction = self.flow.blocks[block].instructions[event.position]
+            found.append(Need(block, event, instruction, event.guard, pending, self.needy[id(event)],
+                              self._hazard(pending), state))
+        return found
 
-        Returns ``(source block, source event, [blocks from source to target])`` or
-        None. The path is a shortest one in blocks from a reachable write (see
-        `_witness_tree`).
-        """
-        mask = spread(spaces, bit) if bit != IN_FLIGHT else IN_FLIGHT
-        found = _last_writer(self.events[block], mask, position)
-        if found:
-            return block, found, [block]
-        if found is False:
+    def _hazard(self, pending: int) -> Hazard:
+        kinds = {self.facts[i].hazard for i in _bits(pending)}
+        for hazard in (Hazard.RAW, Hazard.WAR, Hazard.INIT):
+            if hazard in kinds:
+                return hazard
+        return Hazard.RAW
+
+    def in_flight(self) -> list[tuple[object, str]]:
+        """Async ops that may read shared memory still being written by a ``cp.async``
+        that no wait has completed: a fence cannot order those writes."""
+        out = []
+        for block, state, event in self.walk(self._need_masks.keys()):
+            if event.kind is Kind.ASYNC and self.plane(state, IN_FLIGHT) & self._need_masks[id(event)][0]:
+                out.append((self.flow.blocks[block].instructions[event.position],
+                            "a cp.async write may still be in flight here (no cp.async.wait_group 0 or "
+                            "cp.async.wait_all on some path): a proxy fence does not wait for it"))
+        return out
+
+    def generated_spaces(self, block: int) -> int:
+        """The spaces of the facts block `block` makes pending (its accesses and what
+        its waits import): a fence hoisted over it would not order them."""
+        spaces = 0
+        for event in self.events[block]:
+            gen = self.generated.get(id(event))
+            if gen is not None:
+                spaces |= _fact_spaces(self.plane(gen, LOCAL), self.facts)
+            if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
+                same, crossed = self.imports.get(id(event), (0, 0))
+                spaces |= _fact_spaces(same | crossed, self.facts)
+        return spaces
+
+    def pending_before(self, block: int, event: Event) -> int:
+        """The facts pending (local or imported) just before `event` of `block`."""
+        state = self.ins[block]
+        for other in self.events[block]:
+            if other is event:
+                break
+            state = self._step(other, state)
+        return self.pending(state) | self.plane(state, CROSSED)
+
+    # -- witnesses ------------------------------------------------------------------------------
+    def explain(self, need: Need) -> list[Step]:
+        """A witness for `need`: the access, (for a hand-off) the arrive and the wait,
+        and the async op, each with the blocks passed to get there."""
+        pending = need.pending
+        wanted = sum(1 << i for i in _bits(pending) if self.facts[i].hazard is need.hazard)
+        pending = _precise_first(wanted or pending, self.facts)
+        target = Step("op", need.block, need.instruction, 2)
+        for fact in pending:
+            if self.plane(need.state, LOCAL) >> fact & 1:
+                path = self._trace(self._bit(LOCAL, fact), need.block, need.event)
+                if path is not None:
+                    origin, target.via = path
+                    target.thread = 1
+                    return [self._access_step(origin, fact), target]
+        for fact in pending:
+            for which in (IMPORTED, CROSSED):
+                if not self.plane(need.state, which) >> fact & 1:
+                    continue
+                path = self._trace(self._bit(which, fact), need.block, need.event)
+                if path is None:
+                    continue
+                (wait_block, wait_event), target.via = path
+                wait = Step("wait", wait_block, self.flow.blocks[wait_block].instructions[wait_event.position], 2)
+                for arrive_block, arrive_event, plane in self._arrivals(wait_event, fact, which):
+                    arrive = Step("arrive", arrive_block,
+                                  self.flow.blocks[arrive_block].instructions[arrive_event.position])
+                    if plane in (IMPORTED, CROSSED):  # handed on again: show the arrive only
+                        return [arrive, wait, target]
+                    traced = self._trace(self._bit(plane, fact), arrive_block, arrive_event)
+                    if traced is not None:
+                        origin, arrive.via = traced
+                        return [self._access_step(origin, fact), arrive, wait, target]
+                return [wait, target]
+        return [target]
+
+    def _bit(self, which: int, fact: int) -> int:
+        return which * self._count + fact
+
+    def _access_step(self, origin, fact: int) -> Step:
+        block, event = origin
+        what = self.facts[fact].hazard
+        return Step(_ACCESS[what] if event.kind is not Kind.EXTERN else "extern call", block,
+                    self.flow.blocks[block].instructions[event.position])
+
+    def _arrivals(self, wait: Event, fact: int, which: int):
+        """Arrive events heard by `wait` that exported `fact` into plane `which`, with
+        the plane it sat in at the arrive."""
+        for block, state, event in self.walk():
+            if event.kind not in (Kind.ARRIVE, Kind.ARRIVE_WAIT) or not _matches(wait.sync, event.sync):
+                continue
+            planes = [LOCAL]
+            if event.detail == "cp.async":
+                planes.append(IN_FLIGHT)
+            if which == CROSSED and event.cross:
+                planes.append(REMOTE)
+            planes += [IMPORTED, CROSSED] if which == CROSSED else [IMPORTED]
+            for plane in planes:
+                if self.plane(state, plane) >> fact & 1:
+                    yield block, event, plane
+                    break
+
+    def _trace(self, bit: int, block: int, event: Event):
+        """A path along which state bit `bit` stays set from the event that sets it to
+        just before `event` of `block`: ``((source block, source event), [blocks])``."""
+        found = self._source_in_block(bit, block, event)
+        if found is not None:
+            return (block, found), [block]
+        if not self.ins[block] >> bit & 1:
             return None
-        entry_from, writers = self._witness_tree(mask)
-        if block not in entry_from:
-            return None
-        path = [block]
-        source = entry_from[block]
-        while source not in writers:
-            path.append(source)
-            source = entry_from[source]
-        path.append(source)
-        path.reverse()
-        return source, writers[source], path
+        parents: dict[int, int] = {}  # block -> the block it leads to, towards `block`
+        queue = [block]
+        for current in queue:
+            for p in self.flow.pred[current]:
+                if p in parents or not self.outs[p] >> bit & 1:
+                    continue
+                parents[p] = current
+                source = self._source_in_block(bit, p, None)
+                if source is not None:
+                    path = [p]
+                    while True:
+                        path.append(parents[path[-1]])
+                        if path[-1] == block:
+                            return (p, source), path
+                queue.append(p)
+        return None
 
-    def _witness_tree(self, mask: int) -> tuple[dict, dict]:
-        """One breadth-first search forward from every reachable block whose exit may
-        carry a write of `mask`, through blocks that do not kill it: for each block it
-        reaches, the predecessor the write comes in from (``entry_from``), and for each
-        source block its last writing event (``writers``). Linear in the graph, and
-        computed once per mask for all the needs that ask."""
-        cached = self._witnesses.get(mask)
-        if cached is not None:
-            return cached
-        flow = self.flow
-        writers: dict[int, Event] = {}
-        passes: set[int] = set()
-        for block in flow.rpo:
-            found = _last_writer(self.events[block], mask, None)
-            if found:
-                writers[block] = found
-            elif found is None:
-                passes.add(block)
-        entry_from: dict[int, int] = {}
-        queue = []
-        for block in writers:
-            for successor in flow.succ[block]:
-                if successor not in entry_from:
-                    entry_from[successor] = block
-                    queue.append(successor)
-        for block in queue:  # the list grows while we walk it: breadth first
-            if block in passes:
-                for successor in flow.succ[block]:
-                    if successor not in entry_from:
-                        entry_from[successor] = block
-                        queue.append(successor)
-        self._witnesses[mask] = entry_from, writers
-        return entry_from, writers
-def _last_writer(events: list, mask: int, limit: int | None):
-    """Scanning a block backwards from `limit` (the end when None): the last event that
-    writes `mask`, False when something kills it first, None when neither happens."""
-    for event in reversed(events):
-        if limit is not None and event.position >= limit:
-            continue
-        keep, gen, _ = event.transfer
-        if gen & mask:
-            return event
-        if not keep & mask:
-            return False
-    return None
+    def _source_in_block(self, bit: int, block: int, before: Event | None):
+        """The event of `block` (before `before`) that last set state bit `bit`, when
+        the bit then stays set up to that point; None when it comes from outside."""
+        state = self.ins[block]
+        source = None
+        for event in self.events[block]:
+            if event is before:
+                break
+            after = self._step(event, state)
+            if not after >> bit & 1:
+                source = None
+            elif not state >> bit & 1 or self._sets(event, bit):
+                source = event
+            state = after
+        return source
 
-
-def _mask(exposed: dict) -> int:
-    out = 0
-    for bit in exposed:
-        out |= bit
-    return out
-
-
-def _cover(need: int, event: Event) -> int:
-    """The spaces a fence before an async op must order: the pending spaces, and the
-    op's own shared window when a shared space is pending (fence.md §5.2)."""
-    if need & SHARED:
-        return need | (event.spaces & SHARED)
-    return need
-
-
-def _bits(spaces) -> int:
-    out = 0
-    for name in spaces:
-        out |= SPACE_BITS[name]
-    return out
-
-
-def _waits_for_all(head, instruction) -> bool:
-    """``cp.async.wait_all`` or ``cp.async.wait_group 0``."""
-    if head[1].startswith("cp.async.wait_all"):
-        return True
-    match = _FIRST_NUMBER.match(instruction.text, head[3])
-    return match is not None and int(match.group(1)) == 0
+    def _sets(self, event: Event, bit: int) -> bool:
+        """True when `event` itself makes state bit `bit` set (an access or a wait)."""
+        gen = self.generated.get(id(event))
+        if gen is not None:
+            return bool(gen >> bit & 1)
+        if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
+            same, crossed = self.imports.get(id(event), (0, 0))
+            return bool((self.put(same, IMPORTED) | self.put(crossed, CROSSED)) >> bit & 1)
+        return False
 
 
 def _redefines(instructions, heads, start: int, stop: int, guard) -> bool:
@@ -715,41 +715,21 @@ def _redefines(instructions, heads, start: int, stop: int, guard) -> bool:
     if start >= stop:
         return False
     pattern = re.compile(r"(?<![\w$%])" + re.escape(guard.register) + r"(?![\w$])")
-    for index in range(start, stop):
-        if pattern.search(instructions[index].text, heads[index][3]):
-            return True
-    return False
+    return any(pattern.search(instructions[index].text, heads[index][3]) for index in range(start, stop))
 
 
-def _call_target(instruction) -> tuple[str | None, list[str]]:
-    """(callee name or None for an indirect call, argument names for provenance)."""
-    operands = instruction.operands
-    callee = None
-    arguments: list[str] = []
-    for index, operand in enumerate(operands):
-        if operand.kind == "list":
-            continue
-        if operand.kind == "symbol":
-            callee = operand.name
-        rest = operands[index + 1 :]
-        if rest and rest[0].kind == "list":
-            for element in rest[0].elements:
-                if element.kind == "symbol":
-                    arguments.append("param:" + element.name)
-                elif element.kind == "register":
-                    arguments.append(element.name)
-        break
-    return callee, arguments
+def _precise_first(mask: int, facts: list[Fact]) -> list[int]:
+    """The facts of `mask`, the narrowest locations first (the clearest witnesses)."""
+    return sorted(_bits(mask), key=lambda i: (facts[i].location.region is None,
+                                              facts[i].location.end - facts[i].location.start))
 
 
-def _address_names(instruction) -> list[str]:
-    """The register or variable that a generic ``st``/``atom``/``red`` addresses through."""
-    memory = next((op for op in instruction.operands if op.kind == "memory"), None)
-    if memory is None or not memory.elements:
-        return []
-    base = memory.elements[0]
-    if base.kind == "register":
-        return [base.name]
-    if base.kind == "symbol":
-        return ["symbol:" + base.name]
-    return []
+def _matches(wait: tuple, arrive: tuple) -> bool:
+    """True when an arrive on `arrive` may be what a wait on `wait` waits for."""
+    if wait[0] is not arrive[0]:
+        return False
+    if wait[0] is SyncObject.NAMED_BARRIER:
+        return wait[1] is None or arrive[1] is None or wait[1] == arrive[1]
+    if wait[0] is SyncObject.MBARRIER:
+        return overlaps(wait[1], arrive[1])
+    return True

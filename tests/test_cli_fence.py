@@ -103,9 +103,12 @@ def test_options_reach_the_pass(capsys):
     assert out.count("fence.proxy.async;") == 1 and "L:\n\tfence.proxy.async;\n" in out
     assert main(["fence", "--check", "--extern-policy", "strict", str(FENCES / "03_unknown_extern_default_is_none.ptx")]) == 1
     capsys.readouterr()
-    assert main(["fence", "--check", "--track-global", str(FENCES / "x08_global_store_then_tma_load.ptx")]) == 1
-    assert "fence.proxy.async.global" in capsys.readouterr().err
-    assert main(["fence", "--check", str(FENCES / "x08_global_store_then_tma_load.ptx")]) == 0
+    global_store = str(FENCES / "x08_global_store_then_tma_load.ptx")
+    assert main(["fence", "--check", "--track-global", global_store]) == 1
+    assert "missing fence.proxy.async before" in capsys.readouterr().err  # global and the mbarrier.init
+    assert main(["fence", "--check", global_store]) == 1
+    # the mbarrier.init only, ordered with the TMA's own shared::cluster window
+    assert "missing fence.proxy.async.shared::cluster before" in capsys.readouterr().err
 
 
 def test_warnings_and_notes_go_to_stderr(capsys):

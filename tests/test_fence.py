@@ -39,7 +39,7 @@ EXPECTED = {
     "07_wgmma_marked_async": [(CTA, "wgmma.mma_async")],
     "08_shared_barrier_ops": [],
     "09_regression_0219_fence": [],
-    "09b_persistent_track_global": [("fence.proxy.async.global;", "PRODUCER_LOOP:")],
+    "09b_persistent_track_global": [("@%p5 fence.proxy.async.global;", "@%p5 cp.async.bulk.tensor")],
     "10_ldmatrix_then_wgmma": [],
     "11_stmatrix_then_wgmma": [(CTA, "wgmma.mma_async")],
     "12_if_merge_then_wgmma": [(CTA, "wgmma.mma_async")],
@@ -58,13 +58,14 @@ EXPECTED = {
     "x05_call_func_that_writes_shared": [(CTA, "wgmma.mma_async")],
     "x06_call_func_that_starts_with_wgmma": [(CTA, "call.uni")],
     "x07_global_store_through_param_pointer": [],
-    "x08_global_store_then_tma_load": [("fence.proxy.async.global;", "cp.async.bulk.tensor")],
+    "x08_global_store_then_tma_load": [("fence.proxy.async;", "cp.async.bulk.tensor")],
     "x09_cluster_store_then_wgmma": [(CLUSTER, "wgmma.mma_async")],
     "x10_st_async_then_multicast_tma": [(CLUSTER, "cp.async.bulk.tensor")],
     "x11_version_gate": [],
     "x12_target_gate_sm80": [],
     "x13_generic_store_through_cvta_shared": [(CTA, "wgmma.mma_async")],
-    "x14_generic_store_unknown_pointer": [(CLUSTER, "wgmma.mma_async")],
+    "x14_generic_store_unknown_pointer": [],
+    "x14b_generic_store_pointer_may_be_shared": [(CLUSTER, "wgmma.mma_async")],
     "x15_loop_with_cp_async_wait": [(CTA, "wgmma.mma_async")],
     "x16_created_preheader": [(CTA, "L:")],
     "x17_tcgen05_mma": [(CTA, "tcgen05.mma")],
@@ -89,7 +90,8 @@ def options_of(text: str) -> FenceOptions:
     match = re.search(r"^// options: (.*)$", text, re.M)
     extra = match.group(1).split() if match else []
     args = build_parser("fence").parse_args(["fence", "x.ptx", *extra])
-    return FenceOptions(args.placement, args.fence_variant, args.extern_policy, args.track_global)
+    return FenceOptions(args.placement, args.fence_variant, args.extern_policy, args.track_global, args.fence_side,
+                        args.war)
 
 
 def run(text: str, name: str, rewrite: bool = True, **override):
@@ -224,8 +226,11 @@ def test_forced_variants():
     assert [f.text for f in run(sample("07_wgmma_marked_async"), "07", fence_variant="full")[1].fences] == [
         "fence.proxy.async;"]
     # a forced shared variant never orders global: the narrowest correct fence instead
-    assert [f.text for f in run(sample("x08_global_store_then_tma_load"), "x08",
-                                fence_variant="shared::cta")[1].fences] == ["fence.proxy.async.global;"]
+    global_only = sample("x08_global_store_then_tma_load").replace(
+        "\tmbarrier.init.shared::cta.b64 \t[%r2], 1;", "\tmbarrier.init.shared::cta.b64 \t[%r2], 1;\n"
+        "\tfence.mbarrier_init.release.cluster;")
+    assert [f.text for f in run(global_only, "x08", fence_variant="shared::cta")[1].fences] == [
+        "fence.proxy.async.global;"]
 
 
 def test_track_global_and_shared_need_the_full_fence():
@@ -243,8 +248,8 @@ def test_report_reasons_and_paths():
     assert fence.path_text() == "line 33 (st.shared.b16) -> line 36 (H) -> line 40 -> line 41 (wgmma.mma_async)"
     _, report = run(sample("x06_call_func_that_starts_with_wgmma"), "x06")
     (fence,) = report.fences
-    assert fence.target_kind == "call" and fence.callee_target.line == 21
-    assert "whose callee reaches the async-proxy access at line 21" in fence.reason()
+    assert fence.placement == "call" and fence.target.line == 21 and fence.write.line < fence.line
+    assert "may reach the async-proxy access at line 21 (wgmma.mma_async)" in fence.reason()
 
 
 def test_created_preheader_is_reported():

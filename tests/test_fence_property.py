@@ -10,11 +10,13 @@ and guarded), shared loads.
 
 The checker is independent of ``ptxkit.cfg``: it reads the fenced PTX line by line and
 explores every reachable machine state ``(function, pc, call stack, predicate values,
-pending generic writes per shared window)`` by brute force. Predicates get arbitrary
-values when set (``setp``) and at function entry, so every path of the CFG is a run.
-A violation is an async op reached while a generic write to a window it overlaps
-(``shared::cta`` and ``shared::cluster`` overlap) is pending; a proxy fence clears the
-windows it orders.
+pending generic writes per shared window, cp.async writes in flight)`` by brute
+force. Predicates get arbitrary values when set (``setp``) and at function entry, so
+every path of the CFG is a run. A violation is an async op reached while a generic
+write to a window it overlaps (``shared::cta`` and ``shared::cluster`` overlap) is
+pending; a proxy fence clears the windows it orders; a ``cp.async`` write is pending
+from its issue and again when ``cp.async.wait_all`` completes it (a fence in between
+does not order a write still in flight).
 """
 
 from __future__ import annotations
@@ -151,8 +153,12 @@ def effect(statement: str):
     opcode = statement.split()[0]
     if opcode.startswith("st.shared::cluster"):
         return "write", CLUSTER
-    if opcode.startswith(("st.shared", "cp.async.cg", "cp.async.wait_all")):
+    if opcode.startswith("st.shared"):
         return "write", CTA
+    if opcode.startswith("cp.async.cg"):
+        return "cp.async", CTA
+    if opcode.startswith("cp.async.wait_all"):
+        return "complete", CTA
     if opcode.startswith("wgmma.mma_async") or ".global.shared::cta" in opcode:
         return "async", CTA
     if opcode.startswith("cp.async.bulk.tensor") and ".shared::cluster.global" in opcode:
@@ -191,18 +197,18 @@ def violations(text: str, extern_policy: str = "clobber") -> list[str]:
         labels = {line[:-1]: i for i, line in enumerate(body) if line.endswith(":")}
         code[name] = (body, labels)
     found = set()
-    starts = [("k", 0, (), preds, 0) for preds in itertools.product((0, 1), repeat=len(PREDICATES))]
+    starts = [("k", 0, (), preds, 0, 0) for preds in itertools.product((0, 1), repeat=len(PREDICATES))]
     seen = set(starts)
     work = list(starts)
     while work:
-        function, pc, stack, preds, pending = work.pop()
+        function, pc, stack, preds, pending, flying = work.pop()
         body, labels = code[function]
         successors = []
         if pc >= len(body):
             continue
         statement = body[pc]
         if statement.endswith(":"):
-            successors.append((function, pc + 1, stack, preds, pending))
+            successors.append((function, pc + 1, stack, preds, pending, flying))
         else:
             guard = _GUARD.match(statement)
             runs = True
@@ -212,35 +218,39 @@ def violations(text: str, extern_policy: str = "clobber") -> list[str]:
                 statement = statement[guard.end():]
             kind, arg = effect(statement) if runs else ("none", None)
             if kind == "write":
-                successors.append((function, pc + 1, stack, preds, pending | arg))
+                successors.append((function, pc + 1, stack, preds, pending | arg, flying))
+            elif kind == "cp.async":
+                successors.append((function, pc + 1, stack, preds, pending | arg, flying | arg))
+            elif kind == "complete":
+                successors.append((function, pc + 1, stack, preds, pending | flying, 0))
             elif kind == "extern":
                 if extern_policy == "strict" and pending & overlaps(arg):
                     found.add(f"{function}:{pc}: {statement}")
                 written = arg if extern_policy != "none" else 0
-                successors.append((function, pc + 1, stack, preds, pending | written))
+                successors.append((function, pc + 1, stack, preds, pending | written, flying))
             elif kind == "fence":
-                successors.append((function, pc + 1, stack, preds, pending & ~arg))
+                successors.append((function, pc + 1, stack, preds, pending & ~arg, flying))
             elif kind == "async":
                 if pending & overlaps(arg):
                     found.add(f"{function}:{pc}: {statement}")
-                successors.append((function, pc + 1, stack, preds, pending))
+                successors.append((function, pc + 1, stack, preds, pending, flying))
             elif kind == "setp":
                 index = PREDICATES.index(arg)
                 for value in (0, 1):
                     changed = preds[:index] + (value,) + preds[index + 1:]
-                    successors.append((function, pc + 1, stack, changed, pending))
+                    successors.append((function, pc + 1, stack, changed, pending, flying))
             elif kind == "bra":
-                successors.append((function, labels[arg], stack, preds, pending))
+                successors.append((function, labels[arg], stack, preds, pending, flying))
             elif kind == "call":
                 frame = (function, pc + 1, preds)
                 for entry_preds in itertools.product((0, 1), repeat=len(PREDICATES)):
-                    successors.append((arg, 0, stack + (frame,), entry_preds, pending))
+                    successors.append((arg, 0, stack + (frame,), entry_preds, pending, flying))
             elif kind == "ret":
                 if stack:
                     caller, back, saved = stack[-1]
-                    successors.append((caller, back, stack[:-1], saved, pending))
+                    successors.append((caller, back, stack[:-1], saved, pending, flying))
             else:
-                successors.append((function, pc + 1, stack, preds, pending))
+                successors.append((function, pc + 1, stack, preds, pending, flying))
         for state in successors:
             if state not in seen:
                 seen.add(state)

@@ -1,252 +1,198 @@
-"""ptxkit.cfg.proxy and the classification table in ptxkit.isa."""
+"""ptxkit.cfg.proxy: facts, hand-offs between threads, WAR, mbarrier.init, CTAs, guards."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 import ptxkit
-from ptxkit.cfg.proxy import (
-    ALL, ASYNC, CLUSTER, CTA, GENERIC, GLOBAL_SPACE, IDENTITY, IN_FLIGHT, NONE, SHARED, TOKEN, AnalysisOptions,
-    FunctionAnalysis, apply, async_transfer, compose, fence_transfer, spaces_with, spread, state_text, weaken,
-    write_transfer,
-)
-from ptxkit.isa import PROXY_TABLE, proxy_effect
+from ptxkit.cfg.fence import FenceOptions, analyse_module
+from ptxkit.cfg.proxy import AnalysisOptions, Hazard, KernelAnalysis
+from ptxkit.cfg.locations import spaces_text
 
-CTA_S, CL_S, G_S = "shared::cta", "shared::cluster", "global"
+HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.shared .align 1024 .b8 tile[8192];\n"
+        ".shared .align 1024 .b8 other[8192];\n.shared .align 8 .b64 full;\n.shared .align 8 .b64 empty;\n")
+REGS = (".reg .pred %p<8>;\n.reg .b16 %h<2>;\n.reg .b32 %r<16>;\n.reg .b64 %rd<16>;\n.reg .f32 %f<8>;\n"
+        "\tmov.u32 %r1, tile;\n\tmov.u32 %r2, other;\n\tmov.u32 %r3, full;\n\tmov.u32 %r4, empty;\n"
+        "\tmov.u32 %r5, %tid.x;\n"
+        # a wgmma descriptor of `tile` (no swizzle, LBO 128, SBO 256: a 64x32-byte A tile of 2 KB)
+        "\tshr.u32 %r6, %r1, 4;\n\tcvt.u64.u32 %rd1, %r6;\n\tor.b64 %rd2, %rd1, 68720001024;\n")
+WG = "\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd2, %rd2, %p7, 1, 1, 0, 0;\n"
+TMA = ("\tcp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [%rd9, {%r0}],"
+       " [%r3];\n")
+WAIT_FULL = "W{n}:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p6, [%r3], 0;\n\t@!%p6 bra W{n};\n"
+WAIT_EMPTY = "V{n}:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p6, [%r4], 0;\n\t@!%p6 bra V{n};\n"
 
 
-@pytest.mark.parametrize("opcode, kind, spaces, unknown", [
-    ("st.shared.b16", "write", (CTA_S,), False),
-    ("st.volatile.shared::cta.v4.b32", "write", (CTA_S,), False),
-    ("st.shared::cluster.b32", "write", (CL_S,), False),
-    ("st.global.f32", "write", (G_S,), False),
-    ("st.u32", "address", (), False),
-    ("atom.add.u32", "address", (), False),
-    ("red.shared.add.u32", "write", (CTA_S,), False),
-    ("st.local.u32", "none", (), False),
-    ("st.param.b64", "none", (), False),
-    ("stmatrix.sync.aligned.m8n8.x4.shared.b16", "write", (CTA_S,), False),
-    ("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32", "write", (CL_S,), False),
-    ("red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32", "write", (CL_S,), False),
-    ("st.bulk.weak.shared::cta", "write", (CTA_S,), False),
-    ("cp.async.cg.shared.global", "cp.async", (CTA_S,), False),
-    ("cp.async.wait_group", "cp.async.wait", (CTA_S,), False),
-    ("cp.async.wait_all", "cp.async.wait", (CTA_S,), False),
-    ("cp.async.commit_group", "none", (), False),
-    ("cp.async.mbarrier.arrive.noinc.shared.b64", "none", (), False),
-    ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", "async", (CTA_S,), False),
-    ("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16", "async", (CTA_S,), False),
-    ("wgmma.fence.sync.aligned", "none", (), False),
-    ("wgmma.commit_group.sync.aligned", "none", (), False),
-    ("tcgen05.mma.cta_group::1.kind::f16", "async", (CTA_S,), False),
-    ("tcgen05.mma.cta_group::2.kind::f16", "async", (CTA_S, CL_S), False),
-    ("tcgen05.cp.cta_group::1.128x256b", "async", (CTA_S,), False),
-    ("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32", "none", (), False),
-    ("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64", "none", (), False),
-    ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes", "async", (CL_S, G_S), False),
-    ("cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group", "async", (G_S, CTA_S), False),
-    ("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes", "async", (CL_S, CTA_S), False),
-    ("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group", "async", (G_S, CTA_S), False),
-    ("cp.async.bulk.prefetch.tensor.2d.L2.global", "none", (), False),
-    ("cp.async.bulk.commit_group", "none", (), False),
-    ("cp.async.bulk.wait_group.read", "none", (), False),
-    ("multimem.cp.async.bulk.global.shared::cta.bulk_group", "async", (CTA_S, G_S), False),
-    ("clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128", "async", (CTA_S,), False),
-    ("clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.multicast::cluster::all.b128",
-     "async", (CTA_S, CL_S), False),
-    ("fence.proxy.async", "fence", (CTA_S, CL_S, G_S), False),
-    ("membar.proxy.async", "fence", (CTA_S, CL_S, G_S), False),
-    ("fence.proxy.async.global", "fence", (G_S,), False),
-    ("fence.proxy.async.shared::cta", "fence", (CTA_S,), False),
-    ("fence.proxy.async.shared::cluster", "fence", (CTA_S, CL_S), False),
-    ("fence.proxy.async::generic.acquire.sync_restrict::shared::cluster.cluster", "fence", (CTA_S, CL_S), False),
-    ("fence.proxy.async::generic.release.sync_restrict::shared::cta.cluster", "none", (), False),
-    ("fence.proxy.alias", "none", (), False),
-    ("fence.proxy.tensormap::generic.release.gpu", "none", (), False),
-    ("fence.mbarrier_init.release.cluster", "none", (), False),
-    ("fence.sc.cta", "none", (), False),
-    ("membar.gl", "none", (), False),
-    ("mbarrier.try_wait.parity.shared::cta.b64", "completion", (), False),
-    ("mbarrier.arrive.expect_tx.shared::cta.b64", "none", (), False),
-    ("ld.shared.b32", "none", (), False),
-    ("ldmatrix.sync.aligned.m8n8.x4.shared.b16", "none", (), False),
-    ("bar.sync", "none", (), False),
-    ("call.uni", "call", (), False),
-    ("wgmma.mma_async_v2.sync", "async", (CTA_S, CL_S), True),
-    ("foo.async.bar", "async", (CTA_S, CL_S), True),
-    ("cp.async.bulk.weird", "async", (CTA_S, CL_S, G_S), True),
+def kernel(producer: str, consumer: str, extra: str = "") -> str:
+    """Threads 0-127 run `producer`, the others `consumer` (warp-specialized roles)."""
+    return (f"{HEAD}{extra}.visible .entry k()\n{{\n{REGS}\tsetp.lt.u32 %p5, %r5, 128;\n\t@!%p5 bra CONSUMER;\n"
+            f"{producer}\tbra.uni DONE;\nCONSUMER:\n{consumer}DONE:\n\tret;\n}}\n")
+
+
+def needs(text: str, **options) -> list[tuple[int, str, str]]:
+    """(line, hazard, cover) of every fence the analysis wants."""
+    analysis = KernelAnalysis(ptxkit.parse(text, "k.ptx").function("k"), AnalysisOptions(**options))
+    analysis.solve()
+    return [(n.instruction.line, n.hazard.value, spaces_text(n.cover)) for n in analysis.needs()]
+
+
+def witness(text: str) -> list[str]:
+    analysis = KernelAnalysis(ptxkit.parse(text, "k.ptx").function("k"), AnalysisOptions())
+    analysis.solve()
+    need, = analysis.needs()
+    return [f"{step.what}: {step.instruction.text.split()[0]}" for step in analysis.explain(need)]
+
+
+def line_of(text: str, fragment: str, occurrence: int = 0) -> int:
+    return [i for i, line in enumerate(text.splitlines(), 1) if fragment in line][occurrence]
+
+
+# -- hand-offs --------------------------------------------------------------------------------
+
+
+def test_named_barrier_hand_off_to_wgmma():
+    text = kernel("\tst.shared.b16 [%r1+64], %h0;\n\tbar.arrive 1, 256;\n", "\tbar.sync 1, 256;\n" + WG)
+    assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cta")]
+    assert witness(text) == ["generic-proxy write: st.shared.b16", "arrive: bar.arrive", "wait: bar.sync",
+                             "op: wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"]
+
+
+@pytest.mark.parametrize("producer, consumer", [
+    ("\tst.shared.b16 [%r1+64], %h0;\n\tfence.proxy.async.shared::cta;\n\tbar.arrive 1, 256;\n",
+     "\tbar.sync 1, 256;\n" + WG),  # the writer fenced before handing over
+    ("\tst.shared.b16 [%r1+64], %h0;\n\tbar.arrive 1, 256;\n",
+     "\tbar.sync 1, 256;\n\tfence.proxy.async.shared::cta;\n" + WG),  # the issuer fenced after the wait
+    ("\tst.shared.b16 [%r2], %h0;\n\tbar.arrive 1, 256;\n", "\tbar.sync 1, 256;\n" + WG),  # another buffer
+    ("\tst.shared.b16 [%r1+4096], %h0;\n\tbar.arrive 1, 256;\n", "\tbar.sync 1, 256;\n" + WG),  # past the tile
+    ("\tst.shared.b16 [%r1+64], %h0;\n\tbar.arrive 2, 256;\n", "\tbar.sync 1, 256;\n" + WG),  # another barrier
+    ("\tbar.arrive 1, 256;\n\tst.shared.b16 [%r1+64], %h0;\n", "\tbar.sync 1, 256;\n" + WG),  # written after
 ])
-def test_classification_table(opcode, kind, spaces, unknown):
-    effect = proxy_effect(opcode)
-    assert (effect.kind, tuple(effect.spaces), effect.unknown) == (kind, spaces, unknown)
+def test_hand_offs_that_need_nothing(producer, consumer):
+    assert needs(kernel(producer, consumer)) == []
 
 
-def test_the_table_is_one_table():
-    prefixes = [p for row in PROXY_TABLE for p in row[0]]
-    assert len(prefixes) == len(set(prefixes))
+def test_barrier_id_in_a_register_matches_any():
+    text = kernel("\tst.shared.b16 [%r1+64], %h0;\n\tbar.arrive %r9, 256;\n", "\tbar.sync 1, 256;\n" + WG)
+    assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cta")]
+    text = kernel("\tst.shared.b16 [%r1+64], %h0;\n\tmov.u32 %r8, 3;\n\tbar.arrive %r8, 256;\n",
+                  "\tbar.sync 1, 256;\n" + WG)
+    assert needs(text) == []  # a constant id in a register is that id
 
 
-# -- transfers -------------------------------------------------------------------------------
-
-transfers = st.one_of(
-    st.builds(write_transfer, st.integers(0, 7), st.booleans()),
-    st.builds(async_transfer, st.integers(1, 7), st.booleans()),
-    st.builds(fence_transfer, st.integers(0, 7), st.booleans()),
-    st.builds(lambda t: weaken(t), st.builds(async_transfer, st.integers(1, 7), st.booleans())),
-    st.tuples(st.integers(0, ALL), st.integers(0, ALL), st.integers(0, 7)).map(
-        lambda t: (t[0], t[1], spread(t[2], GENERIC))),
-)
+def test_mbarrier_hand_off_by_location():
+    consumer = WAIT_FULL.format(n=1) + WG
+    text = kernel("\tst.shared.b16 [%r1+64], %h0;\n\tmbarrier.arrive.shared::cta.b64 _, [%r3];\n", consumer)
+    assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cta")]
+    other = kernel("\tst.shared.b16 [%r1+64], %h0;\n\tmbarrier.arrive.shared::cta.b64 _, [%r4];\n", consumer)
+    assert needs(other) == []  # the arrive is on the other mbarrier
 
 
-@given(transfers, transfers, transfers, st.integers(0, ALL))
-def test_composition_is_application_in_sequence(a, b, c, state):
-    assert apply(compose(a, b), state) == apply(b, apply(a, state))
-    assert apply(compose(compose(a, b), c), state) == apply(compose(a, compose(b, c)), state)
-    assert apply(compose(IDENTITY, a), state) == apply(a, state) == apply(compose(a, IDENTITY), state)
+def test_cp_async_producer_signals_through_the_mbarrier():
+    producer = "\tcp.async.cg.shared.global [%r1+64], [%rd8], 16;\n\tcp.async.mbarrier.arrive.noinc.shared.b64 [%r3];\n"
+    text = kernel(producer, WAIT_FULL.format(n=1) + WG)
+    assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cta")]
 
 
-@given(transfers, st.integers(0, ALL), st.integers(0, ALL))
-def test_transfers_are_monotone_and_distributive(t, x, y):
-    assert apply(t, x) | apply(t, y) == apply(t, x | y)
+def test_war_the_consumer_reads_and_the_producer_overwrites():
+    producer = ("\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 2048;\n" + WAIT_EMPTY.format(n=1) + TMA)
+    consumer = WAIT_FULL.format(n=2) + "\tld.shared.b16 %h1, [%r1+64];\n\tmbarrier.arrive.shared::cta.b64 _, [%r4];\n"
+    text = kernel(producer, consumer)
+    assert needs(text) == [(line_of(text, "cp.async.bulk.tensor"), "war", "shared::cta+shared::cluster")]
+    assert needs(text, war=False) == []
+    fenced = consumer.replace("\tmbarrier.arrive", "\tfence.proxy.async.shared::cta;\n\tmbarrier.arrive")
+    assert needs(kernel(producer, fenced)) == []  # CUTLASS's writer-side fence before consumer_release
 
 
-def test_transfer_rules():
-    generic_cta = spread(CTA, GENERIC)
-    assert apply(write_transfer(CTA, True), spread(SHARED, ASYNC)) == generic_cta | spread(CLUSTER, ASYNC)
-    assert apply(write_transfer(CTA, False), spread(CTA, ASYNC)) == spread(CTA, ASYNC | GENERIC)
-    assert apply(fence_transfer(CTA, True), generic_cta) == spread(CTA, NONE)
-    assert apply(fence_transfer(CTA, False), generic_cta) == spread(CTA, NONE | GENERIC)  # a guarded fence
-    # an async op on shared::cluster: its own window becomes async, the other window's generic is fenced
-    state = apply(async_transfer(CLUSTER, True), generic_cta | spread(CLUSTER, GENERIC))
-    assert state == spread(CTA, NONE) | spread(CLUSTER, ASYNC)
-    assert apply(async_transfer(CTA, False), generic_cta) == spread(CTA, GENERIC | ASYNC)
+def test_a_tensor_load_writes_no_more_than_the_armed_bytes():
+    producer = ("\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 2048;\n" + WAIT_EMPTY.format(n=1) + TMA)
+    consumer = "\tld.shared.b16 %h1, [%r1+2048];\n\tmbarrier.arrive.shared::cta.b64 _, [%r4];\n"
+    assert needs(kernel(producer, consumer)) == []  # bytes 2048.. are not in the 2048-byte box
+    assert needs(kernel(producer.replace("2048;", "4096;"), consumer))[0][1] == "war"
 
 
-def test_state_text():
-    assert state_text(spread(CTA, GENERIC) | spread(GLOBAL_SPACE, TOKEN) | IN_FLIGHT) == (
-        "shared::cta={generic} shared::cluster={} global={caller} cp.async in flight")
-    assert spaces_with(spread(SHARED, GENERIC), GENERIC) == SHARED
+def test_mbarrier_init_before_an_async_op_that_completes_on_it():
+    init = "\tmbarrier.init.shared::cta.b64 [%r3], 1;\n"
+    text = kernel(init + "\tbar.arrive 1, 256;\n", "\tbar.sync 1, 256;\n" + TMA)
+    assert needs(text) == [(line_of(text, "cp.async.bulk"), "mbarrier-init", "shared::cta+shared::cluster")]
+    assert needs(kernel(init + "\tfence.mbarrier_init.release.cluster;\n\tbar.arrive 1, 256;\n",
+                        "\tbar.sync 1, 256;\n" + TMA)) == []
+    assert needs(kernel(init + "\tfence.proxy.async.shared::cta;\n" + TMA, "")) == []
+    # another mbarrier's init is not this one's
+    assert needs(kernel("\tmbarrier.init.shared::cta.b64 [%r4], 1;\n" + TMA, "")) == []
 
 
-# -- the analysis of a function -----------------------------------------------------------------
-
-HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.shared .align 8 .b8 smem[64];\n"
-WG = "\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %p3, 1, 1, 0, 0;\n"
-GUARDED_WG = "\t@%p1 " + WG[1:]
-REGS = ".reg .pred %p<4>;\n.reg .b16 %h<2>;\n.reg .b32 %r<8>;\n.reg .b64 %rd<8>;\n.reg .f32 %f<8>;\n"
-
-
-def analyse(body: str, options=AnalysisOptions(), extra: str = "", name: str = "k"):
-    text = f"{HEAD}{extra}.visible .entry k()\n{{\n{REGS}{body}\tret;\n}}\n"
-    module = ptxkit.parse(text, "k.ptx")
-    from ptxkit.cfg.fence import analyse_module, FenceOptions
-
-    return module, analyse_module(module, FenceOptions(extern_policy=options.extern_policy,
-                                                       track_global=options.track_global))
+def test_across_ctas_only_the_issuers_fence_counts():
+    producer = "\tst.shared.b16 [%r1+64], %h0;\n\tfence.proxy.async.shared::cta;\n\tbarrier.cluster.arrive;\n"
+    multicast = TMA.replace("complete_tx::bytes", "complete_tx::bytes.multicast::cluster").replace(
+        "[%r3];", "[%r3], %h1;")
+    text = kernel(producer, "\tbarrier.cluster.wait;\n" + multicast)
+    assert needs(text) == [(line_of(text, "multicast"), "raw", "shared::cta+shared::cluster")]
+    # a copy into this CTA only: the writer's fence orders the write for its own CTA
+    assert needs(kernel(producer, "\tbarrier.cluster.wait;\n" + TMA)) == []
+    assert needs(kernel(producer, "\tbarrier.cluster.wait;\n\tfence.proxy.async.shared::cluster;\n" + multicast)) == []
 
 
-def needs(body: str, **kw) -> list:
-    _, results = analyse(body, **kw)
-    return [(site.text, site.target_kind) for r in results for site in r.sites]
+def test_a_remote_write_is_pending_in_the_cta_it_lands_in():
+    producer = ("\tmapa.shared::cluster.u32 %r7, %r1, 1;\n\tmapa.shared::cluster.u32 %r8, %r3, 1;\n"
+                "\tst.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%r7], %r9, [%r8];\n")
+    text = kernel(producer, WAIT_FULL.format(n=1) + WG)
+    assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cta+shared::cluster")]
+
+
+# -- one thread -------------------------------------------------------------------------------
 
 
 def test_guarded_fences_and_guarded_ops():
-    assert needs("\tst.shared.b16 [smem], %h0;\n\t@%p1 fence.proxy.async.shared::cta;\n" + WG) == [
-        ("fence.proxy.async.shared::cta;", "async")]
-    # the same guard covers the op; a redefinition of the guard in between does not
-    assert needs("\tst.shared.b16 [smem], %h0;\n\t@%p1 fence.proxy.async.shared::cta;\n" + GUARDED_WG) == []
-    assert needs("\tst.shared.b16 [smem], %h0;\n\t@%p1 fence.proxy.async.shared::cta;\n"
-                 "\tsetp.eq.u32 %p1, %r1, 0;\n" + GUARDED_WG) == [("@%p1 fence.proxy.async.shared::cta;", "async")]
-    # a guarded op keeps the generic state for the next op; one fence under the same guard suffices
-    assert needs("\tst.shared.b16 [smem], %h0;\n" + GUARDED_WG + GUARDED_WG + WG) == [
-        ("@%p1 fence.proxy.async.shared::cta;", "async"), ("fence.proxy.async.shared::cta;", "async")]
-
-
-def test_a_call_that_may_write_ends_the_guard_cover():
-    """Found by the property test: a guarded fence covers later ops under its guard only
-    until something writes again, and an extern call under clobber writes both windows."""
-    extra = ".extern .func ext\n(\n)\n;\n"
-    tma = ("\t@%p1 cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-           "[smem], [%rd3, {%r0}], [%rd4];\n")
-    body = "\tst.shared.b16 [smem], %h0;\n" + tma + "\tst.shared.b16 [smem], %h0;\n\tcall.uni ext, ();\n" + GUARDED_WG
-    assert needs(body, extra=extra) == [("@%p1 fence.proxy.async.shared::cluster;", "async")] * 2
+    store = "\tst.shared.b16 [%r1], %h0;\n"
+    guarded = "\t@%p1 " + WG[1:]
+    assert needs(kernel(store + "\t@%p1 fence.proxy.async.shared::cta;\n" + WG, "")) != []
+    assert needs(kernel(store + "\t@%p1 fence.proxy.async.shared::cta;\n" + guarded, "")) == []
+    assert needs(kernel(store + "\t@%p1 fence.proxy.async.shared::cta;\n\tsetp.eq.u32 %p1, %r5, 0;\n" + guarded,
+                        "")) != []  # the guard changed in between
+    # one fence under the op's guard covers the next op under the same guard
+    assert len(needs(kernel(store + guarded + guarded, ""))) == 1
 
 
 def test_extern_policies():
     extra = ".extern .func ext\n(\n)\n;\n"
-    body = "\tcall.uni ext, ();\n" + WG
-    assert needs(body, extra=extra, options=AnalysisOptions(extern_policy="none")) == []
-    assert needs(body, extra=extra) == [("fence.proxy.async.shared::cluster;", "async")]
-    body = "\tst.shared.b16 [smem], %h0;\n\tcall.uni ext, ();\n"
-    assert needs(body, extra=extra, options=AnalysisOptions(extern_policy="strict")) == [
-        ("fence.proxy.async.shared::cluster;", "extern")]
-    assert needs("\tst.shared.b16 [smem], %h0;\n\tcall.uni vprintf, (param0);\n" + WG,
-                 extra=".extern .func (.param .b32 r) vprintf\n(\n.param .b64 a\n)\n;\n") == [
-        ("fence.proxy.async.shared::cta;", "async")]  # vprintf is benign: the store reaches the wgmma
+    text = kernel("\tcall.uni ext, ();\n" + WG, "", extra)
+    assert needs(text, extern_policy="none") == [] and needs(text)[0][1] == "raw"
+    strict = needs(kernel("\tst.shared.b16 [%r1], %h0;\n\tcall.uni ext, ();\n", "", extra), extern_policy="strict")
+    assert [hazard for _, hazard, _ in strict] == ["raw"]
 
 
-def test_summaries_of_funcs():
-    funcs = (".func writes()\n{\n.reg .b16 %h<2>;\n\tst.shared.b16 [smem], %h1;\n\tret;\n}\n"
-             ".func mma()\n{\n" + REGS + WG + "\tret;\n}\n"
-             ".func fences()\n{\n\tfence.proxy.async.shared::cta;\n\tret;\n}\n"
-             ".func passes()\n{\n\tret;\n}\n")
-    module, results = analyse("\tcall.uni passes, ();\n", extra=funcs)
-    summaries = {r.analysis.function.name: r.analysis.summary(r.analysis.scan()) for r in results
-                 if r.analysis.function.kind == "func"}
-    start = spread(SHARED, ASYNC)
-    assert apply(summaries["writes"].transfer, start) == spread(CTA, GENERIC) | spread(CLUSTER, ASYNC)
-    assert apply(summaries["passes"].transfer, start) == start
-    assert apply(summaries["fences"].transfer, spread(CTA, GENERIC)) == spread(CTA, NONE)
-    assert summaries["mma"].exposed == {CTA: CTA, CLUSTER: SHARED} and not summaries["writes"].exposed
-    assert summaries["mma"].exposed_at[CTA].line == module.function("mma").body.items[-2].line
-    assert needs("\tcall.uni writes, ();\n" + WG, extra=funcs) == [("fence.proxy.async.shared::cta;", "async")]
-    assert needs("\tst.shared.b16 [smem], %h0;\n\tcall.uni mma, ();\n", extra=funcs) == [
-        ("fence.proxy.async.shared::cta;", "call")]
-    assert needs("\tst.shared.b16 [smem], %h0;\n\tcall.uni fences, ();\n" + WG, extra=funcs) == []
-
-
-def test_recursive_calls_are_treated_as_strict_externs():
-    funcs = ".func r()\n{\n\tcall.uni r, ();\n\tret;\n}\n"
-    # inside r the recursive call may start async ops, so r's callers fence before calling it
-    assert needs("\tst.shared.b16 [smem], %h0;\n\tcall.uni r, ();\n", extra=funcs) == [
-        ("fence.proxy.async.shared::cluster;", "call")]
-    _, results = analyse("\tcall.uni r, ();\n", extra=funcs)
-    inner = next(r for r in results if r.analysis.function.name == "r")
-    assert [e.kind for e in inner.analysis.events[0]] == ["extern"]
+def test_calls_are_followed_inside_the_callee():
+    extra = (".func writes(.param .b32 p)\n{\n.reg .b32 %r<3>;\n.reg .b16 %h<2>;\n\tld.param.b32 %r1, [p];\n"
+             "\tst.shared.b16 [%r1], %h1;\n\tret;\n}\n")
+    call = "\t{\n\t.param .b32 param0;\n\tst.param.b32 [param0], REG;\n\tcall.uni writes, (param0);\n\t}\n"
+    assert needs(kernel(call.replace("REG", "%r1") + WG, "", extra)) != []
+    assert needs(kernel(call.replace("REG", "%r2") + WG, "", extra)) == []  # the callee writes the other buffer
 
 
 def test_lint_and_unknown_opcodes():
-    _, results = analyse("\tcp.async.ca.shared.global [smem], [%rd1], 4;\n" + WG)
-    assert "in flight" in results[0].warnings[0].text
-    _, results = analyse("\tcp.async.ca.shared.global [smem], [%rd1], 4;\n\tcp.async.wait_group 1;\n" + WG)
-    assert results[0].warnings  # a non-zero wait_group may leave this cp.async in flight
-    _, results = analyse("\tcp.async.ca.shared.global [smem], [%rd1], 4;\n\tcp.async.wait_group 0;\n" + WG)
-    assert not results[0].warnings
-    _, results = analyse("\tst.shared.b16 [smem], %h0;\n\twgmma.future_op.sync %r1;\n")
-    assert "unknown async-looking opcode 'wgmma.future_op.sync'" in results[0].warnings[0].text
-    assert [s.text for s in results[0].sites] == ["fence.proxy.async.shared::cluster;"]
+    module = ptxkit.parse(kernel("\tcp.async.ca.shared.global [%r1], [%rd1], 4;\n" + WG, ""))
+    (result,) = analyse_module(module, FenceOptions())
+    assert "in flight" in result.warnings[0].text
+    waited = kernel("\tcp.async.ca.shared.global [%r1], [%rd1], 4;\n\tcp.async.wait_group 0;\n" + WG, "")
+    assert analyse_module(ptxkit.parse(waited), FenceOptions())[0].warnings == []
+    unknown = ptxkit.parse(kernel("\tst.shared.b16 [%r1], %h0;\n\twgmma.future_op.sync %r1;\n", ""))
+    (result,) = analyse_module(unknown, FenceOptions())
+    assert "unknown async-looking opcode 'wgmma.future_op.sync'" in result.warnings[0].text
+    assert [s.text for s in result.sites] == ["fence.proxy.async.shared::cluster;"]
 
 
 def test_witness_follows_the_back_edge():
-    body = ("\tmov.u32 %r1, 0;\nL:\n" + WG + "\tst.shared.b16 [smem], %h0;\n\tadd.u32 %r1, %r1, 1;\n"
-            "\tsetp.lt.u32 %p1, %r1, 4;\n\t@%p1 bra L;\n")
-    module, results = analyse(body)
-    (site,) = results[0].sites
-    assert site.write.text == "st.shared.b16" and site.write.line > site.target.line
-    assert [p.text for p in site.path] == ["st.shared.b16", "L", "wgmma.mma_async"]
+    body = ("\tmov.u32 %r9, 0;\nL:\n" + WG + "\tst.shared.b16 [%r1], %h0;\n\tadd.u32 %r9, %r9, 1;\n"
+            "\tsetp.lt.u32 %p1, %r9, 4;\n\t@%p1 bra L;\n")
+    assert witness(kernel(body, "")) == ["generic-proxy write: st.shared.b16",
+                                         "op: wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"]
 
 
-def test_global_tracking_and_the_cta_fence_option():
-    body = "\tst.global.u32 [%rd1], %r1;\n\tcp.async.bulk.tensor.1d.shared::cluster.global.tile" \
-           ".mbarrier::complete_tx::bytes [smem], [%rd2, {%r1}], [%rd3];\n"
-    assert needs(body) == []
-    assert needs(body, options=AnalysisOptions(track_global=True)) == [("fence.proxy.async.global;", "async")]
-    module = ptxkit.parse(f"{HEAD}.visible .entry k()\n{{\n{REGS}\tst.shared::cluster.b16 [smem], %h0;\n"
-                          f"\tfence.proxy.async.shared::cta;\n{WG}\tret;\n}}\n")
-    plain = FunctionAnalysis(module.function("k"), AnalysisOptions())
-    plain.solve()
-    forced = FunctionAnalysis(module.function("k"), AnalysisOptions(cta_fence_covers_cluster=True))
-    forced.solve()
-    assert len(plain.scan().needs) == 1 and forced.scan().needs == []
+def test_state_text():
+    text = kernel("\tst.shared.b16 [%r1], %h0;\n\tld.shared.b16 %h1, [%r2];\n\tbar.arrive 1, 256;\n", WG)
+    analysis = KernelAnalysis(ptxkit.parse(text).function("k"), AnalysisOptions())
+    analysis.solve()
+    last = max(analysis.flow.rpo)
+    assert analysis.state_text(0) == "nothing pending"
+    assert "1 write made here (shared::cta)" in analysis.state_text(analysis.outs[analysis.flow.start + 1])
+    assert Hazard.RAW.value == "raw" and analysis.state_text(analysis.ins[last]) != ""

@@ -73,7 +73,6 @@ def summarise(module, options, function: str | None = None) -> str:
       B2               line 40     -> exit                     in: ...
     """
     from ptxkit.cfg.fence import analyse_module
-    from ptxkit.cfg.proxy import state_text
 
     out = []
     for result in analyse_module(module, options, everything=True):
@@ -91,8 +90,7 @@ def summarise(module, options, function: str | None = None) -> str:
         for block in flow.blocks:
             succ = [flow.blocks[s].name for s in flow.succ[block.index]] + (["exit"] if block.index in flow.exits
                                                                                 else [])
-            state = state_text(analysis.ins[block.index], analysis.options.tracked) if block.index in reachable \
-                else "unreachable"
+            state = analysis.state_text(analysis.ins[block.index]) if block.index in reachable else "unreachable"
             line = f"  {block.name:<16} line {block.line or '-':<6} -> {', '.join(succ) or '-':<24} in: {state}"
             out.append(line.rstrip())
             for site in planned.get(block.index, ()):

@@ -14,8 +14,8 @@ import sys
 
 
 def add_arguments(parser) -> None:
-    from ptxkit.cfg.fence import EXTERN_POLICIES, PLACEMENTS
-    from ptxkit.cfg.placement import VARIANTS
+    from ptxkit.cfg.fence import EXTERN_POLICIES
+    from ptxkit.cfg.placement import FENCE_SIDES, PLACEMENTS, VARIANTS
 
     parser.add_argument("input", metavar="FILE", help="PTX file, or - for standard input")
     where = parser.add_mutually_exclusive_group()
@@ -39,6 +39,12 @@ def add_arguments(parser) -> None:
                              "(also start async ops: fence before it)")
     parser.add_argument("--track-global", action="store_true",
                         help="also fence generic global writes before async ops that read global memory")
+    parser.add_argument("--fence-side", choices=FENCE_SIDES, default="issuer",
+                        help="where a fence for an access handed between threads goes: issuer (after the wait, "
+                             "before the async op; default) or writer (after the access, before the arrive; across "
+                             "CTAs it stays with the issuer)")
+    parser.add_argument("--no-war", dest="war", action="store_false",
+                        help="do not fence generic reads before async writes of the same bytes (TileLang's model)")
 
 
 def run(args) -> int:
@@ -55,7 +61,8 @@ def run(args) -> int:
     data, name = read_input(args.input)
     module = parse(data, name)
     original = module.source.text
-    options = FenceOptions(args.placement, args.fence_variant, args.extern_policy, args.track_global)
+    options = FenceOptions(args.placement, args.fence_variant, args.extern_policy, args.track_global,
+                           args.fence_side, args.war)
     report = fence_module(module, options, rewrite=not args.check)
     for warning in report.warnings:
         print(f"{name}:{warning.line}:{warning.column}: warning: {warning.text}", file=sys.stderr)

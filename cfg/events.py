@@ -1,0 +1,585 @@
+"""What each instruction of a kernel does, as far as the proxy analysis cares.
+
+`classify(flow, options)` turns every instruction of a (possibly inlined) flow graph
+into zero or more `Event`s: generic writes and reads with the `Location`s they touch,
+``mbarrier.init``, ``cp.async`` and its waits, proxy fences, async-proxy operations
+with their footprints, and the arrive/wait sides of hand-offs between threads. The
+addresses come from one run of `ptxkit.cfg.registers` over all the operands that
+matter; the opcode facts from `ptxkit.isa` (docs/fence.md §2, §3).
+
+>>> import ptxkit
+>>> from ptxkit.cfg.inline import inlined_graph
+>>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+...     ".reg .b32 %r<4>;\\n.shared .align 8 .b8 tile[256];\\n.shared .align 8 .b64 bar;\\n"
+...     "\\tmov.u32 %r1, tile;\\n\\tst.shared.u32 [%r1+16], 0;\\n\\tmov.u32 %r2, bar;\\n"
+...     "\\tmbarrier.arrive.shared::cta.b64 _, [%r2];\\n\\tbar.sync 1, 64;\\n\\tret;\\n}\\n")
+>>> events = classify(inlined_graph(m.function("k")), EventOptions())
+>>> [(e.position, e.kind.value, describe(e)) for e in events.by_block[0]]
+[(1, 'write', 'tile[16:20]'), (3, 'arrive', 'mbarrier bar[0:8]'), (4, 'arrive+wait', 'named barrier 1')]
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from ptxkit.cfg.inline import call_target
+from ptxkit.cfg.locations import (
+    CLUSTER, CTA, GLOBAL, SHARED, SPACE_BITS, Location, bounded, descriptor_location, everywhere, of_atom, overlaps,
+)
+from ptxkit.cfg.escape import shared_pointer_registers
+from ptxkit.cfg.registers import analyse_registers, symbol_regions
+from ptxkit.cfg.values import (
+    GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP_FORM,
+    WINDOW, Atom, constant,
+)
+from ptxkit.isa import (
+    SPACE_OF_MODIFIER, AsyncForm, Effect, Sync, SyncObject, async_form, is_benign_extern, proxy_effect, sync_effect,
+)
+
+
+class Kind(enum.Enum):
+    """The kinds of `Event`.
+
+    >>> Kind.ARRIVE_WAIT.value
+    'arrive+wait'
+    """
+
+    WRITE = "write"  # a generic write of `locations`
+    READ = "read"  # a generic read of `locations`
+    INIT = "mbarrier.init"  # a generic write of the mbarrier at `locations`
+    CP_ASYNC = "cp.async"  # a generic write of `locations` that completes later
+    CP_ASYNC_WAIT = "cp.async wait"  # `complete`: all earlier cp.async writes are done
+    FENCE = "fence"  # a proxy fence ordering `spaces`
+    INIT_FENCE = "mbarrier_init fence"
+    ASYNC = "async"  # an async-proxy op reading `locations`, writing `writes`, completing on `mbarrier`
+    EXTERN = "extern"  # a call the analysis cannot see into
+    ARRIVE = "arrive"  # this thread's pending accesses are handed to waiters of `sync`
+    WAIT = "wait"  # the accesses handed to `sync` become pending here
+    ARRIVE_WAIT = "arrive+wait"  # both, in that order (bar.sync)
+    INSERTED = "inserted fence"  # a fence the pass plans to insert (hoisted or writer side)
+
+
+class Event(NamedTuple):
+    """One effect of one instruction (`position` in its block).
+
+    `locations`: what a write/read/init/cp.async touches, or what an async op reads;
+    `writes`: what an async op writes; `mbarrier`: the mbarrier an async op completes
+    on; `spaces`: what a fence orders (bits of `ptxkit.cfg.locations`), or the
+    windows an async op uses; `sync`: the hand-off object key; `cross`: the hand-off
+    may cross CTAs (cluster barrier, remote mbarrier, multicast), or the async op may
+    touch another CTA's shared memory (multicast, a remote destination, a pair of
+    CTAs with ``cta_group::2``); `detail`: the
+    callee of an extern call, or why an async op's footprint is unknown.
+    """
+
+    position: int
+    kind: Kind
+    guard: object = None
+    locations: tuple = ()
+    writes: tuple = ()
+    mbarrier: Location | None = None
+    spaces: int = 0
+    sync: tuple | None = None
+    cross: bool = False
+    detail: object = None
+
+
+@dataclass(frozen=True)
+class EventOptions:
+    """What the classification models: `tracked` proxy spaces (bits), what an extern
+    call may do (`extern_policy`: none, clobber, strict), and whether a forced
+    ``.shared::cta`` fence variant counts for both shared windows.
+
+    >>> EventOptions().tracked == SHARED
+    True
+    """
+
+    tracked: int = SHARED
+    extern_policy: str = "clobber"
+    cta_fence_covers_cluster: bool = False
+
+
+@dataclass
+class Events:
+    """The events of every block, the warnings met on the way, and the expect_tx
+    bounds used for tensor copies (docs/fence.md §3.3)."""
+
+    by_block: list[list[Event]]
+    warnings: list = field(default_factory=list)
+    dead: set = field(default_factory=set)  # blocks the branch conditions prove unreachable
+
+
+def describe(event: Event) -> str:
+    """The object or location an event is about, in words (for messages and tests)."""
+    if event.sync is not None:
+        kind = event.sync[0]
+        if kind is SyncObject.NAMED_BARRIER:
+            return f"named barrier {'any' if event.sync[1] is None else event.sync[1]}"
+        if kind is SyncObject.MBARRIER:
+            return f"mbarrier {event.sync[1]}"
+        return kind.value
+    parts = [str(loc) for loc in event.locations] + [f"writes {loc}" for loc in event.writes]
+    return ", ".join(parts)
+
+
+# -- operand shapes ----------------------------------------------------------------------------
+
+_VECTOR = re.compile(r"v(\d+)$")
+_SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
+_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
+_SIXTEEN_BIT = frozenset({"f16", "bf16"})
+
+
+def _access_width(modifiers: list[str]) -> int:
+    """Bytes one thread's access covers: the element type times the vector length."""
+    count = 1
+    element = 4
+    for modifier in modifiers:
+        match = _VECTOR.match(modifier)
+        if match:
+            count = int(match.group(1))
+        elif modifier[:1] in "bsuf" and modifier[1:] in _BYTES:
+            element = _BYTES[modifier[1:]]
+        elif modifier in ("f16x2", "bf16x2"):
+            element = 4
+    return element * count
+
+
+def _memory_index(operands, start: int = 0) -> int | None:
+    for index in range(start, len(operands)):
+        if operands[index].kind == "memory":
+            return index
+    return None
+
+
+# -- classification -------------------------------------------------------------------------------
+
+
+class _Classifier:
+    def __init__(self, flow, options: EventOptions):
+        self.flow = flow
+        self.options = options
+        self.queries: dict = {}
+        self.armed: list = []  # (mbarrier key, transaction-count key) of every expect_tx
+        self.warnings: list = []
+        self.inlined = {(u, len(flow.blocks[u].instructions) - 1) for (u, v), kind in flow.kinds.items()
+                        if "call" in kind.split(",")}
+        self._plain_names: dict[int, frozenset] = {}
+        self._shared_pointers: set | None = None
+
+    def ask(self, block: int, position: int, operand) -> tuple:
+        key = (block, position, len(self.queries))
+        self.queries[key] = (block, position, operand)
+        return key
+
+    def run(self) -> Events:
+        flow = self.flow
+        builders: list[list] = [[] for _ in flow.blocks]
+        self.siblings = _tensor_load_siblings(flow)
+        for block in flow.blocks:
+            for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
+                builder = self.classify(block.index, position, instruction, head)
+                if builder is not None:
+                    builders[block.index].append(builder)
+        self.values, dead = analyse_registers(flow, self.queries)
+        self.expect_tx = [(self._mbarrier(mbar), _most(self.value(count))) for mbar, count in self.armed]
+        by_block = [[] if index in dead else [event for builder in items for event in builder(self)]
+                    for index, items in enumerate(builders)]
+        return Events(by_block, self.warnings, dead)
+
+    def value(self, key) -> tuple:
+        return self.values[key]
+
+    # -- one instruction --------------------------------------------------------------------
+    def classify(self, block: int, position: int, instruction, head):
+        guard, opcode, base, _ = head
+        effect = proxy_effect(opcode)
+        kind = effect.kind
+        sync = sync_effect(opcode)
+        operands = instruction.operands
+        modifiers = opcode.split(".")[1:]
+        tracked = self.options.tracked
+        parts = []
+        if kind in (Effect.WRITE, Effect.READ, Effect.ADDRESS_WRITE, Effect.ADDRESS_READ, Effect.MBARRIER_INIT,
+                    Effect.CP_ASYNC):
+            at = _memory_index(operands, 1 if kind in (Effect.READ, Effect.ADDRESS_READ) or base == "atom" else 0)
+            if at is None:
+                return None
+            width = self._width(block, position, base, modifiers, operands)
+            address = self.ask(block, position, operands[at])
+            event_kind = {Effect.WRITE: Kind.WRITE, Effect.ADDRESS_WRITE: Kind.WRITE, Effect.READ: Kind.READ,
+                          Effect.ADDRESS_READ: Kind.READ, Effect.MBARRIER_INIT: Kind.INIT,
+                          Effect.CP_ASYNC: Kind.CP_ASYNC}[kind]
+            named = 0
+            for space in effect.spaces:
+                named |= SPACE_BITS[space]
+            generic = kind in (Effect.ADDRESS_WRITE, Effect.ADDRESS_READ) or (kind is Effect.MBARRIER_INIT
+                                                                               and not named)
+            pointer = self._pointer(block, operands[at]) if generic else None
+            parts.append(lambda c: c._located(position, event_kind, guard, address, width, named, generic, pointer))
+        elif kind is Effect.CP_ASYNC_WAIT:
+            complete = opcode.startswith("cp.async.wait_all") or (
+                bool(operands) and operands[0].kind == "immediate" and operands[0].value == 0)
+            parts.append(lambda c: [Event(position, Kind.CP_ASYNC_WAIT, guard, locations=(everywhere(CTA),),
+                                          detail=bool(complete))])
+        elif kind is Effect.FENCE:
+            spaces = 0
+            for space in effect.spaces:
+                spaces |= SPACE_BITS[space]
+            if self.options.cta_fence_covers_cluster and spaces & SHARED:
+                spaces |= SHARED
+            parts.append(lambda c: [Event(position, Kind.FENCE, guard, spaces=spaces & tracked)])
+        elif kind is Effect.INIT_FENCE:
+            parts.append(lambda c: [Event(position, Kind.INIT_FENCE, guard, spaces=CTA)])
+        elif kind is Effect.ASYNC:
+            parts.append(self._async(block, position, instruction, head, effect))
+        elif kind is Effect.CALL:
+            call = self._call(block, position, instruction, guard)
+            if call is not None:
+                parts.append(call)
+        if sync is not None:
+            parts.append(self._sync(block, position, instruction, head, sync))
+        elif opcode.startswith("tcgen05.commit") and _memory_index(operands) is not None:
+            address = self.ask(block, position, operands[_memory_index(operands)])
+            parts.append(lambda c: [Event(position, Kind.ASYNC, guard, mbarrier=c._mbarrier(address))])
+        if opcode.startswith(("mbarrier.arrive.expect_tx", "mbarrier.expect_tx")):
+            at = _memory_index(operands)
+            if at is not None and at + 1 < len(operands):
+                self.armed.append((self.ask(block, position, operands[at]), self.ask(block, position, operands[at + 1])))
+        if opcode.startswith(("st.async", "red.async")) and len(operands) > 2 and operands[2].kind == "memory":
+            remote = self.ask(block, position, operands[2])  # complete_tx on the receiver's mbarrier
+            parts.append(lambda c: [Event(position, Kind.ARRIVE, guard, sync=(SyncObject.MBARRIER, c._mbarrier(remote)),
+                                          cross=True, detail="complete_tx")])
+        if not parts:
+            return None
+        return lambda c: [event for part in parts for event in part(c)]
+
+    def _width(self, block, position, base, modifiers, operands) -> int | tuple:
+        if base in ("stmatrix", "ldmatrix"):
+            return 16
+        if base == "mbarrier":
+            return 8
+        if base == "cp" and len(operands) > 2:  # cp.async [dst], [src], cp-size
+            size = operands[2]
+            return int(size.value) if size.kind == "immediate" else 16
+        if base == "st" and "bulk" in modifiers and len(operands) > 1:
+            return ("size", self.ask(block, position, operands[1]))
+        return _access_width(modifiers)
+
+    def _pointer(self, block: int, memory) -> str | None:
+        """How a generic access names its address: the register's key, or ``symbol``
+        for a variable used directly (its generic address)."""
+        base = memory.elements[0] if memory.elements else None
+        if base is None or base.kind not in ("register", "symbol"):
+            return None
+        context = self.flow.blocks[block].context
+        prefix = context.prefix if context is not None else ""
+        if base.kind == "symbol" and base.name not in self._plain(block):
+            return "symbol"
+        return prefix + base.name
+
+    def _plain(self, block: int) -> frozenset:
+        context = self.flow.blocks[block].context
+        function = context.function if context is not None else self.flow.function
+        key = context.id if context is not None else 0
+        names = self._plain_names.get(key)
+        if names is None:
+            names = self._plain_names[key] = frozenset(n for n, v in symbol_regions(function, context).items()
+                                                       if v is None)
+        return names
+
+    def _tainted(self) -> set:
+        if self._shared_pointers is None:
+            self._shared_pointers = shared_pointer_registers(self.flow)
+        return self._shared_pointers
+
+    def _located(self, position, kind, guard, address, width, named: int, generic: bool, pointer) -> list[Event]:
+        if isinstance(width, tuple):
+            width = _most(self.value(width[1])) or INF
+        value = self.value(address)
+        if generic and pointer == "symbol":  # a variable named in a generic access: its generic address
+            value = tuple(atom._replace(form=GENERIC) if atom.form == WINDOW else atom for atom in value)
+        elif generic and not all(atom.form == GENERIC for atom in value) and (
+                pointer is None or pointer not in self._tainted()):
+            # no generic shared address can reach this pointer: global or local memory
+            value = tuple(atom if atom.form == GENERIC else Atom(GENERIC, GLOBAL_SPACE_NAME, None, 0, INF)
+                          for atom in value)
+        locations = self._locations(value, width, named, generic)
+        locations = tuple(loc._replace(space=loc.space & self.options.tracked) for loc in locations
+                          if loc.space & self.options.tracked)
+        if not locations:
+            return []
+        return [Event(position, kind, guard, locations=locations)]
+
+    def _locations(self, value: tuple, width: int, named: int, generic: bool) -> tuple:
+        """Where an access through `value` lands: its atoms, in the opcode's space
+        (`named`) or, for generic addressing, in the space each atom points to."""
+        out = []
+        for atom in value:
+            if generic:
+                if atom.form != GENERIC:
+                    return (everywhere(SHARED | GLOBAL),)
+                if atom.space in (LOCAL_SPACE, OTHER_SPACE):
+                    continue
+                out.append(of_atom(atom, width, SPACE_BITS[atom.space]))
+                continue
+            if atom.form == WINDOW and atom.space in (SHARED_CTA_SPACE, SHARED_CLUSTER_SPACE) and named & SHARED:
+                # the window the opcode names (a .shared::cluster access of our own bytes
+                # is still a cluster-window access, docs/fence.md §5.3)
+                space = (named & SHARED) | SPACE_BITS[atom.space]
+                out.append(of_atom(atom, width, CLUSTER if space & CLUSTER else CTA))
+            elif atom.form == TOP_FORM or atom.form == NUM or atom.form == WINDOW:
+                out.append(everywhere(named or SHARED))
+            else:
+                out.append(everywhere(named or SHARED | GLOBAL))
+        return tuple(out)
+
+    # -- async ops ---------------------------------------------------------------------------
+    def _async(self, block, position, instruction, head, effect):
+        guard, opcode, _, _ = head
+        form = async_form(opcode)
+        operands = instruction.operands
+        modifiers = opcode.split(".")[1:]
+        spaces = 0
+        for space in effect.spaces:
+            spaces |= SPACE_BITS[space]
+        cross = any(m.startswith("multicast") for m in modifiers)
+        if effect.unknown or form is AsyncForm.UNKNOWN:
+            self.warnings.append((instruction, f"unknown async-looking opcode '{opcode}': treated as an async-proxy "
+                                               "read and write of all shared memory"))
+            return lambda c: [Event(position, Kind.ASYNC, guard, locations=(everywhere(SHARED),),
+                                    writes=(everywhere(SHARED),), spaces=spaces, detail="unknown opcode")]
+        if form in (AsyncForm.WGMMA, AsyncForm.TCGEN05_MMA, AsyncForm.TCGEN05_CP):
+            return self._matrix(block, position, operands, modifiers, form, guard, spaces)
+        if form is AsyncForm.TENSOR_LOAD:
+            dst = self.ask(block, position, operands[0])
+            mbar = self.ask(block, position, operands[2]) if len(operands) > 2 and operands[2].kind == "memory" \
+                else None
+            share = self.siblings.get((block, position), 1)
+            return lambda c: c._copy(position, guard, spaces, dst, None, mbar, ("share", share), cross, "tensor")
+        if form is AsyncForm.TENSOR_STORE:
+            src = self.ask(block, position, operands[1])
+            return lambda c: c._copy(position, guard, spaces, None, src, None, None, cross, "tensor")
+        if form is AsyncForm.TRY_CANCEL:
+            dst = self.ask(block, position, operands[0])
+            mbar = self.ask(block, position, operands[1]) if len(operands) > 1 else None
+            return lambda c: c._copy(position, guard, spaces, dst, None, mbar, 16, cross, "response")
+        # bulk copies: [dst], [src], size {, [mbar]}
+        names = [m for m in modifiers if m in SPACE_OF_MODIFIER]
+        dst_shared = bool(names) and names[0].startswith("shared")
+        src_shared = len(names) > 1 and names[1].startswith("shared")
+        dst = self.ask(block, position, operands[0]) if dst_shared else None
+        src = self.ask(block, position, operands[1]) if src_shared and len(operands) > 1 else None
+        size = self.ask(block, position, operands[2]) if len(operands) > 2 else None
+        mbar = self.ask(block, position, operands[3]) if len(operands) > 3 and operands[3].kind == "memory" else None
+        reduce = opcode.startswith(("cp.reduce", "multimem.cp.reduce"))
+        return lambda c: c._copy(position, guard, spaces, dst, src, mbar, ("size", size), cross, "bulk", reduce)
+
+    def _matrix(self, block, position, operands, modifiers, form, guard, spaces):
+        shape = next((_SHAPE.match(m) for m in modifiers if _SHAPE.match(m)), None)
+        sparse = "sp" in modifiers
+        k_bytes = 64 if sparse or form is not AsyncForm.WGMMA else 32
+        descriptors = []  # (operand key, rows, mn_major)
+        if form is AsyncForm.TCGEN05_CP:
+            descriptors.append((self.ask(block, position, operands[1]), 128, False))
+        else:
+            a, b = operands[1], operands[2]
+            rows_a = int(shape.group(1)) if shape else 256
+            rows_b = int(shape.group(2)) if shape else 256
+            sixteen_bit = len(modifiers) >= 2 and any(t in _SIXTEEN_BIT for t in modifiers[-2:])
+            trans = _transpose_flags(operands, a.kind == "vector", sparse) if sixteen_bit else (False, False)
+            if form is AsyncForm.TCGEN05_MMA:
+                rows_a = rows_b = 256
+            if a.kind not in ("vector", "memory"):  # a descriptor, not registers or tensor memory
+                descriptors.append((self.ask(block, position, a), rows_a, trans[0]))
+            descriptors.append((self.ask(block, position, b), rows_b, trans[1]))
+        tcgen05 = form is not AsyncForm.WGMMA
+        pair = "cta_group::2" in modifiers
+
+        def build(c):
+            locations = []
+            for key, rows, mn_major in descriptors:
+                for atom in c.value(key):
+                    locations.append(descriptor_location(atom, rows, k_bytes, mn_major, tcgen05))
+            return [Event(position, Kind.ASYNC, guard, locations=tuple(locations), spaces=spaces, cross=pair)]
+
+        return build
+
+    def _copy(self, position, guard, spaces, dst, src, mbar, size, cross, what, reduce=False) -> list[Event]:
+        tracked = self.options.tracked
+        mbarrier = self._mbarrier(mbar) if mbar is not None else None
+        if isinstance(size, tuple) and size[0] == "share":  # a tensor load: the armed bytes, shared
+            armed = self._bound(mbarrier) if mbarrier is not None else None
+            size = armed // size[1] if armed is not None else None
+        elif isinstance(size, tuple):
+            size = _most(self.value(size[1])) if size[1] is not None else None
+        writes, reads = [], []
+        if dst is not None:
+            for loc in self._locations(self.value(dst), 1, SHARED, False):
+                writes.append(bounded(loc, size))
+                if reduce:
+                    reads.append(bounded(loc, size))
+        if src is not None:
+            for loc in self._locations(self.value(src), 1, CTA, False):
+                reads.append(bounded(loc, size))
+        if dst is not None and any(atom.space == SHARED_CLUSTER_SPACE for atom in self.value(dst)):
+            cross = True  # a destination made by mapa: another CTA's shared memory
+        if spaces & tracked & GLOBAL:  # global memory is followed as one object (--track-global)
+            if dst is None:
+                writes.append(everywhere(GLOBAL))
+            if src is None:
+                reads.append(everywhere(GLOBAL))
+        events = [Event(position, Kind.ASYNC, guard, locations=tuple(reads), writes=tuple(writes),
+                        mbarrier=mbarrier, spaces=spaces & tracked, cross=cross)]
+        if mbarrier is not None:  # the completion hands the issuer's pending accesses to the waiters
+            events.append(Event(position, Kind.ARRIVE, guard, sync=(SyncObject.MBARRIER, mbarrier), cross=cross,
+                                detail="completion"))
+        return events
+
+    def _mbarrier(self, key) -> Location:
+        locations = self._locations(self.value(key), 8, SHARED, False)
+        if len(locations) != 1:
+            return everywhere(SHARED)
+        return locations[0]
+
+    def _bound(self, mbarrier: Location) -> int | None:
+        """The most bytes armed with expect_tx on any mbarrier that may be `mbarrier`."""
+        most = None
+        for location, count in self.expect_tx:
+            if overlaps(location, mbarrier):
+                if count is None:
+                    return None
+                most = count if most is None else max(most, count)
+        return most
+
+    # -- calls and hand-offs ---------------------------------------------------------------------
+    def _call(self, block, position, instruction, guard):
+        flow = self.flow
+        context = flow.blocks[block].context
+        callee, arguments, _ = call_target(instruction)
+        if (block, position) in self.inlined:
+            return None
+        module = context.function.module if context is not None else None
+        defined = module is not None and callee is not None and any(
+            f.name == callee and not f.is_declaration for f in module.functions)
+        if callee is not None and not defined and is_benign_extern(callee):
+            return None
+        policy = self.options.extern_policy
+        if policy == "none":
+            keys = [self.ask(block, position, f"{context.prefix if context else ''}param:{name}+0")
+                    for name in arguments]
+            if not keys:
+                return None
+
+            def pointers(c):
+                locations = []
+                for key in keys:
+                    for atom in c.value(key):
+                        if atom.is_address and atom.space in (SHARED_CTA_SPACE, SHARED_CLUSTER_SPACE):
+                            space = SPACE_BITS[atom.space]
+                            region = atom.region
+                            locations.append(Location(space, region, 0, region.limit) if region is not None
+                                             else everywhere(space))
+                if not locations:
+                    return []
+                return [Event(position, Kind.WRITE, None, locations=tuple(locations), detail=callee or "indirect")]
+
+            return pointers
+        return lambda c: [Event(position, Kind.EXTERN, guard, locations=(everywhere(c.options.tracked),),
+                                detail=(callee, policy))]
+
+    def _sync(self, block, position, instruction, head, sync):
+        guard, opcode, _, _ = head
+        operands = instruction.operands
+        kind = {Sync.ARRIVE: Kind.ARRIVE, Sync.WAIT: Kind.WAIT, Sync.ARRIVE_WAIT: Kind.ARRIVE_WAIT}[sync.kind]
+        obj = sync.object
+        detail = "cp.async" if opcode.startswith("cp.async.mbarrier") else None
+        if obj is SyncObject.NAMED_BARRIER:
+            index = 1 if ".red" in opcode else 0
+            key = self.ask(block, position, operands[index]) if len(operands) > index else None
+
+            def named(c):
+                barrier = constant(c.value(key)) if key is not None else None
+                return [Event(position, kind, guard, sync=(obj, barrier))]
+
+            return named
+        if obj is SyncObject.MBARRIER:
+            at = _memory_index(operands)
+            if at is None:
+                return lambda c: []
+            address = self.ask(block, position, operands[at])
+
+            def mbarrier(c):
+                value = c.value(address)
+                location = c._mbarrier(address)
+                cross = any(atom.space == SHARED_CLUSTER_SPACE and atom.form == WINDOW for atom in value) or (
+                    ".shared::cluster" in opcode and location.region is None)
+                return [Event(position, kind, guard, sync=(obj, location), cross=cross, detail=detail)]
+
+            return mbarrier
+        cross = obj is SyncObject.CLUSTER_BARRIER
+        return lambda c: [Event(position, kind, guard, sync=(obj,), cross=cross)]
+
+
+def _tensor_load_siblings(flow) -> dict:
+    """(block, position) -> n for tensor loads issued in one block with the same tensor
+    map and the same mbarrier operand, with no mbarrier or barrier instruction and no
+    redefinition of either operand's registers in between: one thread armed the
+    phase and issues n copies of one box shape, so each box is at most 1/n of the
+    armed bytes (docs/fence.md §3.3)."""
+    found: dict = {}
+
+    def close(block: int, group: list) -> None:
+        for member in group:
+            found[(block, member)] = len(group)
+
+    for block in flow.blocks:
+        group: list[int] = []
+        key = None
+        registers: set = set()
+        for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
+            operands = instruction.operands
+            if async_form(head[1]) is AsyncForm.TENSOR_LOAD and proxy_effect(head[1]).kind is Effect.ASYNC:
+                this = (operands[1].elements[0].text if len(operands) > 1 and operands[1].elements else None,
+                        operands[2].text if len(operands) > 2 else None)
+                if group and this == key and None not in this:
+                    group.append(position)
+                    continue
+                close(block.index, group)
+                group, key = [position], this
+                registers = {r for operand in operands[1:3] for r in operand.registers}
+            elif group and (head[2] in ("mbarrier", "bar", "barrier") or (
+                    head[2] not in ("st", "red") and operands and registers & set(operands[0].registers))):
+                close(block.index, group)
+                group, key = [], None
+        close(block.index, group)
+    return found
+
+
+def _transpose_flags(operands, registers_a: bool, sparse: bool) -> tuple[bool, bool]:
+    """(A, B) MN-major flags of a 16-bit wgmma: its imm-trans-a/b operands."""
+    shift = 2 if sparse else 0
+    if registers_a:
+        at = 6 + shift
+        flag = operands[at] if len(operands) > at else None
+        return False, bool(flag is not None and flag.kind == "immediate" and flag.value)
+    flags = []
+    for at in (6 + shift, 7 + shift):
+        flag = operands[at] if len(operands) > at else None
+        flags.append(bool(flag is not None and (flag.kind != "immediate" or flag.value)))
+    return flags[0], flags[1]
+
+
+def _most(value: tuple) -> int | None:
+    """The largest number a value may be, or None when it is not a bounded number."""
+    if len(value) == 1 and value[0].form == NUM and value[0].hi < INF:
+        return value[0].hi
+    return None
+
+
+def classify(flow, options: EventOptions) -> Events:
+    """The events of every block of `flow` (see the module docstring)."""
+    return _Classifier(flow, options).run()

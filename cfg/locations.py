@@ -1,0 +1,160 @@
+"""Shared-memory locations and the footprints of async-proxy operations.
+
+A `Location` is a byte range of one memory object in one proxy space; a range with
+no region is "anywhere in that space". Two locations may overlap when their spaces
+can alias (the ``shared::cta`` window lies inside ``shared::cluster``, PTX ISA
+§5.1.7) and, when both name a region, the regions are the same variable and the
+ranges meet: distinct variables never share bytes.
+
+The footprint of an async op comes from its operands (docs/fence.md §3.3):
+
+- **wgmma / tcgen05 matrix descriptors**: the start-address field (``addr >> 4``), the
+  leading and stride byte offsets and the swizzle mode are decoded from how the
+  descriptor was built; the shape gives the number of 8-row groups. For a K-major
+  layout the bytes are ``start`` to ``start + (rows/8 - 1) * SBO + 8 * swizzle`` (the
+  no-swizzle form uses ``LBO`` for the second core matrix); MN-major layouts, which
+  only 16-bit wgmma can use, are bounded with the larger stride in both directions.
+- **tensor copies into shared memory** write a box no larger than the transaction
+  bytes armed on the mbarrier they complete on (``expect_tx``): a kernel whose box
+  were larger would underflow the barrier's count, so the bound holds for every
+  kernel that works;
+- **tensor stores** read from their source address to the end of its region (the box
+  is in the tensor map, which the analysis cannot see);
+- **bulk copies** state their size; **try_cancel** writes 16 bytes.
+
+>>> from ptxkit.cfg.values import Region, SHARED_CTA_SPACE
+>>> tile = Region("tile", SHARED_CTA_SPACE, 8192, 1024)
+>>> a, b = Location(CTA, tile, 0, 4096), Location(CTA, tile, 4096, 8192)
+>>> overlaps(a, b), overlaps(a, Location(CLUSTER, None, 0, 1 << 18))
+(False, True)
+>>> descriptor_extent(rows=64, k_bytes=32, lbo=16, sbo=1024, swizzle=128, mn_major=False)
+(127, 8192)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ptxkit.cfg.values import (
+    GLOBAL_SPACE_NAME, INF, NUM, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, WINDOW, Atom, Region,
+)
+
+#: Proxy-space bits.
+CTA, CLUSTER, GLOBAL = 1, 2, 4
+SHARED = CTA | CLUSTER
+SPACE_BITS = {SHARED_CTA_SPACE: CTA, SHARED_CLUSTER_SPACE: CLUSTER, GLOBAL_SPACE_NAME: GLOBAL}
+SPACE_NAMES = ((CTA, SHARED_CTA_SPACE), (CLUSTER, SHARED_CLUSTER_SPACE), (GLOBAL, GLOBAL_SPACE_NAME))
+_SWIZZLE_WGMMA = {0: 0, 1: 128, 2: 64, 3: 32}
+_SWIZZLE_TCGEN05 = {0: 0, 1: 128, 2: 128, 4: 64, 6: 32}
+
+
+class Location(NamedTuple):
+    """Bytes ``[start, end)`` of `region` (None: anywhere) in the spaces `space` (bits).
+
+    >>> str(Location(CTA, Region("smem", SHARED_CTA_SPACE, 64, 8), 8, 16)), str(everywhere(SHARED))
+    ('smem[8:16]', 'shared::cta+shared::cluster')
+    """
+
+    space: int
+    region: Region | None
+    start: int
+    end: int
+
+    def __str__(self) -> str:
+        if self.region is None:
+            return spaces_text(self.space)
+        end = "" if self.end >= INF else self.end
+        return f"{self.region.name}[{self.start}:{end}]"
+
+
+def everywhere(spaces: int) -> Location:
+    """Any byte of `spaces`."""
+    return Location(spaces, None, 0, INF)
+
+
+def spaces_text(spaces: int) -> str:
+    """Names of a space set.
+
+    >>> spaces_text(CTA | GLOBAL), spaces_text(0)
+    ('shared::cta+global', '-')
+    """
+    return "+".join(name for bit, name in SPACE_NAMES if spaces & bit) or "-"
+
+
+def alias(spaces: int) -> int:
+    """The spaces whose bytes may be those of `spaces` (the two shared windows alias).
+
+    >>> alias(CTA) == SHARED, alias(GLOBAL) == GLOBAL
+    (True, True)
+    """
+    return spaces | SHARED if spaces & SHARED else spaces
+
+
+def overlaps(a: Location, b: Location) -> bool:
+    """True when the two locations may share a byte (see the module docstring)."""
+    if not alias(a.space) & b.space:
+        return False
+    if a.region is None or b.region is None:
+        return True
+    return a.region == b.region and a.start < b.end and b.start < a.end
+
+
+def of_atom(atom: Atom, width: int, space: int) -> Location:
+    """The location an access of `width` bytes through an address atom touches, in the
+    proxy space `space` (the opcode's or the generic address's)."""
+    if atom.form == NUM or atom.region is None or atom.shift or atom.high:
+        return everywhere(space)
+    _, region, start, end = atom.location(width)
+    return Location(space, region, start, max(end, start + 1))
+
+
+def descriptor_extent(rows: int, k_bytes: int, lbo: int, sbo: int, swizzle: int, mn_major: bool) -> tuple[int, int]:
+    """Bytes a matrix-descriptor operand touches relative to its start address:
+    ``(before, after)``, so the footprint is ``[start - before, start + after)``.
+
+    `rows` is the M or N extent, `k_bytes` the K extent in bytes (32 for every dense
+    wgmma), `swizzle` the swizzle width in bytes (0 for none). Swizzled atoms are
+    aligned to the swizzle width, and the start may point into one (a K offset).
+
+    >>> descriptor_extent(rows=64, k_bytes=32, lbo=128, sbo=256, swizzle=0, mn_major=False)
+    (0, 2048)
+    >>> descriptor_extent(rows=128, k_bytes=32, lbo=4096, sbo=1024, swizzle=128, mn_major=True)
+    (127, 9216)
+    """
+    groups = max(rows // 8, 1)
+    if not mn_major:
+        if not swizzle:
+            return 0, (groups - 1) * sbo + (max(k_bytes // 16, 1) - 1) * lbo + 128
+        return swizzle - 1, (groups - 1) * sbo + 8 * swizzle
+    atom = max(swizzle, 16)
+    stride = max(lbo, sbo)
+    along_mn = max(rows * 2 // atom, 1)  # 16-bit elements only
+    along_k = max(k_bytes // 16, 1)
+    return atom - 1, (along_mn - 1) * stride + (along_k - 1) * stride + 8 * atom
+
+
+def descriptor_location(atom: Atom, rows: int, k_bytes: int, mn_major: bool, tcgen05: bool) -> Location:
+    """Where the matrix a (wgmma or tcgen05) descriptor value names lies, or
+    anywhere in ``shared::cta`` when the value is not a traced descriptor."""
+    if atom.form != WINDOW or atom.shift != 4 or atom.region is None:
+        return everywhere(CTA)
+    high = atom.high
+    lbo = ((high >> 16) & 0x3FFF) << 4
+    sbo = ((high >> 32) & 0x3FFF) << 4
+    swizzle = (_SWIZZLE_TCGEN05.get((high >> 61) & 7) if tcgen05 else _SWIZZLE_WGMMA[(high >> 62) & 3])
+    if swizzle is None:
+        return everywhere(CTA)
+    before, after = descriptor_extent(rows, k_bytes, lbo, sbo, swizzle, mn_major)
+    region = atom.region
+    start = max(atom.lo - before, 0)
+    end = min(atom.hi + after, region.limit)
+    return Location(CTA, region, start, max(end, start + 1))
+
+
+def bounded(location: Location, size: int | None) -> Location:
+    """A location starting where `location` does and `size` bytes long at most past
+    its last start (None: to the end of its region or space)."""
+    if location.region is None:
+        return location
+    end = location.region.limit if size is None else min(location.end - 1 + size, location.region.limit)
+    return location._replace(end=max(end, location.start + 1))

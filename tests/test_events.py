@@ -1,0 +1,96 @@
+"""ptxkit.cfg.events: what each instruction does, with the bytes it touches."""
+
+from __future__ import annotations
+
+import ptxkit
+from ptxkit.cfg.events import EventOptions, Kind, classify, describe
+from ptxkit.cfg.inline import inlined_graph
+from ptxkit.cfg.locations import GLOBAL, SHARED
+from ptxkit.isa import SyncObject
+
+HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 dyn[];\n"
+        ".shared .align 8 .b64 bar;\n")
+REGS = ".reg .pred %p<8>;\n.reg .b16 %h<4>;\n.reg .b32 %r<16>;\n.reg .b64 %rd<16>;\n.reg .f32 %f<8>;\n"
+
+
+def events(body: str, params: str = ".param .u64 k_p", **options) -> list[tuple[str, str]]:
+    text = f"{HEAD}.visible .entry k({params})\n{{\n{REGS}\tmov.u32 %r1, dyn;\n\tmov.u32 %r2, bar;\n{body}\tret;\n}}\n"
+    flow = inlined_graph(ptxkit.parse(text).function("k"))
+    found = classify(flow, EventOptions(**options))
+    return [(e.kind.value, describe(e)) for block in found.by_block for e in block]
+
+
+def test_generic_accesses_and_their_widths():
+    body = ("\tst.shared.v4.b32 [%r1+32], {%r3, %r3, %r3, %r3};\n\tld.shared.b16 %h1, [%r1+8];\n"
+            "\tstmatrix.sync.aligned.x4.m8n8.shared.b16 [%r1+256], {%r3, %r3, %r3, %r3};\n"
+            "\tatom.shared.add.u32 %r4, [%r1+4], 1;\n\tst.local.u32 [%rd1], %r3;\n\tld.param.u64 %rd2, [k_p];\n"
+            "\tst.global.u32 [%rd2], %r3;\n")
+    assert events(body) == [("write", "dynamic shared[32:48]"), ("read", "dynamic shared[8:10]"),
+                            ("write", "dynamic shared[256:272]"), ("write", "dynamic shared[4:8]")]
+    assert events(body, tracked=SHARED | GLOBAL)[-1] == ("write", "global")
+
+
+def test_generic_addressing():
+    body = ("\tmov.u64 %rd1, dyn;\n\tcvta.shared.u64 %rd2, %rd1;\n\tst.u32 [%rd2+16], %r3;\n"
+            "\tld.param.u64 %rd3, [k_p];\n\tld.global.u64 %rd4, [%rd3];\n\tst.u32 [%rd4], %r3;\n"
+            "\tst.u32 [dyn+4], %r3;\n")
+    # a pointer loaded from memory cannot be shared here: nothing stores a shared address
+    assert events(body) == [("write", "dynamic shared[16:20]"), ("write", "dynamic shared[4:8]")]
+
+
+def test_async_footprints():
+    body = ("\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 4096;\n"
+            "\tcp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1+8192],"
+            " [%rd9, {%r0, %r0}], [%r2];\n"
+            "\tcp.async.bulk.global.shared::cta.bulk_group [%rd9], [%r1+1024], 512;\n"
+            "\tcp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd9, {%r0}], [%r1+2048];\n")
+    found = events(body)
+    assert found[0] == ("arrive", "mbarrier bar[0:8]")
+    assert found[1] == ("async", "writes dynamic shared[8192:12288]")  # the box: the armed 4096 bytes
+    assert found[2] == ("arrive", "mbarrier bar[0:8]")  # its completion hands the issuer's accesses over
+    assert found[3] == ("async", "dynamic shared[1024:1536]")
+    assert found[4] == ("async", "dynamic shared[2048:232448]")  # a store's box is not known: to the end
+
+
+def test_two_loads_of_one_tensor_map_share_the_armed_bytes():
+    tma = ("\tcp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1+OFF],"
+           " [%rd9, {%r0, %r0}], [%r2];\n")
+    body = ("\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 32768;\n" + tma.replace("OFF", "0")
+            + "\tadd.s32 %r5, %r1, 1;\n" + tma.replace("OFF", "16384"))
+    writes = [d for k, d in events(body) if k == "async"]
+    assert writes == ["writes dynamic shared[0:16384]", "writes dynamic shared[16384:32768]"]
+
+
+def test_hand_offs():
+    body = ("\tbar.sync 3, 128;\n\tbar.arrive %r9, 128;\n\tbarrier.cluster.arrive.relaxed;\n"
+            "\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;\n"
+            "\tcp.async.mbarrier.arrive.noinc.shared.b64 [%r2];\n")
+    assert events(body) == [("arrive+wait", "named barrier 3"), ("arrive", "named barrier any"),
+                            ("arrive", "cluster barrier"), ("wait", "mbarrier bar[0:8]"),
+                            ("arrive", "mbarrier bar[0:8]")]
+    text = f"{HEAD}.visible .entry k()\n{{\n{REGS}\tmov.u32 %r2, bar;\n\tmapa.shared::cluster.u32 %r3, %r2, 1;\n" \
+           f"\tmbarrier.arrive.shared::cluster.b64 _, [%r3];\n\tret;\n}}\n"
+    (arrive,) = [e for b in classify(inlined_graph(ptxkit.parse(text).function("k")), EventOptions()).by_block
+                 for e in b]
+    assert arrive.cross and arrive.sync[0] is SyncObject.MBARRIER  # a remote mbarrier: across CTAs
+
+
+def test_wgmma_reads_only_its_descriptors():
+    descriptor = ("\tshr.u32 %r5, %r1, 4;\n\tcvt.u64.u32 %rd5, %r5;\n\tor.b64 %rd6, %rd5, 68720001024;\n"
+                  "\tadd.s32 %r6, %r1, 4096;\n\tshr.u32 %r7, %r6, 4;\n\tcvt.u64.u32 %rd7, %r7;\n"
+                  "\tor.b64 %rd8, %rd7, 68720001024;\n")
+    ss = "\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd6, %rd8, %p1, 1, 1, 0, 0;\n"
+    rs = ("\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, {%r8, %r9, %r10, %r11}, %rd8,"
+          " %p1, 1, 1, 0;\n")
+    assert events(descriptor + ss) == [("async", "dynamic shared[0:2048], dynamic shared[4096:4352]")]
+    assert events(descriptor + rs) == [("async", "dynamic shared[4096:4352]")]  # A comes from registers
+
+
+def test_unknown_and_dead_code():
+    text = f"{HEAD}.visible .entry k()\n{{\n{REGS}\twgmma.future_op.sync %r1;\n\tret;\n}}\n"
+    found = classify(inlined_graph(ptxkit.parse(text).function("k")), EventOptions())
+    assert found.by_block[0][0].kind is Kind.ASYNC and "unknown async-looking opcode" in found.warnings[0][1]
+    body = ("\tmov.u32 %r3, %tid.x;\n\tsetp.lt.u32 %p1, %r3, 2048;\n\t@%p1 bra L;\n\tshl.b32 %r4, %r3, 2;\n"
+            "\tadd.s32 %r5, %r1, %r4;\n\tst.shared.u32 [%r5], %r3;\nL:\n")
+    assert events(body) == []  # %tid.x < 2048 always: the store never runs
+    assert events(body.replace("2048", "512")) == [("write", "dynamic shared[2048:4096]")]
