@@ -37,9 +37,7 @@ class DataflowResult(NamedTuple):
 
 
 def solve_forward(graph, transfer: Callable[[int, Any], Any], *, entry, bottom, join: Callable[[Any, Any], Any],
-                  equal: Callable[[Any, Any], bool] = operator.eq, max_rounds: int | None = None,
-                  widen: Callable[[Any, Any], Any] | None = None, widen_after: int = 3,
-                  edge: Callable[[int, int, Any], Any] | None = None) -> DataflowResult:
+                  equal: Callable[[Any, Any], bool] = operator.eq, max_rounds: int | None = None) -> DataflowResult:
     """Solve a forward dataflow problem to its least fixpoint (see the module doc).
 
     Every reachable node is visited at least once, in reverse post-order; afterwards
@@ -48,20 +46,12 @@ def solve_forward(graph, transfer: Callable[[int, Any], Any], *, entry, bottom, 
     the code after them is looked at again.
 
     `max_rounds` (visits per node) turns a non-terminating problem (a non-monotone
-    transfer or an infinite lattice) into a `RuntimeError` instead of a hang. For a
-    lattice of infinite height give `widen(old_in, new_in)`: from the visit after
-    `widen_after` on, a node's in-state is widened against its previous one, which
-    must make every ascending chain finite. `edge(pred, node, out_state)`, when given,
-    is what flows along the edge ``pred -> node`` (a branch condition can narrow it).
+    transfer or an infinite lattice) into a `RuntimeError` instead of a hang.
 
     >>> from types import SimpleNamespace
     >>> line = SimpleNamespace(succ=[[1], []], pred=[[], [0]], rpo=[0, 1], start=0)
     >>> solve_forward(line, lambda n, x: x + [n], entry=[], bottom=[], join=lambda a, b: a or b).outs
     [[0], [0, 1]]
-    >>> loop = SimpleNamespace(succ=[[1], [1]], pred=[[], [0, 1]], rpo=[0, 1], start=0)
-    >>> solve_forward(loop, lambda n, x: x + 1, entry=0, bottom=0, join=max,
-    ...               widen=lambda old, new: new if new <= old else 99).ins
-    [0, 99]
     """
     n = len(graph.succ)
     ins = [bottom] * n
@@ -79,14 +69,13 @@ def solve_forward(graph, transfer: Callable[[int, Any], Any], *, entry, bottom, 
         queued.discard(node)
         state = entry if node == start else bottom
         for p in pred[node]:
-            state = join(state, outs[p] if edge is None else edge(p, node, outs[p]))
-        visits[node] += 1
-        if widen is not None and visits[node] > widen_after:
-            state = widen(ins[node], state)
+            state = join(state, outs[p])
         ins[node] = state
         out = transfer(node, state)
-        if max_rounds is not None and visits[node] > max_rounds:
-            raise RuntimeError(f"dataflow did not converge within {max_rounds} rounds at node {node}")
+        if max_rounds is not None:
+            visits[node] += 1
+            if visits[node] > max_rounds:
+                raise RuntimeError(f"dataflow did not converge within {max_rounds} rounds at node {node}")
         if equal(out, outs[node]):
             continue  # every reachable node starts queued, so nothing downstream is missed
         outs[node] = out

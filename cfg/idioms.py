@@ -187,57 +187,59 @@ def _tree(instructions, heads, position: int, register: str, x: str, used: list,
     return (heads[at][1],) + tuple(args)
 
 
-def _evaluate(tree, x: int) -> int:
+def _compile(tree):
+    """A function of x computing `tree` on concrete integers (PTX wrap-around)."""
     op = tree[0]
     if op == "x":
-        return x
+        return lambda x: x
     if op == "imm":
-        return tree[1]
-    args = [_evaluate(a, x) for a in tree[1:]]
+        value = tree[1]
+        return lambda x: value
+    args = [_compile(a) for a in tree[1:]]
     parts = op.split(".")
     base, modifiers = parts[0], parts[1:]
-    bits = 64 if any(m.endswith("64") for m in modifiers[-1:]) else 32
-    if base == "cvt":
-        bits = 64 if modifiers[0].endswith("64") else 32
+    bits = 64 if (modifiers[0] if base == "cvt" else modifiers[-1]).endswith("64") else 32
     mask = (1 << bits) - 1
-    signed = any(m.startswith("s") for m in modifiers[-1:])
-    a = args[0] & mask if base != "cvt" else args[0]
-    if signed and a >> (bits - 1):
-        a -= 1 << bits
+    signed = base != "cvt" and modifiers[-1].startswith("s")
+    first = args[0]
+    second = args[1] if len(args) > 1 else (lambda x: 0)
+
+    def a(x):
+        value = first(x) & mask if base != "cvt" else first(x)
+        return value - (1 << bits) if signed and value >> (bits - 1) else value
+
     if base in ("mov", "cvt"):
-        return a & mask
-    b = args[1] & mask if len(args) > 1 else 0
+        return lambda x: a(x) & mask
     if base == "mul":
         if "wide" in modifiers:
-            return (args[0] & _MASK32) * (args[1] & _MASK32)
-        product = a * b
-        return (product >> bits) & mask if "hi" in modifiers else product & mask
+            return lambda x: (first(x) & _MASK32) * (second(x) & _MASK32)
+        if "hi" in modifiers:
+            return lambda x: ((a(x) * (second(x) & mask)) >> bits) & mask
+        return lambda x: (a(x) * (second(x) & mask)) & mask
     if base == "mad":
-        return (a * b + args[2]) & mask
-    if base == "shr":
-        return (a >> b) & mask
-    if base == "shl":
-        return (a << b) & mask
-    if base == "add":
-        return (a + b) & mask
-    if base == "sub":
-        return (a - b) & mask
-    if base == "and":
-        return a & b
-    return a // b if b else 0
+        third = args[2]
+        return lambda x: (a(x) * (second(x) & mask) + third(x)) & mask
+    operation = {"shr": lambda p, q: p >> q, "shl": lambda p, q: p << q, "add": lambda p, q: p + q,
+                 "sub": lambda p, q: p - q, "and": lambda p, q: p & q,
+                 "div": lambda p, q: p // q if q else 0}[base]
+    return lambda x: operation(a(x), second(x) & mask) & mask
 
 
-#: Inputs the division check tries, besides evenly spread ones.
-PROBES = 4096
+#: Evenly spread inputs the division check tries, besides those near the ends of the range.
+PROBES = 256
 
 
 @functools.lru_cache(maxsize=256)
 def _divides(tree, divisor: int) -> bool:
-    """True when `tree` computes ``x // divisor`` on every probe value of x."""
-    values = set(range(0, 4 * divisor + 64))
+    """True when `tree` computes ``x // divisor`` on every probe value of x: the small
+    ones, the ones around the last few multiples of `divisor` below 2**31 and 2**32,
+    and evenly spread ones."""
+    values = set(range(0, 2 * divisor + 2))
     for top in (1 << 31, 1 << 32):
-        start = top - top % divisor
-        values.update(range(max(start - 4 * divisor, 0), min(start + 4 * divisor, 1 << 32)))
-        values.update(range(top - 64, top))
+        last = top - 1 - (top - 1) % divisor
+        for k in range(4):
+            values.update(range(max(last - k * divisor - 1, 0), min(last - k * divisor + 2, top)))
+        values.update(range(top - 4, top))
     values.update(range(0, 1 << 32, (1 << 32) // PROBES + 1))
-    return all(_evaluate(tree, x) & _MASK32 == x // divisor for x in values)
+    function = _compile(tree)
+    return all(function(x) & _MASK32 == x // divisor for x in values)

@@ -32,7 +32,6 @@ its ``setp``; parameters and results of inlined calls.
 
 from __future__ import annotations
 
-from ptxkit.cfg.dataflow import solve_forward
 from ptxkit.cfg.idioms import remainder
 from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
@@ -270,8 +269,17 @@ class _Analysis:
         offset = int(operands[0].value or 0)
         return [self.param_key(block, operands[0].name, offset + i * width, loading=False) for i in range(count)]
 
-    def solve(self, queries: dict) -> dict:
+    def solve(self, queries: dict) -> tuple[dict, set]:
+        """Values by a sparse fixpoint over the definitions that matter (docs/fence.md
+        §3.1). The registers defined more than once are put in SSA form first (a version
+        per definition, joins at the dominance frontiers), so every value belongs to
+        one program point; a version's value is what its definition computes from the
+        versions it reads, narrowed by the branch conditions that dominate the reader; a
+        version whose value keeps growing is widened to the constants the code compares
+        against."""
         definitions = self.definitions()
+        self.defined = set(definitions)
+        self._defined_at = {key: set(sites) for key, sites in definitions.items()}
         wanted = set()
         for block, position, operand in queries.values():
             wanted.update(self.sources_of(block, operand))
@@ -279,75 +287,274 @@ class _Analysis:
         rules: dict = {}
         seen: set = set()
         self.slice(definitions, wanted, rules, seen)
-        for _, (key, _, _, _, chain) in conditions.values():  # conditions that bound what we follow
+        for _, (key, _, _, _, chain), _ in conditions.values():  # conditions that bound what we follow
             keys = [key] + [source for source, _ in chain]
             if any(k in seen for k in keys):
                 self.slice(definitions, set(keys) - seen, rules, seen)
-        by_block: dict[int, list] = {}
-        for (block, position), rule in rules.items():
-            by_block.setdefault(block, []).append((position, rule))
-        for items in by_block.values():
-            items.sort(key=lambda item: item[0])
+        from ptxkit.cfg.dominance import DominatorTree
 
-        def transfer(block, state):
-            items = by_block.get(block)
-            if not items or state is None:
-                return state
-            state = dict(state)
-            for _, rule in items:
-                rule(state)
-            return state
-
-        def edge(pred, node, state):
-            condition = conditions.get(pred)
-            if condition is None or state is None:
-                return state
-            kinds = self.flow.kinds.get((pred, node), "").split(",")
-            if ("taken" in kinds) == ("fallthrough" in kinds):
-                return state
-            holds = ("taken" in kinds) != condition[0]
-            refined = dict(state)
-            key, comparison, bound, unsigned, chain = condition[1]
-            value = refined.get(key)
-            if value is None:
-                value = (Atom(0, None, None, -INF, INF),)
-            value = refine(value, comparison, bound, holds, unsigned)
-            if not value:
-                return None  # the branch cannot go this way
-            if key in refined:
-                refined[key] = value
-            for source, inverse in chain:  # the registers the compared one was computed from
-                value = inverse(value)
-                if source in refined:
-                    value = meet(refined[source], value)
-                    if not value:
-                        return None
-                    refined[source] = value
-            return refined
-
-        thresholds = sorted(self.thresholds)
-
-        def widen_state(old, new):
-            return _widen(old, new, thresholds)
-
-        result = solve_forward(self.flow, transfer, entry={}, bottom=None, join=_join, widen=widen_state,
-                               widen_after=4, edge=edge)
-        dead = {block for block in self.flow.rpo if result.ins[block] is None}
+        self.dominators = DominatorTree.of(self.flow)
+        self.values: dict[str, tuple] = {}
+        self.updates: dict[str, int] = {}
+        self.thresholds_sorted = sorted(self.thresholds)
+        phis = self._rename(definitions, rules, queries, conditions, seen)
+        self._refinements(conditions, definitions)
+        readers: dict[str, list] = {}
+        rank = {block: i for i, block in enumerate(self.flow.rpo)}
+        order = sorted((key for key in rules if key[0] in rank), key=lambda key: (rank[key[0]], key[1]))
+        work_items = {key: rules[key][0] for key in order}
+        for key in order:
+            for source in rules[key][1]:
+                readers.setdefault(self.uses.get((key, source), source), []).append(key)
+        for (at, target), previous in self.kept.items():  # a guarded definition may keep the old version
+            readers.setdefault(previous, []).append(at)
+        for version, inputs in phis.items():
+            item = ("phi", version)
+            work_items[item] = self._phi(version, inputs)
+            order.append(item)
+            for source in inputs:
+                readers.setdefault(source, []).append(item)
+        for x_key, sources in self.depends.items():  # a narrowing by a condition on x reads x
+            for source in sources:
+                readers.setdefault(x_key, []).extend(readers.get(source, ()))
+        work = list(reversed(order))
+        queued = set(order)
+        while work:
+            item = work.pop()
+            queued.discard(item)
+            self.dirty = []
+            work_items[item](item)
+            for changed in self.dirty:
+                for reader in readers.get(changed, ()):
+                    if reader not in queued:
+                        queued.add(reader)
+                        work.append(reader)
+        dead = self._dead_blocks()
         answers = {}
-        ordered = sorted(queries.items(), key=lambda item: (item[1][0], item[1][1]))
-        current_block, state, done = None, None, 0
-        for key, (block, position, operand) in ordered:
-            if block in dead:
-                answers[key] = ()
-                continue
-            if block != current_block:
-                current_block, state, done = block, dict(result.ins[block] or {}), 0
-            items = by_block.get(block, ())
-            while done < len(items) and items[done][0] < position:
-                items[done][1](state)
-                done += 1
-            answers[key] = self.evaluate(block, operand, state)
+        for key, (block, position, operand) in queries.items():
+            answers[key] = () if block in dead else self.evaluate(block, operand, ("query", key, block))
         return answers, dead
+
+    def _rename(self, definitions, rules, queries, conditions, keys) -> dict:
+        """SSA versions of the registers in `keys` defined more than once: fills
+        `uses` ((point, key) -> version read there), `defs` ((point, key) -> version
+        written), `kept` ((point, key) -> the version a guarded definition may keep),
+        and returns the joins: ``{version: [input versions]}``."""
+        multi = {key for key in keys if len(definitions.get(key, ())) > 1}
+        self.uses, self.defs, self.kept = {}, {}, {}
+        if not multi:
+            return {}
+        flow = self.flow
+        idom = self.dominators.idom
+        frontier: dict[int, set] = {}
+        for block in flow.rpo:
+            preds = [p for p in flow.pred[block] if p in idom]
+            if len(preds) < 2:
+                continue
+            for runner in preds:
+                while runner != idom.get(block) and runner is not None:
+                    frontier.setdefault(runner, set()).add(block)
+                    parent = idom.get(runner)
+                    runner = parent if parent != runner else None
+        phi_at: dict[int, list] = {}
+        for key in multi:
+            blocks = {b for b, _ in definitions[key]}
+            work, placed = list(blocks), set()
+            while work:
+                for target in frontier.get(work.pop(), ()):
+                    if target not in placed:
+                        placed.add(target)
+                        phi_at.setdefault(target, []).append(key)
+                        if target not in blocks:
+                            blocks.add(target)
+                            work.append(target)
+        points: dict[int, list] = {}  # block -> [(position, order, kind, key, point)]
+        for (block, position), (_, sources) in rules.items():
+            point = (block, position)
+            for source in sources:
+                if source in multi:
+                    points.setdefault(block, []).append((position, 0, "use", source, point))
+            guard = flow.blocks[block].heads[position][0]
+            for key in multi:
+                if (block, position) in self._defined_at.get(key, ()):
+                    if guard is not None:
+                        points.setdefault(block, []).append((position, 1, "keep", key, point))
+                    points.setdefault(block, []).append((position, 2, "def", key, point))
+        for name, (block, position, operand) in queries.items():
+            for source in self.sources_of(block, operand):
+                if source in multi:
+                    points.setdefault(block, []).append((position, 0, "use", source, ("query", name, block)))
+        for block, (_, (key, *_), at) in conditions.items():
+            if key in multi:
+                points.setdefault(block, []).append((at, 0, "use", key, ("branch", block, block)))
+        for items in points.values():
+            items.sort(key=lambda item: (item[0], item[1]))
+        children: dict[int, list] = {}
+        for node, parent in idom.items():
+            if node != parent:
+                children.setdefault(parent, []).append(node)
+        phis: dict[str, list] = {}
+        pushed_at: dict[int, list] = {}
+        stacks = {key: [key + "@entry"] for key in multi}
+        root = next((n for n, p in idom.items() if n == p), None)
+        if root is None:
+            return {}
+        stack = [(root, False)]
+        while stack:
+            block, leaving = stack.pop()
+            if leaving:
+                for key in reversed(pushed_at.pop(block)):
+                    stacks[key].pop()
+                continue
+            pushed = []
+            for key in phi_at.get(block, ()):
+                version = f"{key}@join{block}"
+                phis.setdefault(version, [])
+                stacks[key].append(version)
+                pushed.append(key)
+            for position, _, kind, key, point in points.get(block, ()):
+                if kind == "use":
+                    self.uses[(point, key)] = stacks[key][-1]
+                elif kind == "keep":
+                    self.kept[(point, key)] = stacks[key][-1]
+                else:
+                    version = f"{key}@{block}:{position}"
+                    self.defs[(point, key)] = version
+                    stacks[key].append(version)
+                    pushed.append(key)
+            for successor in flow.succ[block]:
+                for key in phi_at.get(successor, ()):
+                    phis.setdefault(f"{key}@join{successor}", []).append(stacks[key][-1])
+            pushed_at[block] = pushed
+            stack.append((block, True))
+            for child in children.get(block, ()):
+                stack.append((child, False))
+        return phis
+
+    def _phi(self, version: str, inputs: list):
+        def join_inputs(item):
+            value = ()
+            for source in inputs:
+                value = join(value, self.values.get(source, ()))
+            self.assign(item, version, value, True, versioned=True)
+        return join_inputs
+
+    def _refinements(self, conditions: dict, definitions: dict) -> None:
+        """Where each branch condition holds: along an edge that dominates its target (the
+        target's other predecessors are inside its loops), in every block the target
+        dominates. The compared register is narrowed as the version the test read; the
+        registers it was computed from only when defined once."""
+        self.narrowing: dict[int, list] = {}  # block -> [(version, narrow(value))] that start there
+        self.depends: dict[str, set] = {}
+        self._memo: dict[int, dict] = {}
+        for branch, (negated, (key, comparison, bound, unsigned, chain), _) in conditions.items():
+            key = self.uses.get((("branch", branch, branch), key), key)
+            chain = [(source, inverse) for source, inverse in chain if len(definitions.get(source, ())) == 1]
+            for successor in set(self.flow.succ[branch]):
+                if any(p != branch and not self.dominators.dominates(successor, p) for p in self.flow.pred[successor]):
+                    continue  # the edge must dominate the successor (other edges in are its loops' back edges)
+                kinds = self.flow.kinds.get((branch, successor), "").split(",")
+                if ("taken" in kinds) == ("fallthrough" in kinds):
+                    continue
+                holds = ("taken" in kinds) != negated
+                narrow = self._narrowing(branch, key, comparison, bound, unsigned, holds, chain)
+                self.narrowing.setdefault(successor, []).extend(narrow)
+                self.depends.setdefault(key, set()).update(source for source, _ in chain)
+
+    def _narrowing(self, branch: int, key: str, comparison, bound, unsigned, holds, chain) -> list:
+        """``[(key, narrow)]`` for the compared register and each register of its chain."""
+        def compared(value):
+            return refine(value, comparison, bound, holds, unsigned)
+
+        out = [(key, compared)]
+        steps: list = []
+        for source, inverse in chain:
+            steps.append(inverse)
+
+            def bounded(value, steps=tuple(steps)):
+                limit = compared(self._narrowed(branch, key, self.values.get(key, ())))
+                for step in steps:
+                    if not limit:
+                        return ()
+                    limit = step(limit)
+                return meet(value, limit) if value and limit else ()
+
+            out.append((source, bounded))
+        return out
+
+    def _narrowed_at(self, block: int) -> dict:
+        """key -> the narrowings that hold in `block` (from its dominators, outermost first)."""
+        memo = self._memo.get(block)
+        if memo is None:
+            parent = self.dominators.idom.get(block)
+            inherited = self._narrowed_at(parent) if isinstance(parent, int) and parent != block else {}
+            own = self.narrowing.get(block)
+            if own:
+                memo = {key: list(value) for key, value in inherited.items()}
+                for key, narrow in own:
+                    memo.setdefault(key, []).append(narrow)
+            else:
+                memo = inherited
+            self._memo[block] = memo
+        return memo
+
+    def _dead_blocks(self) -> set:
+        """Blocks that some dominating branch condition says no run ever reaches."""
+        dead_starts = set()
+        for block, narrowings in self.narrowing.items():
+            parent = self.dominators.idom.get(block)
+            for version, narrow in narrowings:
+                base = self.values.get(version, ())
+                if isinstance(parent, int):
+                    base = self._narrowed(parent, version, base)
+                if base and not narrow(base):
+                    dead_starts.add(block)
+        if not dead_starts:
+            return set()
+        dead = set()
+        for block in self.flow.rpo:
+            node = block
+            while isinstance(node, int):
+                if node in dead_starts:
+                    dead.add(block)
+                    break
+                parent = self.dominators.idom.get(node)
+                node = parent if parent != node else None
+        return dead
+
+    def lookup(self, at, key: str) -> tuple:
+        """A register's value where `at` reads it (a rule's ``(block, position)``, a
+        query's point): the value of the version reaching there, narrowed by the branch
+        conditions dominating the block (the empty value until its definition has been
+        evaluated; top for a register nothing defines)."""
+        version = self.uses.get((at, key), key)
+        value = self.values.get(version)
+        if value is None:
+            value = () if key in self.defined else TOP
+        return self._narrowed(at[-1] if at[0] in ("query", "branch") else at[0], version, value)
+
+    def _narrowed(self, block: int, version: str, value: tuple) -> tuple:
+        for narrow in self._narrowed_at(block).get(version, ()):
+            if not value:
+                break
+            value = narrow(value)
+        return value
+
+    def assign(self, at, key: str, value: tuple, strong: bool, versioned: bool = False) -> None:
+        """Record what the definition at `at` computes for `key`; a guarded one keeps the
+        version it may leave in place too."""
+        version = key if versioned else self.defs.get((at, key), key)
+        kept = self.kept.get((at, key))
+        if kept is not None:
+            value = join(value, self.values.get(kept, ()))
+        old = self.values.get(version, ())
+        new = join(old, value)
+        if new == old:
+            return
+        count = self.updates.get(version, 0) + 1
+        self.updates[version] = count
+        self.values[version] = widen(old, new, self.thresholds_sorted) if count > 3 and old else new
+        self.dirty.append(version)
 
     def sources_of(self, block: int, operand) -> list[str]:
         if isinstance(operand, str):  # a key: a call argument
@@ -369,19 +576,19 @@ class _Analysis:
                 if (block, position) in rules:
                     continue
                 rule, sources = self.rule(block, position)
-                rules[(block, position)] = rule
+                rules[(block, position)] = (rule, sources)
                 for source in sources:
                     if source not in seen:
                         seen.add(source)
                         work.append(source)
 
     # -- evaluation ------------------------------------------------------------------------
-    def evaluate(self, block: int, operand, state: dict) -> tuple:
+    def evaluate(self, block: int, operand, at: int) -> tuple:
         if isinstance(operand, str):
-            return state.get(operand, TOP)
+            return self.lookup(at, operand)
         kind = operand.kind
         if kind == "register":
-            return state.get(self.prefix(block) + operand.name, TOP)
+            return self.lookup(at, self.prefix(block) + operand.name)
         if kind == "immediate":
             value = operand.value
             return number(value) if isinstance(value, int) else TOP
@@ -392,18 +599,19 @@ class _Analysis:
             table = self.symbol_values(block)
             found = table.get(operand.name, TOP)
             if found is None:  # a register declared without %
-                return state.get(self.prefix(block) + operand.name, TOP)
+                return self.lookup(at, self.prefix(block) + operand.name)
             return add(found, number(int(operand.value or 0))) if operand.value else found
         if kind == "memory":
             base = operand.elements[0] if operand.elements else None
-            value = self.evaluate(block, base, state) if base is not None else number(0)
+            value = self.evaluate(block, base, at) if base is not None else number(0)
             return add(value, number(int(operand.value))) if operand.value else value
         if kind == "vector" and len(operand.elements) == 1:
-            return self.evaluate(block, operand.elements[0], state)
+            return self.evaluate(block, operand.elements[0], at)
         return TOP
 
     def rule(self, block: int, position: int):
-        """``(apply(state), source keys)`` for the instruction at (block, position)."""
+        """``(apply(at), source keys)`` for the instruction at (block, position); `at` is the block
+        whose view of the registers it reads (its own)."""
         instruction = self.flow.blocks[block].instructions[position]
         guard, opcode, base, _ = self.flow.blocks[block].heads[position]
         prefix = self.prefix(block)
@@ -417,9 +625,9 @@ class _Analysis:
             keys = self._param_store_keys(block, instruction)
             values = operands[1].elements if operands[1].kind == "vector" else (operands[1],)
 
-            def store(state, keys=keys, values=values):
+            def store(at, keys=keys, values=values):
                 for key, value in zip(keys, values):
-                    state[key] = self.evaluate(block, value, state)
+                    self.assign(at, key, self.evaluate(block, value, at), True)
 
             return store, sources
         targets = [prefix + name for name in _targets(operands[0], plain)]
@@ -438,10 +646,10 @@ class _Analysis:
             sources = [k for k in self._param_load_keys(block, operands, opcode) if k is not None]
         strong = guard is None
 
-        def apply(state, targets=targets, compute=compute, strong=strong):
-            values = compute(state)
+        def apply(at, targets=targets, compute=compute, strong=strong):
+            values = compute(at)
             for target, value in zip(targets, values):
-                state[target] = value if strong else join(state.get(target, ()), value)
+                self.assign(at, target, value, strong)
 
         return apply, sources
 
@@ -455,67 +663,68 @@ class _Analysis:
         return [self.param_key(block, memory.name, offset + i * width, loading=True) for i in range(count)]
 
     def computation(self, block: int, opcode: str, base: str, modifiers: list, operands, targets: list):
-        """A function ``state -> [value per target]`` for one defining instruction."""
+        """A function ``at -> [value per target]`` for one defining instruction (`at`: the block
+        whose view of the operands counts)."""
         count = len(targets)
         evaluate = self.evaluate
         args = operands[1:]
 
-        def values(state):
-            return [evaluate(block, a, state) for a in args]
+        def values(at):
+            return [evaluate(block, a, at) for a in args]
 
         width = _width(modifiers)
         if base in ("mov", "shfl") and args:
             source = args[0]
             if base == "mov" and source.kind == "vector" and count == 1:
                 parts = source.elements
-                return lambda state: [pack([evaluate(block, p, state) for p in parts], width // len(parts))]
+                return lambda at: [pack([evaluate(block, p, at) for p in parts], width // len(parts))]
             if count > 1 and base == "mov":  # mov.b64 {lo, hi}, %rd
-                return lambda state: unpack(evaluate(block, source, state), count, width // count)
-            return lambda state: [evaluate(block, source, state)] + [TOP] * (count - 1)
+                return lambda at: unpack(evaluate(block, source, at), count, width // count)
+            return lambda at: [evaluate(block, source, at)] + [TOP] * (count - 1)
         if base == "cvt":
             types = [m for m in modifiers if m in _INTEGER_TYPES or m in _OTHER_TYPES]
             if len(types) != 2 or types[0] in _OTHER_TYPES or types[1] in _OTHER_TYPES:
-                return lambda state: [TOP] * count
+                return lambda at: [TOP] * count
             bits = _INTEGER_TYPES[types[0]]
-            return lambda state: [truncate(evaluate(block, args[0], state), bits)]
+            return lambda at: [truncate(evaluate(block, args[0], at), bits)]
         if base == "cvta":
-            return lambda state: [_cvta(evaluate(block, args[0], state), modifiers)]
+            return lambda at: [_cvta(evaluate(block, args[0], at), modifiers)]
         if base == "mapa":
-            return lambda state: [_mapa(evaluate(block, args[0], state), modifiers)]
+            return lambda at: [_mapa(evaluate(block, args[0], at), modifiers)]
         if base == "ld":
             if _is_param(modifiers):
                 return self._param_load(block, opcode, operands, modifiers, count)
-            return lambda state: [TOP] * count
+            return lambda at: [TOP] * count
         binary = _BINARY.get(base)
         if binary is not None and len(args) == 2:
-            return lambda state: [binary(*values(state), width)]
+            return lambda at: [binary(*values(at), width)]
         if base == "mad" and len(args) == 3:
-            def mad(state):
-                a, b, c = values(state)
+            def mad(at):
+                a, b, c = values(at)
                 return [add(mul(a, b), c)]
             return mad
         if base in ("selp", "slct") and len(args) >= 2:
-            return lambda state: [join(evaluate(block, args[0], state), evaluate(block, args[1], state))]
+            return lambda at: [join(evaluate(block, args[0], at), evaluate(block, args[1], at))]
         if base == "neg" and args:
-            return lambda state: [neg(evaluate(block, args[0], state))]
+            return lambda at: [neg(evaluate(block, args[0], at))]
         if base in _COUNTS:
-            return lambda state: [number(0, 64)] + [TOP] * (count - 1)
+            return lambda at: [number(0, 64)] + [TOP] * (count - 1)
         if base == "bfe" and len(args) == 3:
-            return lambda state: [_bit_field(evaluate(block, args[2], state))]
-        return lambda state: [TOP] * count
+            return lambda at: [_bit_field(evaluate(block, args[2], at))]
+        return lambda at: [TOP] * count
 
     def _param_load(self, block: int, opcode: str, operands, modifiers, count: int):
         keys = self._param_load_keys(block, operands, opcode)
         context = self.flow.blocks[block].context
         memory = operands[1]
         if keys[0] is not None and context is not None and (context.parent is not None or self.returning.get(block)):
-            return lambda state: [state.get(key, TOP) if key is not None else TOP for key in keys]
+            return lambda at: [self.lookup(at, key) if key is not None else TOP for key in keys]
         if context is None or context.parent is None:
             signature = self.flow.function.signature if context is None else context.function.signature
             if signature.kind == "entry":
                 value = self._kernel_parameter(signature, memory, modifiers)
-                return lambda state: [value] + [TOP] * (count - 1)
-        return lambda state: [TOP] * count
+                return lambda at: [value] + [TOP] * (count - 1)
+        return lambda at: [TOP] * count
 
     @staticmethod
     def _kernel_parameter(signature, memory, modifiers) -> tuple:
@@ -536,9 +745,9 @@ class _Analysis:
         return TOP
 
     def branch_conditions(self, definitions: dict) -> dict:
-        """Block -> (negated, (key, comparison, bound, unsigned, chain)) for blocks
-        ending in ``@p bra`` whose ``p`` comes from a ``setp`` of a register and a
-        constant in the same block. The `chain` lists ``(key, inverse)`` for the
+        """Block -> (negated, (key, comparison, bound, unsigned, chain), setp position)
+        for blocks ending in ``@p bra`` whose ``p`` comes from a ``setp`` of a register
+        and a constant in the same block. The `chain` lists ``(key, inverse)`` for the
         registers the compared one was computed from (see `_inverse_chain`): each is
         narrowed too."""
         found = {}
@@ -577,7 +786,7 @@ class _Analysis:
             prefix = self.prefix(block.index)
             self.thresholds.update((bound - 1, bound, bound + 1))
             chain = self._inverse_chain(block.index, at, prefix + register, definitions)
-            found[block.index] = (negated, (prefix + register, comparison, bound, unsigned, chain))
+            found[block.index] = (negated, (prefix + register, comparison, bound, unsigned, chain), at)
         return found
 
     def _inverse_chain(self, block: int, position: int, key: str, definitions: dict) -> list:
@@ -647,15 +856,15 @@ class _Analysis:
     def remainder_range(self, block: int, found):
         """The range of a recognised remainder idiom (`ptxkit.cfg.idioms`)."""
         if found.kind == "division":
-            return lambda state: [number(0, found.modulus - 1)]
+            return lambda at: [number(0, found.modulus - 1)]
         x_key = self.prefix(block) + found.x
 
-        def aligned(state):
-            bias = self.evaluate(block, found.bias, state) if found.bias is not None else number(0)
+        def aligned(at):
+            bias = self.evaluate(block, found.bias, at) if found.bias is not None else number(0)
             if len(bias) != 1 or bias[0].form != 0 or bias[0].hi >= INF or bias[0].lo <= -INF:
                 return [TOP]
             if found.limit is not None:
-                z = add(state.get(x_key, TOP), bias)
+                z = add(self.lookup(at, x_key), bias)
                 if len(z) != 1 or z[0].form != 0 or z[0].lo < 0 or z[0].hi >= found.limit:
                     return [TOP]
             return [number(-bias[0].hi, found.modulus - 1 - bias[0].lo)]
@@ -707,14 +916,14 @@ class _Analysis:
             sides.append(("x", summand[2].value, holds))
         key = prefix + x
 
-        def compute(state):
+        def compute(at):
             out = ()
             for side in sides:
                 if side[0] == "const":
                     out = join(out, side[1])
                 else:
                     _, step, holds = side
-                    out = join(out, add(refine(state.get(key, TOP), comparison, bound, holds), number(step)))
+                    out = join(out, add(refine(self.lookup(at, key), comparison, bound, holds), number(step)))
             return [out if out else TOP]
 
         return compute, [key]
@@ -778,24 +987,6 @@ def _width(modifiers) -> int:
 
 def _element_bytes(opcode: str) -> int:
     return max(_width(opcode.split(".")[1:]) // 8, 1)
-
-
-def _join(a: dict | None, b: dict | None) -> dict | None:
-    if b is None or a is b:
-        return a
-    if a is None:
-        return b
-    merged = dict(a)
-    for key, value in b.items():
-        old = merged.get(key)
-        merged[key] = value if old is None else join(old, value)
-    return merged
-
-
-def _widen(old: dict | None, new: dict | None, thresholds: list) -> dict | None:
-    if old is new or old is None or new is None:
-        return new
-    return {key: widen(old[key], value, thresholds) if key in old else value for key, value in new.items()}
 
 
 def _cvta(value: tuple, modifiers: list) -> tuple:
