@@ -50,7 +50,7 @@ def test_options_reach_the_generators(capsys):
                  "--src-shape", "16,128", "--src-layout", "S[(2,8,16,4,2):(2,4@laneid,4,1@laneid,1)]",
                  "--dst-shape", "16,4", "--dst-layout", "S[(2,32):(1,1@laneid)]", "--name", "wgmma_max"]) == 0
     text = capsys.readouterr().out
-    assert ".visible .entry wgmma_max(" in text and "max.f16x2" in text and "activemask.b32" in text
+    assert ".visible .entry wgmma_max(" in text and "max.NaN.f16x2" in text and "activemask.b32" in text
     assert main(["gen", "reduce", "--strategy", "shuffle", "--no-pack", "--dtype", "bf16", "--src-shape", "32,2",
                  "--src-layout", "S[(32,2):(1@laneid,1)]", "--dst-shape", "2", "--dst-layout",
                  "TileLayout(S[2:1] + R[32 : 1 @ laneid])"]) == 0
