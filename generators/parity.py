@@ -575,7 +575,7 @@ def nan_policy_cases(target="sm_90a") -> list[ParityCase]:
                 def generate(d, s, op=op, policy=policy, scope=scope, options=options):
                     reduce_local(d, s, op=op, scope=scope, nan=policy, **options)
 
-                def expected(a, b, op=op, policy=policy, axis=axis, dst=dst):
+                def expected(a, b, op=op, policy=policy, axis=axis, dst=dst, label=label):
                     if policy == "propagate":
                         result = _reduce(op, a, axis)
                     else:

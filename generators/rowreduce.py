@@ -78,7 +78,7 @@ CTA_THREADS = 256
 MAX_THREADS = 1024
 #: the default gives a row at most 256 threads, so that two or more CTAs share an SM and one's
 #: barrier wait overlaps another's loads; 512 only for element-wise ops on rows of at least
-#: 16 vectors a thread (256 was 7% slower at 50257 bf16 columns, 512 1% faster at 128256)
+#: 16 vectors a thread (512 was 7% slower than 256 at 50257 bf16 columns, 1% faster at 128256)
 DEFAULT_MAX_THREADS = 256
 WIDE_THREADS, WIDE_VECTORS = 512, 16
 #: CTAs per cluster (8 is the portable maximum)

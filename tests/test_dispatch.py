@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ptxkit.generators import harness, parity
 from ptxkit.generators.analysis import ReductionError
 from ptxkit.generators.builder import PtxBuilder
 from ptxkit.generators.dispatch import reduce_local
@@ -109,3 +110,17 @@ def test_storage_scope_and_builders_are_checked_first():
     (other,) = tiles("sm_90a", ((4,), "f32", None))
     with pytest.raises(ReductionError, match="different builders"):
         reduce_local(d, other)
+
+
+NAN_CASES = parity.nan_policy_cases()
+
+
+@pytest.fixture(scope="module")
+def simulated_nan_cases():
+    return harness.simulator(harness.module_text([c.case for c in NAN_CASES]))
+
+
+@pytest.mark.parametrize("case", NAN_CASES, ids=lambda c: c.name)
+def test_the_nan_policy_at_every_strategy_on_the_simulator(case, simulated_nan_cases):
+    """The same cases run on the GPU (tests/test_reduce_gpu.py), exactly."""
+    case.run_and_check(simulated_nan_cases)
