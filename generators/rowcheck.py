@@ -63,7 +63,11 @@ def reference(x, op: str, nan: str = "propagate") -> list[np.ndarray]:
 
 def tolerances(x, op: str, depth: int) -> list[np.ndarray]:
     """The absolute tolerance of each output (f32 results, before a final rounding to a
-    half type) of `op` over the rows of `x`, for a kernel of accumulation depth `depth`."""
+    half type) of `op` over the rows of `x`, for a kernel of accumulation depth `depth`.
+
+    >>> [t.tolist() for t in tolerances(np.ones((1, 4)), "sum", 2)] == [[4 * 2 * U / (1 - 2 * U)]]
+    True
+    """
     x = np.asarray(x, np.float64)
     gamma = gamma_of(depth, "f32")
     finite = np.where(np.isfinite(x), x, 0.0)
@@ -88,7 +92,15 @@ def tolerances(x, op: str, depth: int) -> list[np.ndarray]:
 def assert_matches(got: list, x, op: str, depth: int, dtypes, nan: str = "propagate") -> None:
     """Assert that the outputs `got` (float64 values; indices as integers) of a kernel of
     `depth` with output `dtypes` are the reference of `x` within `tolerances`: exact NaN and
-    infinity positions, f16/bf16 results between the roundings of reference ± tolerance."""
+    infinity positions, f16/bf16 results between the roundings of reference ± tolerance.
+
+    >>> x = np.array([[1.0, 2.0, 4.0]])
+    >>> assert_matches([np.array([4.0])], x, "max", 0, ["f32"])
+    >>> assert_matches([np.array([6.0])], x, "max", 0, ["f32"])
+    Traceback (most recent call last):
+    ...
+    AssertionError: ...
+    """
     for k, (values, want, tol, kind) in enumerate(zip(got, reference(x, op, nan), tolerances(x, op, depth), dtypes)):
         values = np.asarray(values, np.float64)
         want = np.asarray(want, np.float64)

@@ -40,6 +40,10 @@ class RowShape:
     `vectors` is (fewest, most) whole vectors in a row (the head decides); a thread reads
     `full_rounds` vectors in every row and up to `vector_rounds`; at most `most_leftover`
     elements are in the head and tail, read in `leftover_rounds` rounds.
+
+    >>> shape = RowShape(cols=4096, dtype="bf16", threads=128)   # 8 bf16 a vector
+    >>> shape.per_vector, shape.vectors, shape.elements_per_thread()
+    (8, (511, 512), 33)
     """
 
     cols: int
@@ -82,6 +86,14 @@ class RowWalk:
 
     `position` is the thread's place among the row's threads (a .b32 register); `op` says
     what an absent element holds and whether indices are needed.
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> from ptxkit.generators.rowops import ROW_OPS
+    >>> b = PtxBuilder()
+    >>> walk = RowWalk(b, RowShape(100, "f32", 8), ROW_OPS["max"], "%rd0", "%r0")
+    >>> loads = walk.load_vectors(0, 3)
+    >>> len(walk.vector_elements(loads)), b.instructions()[-1].split()[0]
+    (12, 'ld.global.nc.L1::no_allocate.v4.f32')
     """
 
     def __init__(self, b, shape: RowShape, op, address: str, position: str):

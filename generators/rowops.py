@@ -51,7 +51,11 @@ EMPTY = 0xFFFFFFFF
 class Element:
     """One element of a batch: its f32 register, its row index as ``register + offset``,
     and the predicate that says it exists (None: it always does). An element that does
-    not exist holds the op's `RowOp.neutral` value."""
+    not exist holds the op's `RowOp.neutral` value.
+
+    >>> Element("%f3", ("%r7", 12), "%p2").index
+    ('%r7', 12)
+    """
 
     value: str
     index: tuple[str, int]
@@ -64,6 +68,12 @@ class RowOp:
     `lanes` is how many independent states a thread keeps while it folds (for the
     instruction-level parallelism of element-wise ops); the kernel merges them with
     `combine` before the threads combine theirs.
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> b, op = PtxBuilder(), ROW_OPS["sum"]
+    >>> state, other = op.start(b), op.start(b)
+    >>> op.combine(b, state, other); b.instructions()
+    ['mov.f32 %f0, 0f00000000;', 'mov.f32 %f1, 0f00000000;', 'add.f32 %f0, %f0, %f1;']
     """
 
     name: str

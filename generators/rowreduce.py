@@ -95,6 +95,10 @@ class RowReduceKernel:
     ``rows`` elements each; s64 for an index). `threads_per_row` counts the threads of one
     CTA that work on a row; a row is shared by the `cluster` CTAs of a cluster; a thread
     works on `rows_per_thread` rows at once.
+
+    >>> k = row_reduce_kernel(1000, "f16", "argmax")
+    >>> k.params, k.outputs, k.rows_per_cta, k.launch_cluster
+    (('src', 'index', 'rows'), (('index', 's64'),), 32, None)
     """
 
     ptx: str
