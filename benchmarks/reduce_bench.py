@@ -1,36 +1,69 @@
-"""Row-reduction bandwidth on the GPU, next to torch and a device-to-device copy, and the
-SHFL count of the warp strategies' SASS.
+"""Row-reduction bandwidth on the GPU, next to torch's best single call for the same result
+and a device-to-device copy, and the SHFL count of the warp strategies' SASS.
 
-For every cols in {256 … 262144}, f32 and bf16, sum and max, over one 4 GiB tensor viewed
-as [rows, cols]:
+For every op (sum, sumsq, max, min, logsumexp, meanvar, argmax, argmin), f32, f16 and
+bf16, and cols in {1, 7, 100, 1000, 4097, 32000, 50257, 128256, 151936, 262144} plus a
+strided case (4096 columns of rows 4097 elements apart: every row starts at another
+alignment), over one 4 GiB tensor per dtype viewed as [rows, cols]:
 
-* ours: ptxkit's generated row reduction (bytes read per second): its default
-  configuration, and the best of a few variants of threads per row and cluster size
-  (``rowreduce.variants``), each on the grid ``RowReduceKernel.grid`` gives;
-* torch: ``torch.sum`` / ``torch.amax`` over the last dim of the same tensor;
-* copy: ``y.copy_(x)`` of the same tensor (bytes read + written per second);
+* ours: ptxkit's generated row reduction, its default configuration (and with
+  ``--variants`` the best of `rowreduce.variants`), on the grid ``RowReduceKernel.grid``
+  gives;
+* torch: the single call that gives the same result: ``sum``, ``(x.float() ** 2).sum``,
+  ``amax``, ``amin``, ``logsumexp``, ``var_mean(correction=0)``, ``argmax``, ``argmin``
+  over the last dim;
+* copy: ``y.copy_(x)`` of the whole tensor;
 
-all measured in the same run, as TB/s and ratios (target: ours ≥ 0.9 × copy and ≥ torch).
-Each result is checked against torch. Then each warp-reduction kernel's SASS is searched
-for SHFL: there must be log2(width) per 32-bit word reduced.
+all in the same run, as TB/s of bytes read + written (the row elements once, the results
+once), with the ratios (the goal: ours ≥ torch everywhere, ≥ 0.9 × copy wherever a row is
+1 KiB or more). Each of our results is checked against torch's: exact for max, min,
+argmax and argmin (``mismatch`` counts the rows that differ), relative error otherwise.
+Then each warp-reduction kernel's SASS is searched for SHFL: there must be log2(width)
+per 32-bit word reduced.
 
-Run on the GPU machine: ``python benchmarks/reduce_bench.py`` (``--quick`` uses 256 MiB).
-Without a GPU or torch it says so and exits 0.
+Run on the GPU machine: ``python benchmarks/reduce_bench.py`` (``--quick``: 256 MiB;
+``--log FILE``: every measurement as a JSON line). Without a GPU or torch it says so and
+exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 
-COLS = (256, 1024, 4096, 16384, 65536, 262144)
+COLS = (1, 7, 100, 1000, 4097, 32000, 50257, 128256, 151936, 262144)
+#: (cols, row stride): rows of a larger tensor, each starting at another alignment
+STRIDED = (4096, 4097)
+OPS = ("sum", "sumsq", "max", "min", "logsumexp", "meanvar", "argmax", "argmin")
+EXACT = ("max", "min", "argmax", "argmin")
+
+
+def anchors(torch):
+    """op → (what torch runs, the call): torch's best single call for the op's result."""
+    return {
+        "sum": ("sum", lambda v: v.sum(-1)),
+        "sumsq": ("(x.float()**2).sum", lambda v: (v.float() ** 2).sum(-1)),
+        "max": ("amax", lambda v: v.amax(-1)),
+        "min": ("amin", lambda v: v.amin(-1)),
+        "logsumexp": ("logsumexp", lambda v: v.logsumexp(-1)),
+        "meanvar": ("var_mean", lambda v: torch.var_mean(v, -1, correction=0)[::-1]),
+        "argmax": ("argmax", lambda v: v.argmax(-1)),
+        "argmin": ("argmin", lambda v: v.argmin(-1)),
+    }
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="256 MiB instead of 4 GiB")
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--variants", action="store_true", help="also time the variants of each kernel")
+    parser.add_argument("--ops", default=",".join(OPS))
+    parser.add_argument("--dtypes", default="f32,f16,bf16")
+    parser.add_argument("--cols", default=",".join(map(str, COLS)))
+    parser.add_argument("--log", help="write every measurement to this file as JSON lines")
+    parser.add_argument("--jobs", type=int, default=16, help="processes that run ptxas before the timing")
     args = parser.parse_args(argv)
     from ptxkit import runtime
 
@@ -45,68 +78,132 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("reduce_bench: skipped (torch sees no GPU)")
         return 0
-    bandwidth_table(torch, (256 if args.quick else 4096) << 20, args.repeat)
+    shapes = [(int(c), int(c)) for c in args.cols.split(",")] + [STRIDED]
+    ops, dtypes = args.ops.split(","), args.dtypes.split(",")
+    compile_all(shapes, ops, dtypes, args.variants, args.jobs)
+    log = open(args.log, "w") if args.log else None
+    try:
+        bandwidth_table(torch, (256 if args.quick else 4096) << 20, args.repeat, shapes, ops, dtypes, args.variants,
+                        log)
+    finally:
+        if log:
+            log.close()
     print()
     return shfl_table()
 
 
-def bandwidth_table(torch, nbytes: int, repeat: int) -> None:
+def _kernels(cols, stride, dtype, op, variants: bool):
+    from ptxkit.generators.rowreduce import row_reduce_kernel, variants as configs
+
+    shapes = configs(cols, dtype, op) if variants else [(None, None)]
+    return [row_reduce_kernel(cols, dtype, op, threads_per_row=t, rows_per_thread=r, row_stride=stride)
+            for t, r in shapes]
+
+
+def _assemble(ptx: str) -> None:
+    import ptxkit
+
+    ptxkit.assemble(ptx)
+
+
+def compile_all(shapes, ops, dtypes, variants: bool, jobs: int) -> None:
+    """Run ptxas on every kernel in `jobs` processes: the cubin cache then has them all."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    texts = [k.ptx for cols, stride in shapes for dt in dtypes for op in ops
+             for k in _kernels(cols, stride, dt, op, variants)]
+    with ProcessPoolExecutor(jobs) as pool:
+        list(pool.map(_assemble, texts, chunksize=8))
+
+
+def bandwidth_table(torch, nbytes: int, repeat: int, shapes, ops, dtypes, variants: bool, log) -> None:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"row reduction over {nbytes / 2**30:g} GiB on {torch.cuda.get_device_name(0)} ({sms} SMs); "
-          "TB/s = 1e12 bytes/s; ours and torch count bytes read, copy counts bytes read + written")
-    print("TxC: threads per row in each CTA x CTAs per cluster (x1: a plain launch); ours: the default; "
-          "best: the best variant")
-    header = (f"{'dtype':5} {'op':3} {'cols':>6} {'rows':>8} | {'ours':>5} {'TxC':>6} | {'best':>5} {'TxC':>6} | "
-              f"{'torch':>5} {'copy':>5} | {'ours/copy':>9} {'ours/torch':>10} | {'max err':>8}")
+          "TB/s = 1e12 bytes read + written per second (rows once, results once)")
+    print("TxK: threads per row x rows per thread; ours: the default configuration; best: the best variant; "
+          "err: mismatching rows (exact ops) or the largest error relative to torch's largest value")
+    header = (f"{'dtype':5} {'op':9} {'cols':>11} {'rows':>10} | {'ours':>5} {'TxK':>5} | "
+              + (f"{'best':>5} {'TxK':>5} | " if variants else "")
+              + f"{'torch':>5} {'copy':>5} | {'/copy':>5} {'/torch':>6} | {'err':>8} | goal")
     print(header)
     print("-" * len(header))
-    met = shapes = 0
-    for name, torch_dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
+    met = total = 0
+    calls = anchors(torch)
+    for name in dtypes:
+        torch_dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[name]
         x = torch.empty(nbytes // torch_dtype.itemsize, dtype=torch_dtype, device="cuda").uniform_(-1, 1)
         copy = _copy_rate(torch, x, repeat)
-        for op in ("sum", "max"):
-            for cols in COLS:
-                rows = x.numel() // cols
-                view = x.view(rows, cols)
-                torch_op = (lambda v: torch.sum(v, dim=-1)) if op == "sum" else (lambda v: torch.amax(v, dim=-1))
-                theirs = nbytes / _torch_time(torch, lambda: torch_op(view), repeat) / 1e12
-                results = _time_variants(torch, view, name, op, torch_op(view).float(), repeat)
-                ours, ours_shape, _ = results[0]
+        for cols, stride in shapes:
+            rows = x.numel() // stride
+            view = x[: rows * stride].view(rows, stride)[:, :cols]
+            for op in ops:
+                what, call = calls[op]
+                expected = call(view)
+                expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+                moved = view.numel() * view.element_size() + sum(e.numel() * e.element_size() for e in expected)
+                theirs = moved / _torch_time(torch, lambda: call(view), repeat) / 1e12
+                results = _time_kernels(torch, view, name, op, stride, expected, variants, repeat, moved)
+                del expected
+                ours, ours_shape, error = results[0]
                 best, best_shape, _ = max(results)
-                shapes += 1
-                met += ours >= 0.9 * copy and ours >= theirs
-                print(f"{name:5} {op:3} {cols:>6} {rows:>8} | {ours:5.2f} {ours_shape:>6} | {best:5.2f} "
-                      f"{best_shape:>6} | {theirs:5.2f} {copy:5.2f} | {ours / copy:9.2f} {ours / theirs:10.2f} | "
-                      f"{max(r[2] for r in results):8.1e}")
+                goal = ours >= theirs and (cols * x.element_size() < 1024 or ours >= 0.9 * copy)
+                met += goal
+                total += 1
+                label = f"{cols}" if stride == cols else f"{cols}/{stride}"
+                error_text = f"{int(error):8d}" if op in EXACT else f"{error:8.1e}"
+                print(f"{name:5} {op:9} {label:>11} {rows:>10} | {ours:5.2f} {ours_shape:>5} | "
+                      + (f"{best:5.2f} {best_shape:>5} | " if variants else "")
+                      + f"{theirs:5.2f} {copy:5.2f} | {ours / copy:5.2f} {ours / theirs:6.2f} | {error_text} | "
+                      f"{'met' if goal else 'SHORT'}", flush=True)
+                if log:
+                    log.write(json.dumps({"dtype": name, "op": op, "cols": cols, "stride": stride, "rows": rows,
+                                          "torch_call": what, "torch": theirs, "copy": copy, "error": error,
+                                          "ours": [{"tbs": r, "config": s} for r, s, _ in results]}) + "\n")
+                    log.flush()
         del x
         torch.cuda.empty_cache()
-    print(f"target (>= 0.9 x copy and >= torch): the default meets it on {met}/{shapes} shapes")
+    print(f"goal (>= torch, and >= 0.9 x copy where a row is 1 KiB or more): the default meets it on "
+          f"{met}/{total} shapes")
 
 
-def _time_variants(torch, view, dtype: str, op: str, expected, repeat: int) -> list:
-    """[(TB/s, "TxC", error)] of every variant of `rowreduce.variants` on `view` ([rows, cols]),
-    the default first; error is the largest difference from torch, relative to the largest value."""
+def _time_kernels(torch, view, dtype, op, stride, expected, variants, repeat, moved) -> list:
+    """[(TB/s, "TxK", error)] of the default kernel (and its variants) on `view`; the error
+    is against torch's results `expected` (rows that differ, for the exact ops)."""
     import numpy as np
 
     import ptxkit
     from ptxkit import runtime
-    from ptxkit.generators.rowreduce import row_reduce_kernel, variants
 
-    rows, cols = view.shape
-    nbytes = view.numel() * view.element_size()
-    out = torch.empty(rows, dtype=view.dtype, device="cuda")
-    args = (np.uint64(view.data_ptr()), np.uint64(out.data_ptr()), np.uint32(rows))
+    rows = view.shape[0]
     results = []
-    for threads, cluster in variants(cols, dtype, op):
-        kernel = row_reduce_kernel(cols, dtype, op, threads_per_row=threads, cluster=cluster)
+    for kernel in _kernels(view.shape[1], stride, dtype, op, variants):
+        outs = [torch.empty(rows, dtype=_torch_dtype(torch, kind), device="cuda") for _, kind in kernel.outputs]
         launchable = runtime.load(ptxkit.assemble(kernel.ptx)).kernel(kernel.name)
-        out.zero_()
+        args = (np.uint64(view.data_ptr()), *(np.uint64(o.data_ptr()) for o in outs), np.uint32(rows))
+        for out in outs:
+            out.fill_(float("nan") if out.is_floating_point() else -1)
         torch.cuda.synchronize()
         ms = runtime.time_launch(launchable, *args, grid=kernel.grid(rows), block=kernel.block,
                                  cluster=kernel.launch_cluster, warmup=3, repeat=repeat)
-        error = (out.float() - expected).abs().max().item() / max(1.0, expected.abs().max().item())
-        results.append((nbytes / (ms * 1e-3) / 1e12, f"{threads}x{cluster}", error))
+        error = _error(torch, op, outs, expected)
+        results.append((moved / (ms * 1e-3) / 1e12, f"{kernel.threads_per_row}x{kernel.rows_per_thread}", error))
+        del outs
     return results
+
+
+def _torch_dtype(torch, kind):
+    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "s64": torch.int64}[kind]
+
+
+def _error(torch, op, outs, expected) -> float:
+    """Rows that differ (exact ops), else the largest difference over the largest |value|."""
+    if op in EXACT:
+        return float(sum(int((o != e).sum().item()) for o, e in zip(outs, expected)))
+    worst = 0.0
+    for out, want in zip(outs, expected):
+        diff = (out.double() - want.double()).abs().max().item()
+        worst = max(worst, diff / max(1.0, want.double().abs().max().item()))
+    return worst
 
 
 def _copy_rate(torch, x, repeat: int) -> float:

@@ -1,5 +1,10 @@
 """Combining two elements (sum, max, min): which PTX instruction, for which dtype and target.
 
+**NaN policy** (every generator takes ``nan=``): ``"propagate"`` (the default, as torch's
+``amax``/``amin``: a NaN operand gives NaN, ``max.NaN``/``min.NaN``) or ``"ignore"`` (IEEE
+maxNum/minNum, as TVM and CUDA's ``fmaxf``: the number wins, ``max``/``min``). Before sm_80,
+which has no ``.NaN`` form, propagation is a ``setp.nan`` and a predicated move of NaN.
+
 =======  ======  ===========================  =====================================
 dtype    op      native instruction            used when (else: in f32, see below)
 =======  ======  ===========================  =====================================
@@ -30,6 +35,12 @@ from .dtypes import DType, dtype as as_dtype
 
 OPCODES = {"sum": "add", "max": "max", "min": "min"}
 
+#: what max/min do with a NaN operand; see the module docstring
+NAN_POLICIES = ("propagate", "ignore")
+DEFAULT_NAN = "propagate"
+#: the NaN that ``max.NaN``/``min.NaN`` return, for the pre-sm_80 emulation
+CANONICAL_NAN = "0f7FFFFFFF"
+
 #: (dtype, op) → the oldest sm with a native instruction
 NATIVE_SM = {("f16", "sum"): 53, ("f16", "max"): 80, ("f16", "min"): 80,
              ("bf16", "sum"): 90, ("bf16", "max"): 80, ("bf16", "min"): 80}
@@ -42,6 +53,32 @@ def is_native(op: str, t: "str | DType", sm: int) -> bool:
     (False, True, False)
     """
     return sm >= NATIVE_SM.get((as_dtype(t).name, op), 0)
+
+
+def check_nan(nan: str) -> str:
+    """Validate a NaN policy.
+
+    >>> check_nan("ignore")
+    'ignore'
+    >>> check_nan("quiet")
+    Traceback (most recent call last):
+    ...
+    ptxkit.generators.analysis.ReductionError: nan must be 'propagate' or 'ignore', not 'quiet'
+    """
+    if nan not in NAN_POLICIES:
+        raise ReductionError(f"nan must be 'propagate' or 'ignore', not {nan!r}")
+    return nan
+
+
+def opcode(op: str, t: "str | DType", nan: str = DEFAULT_NAN) -> str:
+    """The PTX opcode that combines two `t` elements (a native instruction must exist).
+
+    >>> opcode("max", "f32"), opcode("max", "bf16x2", "ignore"), opcode("sum", "f16"), opcode("min", "s32")
+    ('max.NaN.f32', 'max.bf16x2', 'add.f16', 'min.s32')
+    """
+    name = t if isinstance(t, str) and t.endswith("x2") else as_dtype(t).name
+    propagate = op != "sum" and check_nan(nan) == "propagate" and name[0] in "fb"
+    return f"{OPCODES[op]}{'.NaN' if propagate else ''}.{name}"
 
 
 def check(b, op: str, t: "str | DType") -> DType:
@@ -63,44 +100,49 @@ def check(b, op: str, t: "str | DType") -> DType:
     return t
 
 
-def combine(b, op: str, t, d: str, a: str, c: str) -> None:
-    """Emit ``d = op(a, c)`` for one element of dtype `t`.
+def combine(b, op: str, t, d: str, a: str, c: str, nan: str = DEFAULT_NAN) -> None:
+    """Emit ``d = op(a, c)`` for one element of dtype `t`, with the NaN policy `nan`.
 
     >>> from ptxkit.generators.builder import PtxBuilder
     >>> b = PtxBuilder("sm_80")
-    >>> combine(b, "min", "f32", "%f0", "%f0", "%f1"); combine(b, "max", "f16", "%h0", "%h0", "%h1")
+    >>> combine(b, "min", "f32", "%f0", "%f0", "%f1"); combine(b, "max", "f16", "%h0", "%h0", "%h1", nan="ignore")
     >>> b.instructions()
-    ['min.f32 %f0, %f0, %f1;', 'max.f16 %h0, %h0, %h1;']
+    ['min.NaN.f32 %f0, %f0, %f1;', 'max.f16 %h0, %h0, %h1;']
+    >>> b = PtxBuilder("sm_75"); combine(b, "max", "f32", "%f0", "%f0", "%f1"); b.instructions()
+    ['setp.nan.f32 %p0, %f0, %f1;', 'max.f32 %f0, %f0, %f1;', '@%p0 mov.f32 %f0, 0f7FFFFFFF;']
     """
     t = check(b, op, t)
-    if not t.is_half:
-        b.ins(f"{OPCODES[op]}.{t.name}", d, a, c)
-    elif is_native(op, t, b.sm):
-        b.ins(f"{OPCODES[op]}.{t.name}", d, a, c)
-    else:
+    if t.is_half and not is_native(op, t, b.sm):
         fa, fc = b.reg(".f32"), b.reg(".f32")
         b.ins(f"cvt.f32.{t.name}", fa, a)
         b.ins(f"cvt.f32.{t.name}", fc, c)
-        b.ins(f"{OPCODES[op]}.f32", fa, fa, fc)
+        combine(b, op, "f32", fa, fa, fc, nan)
         b.ins(f"cvt.rn.{t.name}.f32", d, fa)
+    elif t.name == "f32" and op != "sum" and check_nan(nan) == "propagate" and b.sm < 80:
+        either = b.reg(".pred")  # no max.NaN before sm_80
+        b.ins("setp.nan.f32", either, a, c)
+        b.ins(f"{OPCODES[op]}.f32", d, a, c)
+        b.ins("mov.f32", d, CANONICAL_NAN, guard=either)
+    else:
+        b.ins(opcode(op, t, nan), d, a, c)
 
 
-def combine_pair(b, op: str, t, d: str, a: str, c: str) -> None:
+def combine_pair(b, op: str, t, d: str, a: str, c: str, nan: str = DEFAULT_NAN) -> None:
     """Emit ``d = op(a, c)`` on two packed 16-bit elements in .b32 registers.
 
     >>> from ptxkit.generators.builder import PtxBuilder
     >>> b = PtxBuilder("sm_90a"); combine_pair(b, "max", "f16", "%r0", "%r0", "%r1"); b.instructions()
-    ['max.f16x2 %r0, %r0, %r1;']
+    ['max.NaN.f16x2 %r0, %r0, %r1;']
     """
     t = check(b, op, t)
     if is_native(op, t, b.sm):
-        b.ins(f"{OPCODES[op]}.{t.name}x2", d, a, c)
+        b.ins(opcode(op, f"{t.name}x2", nan), d, a, c)
         return
     a0, a1, c0, c1 = b.regs(".b16", 4)
     b.ins("mov.b32", f"{{{a0}, {a1}}}", a)
     b.ins("mov.b32", f"{{{c0}, {c1}}}", c)
-    combine(b, op, t, a0, a0, c0)
-    combine(b, op, t, a1, a1, c1)
+    combine(b, op, t, a0, a0, c0, nan)
+    combine(b, op, t, a1, a1, c1, nan)
     b.ins("mov.b32", d, f"{{{a0}, {a1}}}")
 
 

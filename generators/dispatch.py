@@ -31,6 +31,7 @@ ptxkit.generators.analysis.ReductionError: dtype mismatch: src=float32 dst=float
 from __future__ import annotations
 
 from .analysis import REDUCE_OPS, ReductionError, analyze_shuffle_reduce, validate_reduction_local
+from .combine import DEFAULT_NAN, check_nan
 from .shuffle import gen_reduce_warp_shuffle
 from .sm100 import applies as sm100_applies, gen_reduce_sm100
 from .thread import gen_reduce_thread
@@ -48,16 +49,18 @@ def reduce_local(
     scope: str = "thread",
     thread_reduce: bool = False,
     *,
-    shuffle_accum: bool = False,
     pack: bool = True,
+    nan: str = DEFAULT_NAN,
 ) -> str:
     """Emit ``dst = op-reduce(src, axes)`` into the tiles' builder; return the path taken.
 
     * `scope`: ``"thread"`` (each thread alone), ``"warp"`` or ``"warpgroup"``.
-    * `accum`: fold the old dst in (Paths 1 and 3, as TVM). TVM's Path 2 ignores it, and
-      so does this function unless `shuffle_accum` is True.
+    * `accum`: fold the old dst values in, on every path. TVM's Path 2 ignores it and
+      overwrites dst; ptxkit departs from TVM there, so that accum means one thing.
     * `thread_reduce`: in Path 3 at warp scope, finish with xor shuffles across lanes.
     * `pack`: shuffle f16/bf16 two per ``shfl`` (False: one per element, as TVM).
+    * `nan`: ``"propagate"`` (default: a NaN makes max/min NaN, as torch) or ``"ignore"``
+      (IEEE maxNum/minNum, as TVM); see `combine`.
 
     >>> from ptxkit.generators.builder import PtxBuilder
     >>> from ptxkit.generators.regtile import RegTile
@@ -68,6 +71,7 @@ def reduce_local(
     """
     if op not in REDUCE_OPS:
         raise ReductionError(f"unsupported reduce op: {op}")
+    check_nan(nan)
     if dst.builder is not src.builder:
         raise ReductionError("dst and src were allocated by different builders")
     scopes = (getattr(dst, "scope", "local"), getattr(src, "scope", "local"))
@@ -78,12 +82,12 @@ def reduce_local(
         raise ReductionError(message)
     if scope == "thread":
         if sm100_applies(dst, src, scope):
-            gen_reduce_sm100(dst, src, op, accum)
+            gen_reduce_sm100(dst, src, op, accum, nan)
             return "sm100"
-        gen_reduce_thread(dst, src, axes, op, accum)
+        gen_reduce_thread(dst, src, axes, op, accum, nan)
         return "thread"
     if scope == "warp" and analyze_shuffle_reduce(src.layout, dst.layout) is not None:
-        gen_reduce_warp_shuffle(dst, src, op, accum=accum and shuffle_accum, pack=pack)
+        gen_reduce_warp_shuffle(dst, src, op, accum, pack=pack, nan=nan)
         return "shuffle"
-    gen_reduce_view(dst, src, axes, op, accum, thread_reduce, scope, pack=pack)
+    gen_reduce_view(dst, src, axes, op, accum, thread_reduce, scope, pack=pack, nan=nan)
     return "view"

@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 
 from . import simulate
+from .accuracy import assert_within
 from .builder import PtxBuilder, module_text as _module_text
 from .dtypes import dtype as as_dtype, from_bits, to_bits
 from .layout import THREAD_STEP, TileLayout, S
@@ -192,13 +193,15 @@ class ImageRun:
             rows, slots = np.nonzero(self.changed_gaps)
             raise AssertionError(f"{len(rows)} gap slots were written, e.g. thread {rows[0]} slot {slots[0]}")
 
-    def assert_close(self, expected, atol: float, rtol: float = 0.0) -> None:
+    def assert_close(self, expected, atol=0.0, rtol: float = 0.0) -> None:
         """Every replica copy matches `expected` [copies, *shape] (NaNs must match too), and
-        the gaps are intact."""
+        the gaps are intact. `atol` is a number or one per element ([copies, *shape])."""
         self.assert_gaps_kept()
         got = self.values
         want = np.broadcast_to(np.asarray(expected, np.float64).reshape(got.shape[0], 1, -1), got.shape)
-        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+        if np.ndim(atol):
+            atol = np.asarray(atol, np.float64).reshape(got.shape[0], 1, -1)
+        assert_within(got, want, atol + rtol * np.abs(want) if rtol else atol, "values [copy, replica, element]")
 
 
 def placements(layout: TileLayout, shape) -> tuple[np.ndarray, np.ndarray]:

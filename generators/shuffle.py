@@ -15,9 +15,8 @@ replica's lane bits. The xor masks come from the replica's strides
   ``{x, x}`` and combined alone.
 * s32/u32 on sm_80+ use ``redux.sync`` (one instruction per element; partial widths
   get each group's member mask).
-* ``accum``: TVM ignores it here and always overwrites dst; `gen_reduce_warp_shuffle`
-  does the same unless ``accum=True`` is passed, which folds the old dst value in once,
-  after the shuffles.
+* ``accum=True`` folds the old dst value in once, after the shuffles, as on every other
+  path. This departs from TVM, whose Path 2 ignores ``accum`` and always overwrites dst.
 
 >>> from ptxkit.generators.builder import PtxBuilder
 >>> from ptxkit.generators.regtile import RegTile
@@ -33,18 +32,19 @@ replica's lane bits. The xor masks come from the replica's strides
 from __future__ import annotations
 
 from .analysis import ReductionError, shuffle_plan
-from .combine import check, combine, combine_pair, copy, is_native
+from .combine import DEFAULT_NAN, check, check_nan, combine, combine_pair, copy, is_native
 
 FULL_MASK = "0xffffffff"
 #: the ``c`` operand of every butterfly: no segments, clamp at lane 31
 CLAMP = "0x1f"
 
 
-def gen_reduce_warp_shuffle(dst, src, op: str = "sum", accum: bool = False, pack: bool = True) -> None:
+def gen_reduce_warp_shuffle(dst, src, op: str = "sum", accum: bool = False, pack: bool = True,
+                            nan: str = DEFAULT_NAN) -> None:
     """Emit the Path-2 reduction of `src` into `dst` (see the module docstring).
 
     `pack` (default True) shuffles f16/bf16 elements two per ``shfl``; False gives
-    TVM's one shuffle per element.
+    TVM's one shuffle per element. `nan` is the NaN policy of max/min (`combine`).
 
     >>> from ptxkit.generators.builder import PtxBuilder
     >>> from ptxkit.generators.regtile import RegTile
@@ -57,6 +57,7 @@ def gen_reduce_warp_shuffle(dst, src, op: str = "sum", accum: bool = False, pack
     """
     b = src.builder
     t = check(b, op, src.dtype)
+    check_nan(nan)
     if dst.dtype != t:
         raise ReductionError(f"dtype mismatch: src={src.dtype} dst={dst.dtype}")
     plan = shuffle_plan(src.tile_layout, dst.tile_layout)
@@ -72,12 +73,12 @@ def gen_reduce_warp_shuffle(dst, src, op: str = "sum", accum: bool = False, pack
     for value, source in zip(values, sources):
         if value != source:
             copy(b, t, value, source)
-    xor_allreduce(b, op, t, values, plan.masks, FULL_MASK, pack=pack, redux_bits=plan.replica_bits)
+    xor_allreduce(b, op, t, values, plan.masks, FULL_MASK, pack=pack, redux_bits=plan.replica_bits, nan=nan)
     for value, old in zip(values, olds):
-        combine(b, op, t, value, value, old)
+        combine(b, op, t, value, value, old, nan)
 
 
-def xor_allreduce(b, op, t, values, masks, membermask, pack=True, redux_bits=None) -> None:
+def xor_allreduce(b, op, t, values, masks, membermask, pack=True, redux_bits=None, nan=DEFAULT_NAN) -> None:
     """All-reduce each register of `values` over the lanes that the xor `masks` reach.
 
     Masks are applied in the order given. `membermask` is an immediate or a register.
@@ -100,7 +101,7 @@ def xor_allreduce(b, op, t, values, masks, membermask, pack=True, redux_bits=Non
             other = b.value_reg(t)
             for mask in masks:
                 b.ins("shfl.sync.bfly.b32", other, value, mask, CLAMP, membermask)
-                combine(b, op, t, value, value, other)
+                combine(b, op, t, value, value, other, nan)
         return
     count = len(values) // 2 * 2 if pack else 0
     groups = [tuple(values[i : i + 2]) for i in range(0, count, 2)] + [(v, None) for v in values[count:]]
@@ -111,7 +112,7 @@ def xor_allreduce(b, op, t, values, masks, membermask, pack=True, redux_bits=Non
             # a pair, or one value sent as {x, x}: both halves combine in one instruction
             for mask in masks:
                 b.ins("shfl.sync.bfly.b32", other, packed, mask, CLAMP, membermask)
-                combine_pair(b, op, t, packed, packed, other)
+                combine_pair(b, op, t, packed, packed, other, nan)
             b.ins("mov.b32", f"{{{low}, {high or b.reg('.b16')}}}", packed)
             continue
         received, unused = b.reg(".b16"), b.reg(".b16")
@@ -120,7 +121,7 @@ def xor_allreduce(b, op, t, values, masks, membermask, pack=True, redux_bits=Non
                 b.ins("mov.b32", packed, f"{{{low}, {low}}}")
             b.ins("shfl.sync.bfly.b32", other, packed, mask, CLAMP, membermask)
             b.ins("mov.b32", f"{{{received}, {unused}}}", other)
-            combine(b, op, t, low, low, received)
+            combine(b, op, t, low, low, received, nan)
 
 
 def _redux(b, op, t, values, bits: int) -> None:

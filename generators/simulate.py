@@ -22,7 +22,12 @@ cannot show a missing barrier between CTAs: that is what the GPU tests are for.
 
 Arithmetic follows PTX: f32 rounds to nearest even without flushing subnormals
 unless ``.ftz``; f16/bf16 results are rounded from the exact f32 result (which
-equals rounding once); ``max``/``min`` return the non-NaN operand unless ``.NaN``.
+equals rounding once); ``max``/``min`` return the non-NaN operand unless ``.NaN``;
+``fma`` and ``div`` round the float64 result (exact but for rare double-rounding ties);
+``ex2``/``lg2``/``rcp``/``sqrt`` ``.approx`` are computed exactly, which the hardware
+approximates within a few ulps. Arithmetic in a rounding mode other than ``.rn`` is
+refused; ``cvt`` honours every mode (`rounding`), saturates float-to-integer
+conversions and turns NaN into 0 there, as PTX does.
 Unwritten registers read as all-ones bits (a NaN), so a missed definition shows.
 
 >>> import numpy as np
@@ -57,6 +62,8 @@ import numpy as np
 
 from ptxkit.instruction import parse_number
 
+from .rounding import FLOAT_MODES, INTEGER_MODES, to_float, to_int, to_integral
+
 
 class SimulationError(RuntimeError):
     """The kernel does something the interpreter does not model, or that is undefined.
@@ -82,7 +89,8 @@ _CLUSTER_WINDOW = 1 << 24
 
 def launch(ptx, name: str, *args, grid=1, block=32, cluster=1) -> None:
     """Run entry `name` of `ptx` (text or a parsed ptxkit `Module`); numpy arrays are
-    global buffers, updated in place (the same array passed twice is one buffer).
+    global buffers, updated in place (the same array passed twice is one buffer); a
+    `Placed` array starts at an address that is not 256-byte aligned.
 
     Scalars (numpy or Python ints) are passed by value. `grid` (in CTAs), `block` and
     `cluster` are ints (only the x dimension is modelled); `grid` must be a multiple of
@@ -151,26 +159,52 @@ class Program:
             self.shared_size += element * int(match.group(2) or 1)
 
 
+class Placed:
+    """A global buffer whose first byte is `offset` bytes past a 256-byte boundary (0 to
+    255), as a view into a larger allocation would be: accesses are checked against the
+    array's own bytes, and alignment against the address the kernel sees.
+
+    >>> a, c = np.arange(6, dtype=np.float32), np.zeros(6, np.float32)
+    >>> launch(open("samples/toolchain/vector_add.ptx").read(), "vector_add", Placed(a, 4), a, c, np.uint32(6),
+    ...        block=8)
+    >>> c.tolist()
+    [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    """
+
+    def __init__(self, array: np.ndarray, offset: int):
+        if not 0 <= offset < 256:
+            raise ValueError(f"offset must be 0 to 255 bytes, got {offset}")
+        self.array, self.offset = array, offset
+
+
 class _GlobalMemory:
     def __init__(self, args):
         self.params = []
         self.buffers = []
+        self.offsets = []
         seen: dict[int, int] = {}
         for arg in args:
+            offset = 0
+            if isinstance(arg, Placed):
+                arg, offset = arg.array, arg.offset
             if isinstance(arg, np.ndarray):
                 if id(arg) not in seen:
                     self.buffers.append((arg, arg.view(np.uint8).reshape(-1).copy()))
-                    seen[id(arg)] = _GLOBAL_STRIDE * len(self.buffers)
+                    self.offsets.append(offset)
+                    seen[id(arg)] = _GLOBAL_STRIDE * len(self.buffers) + offset
                 self.params.append(seen[id(arg)])
             else:
                 self.params.append(int(arg))
 
     def locate(self, address: np.ndarray):
         index = address // _GLOBAL_STRIDE - 1
-        offset = address % _GLOBAL_STRIDE
         if len(index) and (index.min() < 0 or index.max() >= len(self.buffers)):
             raise SimulationError("global access outside every buffer")
-        return index, offset
+        placed = np.asarray(self.offsets, np.int64)[index.astype(np.int64)]
+        offset = (address % _GLOBAL_STRIDE).astype(np.int64) - placed
+        if np.any(offset < 0):
+            raise SimulationError("global access before the start of its buffer")
+        return index, offset.astype(np.uint64)
 
     def write_back(self) -> None:
         for array, raw in self.buffers:
@@ -323,24 +357,31 @@ def _ftz(values):
 
 
 def _float_op(name, values, modifiers):
+    if any(mode in modifiers for mode in FLOAT_MODES[1:]):
+        raise SimulationError(f"{name} in a rounding mode other than .rn is not modelled")
     if "ftz" in modifiers:
         values = [_ftz(v) for v in values]
     a = values[0]
     with np.errstate(all="ignore"):
-        if name == "add":
-            result = a + values[1]
-        elif name == "sub":
-            result = a - values[1]
-        elif name == "mul":
-            result = a * values[1]
+        if name in _BINARY:
+            result = _BINARY[name](a, values[1])
+        elif name in _UNARY:
+            result = _UNARY[name](a.astype(np.float64))
+        elif name in ("fma", "mad"):
+            result = a.astype(np.float64) * values[1].astype(np.float64) + values[2].astype(np.float64)
         elif name in ("max", "min"):
             result = a
             for other in values[1:]:
                 result = _max_min(name, result, other, "NaN" in modifiers)
         else:
             raise SimulationError(f"unsupported float operation {name}")
-    result = np.asarray(result, np.float32)
+    result = np.asarray(result).astype(np.float32)
     return _ftz(result) if "ftz" in modifiers else result
+
+
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
+           "div": lambda a, b: a.astype(np.float64) / b.astype(np.float64)}
+_UNARY = {"ex2": np.exp2, "lg2": np.log2, "rcp": np.reciprocal, "sqrt": np.sqrt, "neg": np.negative, "abs": np.abs}
 
 
 def _max_min(name, a, b, propagate_nan):
@@ -415,6 +456,12 @@ def _int_op(name, kind, values, mods):
             r = a[0] | a[1]
         elif name == "xor":
             r = a[0] ^ a[1]
+        elif name == "not":
+            r = ~a[0] if signed else a[0] ^ mask
+        elif name == "neg":
+            r = -a[0] if signed else (mask - a[0] + np.uint64(1)) & mask
+        elif name == "abs":
+            r = np.abs(a[0])
         elif name == "shl":
             r = np.where(values[1] >= width, 0, values[0] << np.minimum(values[1], np.uint64(63)))
         elif name == "shr":
@@ -440,36 +487,62 @@ def _cvt(cta, mods, ops, here, active):
         return
     types = [m for m in mods if m in _TYPE_BITS]
     out, inp = types[0], types[1]
-    bits = cta.value(ops[1], _TYPE_BITS[inp])
-    if inp in _FLOATS and out in _FLOATS:
-        result = _FLOATS[out][1](_FLOATS[inp][0](bits))
-    elif inp in _FLOATS:
-        raise SimulationError("float to integer conversion is not modelled")
-    elif out in _FLOATS:
-        signed = _signed(bits & np.uint64(_MASK[_TYPE_BITS[inp]]), _TYPE_BITS[inp]) if inp[0] == "s" else bits
-        result = _FLOATS[out][1](signed.astype(np.float32))
+    mode = next((m for m in mods if m in FLOAT_MODES or m in INTEGER_MODES), None)
+    bits = cta.value(ops[1], _TYPE_BITS[inp]) & np.uint64(_MASK[_TYPE_BITS[inp]])
+    if inp in _FLOATS:
+        value = _FLOATS[inp][0](bits).astype(np.float64)
+        if "ftz" in mods:
+            value = _ftz(value.astype(np.float32)).astype(np.float64)
+    elif inp[0] == "s":
+        value = _signed(bits, _TYPE_BITS[inp])
     else:
-        width = _TYPE_BITS[inp]
-        value = bits & np.uint64(_MASK[width])
-        if inp[0] == "s":
-            value = _signed(value, width).view(np.uint64)
-        result = value & np.uint64(_MASK[_TYPE_BITS[out]])
+        value = bits
+    if out in _FLOATS:
+        if mode in INTEGER_MODES:
+            value = to_integral(value, mode)
+        rounded = to_float(value.astype(np.float64), out, mode if mode in FLOAT_MODES else "rn")
+        result = _FLOATS[out][1](rounded)
+    elif inp in _FLOATS:
+        if mode not in INTEGER_MODES:
+            raise SimulationError("a float-to-integer cvt needs .rni, .rzi, .rmi or .rpi")
+        result = np.array([int(v) & _MASK[_TYPE_BITS[out]] for v in to_int(value, out, mode)], np.uint64)
+    else:
+        result = np.asarray(value).astype(np.int64).view(np.uint64) if inp[0] == "s" else value
+        result = result & np.uint64(_MASK[_TYPE_BITS[out]])
     cta.store(ops[0], active, result, _TYPE_BITS[out])
+
+
+def _testp(cta, mods, ops, here, active):
+    kind = mods[-1]
+    x = _FLOATS[kind][0](cta.value(ops[1], _TYPE_BITS[kind]))
+    tiny = np.abs(x) < np.float32(1.1754944e-38)
+    with np.errstate(invalid="ignore"):
+        tests = {"finite": np.isfinite(x), "infinite": np.isinf(x), "number": ~np.isnan(x),
+                 "notanumber": np.isnan(x), "normal": np.isfinite(x) & ~tiny, "subnormal": tiny & (x != 0)}
+    if mods[0] not in tests:
+        raise SimulationError(f"unsupported testp.{mods[0]}")
+    cta.store(ops[0], active, tests[mods[0]].astype(np.uint64), 1)
 
 
 def _setp(cta, mods, ops, here, active):
     cmp, kind = mods[0], mods[-1]
     width = _TYPE_BITS[kind]
     a, b = (cta.value(op, width) & np.uint64(_MASK[width]) for op in ops[1:3])
+    unordered = np.zeros(cta.n, bool)
     if kind[0] == "s":
         a, b = _signed(a, width), _signed(b, width)
-    elif kind[0] == "f":
+    elif kind in _FLOATS:
         a, b = _FLOATS[kind][0](a), _FLOATS[kind][0](b)
-    table = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b,
-             "lo": a < b, "ls": a <= b, "hi": a > b, "hs": a >= b}
-    if cmp not in table:
+        unordered = np.isnan(a) | np.isnan(b)
+    with np.errstate(invalid="ignore"):
+        table = {"eq": a == b, "ne": (a != b) & ~unordered, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b,
+                 "lo": a < b, "ls": a <= b, "hi": a > b, "hs": a >= b, "num": ~unordered, "nan": unordered}
+    if cmp.endswith("u") and cmp[:-1] in table:  # equ, neu, ltu, …: also true when either is NaN
+        result = table[cmp[:-1]] | unordered
+    elif cmp in table:
+        result = table[cmp]
+    else:
         raise SimulationError(f"unsupported comparison {cmp}")
-    result = table[cmp]
     combine = next((m for m in mods[1:-1] if m in ("and", "or", "xor")), None)
     if combine is not None:  # setp.cmp.and.type p, a, b, c: p = (a cmp b) and c
         other = cta.value(ops[3], 1).astype(bool)
@@ -535,7 +608,7 @@ def _access(cta, space, address, active, nbytes):
             raise SimulationError(f"misaligned {nbytes}-byte shared access")
         return [(cta.shared, rows, rank * size + address)]
     index, offset = cta.mem.locate(address.astype(np.uint64))
-    if np.any(offset % np.uint64(nbytes)):
+    if np.any(address % nbytes):
         raise SimulationError(f"misaligned {nbytes}-byte global access")
     parts = []
     for i in np.unique(index):
@@ -679,7 +752,7 @@ def _nothing(cta, mods, ops, here, active):
 _HANDLERS = {
     "mov": _mov, "cvt": _cvt, "cvta": _cvt, "setp": _setp, "selp": _selp, "bra": _bra, "ret": _ret,
     "exit": _ret, "ld": _ld, "st": _st, "shfl": _shfl, "activemask": _activemask, "redux": _redux,
-    "bar": _bar, "barrier": _bar, "fence": _nothing, "mapa": _mapa,
-    **{name: _handler(name) for name in ("add", "sub", "mul", "mad", "div", "rem", "max", "min", "and", "or", "xor",
-                                         "shl", "shr")},
+    "bar": _bar, "barrier": _bar, "fence": _nothing, "mapa": _mapa, "testp": _testp,
+    **{name: _handler(name) for name in ("add", "sub", "mul", "mad", "fma", "div", "rem", "max", "min", "and", "or",
+                                         "xor", "not", "shl", "shr", "neg", "abs", "ex2", "lg2", "rcp", "sqrt")},
 }

@@ -10,7 +10,8 @@ takes them first there. The H200 cannot run them: tests assemble them for sm_100
   then a tree and one scalar add. ``.ftz`` flushes subnormal inputs and results to
   zero, so results can differ from Path 1 there (as in TVM).
 * max/min: four partial results combined with the 3-input ``max.f32``/``min.f32``
-  (PTX 8.8), two new elements per instruction.
+  (PTX 8.8), two new elements per instruction; ``max.NaN.f32`` with the default NaN
+  policy (`combine`).
 
 >>> from ptxkit.generators.builder import PtxBuilder
 >>> from ptxkit.generators.regtile import RegTile
@@ -19,13 +20,13 @@ takes them first there. The H200 cannot run them: tests assemble them for sm_100
 >>> applies(dst, src, "thread"), b.version
 (True, (8, 6))
 >>> gen_reduce_thread_max3(dst, src, "max"); b.version, b.instructions()[4]
-((8, 8), 'max.f32 %f17, %f17, %f8, %f9;')
+((8, 8), 'max.NaN.f32 %f17, %f17, %f8, %f9;')
 """
 
 from __future__ import annotations
 
 from .analysis import ReductionError
-from .combine import combine
+from .combine import DEFAULT_NAN, check_nan, combine, opcode
 
 
 def applies(dst, src, scope: str) -> bool:
@@ -97,13 +98,13 @@ def gen_reduce_thread_packed_sum(dst, src, accum: bool = False) -> None:
     b.ins("add.f32", d, low, high)
 
 
-def gen_reduce_thread_max3(dst, src, op: str, accum: bool = False) -> None:
+def gen_reduce_thread_max3(dst, src, op: str, accum: bool = False, nan: str = DEFAULT_NAN) -> None:
     """``dst = max(src)`` or ``min(src)`` with 3-input ``max.f32``/``min.f32`` (TVM's ``3input_maxmin``).
 
     >>> from ptxkit.generators.builder import PtxBuilder
     >>> from ptxkit.generators.regtile import RegTile
     >>> b = PtxBuilder("sm_100a"); src, dst = RegTile(b, (16,), "f32"), RegTile(b, (1,), "f32")
-    >>> gen_reduce_thread_max3(dst, src, "min"); b.instructions()[-1]
+    >>> gen_reduce_thread_max3(dst, src, "min", nan="ignore"); b.instructions()[-1]
     'min.f32 %f16, %f16, %f19, %f20;'
     """
     if op not in ("max", "min"):
@@ -111,24 +112,25 @@ def gen_reduce_thread_max3(dst, src, op: str, accum: bool = False) -> None:
     b = src.builder
     d, values = _elements(dst, src)
     b.require_version((8, 8))
+    three = opcode(op, "f32", check_nan(nan))
     chunks, rest = divmod(len(values), 8)
     partial = b.regs(".f32", 4)
     for i in range(4):
         if i == 0 and accum:
-            b.ins(f"{op}.f32", partial[0], values[0], values[1], d)
+            b.ins(three, partial[0], values[0], values[1], d)
         else:
-            combine(b, op, "f32", partial[i], values[2 * i], values[2 * i + 1])
+            combine(b, op, "f32", partial[i], values[2 * i], values[2 * i + 1], nan)
     for chunk in range(1, chunks):
         for i in range(4):
-            b.ins(f"{op}.f32", partial[i], partial[i], values[8 * chunk + 2 * i], values[8 * chunk + 2 * i + 1])
+            b.ins(three, partial[i], partial[i], values[8 * chunk + 2 * i], values[8 * chunk + 2 * i + 1])
     for value in values[8 * chunks :]:
-        combine(b, op, "f32", partial[0], partial[0], value)
-    combine(b, op, "f32", d, partial[0], partial[1])
-    b.ins(f"{op}.f32", d, d, partial[2], partial[3])
+        combine(b, op, "f32", partial[0], partial[0], value, nan)
+    combine(b, op, "f32", d, partial[0], partial[1], nan)
+    b.ins(three, d, d, partial[2], partial[3])
 
 
-def gen_reduce_sm100(dst, src, op: str, accum: bool = False) -> None:
-    """The fast path for `op`: packed sum or 3-input max/min.
+def gen_reduce_sm100(dst, src, op: str, accum: bool = False, nan: str = DEFAULT_NAN) -> None:
+    """The fast path for `op`: packed sum or 3-input max/min (`nan`: their NaN policy).
 
     >>> from ptxkit.generators.builder import PtxBuilder
     >>> from ptxkit.generators.regtile import RegTile
@@ -139,5 +141,5 @@ def gen_reduce_sm100(dst, src, op: str, accum: bool = False) -> None:
     if op == "sum":
         gen_reduce_thread_packed_sum(dst, src, accum)
     else:
-        gen_reduce_thread_max3(dst, src, op, accum)
+        gen_reduce_thread_max3(dst, src, op, accum, nan)
 

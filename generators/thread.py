@@ -11,7 +11,7 @@ row-major over the dst region, so dst may be keepdims, squeezed or reshaped.
 >>> src, dst = RegTile(b, (4,), "f32"), RegTile(b, (1,), "f32")
 >>> gen_reduce_thread(dst, src, op="max")
 >>> b.instructions()[:2]
-['mov.f32 %f4, 0fFF7FFFFF;', 'max.f32 %f4, %f4, %f0;']
+['mov.f32 %f4, 0fFF7FFFFF;', 'max.NaN.f32 %f4, %f4, %f0;']
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ from __future__ import annotations
 import math
 
 from .analysis import ReductionError, analyze_axes, get_indices
-from .combine import check, combine, set_identity
+from .combine import DEFAULT_NAN, check, check_nan, combine, set_identity
 from .layout import split_index
 
 
-def gen_reduce_thread(dst, src, axes=-1, op: str = "sum", accum: bool = False) -> None:
+def gen_reduce_thread(dst, src, axes=-1, op: str = "sum", accum: bool = False, nan: str = DEFAULT_NAN) -> None:
     """Emit ``dst = op-fold of src over axes`` within each thread (TVM's Path 1).
 
     Unlike TVM, the dst region must hold exactly as many elements as src has spatial
-    positions (TVM writes out of bounds when dst is smaller).
+    positions (TVM writes out of bounds when dst is smaller). `nan` is the NaN policy of
+    max/min (`combine`).
 
     >>> from ptxkit.generators.builder import PtxBuilder
     >>> from ptxkit.generators.regtile import RegTile
@@ -37,6 +38,7 @@ def gen_reduce_thread(dst, src, axes=-1, op: str = "sum", accum: bool = False) -
     """
     b = src.builder
     t = check(b, op, src.dtype)
+    check_nan(nan)
     if dst.dtype != t:
         raise ReductionError(f"dtype mismatch: src={src.dtype} dst={dst.dtype}")
     reduce_dims, spatial_dims = analyze_axes(src.ndim, axes)
@@ -58,4 +60,4 @@ def gen_reduce_thread(dst, src, axes=-1, op: str = "sum", accum: bool = False) -
                 index[dim] += value
             for dim, value in zip(reduce_dims, split_index(red, red_ext)):
                 index[dim] += value
-            combine(b, op, t, d, d, src.regs[src.element_slot(index)])
+            combine(b, op, t, d, d, src.regs[src.element_slot(index)], nan)

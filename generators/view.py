@@ -53,7 +53,7 @@ from .analysis import (
     sliced_layout,
     view_shuffle_masks,
 )
-from .combine import check, combine, copy, set_identity
+from .combine import DEFAULT_NAN, check, check_nan, combine, copy, set_identity
 from .shuffle import xor_allreduce
 
 WARPGROUP_SHUFFLE = (
@@ -61,8 +61,10 @@ WARPGROUP_SHUFFLE = (
 )
 
 
-def gen_reduce_view(dst, src, axes=-1, op="sum", accum=False, thread_reduce=False, scope="warp", pack=True) -> None:
-    """Emit the Path-3 reduction (see the module docstring). `pack` as in Path 2.
+def gen_reduce_view(dst, src, axes=-1, op="sum", accum=False, thread_reduce=False, scope="warp", pack=True,
+                    nan=DEFAULT_NAN) -> None:
+    """Emit the Path-3 reduction (see the module docstring). `pack` as in Path 2; `nan` is
+    the NaN policy of max/min (`combine`).
 
     >>> from ptxkit.generators.builder import PtxBuilder
     >>> from ptxkit.generators.regtile import RegTile
@@ -75,6 +77,7 @@ def gen_reduce_view(dst, src, axes=-1, op="sum", accum=False, thread_reduce=Fals
     """
     b = src.builder
     t = check(b, op, src.dtype)
+    check_nan(nan)
     if dst.dtype != t:
         raise ReductionError(f"dtype mismatch: src={src.dtype} dst={dst.dtype}")
     if scope not in ("warp", "warpgroup"):
@@ -103,13 +106,13 @@ def gen_reduce_view(dst, src, axes=-1, op="sum", accum=False, thread_reduce=Fals
         if not accum or thread_reduce:
             set_identity(b, op, t, value)
         for read in reads:
-            combine(b, op, t, value, value, read)
+            combine(b, op, t, value, value, read, nan)
     if masks:
         member = b.reg(".b32")
         b.ins("activemask.b32", member)
-        xor_allreduce(b, op, t, values, masks, member, pack=pack)
+        xor_allreduce(b, op, t, values, masks, member, pack=pack, nan=nan)
     for value, old in zip(values, olds):
-        combine(b, op, t, value, value, old)
+        combine(b, op, t, value, value, old, nan)
 
 
 class _LocalPlan:

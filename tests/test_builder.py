@@ -96,8 +96,11 @@ def test_combine_table(op, name, sm, native):
 def test_combine_native_and_through_f32():
     b = PtxBuilder("sm_90a", select_for="sm_75")
     combine(b, "max", "f16", "%h0", "%h0", "%h1")
-    assert b.instructions() == ["cvt.f32.f16 %f0, %h0;", "cvt.f32.f16 %f1, %h1;", "max.f32 %f0, %f0, %f1;",
-                                "cvt.rn.f16.f32 %h0, %f0;"]
+    assert b.instructions() == ["cvt.f32.f16 %f0, %h0;", "cvt.f32.f16 %f1, %h1;", "setp.nan.f32 %p0, %f0, %f1;",
+                                "max.f32 %f0, %f0, %f1;", "@%p0 mov.f32 %f0, 0f7FFFFFFF;", "cvt.rn.f16.f32 %h0, %f0;"]
+    b = PtxBuilder("sm_90a", select_for="sm_75")
+    combine(b, "max", "f16", "%h0", "%h0", "%h1", nan="ignore")
+    assert "max.f32 %f0, %f0, %f1;" in b.instructions() and len(b.instructions()) == 4
     b = PtxBuilder("sm_90a")
     combine(b, "sum", "f16", "%h0", "%h0", "%h1")
     combine(b, "min", "s32", "%r0", "%r0", "%r1")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ptxkit.generators import harness, parity
 from ptxkit.generators.analysis import ReductionError
 from ptxkit.generators.builder import PtxBuilder
 from ptxkit.generators.dispatch import reduce_local
@@ -41,14 +42,28 @@ def test_paths(target, dst, src, kwargs, path):
     assert d.builder.instructions()
 
 
-def test_accum_reaches_the_shuffle_path_only_when_asked():
+def test_accum_reaches_the_shuffle_path():
+    """accum folds the old dst in on Path 2 too (TVM ignores it there)."""
     d, s = tiles("sm_90a", ((1,), "f32", TileLayout(S[1:1] + R[32 : 1 @ laneid])),
                  ((32,), "f32", TileLayout(S[32 : 1 @ laneid])))
+    reduce_local(d, s, scope="warp")
+    plain = d.builder.instructions()
     reduce_local(d, s, accum=True, scope="warp")
-    ignored = d.builder.instructions()
-    reduce_local(d, s, accum=True, scope="warp", shuffle_accum=True)
-    honoured = d.builder.instructions()[len(ignored):]
-    assert len(honoured) == len(ignored) + 2  # a saved copy and one more add
+    honoured = d.builder.instructions()[len(plain):]
+    assert len(honoured) == len(plain) + 2  # a saved copy and one more add
+
+
+@pytest.mark.parametrize("scope", ["thread", "warp"])
+def test_the_nan_policy_reaches_every_path(scope):
+    d, s = tiles("sm_90a", ((1,), "f32", TileLayout(S[1:1] + R[32 : 1 @ laneid]) if scope == "warp" else None),
+                 ((32,), "f32", TileLayout(S[32 : 1 @ laneid]) if scope == "warp" else None))
+    reduce_local(d, s, op="max", scope=scope)
+    assert any(x.startswith("max.NaN.f32") for x in d.builder.instructions())
+    d, s = tiles("sm_90a", ((1,), "f32", None), ((32,), "f32", None))
+    reduce_local(d, s, op="min", scope="thread", nan="ignore")
+    assert not any(".NaN" in x for x in d.builder.instructions())
+    with pytest.raises(ReductionError, match="nan must be 'propagate' or 'ignore'"):
+        reduce_local(d, s, op="min", nan="drop")
 
 
 def test_unpacked_halves_shuffle_per_element():
@@ -95,3 +110,17 @@ def test_storage_scope_and_builders_are_checked_first():
     (other,) = tiles("sm_90a", ((4,), "f32", None))
     with pytest.raises(ReductionError, match="different builders"):
         reduce_local(d, other)
+
+
+NAN_CASES = parity.nan_policy_cases()
+
+
+@pytest.fixture(scope="module")
+def simulated_nan_cases():
+    return harness.simulator(harness.module_text([c.case for c in NAN_CASES]))
+
+
+@pytest.mark.parametrize("case", NAN_CASES, ids=lambda c: c.name)
+def test_the_nan_policy_at_every_strategy_on_the_simulator(case, simulated_nan_cases):
+    """The same cases run on the GPU (tests/test_reduce_gpu.py), exactly."""
+    case.run_and_check(simulated_nan_cases)

@@ -72,7 +72,10 @@ def test_one_shuffle_per_32_bit_word_and_mask(dt, elems, pack, words):
 def test_packed_pairs_combine_two_halves_per_instruction():
     lines = shuffle((32, 2), S[(32, 2) : (1 @ laneid, 1)], (2,), S[2:1] + R[32 : 1 @ laneid], "bf16", op="max")
     assert lines[2] == "mov.b32 %r0, {%h2, %h3};" and lines[-1] == "mov.b32 {%h2, %h3}, %r0;"
-    assert sum(line.startswith("max.bf16x2 %r0, %r0, %r1;") for line in lines) == 5
+    assert sum(line.startswith("max.NaN.bf16x2 %r0, %r0, %r1;") for line in lines) == 5
+    ignoring = shuffle((32, 2), S[(32, 2) : (1 @ laneid, 1)], (2,), S[2:1] + R[32 : 1 @ laneid], "bf16", op="max",
+                       nan="ignore")
+    assert sum(line.startswith("max.bf16x2 %r0, %r0, %r1;") for line in ignoring) == 5
     fallback = shuffle((32, 2), S[(32, 2) : (1 @ laneid, 1)], (2,), S[2:1] + R[32 : 1 @ laneid], "bf16",
                        select_for="sm_80")
     assert not any("bf16x2" in line for line in fallback) and sum("add.f32" in line for line in fallback) == 10
@@ -92,17 +95,19 @@ def test_integers_use_redux_on_sm80_with_group_masks():
 ACCUM_CASES = [
     ImageCase("accum", TileSpec((32,), "f32", FULL), TileSpec((1,), "f32", ONE),
               lambda d, s: reduce_local(d, s, op="sum", accum=True, scope="warp")),
-    ImageCase("accum_opt_in", TileSpec((32,), "f32", FULL), TileSpec((1,), "f32", ONE),
-              lambda d, s: reduce_local(d, s, op="sum", accum=True, scope="warp", shuffle_accum=True)),
+    ImageCase("no_accum", TileSpec((32,), "f32", FULL), TileSpec((1,), "f32", ONE),
+              lambda d, s: reduce_local(d, s, op="sum", scope="warp")),
 ]
 
 
-def test_accum_is_ignored_like_tvm_unless_asked():
-    case, opt_in = ACCUM_CASES
+def test_accum_folds_the_old_value_in_unlike_tvm():
+    """accum means the same on every path (and in ``ptxkit gen``): TVM's Path 2 would
+    overwrite dst."""
+    case, plain = ACCUM_CASES
     run = harness.simulator(harness.module_text(ACCUM_CASES))
     a, b = case.inputs(np.random.default_rng(1))
-    case.run(a, b, run).assert_close(a.sum(axis=1, keepdims=True), atol=1e-4)
-    opt_in.run(a, b, run).assert_close(a.sum(axis=1, keepdims=True) + b, atol=1e-4)
+    case.run(a, b, run).assert_close(a.sum(axis=1, keepdims=True) + b, atol=1e-4)
+    plain.run(a, b, run).assert_close(a.sum(axis=1, keepdims=True), atol=1e-4)
     b_ = PtxBuilder()
     tile = RegTile(b_, (32,), "f32", FULL)
     with pytest.raises(ReductionError, match="fold each lane's own value in twice"):
@@ -150,3 +155,17 @@ def test_parity_kernels_assemble():
 def test_shfl_count_in_ptx(case, count):
     entry, _ = case.entry()
     assert sum(line.strip().startswith("shfl.sync.bfly.b32") for line in entry.splitlines()) == count
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_a_wrong_packed_shuffle_mask_fails_the_exact_check(dt):
+    """With TVM's tolerances (0.1, 0.25) a wrong mask in a packed f16/bf16 max left lanes
+    wrong and passed; compared exactly, it fails. The correct kernel passes."""
+    (case,) = [c for c in parity.packed_half_cases() if c.name == f"packed_{dt}_native_max_pack"]
+    text = harness.module_text([case.case])
+    case.run_and_check(harness.simulator(text))
+    first = text.index("shfl.sync.bfly.b32")
+    wrong = text[:first] + text[first:].replace(", 4, 0x1f", ", 16, 0x1f", 1)  # mask 4 → 16: other groups' lanes
+    assert wrong != text
+    with pytest.raises(AssertionError, match="values off"):
+        case.run_and_check(harness.simulator(wrong))

@@ -29,7 +29,7 @@ def test_accum_folds_into_the_old_value():
     b = PtxBuilder()
     src, dst = RegTile(b, (2,), "f32"), RegTile(b, (1,), "f32")
     gen_reduce_thread(dst, src, op="min", accum=True)
-    assert b.instructions() == ["min.f32 %f2, %f2, %f0;", "min.f32 %f2, %f2, %f1;"]
+    assert b.instructions() == ["min.NaN.f32 %f2, %f2, %f0;", "min.NaN.f32 %f2, %f2, %f1;"]
 
 
 def test_spatial_order_follows_src_and_fills_the_dst_region_row_major():

@@ -263,3 +263,110 @@ def test_bar_sync_counts_the_threads_of_each_cta_of_a_cluster():
     skipping = text.replace("setp.eq.u32 %p1, %r1, 1;", "setp.eq.and.u32 %p1, %r1, 1, %p0;")
     with pytest.raises(SimulationError, match="bar.sync is not reached by every thread of the CTA"):
         launch(skipping, "k", np.zeros((4, 2), np.float32), grid=4, block=64, cluster=2)
+
+
+# ---- cvt rounding modes, the math the row reduction uses, buffers at odd addresses ----------------
+def _convert(instruction: str, source_bits: np.ndarray, out_dtype) -> np.ndarray:
+    """Each thread converts its own 32-bit source (a .b32 pattern) with `instruction`
+    (``%r1`` or ``%f1`` in, ``%h1``/``%f2``/``%r2`` out) and stores the result."""
+    dest = instruction.split()[1].rstrip(",")
+    width = {"%h": 16, "%f": 32, "%r": 32}[dest[:2]]
+    store = f"st.global.b{width} [%rd5], {dest};" if dest.startswith("%h") else f"st.global.b32 [%rd5], {dest};"
+    body = f"""mul.wide.u32 %rd6, %r0, 4;
+add.s64 %rd6, %rd1, %rd6;
+ld.global.b32 %r1, [%rd6];
+mov.b32 %f1, %r1;
+{instruction}
+mul.wide.u32 %rd5, %r0, {width // 8};
+add.s64 %rd5, %rd0, %rd5;
+{store}"""
+    out = np.zeros(len(source_bits), out_dtype)
+    launch(kernel(body, ("out", "data")), "k", out, source_bits.astype(np.uint32), block=len(source_bits))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["rn", "rz", "rm", "rp"])
+@pytest.mark.parametrize("half", ["f16", "bf16"])
+def test_cvt_honours_float_rounding_modes(half, mode):
+    from ptxkit.generators.rounding import to_float
+
+    rng = np.random.default_rng(11)
+    values = np.concatenate([rng.standard_normal(26) * 3, [1.0 + 2**-9, -(1.0 + 2**-9), 70000.0, -70000.0,
+                                                           1e-9, -0.0]]).astype(np.float32)
+    got = _convert(f"cvt.{mode}.{half}.f32 %h1, %f1;", values.view(np.uint32), np.uint16)
+    as_f32 = (got.astype(np.uint32) << 16).view(np.float32) if half == "bf16" else got.view(np.float16)
+    want = to_float(values.astype(np.float64), half, mode)
+    np.testing.assert_array_equal(as_f32.astype(np.float64), want.astype(np.float64))
+
+
+def test_a_wrong_rounding_mode_is_caught_numerically():
+    """rn and rz (and rm, rp) differ on most values that are not exact in the target type."""
+    values = (np.random.default_rng(3).random(32) * 100).astype(np.float32)
+    results = {mode: _convert(f"cvt.{mode}.bf16.f32 %h1, %f1;", values.view(np.uint32), np.uint16)
+               for mode in ("rn", "rz", "rm", "rp")}
+    assert (results["rn"] != results["rz"]).sum() > 8 and (results["rm"] != results["rp"]).all()
+    assert (results["rz"] == results["rm"]).all()  # positive values: toward zero is toward -inf
+
+
+@pytest.mark.parametrize("mode, expected", [("rni", [2, -2, 0, 2147483647, -2147483648, 3]),
+                                            ("rzi", [2, -2, 0, 2147483647, -2147483648, 2]),
+                                            ("rmi", [2, -3, 0, 2147483647, -2147483648, 2]),
+                                            ("rpi", [3, -2, 0, 2147483647, -2147483648, 3])])
+def test_cvt_to_integers_rounds_saturates_and_zeroes_nan(mode, expected):
+    values = np.array([2.5, -2.5, np.nan, 3e9, -1e12, 2.75], np.float32)
+    got = _convert(f"cvt.{mode}.s32.f32 %r2, %f1;", values.view(np.uint32), np.int32)
+    assert got.tolist() == expected
+    whole = _convert(f"cvt.{mode}.f32.f32 %f2, %f1;", values[:2].view(np.uint32), np.float32)
+    assert whole.tolist() == [float(x) for x in expected[:2]]
+
+
+def test_integer_to_float_rounds_by_mode():
+    big = np.array([2**24 + 1, -(2**24 + 1), 2**24 + 3], np.int64).astype(np.int32).view(np.uint32)
+    assert _convert("cvt.rn.f32.s32 %f2, %r1;", big, np.float32).tolist() == [2**24, -(2**24), 2**24 + 4]
+    assert _convert("cvt.rp.f32.s32 %f2, %r1;", big, np.float32).tolist() == [2**24 + 2, -(2**24), 2**24 + 4]
+
+
+def test_float_math_of_the_row_reduction():
+    body = """mov.f32 %f0, 0f40400000;
+ex2.approx.ftz.f32 %f1, %f0;
+lg2.approx.ftz.f32 %f2, %f1;
+fma.rn.f32 %f3, %f1, %f2, 0f3F800000;
+div.rn.f32 %f4, %f3, 0f40A00000;
+neg.f32 %f4, %f4;
+abs.f32 %f5, %f4;
+testp.finite.f32 %p0, %f5;
+selp.f32 %f5, %f5, 0f00000000, %p0;
+st.global.f32 [%rd7], %f5;"""
+    assert run_f32(body)[0] == 5.0  # 2^3 = 8, lg2 8 = 3, 8·3 + 1 = 25, / 5 = 5
+    nan = "0f7FC00000"
+    predicates = f"""setp.gtu.f32 %p0, {nan}, 0f3F800000;
+setp.ne.f32 %p1, {nan}, 0f3F800000;
+setp.num.f32 %p2, 0f3F800000, 0f3F800000;
+setp.nan.or.f32 %p3, {nan}, {nan}, %p1;
+selp.u32 %r1, 1, 0, %p0;
+selp.u32 %r2, 2, 0, %p1;
+selp.u32 %r3, 4, 0, %p2;
+selp.u32 %r4, 8, 0, %p3;
+add.u32 %r1, %r1, %r2;
+add.u32 %r1, %r1, %r3;
+add.u32 %r1, %r1, %r4;
+mul.wide.u32 %rd6, %r0, 4;
+add.s64 %rd6, %rd0, %rd6;
+st.global.u32 [%rd6], %r1;"""
+    assert run_u32(predicates)[0] == 1 + 4 + 8  # unordered > is true, ordered != with NaN is false
+    with pytest.raises(SimulationError, match="rounding mode other than .rn"):
+        run_f32("add.rz.f32 %f0, %f0, %f0;")
+
+
+def test_placed_buffers_start_off_alignment_and_keep_their_bounds():
+    from ptxkit.generators.simulate import Placed
+
+    data = np.arange(8, dtype=np.float32)
+    body = "ld.global.f32 %f0, [%rd1];\nst.global.f32 [%rd7], %f0;"
+    assert run_f32(body, data=Placed(data, 4))[0] == 0.0
+    with pytest.raises(SimulationError, match="misaligned 16-byte global access"):
+        run_f32("ld.global.v4.f32 {%f0, %f1, %f2, %f3}, [%rd1];", data=Placed(data, 4))
+    with pytest.raises(SimulationError, match="before the start of its buffer"):
+        run_f32("ld.global.f32 %f0, [%rd1+-4];", data=Placed(data, 4))
+    with pytest.raises(ValueError, match="0 to 255 bytes"):
+        Placed(data, 256)

@@ -41,7 +41,9 @@ def test_max3_shape():
     assert b.version == (8, 8)
     three = [x for x in lines if x.count(",") == 3]
     assert len(three) == 1 + 4 + 1  # accum into t0, one more chunk of 4, the final combine
-    assert three[0] == "max.f32 %f18, %f0, %f1, %f17;"  # t0 = max(src0, src1, old dst)
+    assert three[0] == "max.NaN.f32 %f18, %f0, %f1, %f17;"  # t0 = max(src0, src1, old dst)
+    ignoring = emitted(17, lambda d, s: gen_reduce_thread_max3(d, s, "max", nan="ignore")).instructions()
+    assert sum(x.startswith("max.f32") and x.count(",") == 3 for x in ignoring) == 5
 
 
 def test_fast_paths_refuse_what_they_cannot_do():
@@ -83,7 +85,7 @@ def test_dispatch_takes_the_fast_path_from_8_elements():
     module = harness.module_text([c.case for c in CASES])
     fast = [c for c in CASES if int(c.name.split("_")[2]) >= 8]
     assert ".version 8.8" in module and all(f".entry {c.name}(" in module for c in fast)
-    assert "add.rn.ftz.f32x2" in module and "max.f32 %f" in module
+    assert "add.rn.ftz.f32x2" in module and "max.NaN.f32 %f" in module
 
 
 @pytest.mark.ptxas
@@ -92,3 +94,22 @@ def test_fast_paths_assemble_for_sm100(arch):
     text = harness.module_text([c.case for c in CASES]).replace(".target sm_100a", f".target {arch}")
     cubin = ptxkit.assemble(text, arch=arch)
     assert len(cubin.resources) == len(CASES)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_the_nan_policy_on_the_three_input_path(op):
+    """propagate (the default) gives NaN for a row with a NaN in any chunk or the remainder;
+    ignore gives the extreme of the numbers. Assembled for sm_100a, run on the simulator."""
+    cases = [ImageCase(f"nan_{op}_{policy}", TileSpec((19,)), TileSpec((1,)),
+                       lambda d, s, policy=policy: reduce_local(d, s, op=op, nan=policy), copies=3, target="sm_100a")
+             for policy in ("propagate", "ignore")]
+    text = harness.module_text(cases)
+    if conftest.ptxas_available():
+        ptxkit.assemble(text, arch="sm_100a")
+    a, b = cases[0].inputs(np.random.default_rng(4))  # rounded to f32
+    a[0, 2], a[1, 17] = np.nan, np.nan  # in the first chunk; in the remainder; none in row 2
+    run = harness.simulator(text)
+    extreme = np.fmax.reduce if op == "max" else np.fmin.reduce
+    propagated = cases[0].run(a, b, run)
+    propagated.assert_close(np.where(np.isnan(a).any(1), np.nan, extreme(a, axis=1)).reshape(3, 1))
+    cases[1].run(a, b, run).assert_close(extreme(a, axis=1).reshape(3, 1))

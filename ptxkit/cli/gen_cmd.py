@@ -4,15 +4,22 @@
 register-image ``.entry`` (each thread loads its src and dst registers from
 ``src_img[thread, slot]``/``dst_img[thread, slot]``, runs the strategy, stores dst back);
 layouts use TVM's spelling, e.g. ``--src-layout "S[(32,4):(1@laneid,1)]"``.
-``ptxkit gen rowreduce --cols 4096 --dtype bf16 --op sum`` prints the row reduction
-(``--cluster`` 2, 4 or 8 CTAs of a thread-block cluster share each row; default 1).
-The first line of the output is the command that makes it again.
+``ptxkit gen rowreduce --cols 50257 --dtype bf16 --op logsumexp`` prints the row
+reduction (any ``--cols``; ``--row-stride`` for rows of a larger tensor; ops sum, sumsq,
+max, min, logsumexp, meanvar, argmax, argmin; ``--cluster`` 2, 4 or 8 CTAs of a
+thread-block cluster share each row; default 1). ``--nan`` is the NaN policy of max, min
+and the arg ops everywhere; ``--accum`` folds the old dst values in on every path (TVM's
+shuffle path would ignore it). The first line of the output is the command that makes it
+again.
 """
 
 from __future__ import annotations
 
 import ast
 import shlex
+
+#: sum, max and min at register level; all of these in the row reduction
+OPS = ("sum", "sumsq", "max", "min", "logsumexp", "meanvar", "argmax", "argmin")
 
 DEFAULTS = {  # strategy → src shape, src layout, dst shape, dst layout, scope
     "thread": ("4,8", None, "4", None, "thread"),
@@ -25,18 +32,25 @@ def add_arguments(parser) -> None:
     parser.add_argument("what", choices=("reduce", "rowreduce"), help="a register-level reduction, or the row reduction")
     parser.add_argument("--strategy", choices=tuple(DEFAULTS), default="thread",
                         help="reduce: thread-wise (Path 1), lane shuffle (Path 2) or view (Path 3)")
-    parser.add_argument("--op", choices=("sum", "max", "min"), default="sum")
-    parser.add_argument("--dtype", default="f32", help="f32, f16, bf16, s32 or u32 (rowreduce: f32 or bf16)")
+    parser.add_argument("--op", choices=OPS, default="sum",
+                        help="reduce: sum, max or min; rowreduce: any (default sum)")
+    parser.add_argument("--dtype", default="f32", help="f32, f16, bf16, s32 or u32 (rowreduce: f32, f16 or bf16)")
+    parser.add_argument("--nan", choices=("propagate", "ignore"), default="propagate",
+                        help="max/min/argmax/argmin: a NaN wins (propagate, as torch; the default) or loses to "
+                             "every number (ignore, as IEEE maxNum and TVM)")
     parser.add_argument("--src-shape", help="comma-separated, e.g. 32,4")
     parser.add_argument("--src-layout", help='TVM spelling, e.g. "S[(32,4):(1@laneid,1)]"')
     parser.add_argument("--dst-shape")
     parser.add_argument("--dst-layout")
     parser.add_argument("--axes", default="-1", help="reduce axes, comma-separated (thread and view)")
-    parser.add_argument("--accum", action="store_true", help="fold the old dst values in")
+    parser.add_argument("--accum", action="store_true",
+                        help="fold the old dst values in, on every strategy (TVM ignores it on the shuffle path)")
     parser.add_argument("--thread-reduce", action="store_true", help="view: finish with xor shuffles across lanes")
     parser.add_argument("--scope", choices=("warp", "warpgroup"), help="view: warp (default) or warpgroup")
     parser.add_argument("--no-pack", action="store_true", help="shuffle f16/bf16 one element per shfl, as TVM")
-    parser.add_argument("--cols", type=int, help="rowreduce: the row length")
+    parser.add_argument("--cols", type=int, help="rowreduce: the row length (any number from 1)")
+    parser.add_argument("--row-stride", type=int,
+                        help="rowreduce: elements from one row to the next (default: --cols)")
     parser.add_argument("--cluster", type=int, choices=(1, 2, 4, 8),
                         help="rowreduce: CTAs of a thread-block cluster that share a row (default 1)")
     parser.add_argument("--target", default="sm_90a")
@@ -62,23 +76,26 @@ def _reduce(args) -> str:
     from ptxkit.generators.thread import gen_reduce_thread
     from ptxkit.generators.view import gen_reduce_view
 
+    if args.op not in ("sum", "max", "min"):
+        raise ValueError(f"gen reduce takes --op sum, max or min; {args.op} is an op of the row reduction "
+                         "(ptxkit gen rowreduce)")
     src_shape, src_layout, dst_shape, dst_layout, scope = DEFAULTS[args.strategy]
     src = TileSpec(_shape(args.src_shape or src_shape), args.dtype, _layout(args.src_layout or src_layout))
     dst = TileSpec(_shape(args.dst_shape or dst_shape), args.dtype, _layout(args.dst_layout or dst_layout))
     axes = _shape(args.axes)
     if args.strategy == "thread":
         def generate(d, s):
-            gen_reduce_thread(d, s, axes, args.op, args.accum)
+            gen_reduce_thread(d, s, axes, args.op, args.accum, nan=args.nan)
     elif args.strategy == "shuffle":
         def generate(d, s):
-            gen_reduce_warp_shuffle(d, s, args.op, args.accum, pack=not args.no_pack)
+            gen_reduce_warp_shuffle(d, s, args.op, args.accum, pack=not args.no_pack, nan=args.nan)
     else:
         def generate(d, s):
             ok, message = validate_reduction_local(d, s, axes, args.scope or scope, args.thread_reduce)
             if not ok:
                 raise ReductionError(message)
             gen_reduce_view(d, s, axes, args.op, args.accum, args.thread_reduce, args.scope or scope,
-                            pack=not args.no_pack)
+                            pack=not args.no_pack, nan=args.nan)
     name = args.name or f"reduce_{args.strategy}_{args.op}_{src.dtype}"
     case = ImageCase(name, src, dst, generate, target=args.target)
     header = (f"// {name}: {args.strategy} reduction, {args.op}, {src.dtype}; launch one CTA of "
@@ -92,11 +109,17 @@ def _rowreduce(args) -> str:
 
     if args.cols is None:
         raise ValueError("rowreduce needs --cols")
-    kernel = row_reduce_kernel(args.cols, args.dtype, args.op, target=args.target, cluster=args.cluster or 1)
-    launch = (f"{kernel.threads_per_row} threads per row, any grid" if kernel.cluster == 1 else
-              f"{kernel.threads_per_row} threads per row in each CTA of a cluster of {kernel.cluster}, "
-              f"any grid of whole clusters")
-    return f"// {kernel.name}(src [rows][{args.cols}], dst [rows], u32 rows): block {kernel.block}, {launch}\n" + kernel.ptx
+    kernel = row_reduce_kernel(args.cols, args.dtype, args.op, target=args.target, cluster=args.cluster or 1,
+                               row_stride=args.row_stride, nan=args.nan)
+    if kernel.cluster > 1:
+        launch = (f"{kernel.threads_per_row} threads per row in each CTA of a cluster of {kernel.cluster}, "
+                  f"any grid of whole clusters")
+    else:
+        launch = f"{kernel.threads_per_row} threads per row, {kernel.rows_per_thread} row(s) per thread, any grid"
+    outputs = ", ".join(f"{name} {kind}[rows]" for name, kind in kernel.outputs)
+    part = f" (the first {args.cols} of each row)" if kernel.row_stride != args.cols else ""
+    return (f"// {kernel.name}(src {kernel.dtype}[rows][{kernel.row_stride}]{part}, {outputs}, u32 rows):\n"
+            f"// block {kernel.block}, {launch}\n" + kernel.ptx)
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -146,9 +169,12 @@ def _layout(text: str | None):
 def _command(args) -> str:
     parts = ["ptxkit", "gen", args.what]
     for option in ("strategy", "op", "dtype", "src_shape", "src_layout", "dst_shape", "dst_layout", "axes", "scope",
-                   "cols", "cluster", "target", "name"):
+                   "cols", "row_stride", "cluster", "target", "name", "nan"):
         value = getattr(args, option)
-        if value is not None and (args.what == "reduce" or option in ("op", "dtype", "cols", "cluster", "target")):
+        if option == "nan" and value == "propagate":
+            continue
+        rowreduce_option = option in ("op", "dtype", "cols", "row_stride", "cluster", "target", "nan")
+        if value is not None and (args.what == "reduce" or rowreduce_option):
             parts += [f"--{option.replace('_', '-')}", str(value)]
     for flag in ("accum", "thread_reduce", "no_pack"):
         if getattr(args, flag) and args.what == "reduce":
