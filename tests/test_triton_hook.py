@@ -1,0 +1,273 @@
+"""``ptxkit.triton_hook``: the fence pass inside Triton's compiler.
+
+On the CPU (Triton compiles for an explicit ``GPUTarget("cuda", 90, 32)`` without a GPU):
+the pointer matmul's PTX gets its fence, check mode only warns, the log and the kernel's
+metadata say what was done, a second compile is a cache hit, a changed mode compiles
+again, a hook installed before ptxkit's still runs. On the GPU (marker ``gpu``): the
+pointer matmul and the TMA matmul with its own fence stripped, launched through
+``@triton.jit``, give numpy's float64 product; the in-memory cache of a jit function
+keeps its hits and recompiles when the mode changes.
+"""
+
+from __future__ import annotations  # the kernels' `tl.constexpr` annotations stay strings
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+triton = pytest.importorskip("triton", reason="Triton is not installed (pip install triton)")
+tl = pytest.importorskip("triton.language")
+
+from triton.backends.compiler import GPUTarget  # noqa: E402
+
+from ptxkit import triton_hook  # noqa: E402
+
+TARGET = GPUTarget("cuda", 90, 32)
+TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
+OPTIONS = {"num_warps": 4, "num_stages": 4}
+FENCE = re.compile(r"^\s*fence\.proxy\.async[^;\n]*;[ \t]*\n", re.M)
+
+
+@triton.jit
+def matmul_pointer(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                   stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr):
+    """C = A @ B from pointer tensors: cp.async into shared memory, then wgmma."""
+    pid = tl.program_id(0)
+    num_n = tl.cdiv(N, BLOCK_N)
+    offs_m = (pid // num_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = (pid % num_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@triton.jit
+def matmul_tma(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_K: tl.constexpr):
+    """C = A @ B^T from host-side tensor descriptors: TMA loads, wgmma, stmatrix, a TMA store."""
+    pid = tl.program_id(0)
+    num_n = tl.cdiv(N, BLOCK_N)
+    off_m = (pid // num_n) * BLOCK_M
+    off_n = (pid % num_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = a_desc.load([off_m, k * BLOCK_K])
+        b = b_desc.load([off_n, k * BLOCK_K])
+        acc = tl.dot(a, b.T, acc)
+    c_desc.store([off_m, off_n], acc.to(tl.float16))
+
+
+@pytest.fixture
+def fresh_triton(tmp_path, monkeypatch):
+    """An empty Triton cache, no hook, and a record of every compile: cache hit or not."""
+    compiles = []
+    monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path / "triton-cache"))
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", None)
+    monkeypatch.setattr(triton.knobs.compilation, "listener",
+                        lambda **event: compiles.append((event["metadata"]["name"], event["cache_hit"])))
+    yield compiles
+    triton_hook.uninstall()
+
+
+def compile_pointer():
+    """The pointer matmul compiled for sm_90 as ``kernel[grid](...)`` specializes it for
+    4096-sized fp16 matrices (sizes and strides divisible by 16, unit strides constant)."""
+    signature = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+                 "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "i32", "stride_bn": "constexpr",
+                 "stride_cm": "i32", "stride_cn": "constexpr",
+                 "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
+    constants = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, **TILE}
+    aligned = {(i,): [["tt.divisibility", 16]] for i, kind in enumerate(signature.values()) if kind != "constexpr"}
+    source = triton.compiler.ASTSource(fn=matmul_pointer, signature=signature, constexprs=constants, attrs=aligned)
+    return triton.compile(source, target=TARGET, options=OPTIONS)
+
+
+def test_fence_mode_adds_the_missing_fence_and_records_it(fresh_triton, tmp_path, monkeypatch):
+    plain = compile_pointer().asm["ptx"]
+    log = tmp_path / "fences.jsonl"
+    monkeypatch.setenv("PTXKIT_FENCE_LOG", str(log))
+    hook = triton_hook.install("fence")
+    kernel = compile_pointer()
+    fenced = kernel.asm["ptx"]
+    assert fenced.count("fence.proxy.async") == plain.count("fence.proxy.async") + 1
+    assert FENCE.sub("", fenced) == FENCE.sub("", plain)  # only the fence differs
+    (entry,) = hook.log
+    assert entry["file"] == "<triton matmul_pointer>" and entry["mode"] == "fence"
+    assert [f["variant"] for f in entry["fences"]] == ["fence.proxy.async.shared::cta"]
+    assert "cp.async.wait_group" in entry["fences"][0]["reason"]
+    assert 0 < entry["seconds"] < 5
+    assert kernel.metadata.ptxkit["fences"] == entry["fences"]
+    (logged,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert logged["fences"] == entry["fences"]
+    assert fresh_triton == [("matmul_pointer", False), ("matmul_pointer", False)]
+
+
+def test_check_mode_warns_and_keeps_the_ptx(fresh_triton, capsys):
+    plain = compile_pointer().asm["ptx"]
+    hook = triton_hook.install("check")
+    assert compile_pointer().asm["ptx"] == plain
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "[ptxkit]" in line]
+    assert len(warnings) == 1
+    assert re.match(r"<triton matmul_pointer>:\d+:\d+: warning: missing fence\.proxy\.async\.shared::cta", warnings[0])
+    assert len(hook.log[0]["fences"]) == 1
+
+
+def test_cache_hits_stay_hits_and_a_changed_mode_recompiles(fresh_triton):
+    triton_hook.install("fence")
+    first = compile_pointer()
+    again = compile_pointer()  # the same mode: from Triton's cache, with what ptxkit did
+    assert again.asm["ptx"] == first.asm["ptx"] and again.metadata.ptxkit == first.metadata.ptxkit
+    triton_hook.install("check")
+    compile_pointer()
+    triton_hook.install("off")
+    compile_pointer()
+    triton_hook.install("fence")
+    compile_pointer()
+    assert [hit for _, hit in fresh_triton] == [False, True, False, False, True]
+
+
+def test_the_cache_key_holds_version_mode_and_options():
+    from ptxkit import __version__
+    from ptxkit.cfg.fence import FenceOptions
+
+    fence, check = triton_hook.Hook("fence").cache_key(), triton_hook.Hook("check").cache_key()
+    inline = triton_hook.Hook("fence", FenceOptions(placement="inline")).cache_key()
+    assert fence[0].startswith(f"ptxkit-{__version__}-") and "-fence-" in fence[0]
+    assert len({fence[1], check[1], inline[1]}) == 3
+    assert fence == triton_hook.Hook("fence").cache_key()
+    with pytest.raises(ValueError, match="mode must be fence or check"):
+        triton_hook.Hook("off")
+
+
+def strip_fences(backend, stages, options, language, capability):
+    """A hook of Triton's own kind: removes Triton's fence.proxy.async from the PTX."""
+    make_ptx = stages["ptx"]
+    stages["ptx"] = lambda src, metadata: FENCE.sub("", make_ptx(src, metadata))
+
+
+def test_a_previous_hook_runs_first_and_stays_after_uninstall(fresh_triton, monkeypatch):
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", strip_fences)
+    hook = triton_hook.install("fence")
+    assert hook.previous is strip_fences
+    assert triton_hook.install("check").previous is strip_fences  # installing again replaces ptxkit's
+    triton_hook.uninstall()
+    assert triton.knobs.runtime.add_stages_inspection_hook is strip_fences
+
+
+def test_a_bad_mode_is_refused(fresh_triton):
+    with pytest.raises(ValueError, match="mode must be one of fence, check, off"):
+        triton_hook.install("sometimes")
+
+
+# -- on the GPU ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def torch_gpu():
+    torch = pytest.importorskip("torch", reason="the GPU tests launch Triton kernels on torch tensors")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs a Hopper GPU (sm_90) visible to torch")
+    return torch
+
+
+def operands(torch, size: int, seed: int):
+    generator = torch.Generator().manual_seed(seed)
+    a = torch.randn(size, size, generator=generator, dtype=torch.float32).to(torch.float16)
+    b = torch.randn(size, size, generator=generator, dtype=torch.float32).to(torch.float16)
+    expected = a.double().numpy() @ b.double().numpy()  # numpy's float64 product
+    return a.cuda(), b.cuda(), expected
+
+
+def launch_pointer(kernel, torch, a, b):
+    m, n = a.shape[0], b.shape[1]
+    c = torch.zeros(m, n, device="cuda", dtype=torch.float16)
+    grid = (triton.cdiv(m, TILE["BLOCK_M"]) * triton.cdiv(n, TILE["BLOCK_N"]),)
+    compiled = kernel[grid](a, b, c, m, n, a.shape[1], a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                            c.stride(0), c.stride(1), **TILE, **OPTIONS)
+    return c, compiled
+
+
+def launch_tma(kernel, torch, a, b):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    m, n = a.shape[0], b.shape[1]
+    c = torch.zeros(m, n, device="cuda", dtype=torch.float16)
+    descriptors = (TensorDescriptor.from_tensor(a, [TILE["BLOCK_M"], TILE["BLOCK_K"]]),
+                   TensorDescriptor.from_tensor(b.T.contiguous(), [TILE["BLOCK_N"], TILE["BLOCK_K"]]),
+                   TensorDescriptor.from_tensor(c, [TILE["BLOCK_M"], TILE["BLOCK_N"]]))
+    grid = (triton.cdiv(m, TILE["BLOCK_M"]) * triton.cdiv(n, TILE["BLOCK_N"]),)
+    compiled = kernel[grid](*descriptors, m, n, a.shape[1], **TILE, **OPTIONS)
+    return c, compiled
+
+
+def worst_error(launch, kernel, torch, a, b, expected, rounds: int) -> float:
+    """The largest relative error of `rounds` launches (C zeroed before each)."""
+    worst = 0.0
+    for _ in range(rounds):
+        c, _ = launch(kernel, torch, a, b)
+        torch.cuda.synchronize()
+        worst = max(worst, float(np.abs(c.double().cpu().numpy() - expected).max() / np.abs(expected).max()))
+    return worst
+
+
+@pytest.mark.gpu
+def test_pointer_matmul_gets_its_fence_and_the_right_product(fresh_triton, torch_gpu):
+    torch = torch_gpu
+    a, b, expected = operands(torch, 1024, seed=11)
+    hook = triton_hook.install("fence")
+    kernel = triton.jit(matmul_pointer.fn)
+    _, compiled = launch_pointer(kernel, torch, a, b)
+    assert [f["variant"] for f in compiled.metadata.ptxkit["fences"]] == ["fence.proxy.async.shared::cta"]
+    assert "FENCE.VIEW.ASYNC.S" in compiled.asm["sass"]
+    assert worst_error(launch_pointer, kernel, torch, a, b, expected, rounds=20) < 1e-2
+    assert len(hook.log) == 1  # 21 launches, one compile
+
+
+@pytest.mark.gpu
+def test_tma_matmul_with_its_fence_stripped_is_put_right(fresh_triton, torch_gpu, monkeypatch):
+    torch = torch_gpu
+    a, b, expected = operands(torch, 1024, seed=12)
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", strip_fences)
+    hook = triton_hook.install("fence")
+    kernel = triton.jit(matmul_tma.fn)
+    _, compiled = launch_tma(kernel, torch, a, b)
+    reasons = [fence["reason"] for fence in compiled.metadata.ptxkit["fences"]]
+    assert any("stmatrix" in reason and "cp.async.bulk.tensor" in reason for reason in reasons), reasons
+    assert "FENCE.VIEW.ASYNC.S" in compiled.asm["sass"]
+    assert worst_error(launch_tma, kernel, torch, a, b, expected, rounds=50) < 1e-2
+    assert len(hook.log) == 1
+
+
+@pytest.mark.gpu
+def test_jit_cache_keeps_hits_and_recompiles_for_another_mode(fresh_triton, torch_gpu):
+    torch = torch_gpu
+    a, b, expected = operands(torch, 512, seed=13)
+    triton_hook.install("fence")
+    kernel = triton.jit(matmul_pointer.fn)
+    launch_pointer(kernel, torch, a, b)
+    launch_pointer(kernel, torch, a, b)  # the in-memory cache: no compile at all
+    assert fresh_triton == [("matmul_pointer", False)]
+    triton_hook.install("check")
+    _, checked = launch_pointer(kernel, torch, a, b)
+    assert checked.metadata.ptxkit["mode"] == "check"
+    triton_hook.install("fence")
+    c, fenced = launch_pointer(kernel, torch, a, b)  # back to the first: in memory again
+    assert fenced.metadata.ptxkit["mode"] == "fence"
+    assert fresh_triton == [("matmul_pointer", False), ("matmul_pointer", False)]
+    other = triton.jit(matmul_pointer.fn)  # a fresh jit function: from the disk cache
+    launch_pointer(other, torch, a, b)
+    assert fresh_triton[-1] == ("matmul_pointer", True)
+    torch.cuda.synchronize()
+    assert np.abs(c.double().cpu().numpy() - expected).max() / np.abs(expected).max() < 1e-2
