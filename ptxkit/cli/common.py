@@ -60,6 +60,15 @@ def run_command(run, args) -> int:
         return EXIT_INTERNAL
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 file``, ``2 files``.
+
+    >>> plural(1, "fence"), plural(0, "fence")
+    ('1 fence', '0 fences')
+    """
+    return f"{count} {noun}{'s' * (count != 1)}"
+
+
 def read_input(path: str) -> tuple[bytes, str]:
     """Read a file, or standard input for ``-``; returns (bytes, display name).
 

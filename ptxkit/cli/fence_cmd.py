@@ -187,13 +187,15 @@ def _json_error(result) -> str:
 
 def _summary(args):
     """The summary line of a run over several files."""
+    from .common import plural
+
     verb = "missing" if args.check else "inserted"
 
     def summary(results) -> str:
         bad = sum(result.status == 2 for result in results)
         with_fences = [result for result in results if result.status != 2 and result.count]
-        text = (f"ptxkit fence: {len(results)} files, {len(with_fences)} with fences {verb} "
-                f"({sum(result.count for result in with_fences)} fences)")
+        text = (f"ptxkit fence: {plural(len(results), 'file')}, {len(with_fences)} with {verb} fences "
+                f"({plural(sum(result.count for result in with_fences), 'fence')})")
         return text + (f", {bad} not read as PTX" if bad else "")
 
     return summary

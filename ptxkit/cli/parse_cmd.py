@@ -8,6 +8,8 @@ this is also a syntax check: the first error of each file is printed as
 
 from __future__ import annotations
 
+from .common import plural
+
 
 def add_arguments(parser) -> None:
     from . import batch
@@ -42,7 +44,7 @@ def parse_one(path: str, args=None):
 
 def _summary(results) -> str:
     bad = sum(result.status != 0 for result in results)
-    return f"ptxkit parse: {len(results)} files, {len(results) - bad} parsed, {bad} with errors"
+    return f"ptxkit parse: {plural(len(results), 'file')}, {len(results) - bad} parsed, {bad} with errors"
 
 
 def summarise_module(module) -> str:
@@ -55,7 +57,7 @@ def summarise_module(module) -> str:
     version = ".".join(map(str, module.version)) if module.version else "?"
     targets = ", ".join(module.targets) or "?"
     size = f"{module.address_size}-bit addresses" if module.address_size else "no .address_size"
-    return f"{module.filename}: PTX {version}, target {targets}, {size}, {_plural(len(module.functions), 'function')}"
+    return f"{module.filename}: PTX {version}, target {targets}, {size}, {plural(len(module.functions), 'function')}"
 
 
 def summarise_function(module, function) -> str:
@@ -71,7 +73,7 @@ def summarise_function(module, function) -> str:
     sig = function.signature
     line, column = function.position
     head = f"{module.filename}:{line}:{column}: {' '.join(sig.linkage + ('.' + sig.kind,))} {sig.name}"
-    head += f" ({_plural(len(sig.params), 'parameter')})"
+    head += f" ({plural(len(sig.params), 'parameter')})"
     if function.is_declaration:
         return f"{head}: declaration"
     counts = {Instruction: 0, Label: 0, Block: 0}
@@ -81,10 +83,8 @@ def summarise_function(module, function) -> str:
             counts[kind] += 1
     extra = "".join(f", {name} {value}".rstrip() for name, value in sig.directives)
     return (
-        f"{head}: {_plural(counts[Instruction], 'instruction')}, {_plural(counts[Label], 'label')}, "
-        f"{_plural(counts[Block], 'nested scope')}{extra}"
+        f"{head}: {plural(counts[Instruction], 'instruction')}, {plural(counts[Label], 'label')}, "
+        f"{plural(counts[Block], 'nested scope')}{extra}"
     )
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'s' * (count != 1)}"
