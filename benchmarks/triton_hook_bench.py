@@ -1,8 +1,9 @@
 """The fence pass inside Triton's compiler (`ptxkit.triton_hook`): what it adds to each
 kernel, what it costs at compile time, and what the fence is worth at run time.
 
-Two fp16 matmuls, C = A @ B with fp32 accumulation (128 x 128 x 64 tiles, 4 stages, 4 warps),
-each compiled in process in five builds, every one with a fresh Triton cache:
+The two fp16 matmuls of ``samples/triton/triton_kernels.py`` (C = A @ B with fp32
+accumulation, 128 x 128 x 64 tiles, 4 stages, 4 warps), each compiled in process in five
+builds, every one with a fresh Triton cache:
 
 - ``triton``: no hook (the anchor);
 - ``hook fence`` / ``hook check``: ``ptxkit.triton_hook.install("fence"/"check")``;
@@ -20,31 +21,30 @@ own time from the hook's log), and the time of a compile answered from Triton's 
 Needs a Hopper GPU, torch and triton (3.6 or newer); without them it says so and exits 0.
 """
 
-from __future__ import annotations  # the kernels' `tl.constexpr` annotations stay strings
+from __future__ import annotations
 
-import re
 import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-try:  # the kernels below name `tl`; without triton the script only reports a skip
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples" / "triton"))
+try:  # without triton the script only reports a skip
     import triton
-    import triton.language as tl
+    from triton_kernels import (hopper_unavailable_reason, launch_pointer, launch_tma, matmul_pointer, matmul_tma,
+                                strip_fences)
 except ImportError:
-    triton = tl = None
+    triton = None
 
-TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
-OPTIONS = {"num_warps": 4, "num_stages": 4}
 BUILDS = ("triton", "hook fence", "hook check", "stripped", "stripped + hook")
 COMPILES = 3  # compiles timed per build of the anchor and the fence hook
 CHECKS = 100  # launches compared with numpy per build
-FENCE = re.compile(r"^\s*fence\.proxy\.async[^;\n]*;[ \t]*\n", re.M)
 
 
 def main(argv: list[str]) -> int:
     size = int(argv[0]) if argv else 2048
-    missing = _missing_requirements()
+    missing = "needs triton" if triton is None else hopper_unavailable_reason()
     if missing:
         print(f"triton_hook_bench: skipped ({missing})")
         return 0
@@ -63,26 +63,6 @@ def main(argv: list[str]) -> int:
             rows.append(measure(kernel_name, kernel, launch, build, a, b, expected, triton_hook))
     print_table(rows, size)
     return 0 if all(row["ok"] for row in rows) else 1
-
-
-def _missing_requirements() -> str | None:
-    if triton is None:
-        return "needs triton"
-    try:
-        import torch
-    except ImportError:
-        return "needs torch"
-    if not torch.cuda.is_available():
-        return "no CUDA GPU visible to torch"
-    if torch.cuda.get_device_capability() != (9, 0):
-        return f"needs a Hopper GPU (sm_90), found {torch.cuda.get_device_name()}"
-    return None
-
-
-def strip_fences(backend, stages, options, language, capability):
-    """A hook of Triton's own kind that removes Triton's fence.proxy.async from the PTX."""
-    make_ptx = stages["ptx"]
-    stages["ptx"] = lambda src, metadata: FENCE.sub("", make_ptx(src, metadata))
 
 
 def measure(kernel_name, kernel, launch, build, a, b, expected, triton_hook) -> dict:
@@ -127,67 +107,6 @@ def measure(kernel_name, kernel, launch, build, a, b, expected, triton_hook) -> 
         "hit_s": hit,
         "ok": not fenced or wrong == 0,
     }
-
-
-def matmul_pointer(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                   stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                   BLOCK_K: tl.constexpr):
-    """C = A @ B from pointer tensors (cp.async into shared memory, then wgmma)."""
-    pid = tl.program_id(0)
-    num_n = tl.cdiv(N, BLOCK_N)
-    offs_m = (pid // num_n) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = (pid % num_n) * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-
-
-def matmul_tma(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BLOCK_K: tl.constexpr):
-    """C = A @ B^T from host-side tensor descriptors (TMA loads, wgmma, a TMA store)."""
-    pid = tl.program_id(0)
-    num_n = tl.cdiv(N, BLOCK_N)
-    off_m = (pid // num_n) * BLOCK_M
-    off_n = (pid % num_n) * BLOCK_N
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        a = a_desc.load([off_m, k * BLOCK_K])
-        b = b_desc.load([off_n, k * BLOCK_K])
-        acc = tl.dot(a, b.T, acc)
-    c_desc.store([off_m, off_n], acc.to(tl.float16))
-
-
-def launch_pointer(kernel, a, b):
-    import torch
-
-    m, n = a.shape[0], b.shape[1]
-    c = torch.zeros(m, n, device="cuda", dtype=torch.float16)
-    grid = (triton.cdiv(m, TILE["BLOCK_M"]) * triton.cdiv(n, TILE["BLOCK_N"]),)
-    compiled = kernel[grid](a, b, c, m, n, a.shape[1], a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                            c.stride(0), c.stride(1), **TILE, **OPTIONS)
-    return c, compiled
-
-
-def launch_tma(kernel, a, b):
-    import torch
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    m, n = a.shape[0], b.shape[1]
-    c = torch.zeros(m, n, device="cuda", dtype=torch.float16)
-    descriptors = (TensorDescriptor.from_tensor(a, [TILE["BLOCK_M"], TILE["BLOCK_K"]]),
-                   TensorDescriptor.from_tensor(b.T.contiguous(), [TILE["BLOCK_N"], TILE["BLOCK_K"]]),
-                   TensorDescriptor.from_tensor(c, [TILE["BLOCK_M"], TILE["BLOCK_N"]]))
-    grid = (triton.cdiv(m, TILE["BLOCK_M"]) * triton.cdiv(n, TILE["BLOCK_N"]),)
-    return c, kernel[grid](*descriptors, m, n, a.shape[1], **TILE, **OPTIONS)
 
 
 def print_table(rows: list[dict], size: int) -> None:

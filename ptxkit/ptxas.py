@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .toolkit import find_tool, is_executable, tool_candidates  # noqa: F401  (is_executable: API)
+from .toolkit import find_tool, tool_candidates
 
 #: The name the input has inside ptxas's private directory (mapped back in messages).
 _INPUT = "input.ptx"

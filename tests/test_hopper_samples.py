@@ -20,7 +20,6 @@ import dataclasses
 import operator
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path

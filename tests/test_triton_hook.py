@@ -9,64 +9,25 @@ pointer matmul and the TMA matmul with its own fence stripped, launched through
 keeps its hits and recompiles when the mode changes.
 """
 
-from __future__ import annotations  # the kernels' `tl.constexpr` annotations stay strings
+from __future__ import annotations
 
 import json
 import re
+import sys
 
 import numpy as np
 import pytest
 
-triton = pytest.importorskip("triton", reason="Triton is not installed (pip install triton)")
-tl = pytest.importorskip("triton.language")
-
-from triton.backends.compiler import GPUTarget  # noqa: E402
+triton = pytest.importorskip("triton", reason="Triton is not installed (pip install -e '.[triton]')")
 
 from ptxkit import triton_hook  # noqa: E402
 
-TARGET = GPUTarget("cuda", 90, 32)
-TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
-OPTIONS = {"num_warps": 4, "num_stages": 4}
-FENCE = re.compile(r"^\s*fence\.proxy\.async[^;\n]*;[ \t]*\n", re.M)
+from conftest import SAMPLES  # noqa: E402
 
-
-@triton.jit
-def matmul_pointer(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                   stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                   BLOCK_K: tl.constexpr):
-    """C = A @ B from pointer tensors: cp.async into shared memory, then wgmma."""
-    pid = tl.program_id(0)
-    num_n = tl.cdiv(N, BLOCK_N)
-    offs_m = (pid // num_n) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = (pid % num_n) * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-
-
-@triton.jit
-def matmul_tma(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BLOCK_K: tl.constexpr):
-    """C = A @ B^T from host-side tensor descriptors: TMA loads, wgmma, stmatrix, a TMA store."""
-    pid = tl.program_id(0)
-    num_n = tl.cdiv(N, BLOCK_N)
-    off_m = (pid // num_n) * BLOCK_M
-    off_n = (pid % num_n) * BLOCK_N
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        a = a_desc.load([off_m, k * BLOCK_K])
-        b = b_desc.load([off_n, k * BLOCK_K])
-        acc = tl.dot(a, b.T, acc)
-    c_desc.store([off_m, off_n], acc.to(tl.float16))
+sys.path.insert(0, str(SAMPLES / "triton"))
+from generate import compile_sample  # noqa: E402  (samples/triton: the kernels and their compiles)
+from triton_kernels import (FENCE, hopper_unavailable_reason, launch_pointer, launch_tma,  # noqa: E402
+                            matmul_pointer, matmul_tma, strip_fences)
 
 
 @pytest.fixture
@@ -82,16 +43,8 @@ def fresh_triton(tmp_path, monkeypatch):
 
 
 def compile_pointer():
-    """The pointer matmul compiled for sm_90 as ``kernel[grid](...)`` specializes it for
-    4096-sized fp16 matrices (sizes and strides divisible by 16, unit strides constant)."""
-    signature = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
-                 "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "i32", "stride_bn": "constexpr",
-                 "stride_cm": "i32", "stride_cn": "constexpr",
-                 "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
-    constants = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, **TILE}
-    aligned = {(i,): [["tt.divisibility", 16]] for i, kind in enumerate(signature.values()) if kind != "constexpr"}
-    source = triton.compiler.ASTSource(fn=matmul_pointer, signature=signature, constexprs=constants, attrs=aligned)
-    return triton.compile(source, target=TARGET, options=OPTIONS)
+    """The 64 x 64 x 32 pointer matmul of samples/triton, compiled now for sm_90."""
+    return compile_sample("matmul_pointer_64x64x32")
 
 
 def test_fence_mode_adds_the_missing_fence_and_records_it(fresh_triton, tmp_path, monkeypatch):
@@ -151,12 +104,6 @@ def test_the_cache_key_holds_version_mode_and_options():
         triton_hook.Hook("off")
 
 
-def strip_fences(backend, stages, options, language, capability):
-    """A hook of Triton's own kind: removes Triton's fence.proxy.async from the PTX."""
-    make_ptx = stages["ptx"]
-    stages["ptx"] = lambda src, metadata: FENCE.sub("", make_ptx(src, metadata))
-
-
 def test_a_previous_hook_runs_first_and_stays_after_uninstall(fresh_triton, monkeypatch):
     monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", strip_fences)
     hook = triton_hook.install("fence")
@@ -176,9 +123,11 @@ def test_a_bad_mode_is_refused(fresh_triton):
 
 @pytest.fixture
 def torch_gpu():
-    torch = pytest.importorskip("torch", reason="the GPU tests launch Triton kernels on torch tensors")
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("needs a Hopper GPU (sm_90) visible to torch")
+    reason = hopper_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"the GPU tests launch Triton kernels on torch tensors: {reason}")
+    import torch
+
     return torch
 
 
@@ -190,33 +139,11 @@ def operands(torch, size: int, seed: int):
     return a.cuda(), b.cuda(), expected
 
 
-def launch_pointer(kernel, torch, a, b):
-    m, n = a.shape[0], b.shape[1]
-    c = torch.zeros(m, n, device="cuda", dtype=torch.float16)
-    grid = (triton.cdiv(m, TILE["BLOCK_M"]) * triton.cdiv(n, TILE["BLOCK_N"]),)
-    compiled = kernel[grid](a, b, c, m, n, a.shape[1], a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                            c.stride(0), c.stride(1), **TILE, **OPTIONS)
-    return c, compiled
-
-
-def launch_tma(kernel, torch, a, b):
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    m, n = a.shape[0], b.shape[1]
-    c = torch.zeros(m, n, device="cuda", dtype=torch.float16)
-    descriptors = (TensorDescriptor.from_tensor(a, [TILE["BLOCK_M"], TILE["BLOCK_K"]]),
-                   TensorDescriptor.from_tensor(b.T.contiguous(), [TILE["BLOCK_N"], TILE["BLOCK_K"]]),
-                   TensorDescriptor.from_tensor(c, [TILE["BLOCK_M"], TILE["BLOCK_N"]]))
-    grid = (triton.cdiv(m, TILE["BLOCK_M"]) * triton.cdiv(n, TILE["BLOCK_N"]),)
-    compiled = kernel[grid](*descriptors, m, n, a.shape[1], **TILE, **OPTIONS)
-    return c, compiled
-
-
 def worst_error(launch, kernel, torch, a, b, expected, rounds: int) -> float:
     """The largest relative error of `rounds` launches (C zeroed before each)."""
     worst = 0.0
     for _ in range(rounds):
-        c, _ = launch(kernel, torch, a, b)
+        c, _ = launch(kernel, a, b)
         torch.cuda.synchronize()
         worst = max(worst, float(np.abs(c.double().cpu().numpy() - expected).max() / np.abs(expected).max()))
     return worst
@@ -227,8 +154,8 @@ def test_pointer_matmul_gets_its_fence_and_the_right_product(fresh_triton, torch
     torch = torch_gpu
     a, b, expected = operands(torch, 1024, seed=11)
     hook = triton_hook.install("fence")
-    kernel = triton.jit(matmul_pointer.fn)
-    _, compiled = launch_pointer(kernel, torch, a, b)
+    kernel = triton.jit(matmul_pointer)
+    _, compiled = launch_pointer(kernel, a, b)
     assert [f["variant"] for f in compiled.metadata.ptxkit["fences"]] == ["fence.proxy.async.shared::cta"]
     assert "FENCE.VIEW.ASYNC.S" in compiled.asm["sass"]
     assert worst_error(launch_pointer, kernel, torch, a, b, expected, rounds=20) < 1e-2
@@ -241,8 +168,8 @@ def test_tma_matmul_with_its_fence_stripped_is_put_right(fresh_triton, torch_gpu
     a, b, expected = operands(torch, 1024, seed=12)
     monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", strip_fences)
     hook = triton_hook.install("fence")
-    kernel = triton.jit(matmul_tma.fn)
-    _, compiled = launch_tma(kernel, torch, a, b)
+    kernel = triton.jit(matmul_tma)
+    _, compiled = launch_tma(kernel, a, b)
     reasons = [fence["reason"] for fence in compiled.metadata.ptxkit["fences"]]
     assert any("stmatrix" in reason and "cp.async.bulk.tensor" in reason for reason in reasons), reasons
     assert "FENCE.VIEW.ASYNC.S" in compiled.asm["sass"]
@@ -255,19 +182,19 @@ def test_jit_cache_keeps_hits_and_recompiles_for_another_mode(fresh_triton, torc
     torch = torch_gpu
     a, b, expected = operands(torch, 512, seed=13)
     triton_hook.install("fence")
-    kernel = triton.jit(matmul_pointer.fn)
-    launch_pointer(kernel, torch, a, b)
-    launch_pointer(kernel, torch, a, b)  # the in-memory cache: no compile at all
+    kernel = triton.jit(matmul_pointer)
+    launch_pointer(kernel, a, b)
+    launch_pointer(kernel, a, b)  # the in-memory cache: no compile at all
     assert fresh_triton == [("matmul_pointer", False)]
     triton_hook.install("check")
-    _, checked = launch_pointer(kernel, torch, a, b)
+    _, checked = launch_pointer(kernel, a, b)
     assert checked.metadata.ptxkit["mode"] == "check"
     triton_hook.install("fence")
-    c, fenced = launch_pointer(kernel, torch, a, b)  # back to the first: in memory again
+    c, fenced = launch_pointer(kernel, a, b)  # back to the first: in memory again
     assert fenced.metadata.ptxkit["mode"] == "fence"
     assert fresh_triton == [("matmul_pointer", False), ("matmul_pointer", False)]
-    other = triton.jit(matmul_pointer.fn)  # a fresh jit function: from the disk cache
-    launch_pointer(other, torch, a, b)
+    other = triton.jit(matmul_pointer)  # a fresh jit function: from the disk cache
+    launch_pointer(other, a, b)
     assert fresh_triton[-1] == ("matmul_pointer", True)
     torch.cuda.synchronize()
     assert np.abs(c.double().cpu().numpy() - expected).max() / np.abs(expected).max() < 1e-2
