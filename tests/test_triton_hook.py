@@ -1,7 +1,7 @@
 """``ptxkit.triton_hook``: the fence pass inside Triton's compiler.
 
 On the CPU (Triton compiles for an explicit ``GPUTarget("cuda", 90, 32)`` without a GPU):
-the pointer matmul's PTX gets its fence, check mode only warns, the log and the kernel's
+the pointer matmul's PTX, Triton's own fences stripped, gets its fence, check mode only warns, the log and the kernel's
 metadata say what was done, a second compile is a cache hit, a changed mode compiles
 again, a hook installed before ptxkit's still runs. On the GPU (marker ``gpu``): the
 pointer matmul and the TMA matmul with its own fence stripped, launched through
@@ -47,15 +47,25 @@ def compile_pointer():
     return compile_sample("matmul_pointer_64x64x32")
 
 
-def test_fence_mode_adds_the_missing_fence_and_records_it(fresh_triton, tmp_path, monkeypatch):
-    plain = compile_pointer().asm["ptx"]
+@pytest.fixture
+def stripped(fresh_triton, monkeypatch):
+    """Triton's own fence.proxy.async taken out by a hook of Triton's kind: Triton 3.6
+    leaves the pointer matmul's fence out, later Triton writes it; stripped, every
+    version needs ptxkit's. Returns the PTX without ptxkit."""
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", strip_fences)
+    ptx = compile_pointer().asm["ptx"]
+    assert "fence.proxy.async" not in ptx
+    return ptx
+
+
+def test_fence_mode_adds_the_missing_fence_and_records_it(stripped, fresh_triton, tmp_path, monkeypatch):
     log = tmp_path / "fences.jsonl"
     monkeypatch.setenv("PTXKIT_FENCE_LOG", str(log))
     hook = triton_hook.install("fence")
     kernel = compile_pointer()
     fenced = kernel.asm["ptx"]
-    assert fenced.count("fence.proxy.async") == plain.count("fence.proxy.async") + 1
-    assert FENCE.sub("", fenced) == FENCE.sub("", plain)  # only the fence differs
+    assert fenced.count("fence.proxy.async") == 1
+    assert FENCE.sub("", fenced) == stripped  # only the fence differs
     (entry,) = hook.log
     assert entry["file"] == "<triton matmul_pointer>" and entry["mode"] == "fence"
     assert [f["variant"] for f in entry["fences"]] == ["fence.proxy.async.shared::cta"]
@@ -67,10 +77,9 @@ def test_fence_mode_adds_the_missing_fence_and_records_it(fresh_triton, tmp_path
     assert fresh_triton == [("matmul_pointer", False), ("matmul_pointer", False)]
 
 
-def test_check_mode_warns_and_keeps_the_ptx(fresh_triton, capsys):
-    plain = compile_pointer().asm["ptx"]
+def test_check_mode_warns_and_keeps_the_ptx(stripped, capsys):
     hook = triton_hook.install("check")
-    assert compile_pointer().asm["ptx"] == plain
+    assert compile_pointer().asm["ptx"] == stripped
     warnings = [line for line in capsys.readouterr().err.splitlines() if "[ptxkit]" in line]
     assert len(warnings) == 1
     assert re.match(r"<triton matmul_pointer>:\d+:\d+: warning: missing fence\.proxy\.async\.shared::cta", warnings[0])

@@ -130,11 +130,16 @@ def launch_tma(kernel, a, b, tile=TILE, options=OPTIONS):
     return c, kernel[_grid(m, n, tile)](*descriptors, m, n, a.shape[1], **tile, **options)
 
 
-def strip_fences(backend, stages, options, language, capability):
+def strip_fences(*args):
     """A pipeline hook of Triton's own kind (``knobs.runtime.add_stages_inspection_hook``)
-    that removes Triton's fence.proxy.async lines from the PTX."""
+    that removes Triton's fence.proxy.async lines from the PTX. Called with no arguments
+    (Triton 3.7 and later) it gives its part of the cache key."""
+    if not args:
+        return "strip-fences", "strip-fences"
+    stages = args[1]
     make_ptx = stages["ptx"]
     stages["ptx"] = lambda src, metadata: FENCE.sub("", make_ptx(src, metadata))
+    return None
 
 
 def hopper_unavailable_reason() -> str | None:
