@@ -44,7 +44,13 @@ class FileResult:
 
 
 def add_arguments(parser) -> None:
-    """``-j N``: how many worker processes check files at once."""
+    """``-j N``: how many worker processes check files at once.
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(); add_arguments(parser)
+    >>> parser.parse_args(["-j", "4"]).jobs, parser.parse_args([]).jobs
+    (4, 1)
+    """
     parser.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
                         help="check N files at once in worker processes (0: one per CPU; default 1)")
 

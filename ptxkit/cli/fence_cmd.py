@@ -42,7 +42,13 @@ def add_arguments(parser) -> None:
 
 
 def add_pass_arguments(parser, same_as_fence: bool = False) -> None:
-    """The options of the fence pass (shared with ``ptxkit cfg``)."""
+    """The options of the fence pass (shared with ``ptxkit cfg``).
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(); add_pass_arguments(parser)
+    >>> fence_options(parser.parse_args(["--placement", "inline"])).placement
+    'inline'
+    """
     from ptxkit.cfg.fence import EXTERN_POLICIES, PLACEMENTS
     from ptxkit.cfg.placement import VARIANTS
 
