@@ -1,7 +1,8 @@
 """Triton on Hopper, built through ptxkit's ptxas wrapper: which fences are missing, and
 what adding them costs.
 
-Two fp16 matmuls (C = A @ B, fp32 accumulation, 128 x 128 x 64 tiles, 4 stages):
+The two fp16 matmuls of ``samples/triton/triton_kernels.py`` (C = A @ B, fp32
+accumulation, 128 x 128 x 64 tiles, 4 stages):
 
 - ``pointer``: ``tl.load`` of pointer tensors. Triton pipelines them with ``cp.async``
   into shared memory and feeds ``wgmma``; ``cp.async`` writes through the generic proxy.
@@ -30,7 +31,7 @@ Triton's ptxas in a child process). Without a GPU, torch or triton it says so an
 ``TRITON_CACHE_DIR`` and ``TRITON_ALWAYS_COMPILE=1``.
 """
 
-from __future__ import annotations  # the kernels' `tl.constexpr` annotations stay strings
+from __future__ import annotations
 
 import importlib
 import json
@@ -41,11 +42,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-try:  # the kernels below name `tl`; without triton the script only reports a skip
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples" / "triton"))
+try:  # without triton the script only reports a skip
     import triton
-    import triton.language as tl
+    from triton_kernels import hopper_unavailable_reason, matmul_pointer, matmul_tma
 except ImportError:
-    triton = tl = None
+    triton = None
 
 BUILDS = ("triton", "ptxkit", "stripped", "stripped+ptxkit")
 BLOCK_M, BLOCK_N, BLOCK_K, STAGES, WARPS = 128, 128, 64, 4, 4
@@ -91,15 +93,7 @@ def _missing_requirements() -> str | None:
         importlib.import_module("ptxkit.cfg.fence")
     except ImportError:
         return "needs ptxkit installed in this Python (pip install -e . from the repository)"
-    try:
-        import torch
-    except ImportError:
-        return "needs torch"
-    if not torch.cuda.is_available():
-        return "no CUDA GPU visible to torch"
-    if torch.cuda.get_device_capability() != (9, 0):
-        return f"needs a Hopper GPU (sm_90), found {torch.cuda.get_device_name()}"
-    return None
+    return hopper_unavailable_reason()
 
 
 def _run_all(size: int, workdir: Path) -> list[dict]:
@@ -149,43 +143,6 @@ def _run_all(size: int, workdir: Path) -> list[dict]:
         _time_interleaved(runs)
         results.extend(runs.values())
     return results
-
-
-def matmul_pointer(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                   stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                   BLOCK_K: tl.constexpr):
-    """C = A @ B from pointer tensors (Triton pipelines the loads with cp.async)."""
-    pid = tl.program_id(0)
-    num_n = tl.cdiv(N, BLOCK_N)
-    offs_m = (pid // num_n) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = (pid % num_n) * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-
-
-def matmul_tma(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BLOCK_K: tl.constexpr):
-    """C = A @ B^T from host-side tensor descriptors (TMA loads, TMA store)."""
-    pid = tl.program_id(0)
-    num_n = tl.cdiv(N, BLOCK_N)
-    off_m = (pid // num_n) * BLOCK_M
-    off_n = (pid % num_n) * BLOCK_N
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        a = a_desc.load([off_m, k * BLOCK_K])
-        b = b_desc.load([off_n, k * BLOCK_K])
-        acc = tl.dot(a, b.T, acc)
-    c_desc.store([off_m, off_n], acc.to(tl.float16))
 
 
 def _relative_error(launch, expected) -> float:

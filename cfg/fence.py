@@ -218,8 +218,9 @@ class FenceSite:
 class FenceReport:
     """What `fence_module` did (or, in check mode, found).
 
-    `lines` maps the input's line numbers to the output's (`ptxkit.edits.LineMap`;
-    None until a rewrite).
+    `edits` are the planned insertions (`ptxkit.edits`), applied in a rewrite and kept
+    in check mode for `apply`; `lines` maps the input's line numbers to the output's
+    (`ptxkit.edits.LineMap`; None until the edits are applied).
 
     >>> from pathlib import Path
     >>> text = Path("samples/fence/06b_tma_store_after_shared_store.ptx").read_text()
@@ -234,7 +235,24 @@ class FenceReport:
     fences: list[FenceSite] = field(default_factory=list)
     warnings: list[Place] = field(default_factory=list)
     skipped: str | None = None
+    edits: list = field(default_factory=list, repr=False)
     lines: object = field(default=None, repr=False)
+
+    def apply(self):
+        """Apply the planned edits to the module (once); returns the `LineMap`. Check
+        mode uses it to show what a rewrite would give without analysing again.
+
+        >>> import ptxkit
+        >>> m = ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx")
+        >>> report = fence_module(m, rewrite=False)
+        >>> report.apply().new(35), str(m).splitlines()[34]
+        (36, '\\tfence.proxy.async.shared::cta;')
+        """
+        from ptxkit.edits import apply_edits
+
+        if self.lines is None:
+            self.lines = apply_edits(self.edits)
+        return self.lines
 
     @property
     def changed(self) -> bool:
@@ -303,8 +321,6 @@ def fence_module(module, options: FenceOptions | None = None, rewrite: bool = Tr
     >>> report.changed, [(f.placement, f.line) for f in report.fences], str(m).splitlines()[35]
     (True, [('inline', 36)], '\\tfence.proxy.async.shared::cta;')
     """
-    from ptxkit.edits import apply_edits
-
     options = options or FenceOptions()
     report = FenceReport(module.filename, options, rewrite)
     report.skipped = check_target(module)
@@ -317,8 +333,9 @@ def fence_module(module, options: FenceOptions | None = None, rewrite: bool = Tr
             report.warnings.extend(result.warnings)
         report.fences.sort(key=lambda f: (f.line or 0, f.column or 0))
         report.warnings.sort(key=lambda w: (w.line or 0, w.column or 0))
+        report.edits = [edit for result in results for edit in result.edits]
         if rewrite:
-            report.lines = apply_edits([edit for result in results for edit in result.edits])
+            report.apply()
     return report
 
 
@@ -513,7 +530,21 @@ def _anchor(flow, plan: PlannedFence):
         return block.instructions[plan.position], "before"
     if block.instructions:
         return block.instructions[-1], "after"
-    return block.labels[-1], "after"
+    if block.labels:
+        return block.labels[-1], "after"
+    return _returning_call(flow, block), "after"
+
+
+def _returning_call(flow, block):
+    """The call an empty, unlabelled block continues after: the block an inlined
+    callee returns to (docs/fence.md §6) starts right after its call instruction."""
+    for pred in flow.pred[block.index]:
+        context = flow.blocks[pred].context
+        while context is not None and context.parent is not block.context:
+            context = context.parent
+        if context is not None:
+            return context.call
+    raise AssertionError(f"block {block.index} is empty but follows no call")
 
 
 _OPCODE_TEXT = re.compile(r"(@!?\s*\S+\s+)?([^\s;]+)")

@@ -575,9 +575,11 @@ class KernelAnalysis:
         return out
 
     def generated_spaces(self, block: int) -> int:
-        """The spaces of the facts block `block` makes pending (its accesses and what
-        its waits import): a fence hoisted over it would not order them."""
+        """The spaces of the facts block `block` makes pending (its accesses, what its
+        waits import, the cp.async writes its ``cp.async.wait`` completes): a fence
+        hoisted over it would not order them."""
         spaces = 0
+        state = self.ins[block]
         for event in self.events[block]:
             gen = self.generated.get(id(event))
             if gen is not None:
@@ -585,6 +587,9 @@ class KernelAnalysis:
             if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
                 same, crossed = self.imports.get(id(event), (0, 0))
                 spaces |= _fact_spaces(same | crossed, self.facts)
+            elif event.kind is Kind.CP_ASYNC_WAIT:
+                spaces |= _fact_spaces(self.plane(state, IN_FLIGHT), self.facts)
+            state = self._step(event, state)
         return spaces
 
     def pending_before(self, block: int, event: Event) -> int:

@@ -18,15 +18,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ._regex import compile
 from .isa import LINKAGES
 
-_COMMENT = re.compile(r"//[^\n]*|/\*[\s\S]*?\*/")
+_COMMENT = compile(r"//[^\n]*|/\*[\s\S]*?\*/")
 _DECL_SPACES = (".reg", ".global", ".shared", ".local", ".const", ".param", ".tex", ".sreg")
-_TOKEN = re.compile(
+_TOKEN = compile(
     r"\.align\s+\d+(?![\w$])|\.attribute\s*\((?:[^()]|\([^()]*\))*\)|\.[A-Za-z_][\w]*(?:::[\w]+)*"
     r"|[%A-Za-z_$][\w$]*(?:\s*<\s*\d+\s*>)?(?:\s*\[\s*\d*\s*\])*(?![\w$])|,|\S+"
 )
-_TYPE = re.compile(
+_TYPE = compile(
     r"\.(?:[bsu](?:8|16|32|64|128)|f16|f32|f64|f16x2|bf16|bf16x2|tf32|e4m3|e5m2|e4m3x2|e5m2x2|[su]16x2"
     r"|pred|texref|samplerref|surfref)"
 )
@@ -115,7 +116,7 @@ class Declaration:
         return [re.match(r"[%A-Za-z_$][\w$]*", name).group() for name in self.names]
 
 
-_HEADER = re.compile(
+_HEADER = compile(
     r"\s*(?P<linkage>(?:\.(?:visible|extern|weak|common)\s+)*)\.(?P<kind>entry|func)(?![\w$])\s*"
     r"(?P<attribute>\.attribute\s*\((?:[^()]|\([^()]*\))*\)\s*)?"
     r"(?:\((?P<ret>[^()]*)\)\s*)?"
@@ -125,8 +126,8 @@ _HEADER = re.compile(
 )
 
 
-_DIRECTIVE = re.compile(r'(\.[A-Za-z_]\w*)((?:\s*(?:"[^"]*"|[^.\s;"]+))*)\s*;?')
-_DIRECTIVES = re.compile(rf"(?:\s*{_DIRECTIVE.pattern})*\s*")
+_DIRECTIVE = compile(r'(\.[A-Za-z_]\w*)((?:\s*(?:"[^"]*"|[^.\s;"]+))*)\s*;?')
+_DIRECTIVES = compile(rf"(?:\s*{_DIRECTIVE.pattern})*\s*")
 
 
 def parse_signature(function) -> Signature:
@@ -211,7 +212,7 @@ def _declarator(name: str) -> tuple[str, tuple[int | None, ...]]:
     return base, dims
 
 
-_DECLARATION_START = re.compile(
+_DECLARATION_START = compile(
     r"(?:\.(?:visible|extern|weak|common)\s+)*\.(?:reg|global|shared|local|const|param|tex|sreg)(?![\w$])"
 )
 

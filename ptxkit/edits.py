@@ -51,8 +51,8 @@ class LineMap:
     """Old line -> new line after some inserted lines, and back.
 
     >>> m = LineMap([(3, 1), (10, 1)])
-    >>> [m.new(line) for line in (1, 3, 9, 10)], m.old(3), m.old(4), m.inserted
-    ([1, 4, 10, 12], None, 3, [3, 11])
+    >>> [m.new(line) for line in (1, 3, 9, 10)], m.old(3), m.old(4), m.inserted, m.source(3)
+    ([1, 4, 10, 12], None, 3, [3, 11], 3)
     """
 
     def __init__(self, insertions: list[tuple[int, int]]):
@@ -77,13 +77,24 @@ class LineMap:
 
     def old(self, new: int) -> int | None:
         """Which old line new line `new` was (None for an inserted line)."""
+        return self._locate(new)[0]
+
+    def source(self, new: int) -> int:
+        """The old line new line `new` comes from: itself, or for an inserted line the
+        old line it was inserted before (where a diagnostic about it should point)."""
+        old, before = self._locate(new)
+        return before if old is None else old
+
+    def _locate(self, new: int) -> tuple[int | None, int]:
+        """(old line or None, the old line an inserted line stands before)."""
         for index, line in enumerate(self._lines):
             first = line + (self._shift[index - 1] if index else 0)  # the first inserted line here
             if new < first:
-                return new - (self._shift[index - 1] if index else 0)
+                return new - (self._shift[index - 1] if index else 0), line
             if new < first + self._counts[line]:
-                return None
-        return new - (self._shift[-1] if self._shift else 0)
+                return None, line
+        old = new - (self._shift[-1] if self._shift else 0)
+        return old, old
 
     @property
     def inserted(self) -> list[int]:

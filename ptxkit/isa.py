@@ -12,6 +12,8 @@ import enum
 import re
 from typing import NamedTuple
 
+from ._regex import compile
+
 #: State-space names as they appear as opcode modifiers (without the dot).
 STATE_SPACES = frozenset(
     {
@@ -42,7 +44,7 @@ SPECIAL_REGISTER_PATTERN = (
     r"|globaltimer(?:_lo|_hi)?|reserved_smem_offset_(?:begin|end|cap|\d+)|total_smem_size"
     r"|aggr_smem_size|dynamic_smem_size|current_graph_exec)(?:\.[xyz])?(?![\w$])"
 )
-_SPECIAL_REGISTER = re.compile(SPECIAL_REGISTER_PATTERN)
+_SPECIAL_REGISTER = compile(SPECIAL_REGISTER_PATTERN)  # cached between processes
 
 
 def is_special_register(name: str) -> bool:

@@ -14,60 +14,10 @@ does not fit, which is then diagnosed.
 
 from __future__ import annotations
 
-import re
-
-from ._gc import paused_gc
 from .errors import PtxSyntaxError, Source
-from .syntax import Block, Directive, Function, Instruction, Label, Module, Node
-
-_WS = r"[ \t\r\n\f\v]"
-_STRING = r'"(?:[^"\\\n]|\\.)*+"'
-_COMMENT = r"//[^\n]*+|/\*(?:[^*]++|\*(?!/))*+\*/"
-_TRIVIA = rf"(?:{_WS}++|{_COMMENT})*+"
-_SLASH = r"/(?![/*])"  # a lone slash; never the start of a comment
-_IDENT = r"[A-Za-z_$%][A-Za-z0-9_$]*+"
-
-
-def _brace_group(depth: int) -> str:
-    """``{ … }`` without ``;`` inside, nested up to `depth` (vectors, initializers)."""
-    inner = rf'[^{{}};"/]++|{_STRING}|{_COMMENT}|{_SLASH}'
-    group = rf"\{{(?:{inner})*+\}}"
-    for _ in range(depth - 1):
-        group = rf"\{{(?:{inner}|{group})*+\}}"
-    return group
-
-
-_STATEMENT_BODY = rf'(?:[^;{{}}"/]++|{_STRING}|{_COMMENT}|{_SLASH}|{_brace_group(6)})*+'
-_LINE_DIRECTIVE = (
-    rf'\.(?:version|target|address_size|file|loc)(?![\w$])(?:[ \t]*+(?:[^\s/"]++|{_STRING}|{_SLASH}))*+'
-)
-_SECTION = rf'\.section(?![\w$])[^{{}};"/]*+\{{(?:[^}}"/]++|{_STRING}|{_COMMENT}|{_SLASH})*+\}}'
-_FUNCTION = (
-    rf"(?:\.(?:visible|extern|weak|common){_WS}++)*+\.(?:entry|func)(?![\w$])"
-    rf'(?:{_WS}*+(?:\.pragma{_WS}*+{_STRING}{_WS}*+;|[^\s;{{}}/"]++|{_STRING}|{_COMMENT}|{_SLASH}))*+'
-    rf"(?:{_WS}*+(;))?"  # group: the ';' that makes the header a declaration
-)
-_LABEL = rf"{_IDENT}[ \t]*+:(?!:)"
-
-_NOT_FUNCTION = rf"(?!(?:\.(?:visible|extern|weak|common){_WS}++)*+\.(?:entry|func)(?![\w$]))"
-_MODULE_PIECE = rf"{_TRIVIA}(?:{_LINE_DIRECTIVE}|{_SECTION}|{_NOT_FUNCTION}\.{_STATEMENT_BODY};)"
-_BODY_PIECE = (
-    rf"{_TRIVIA}(?:{_LINE_DIRECTIVE}|{_SECTION}|{_LABEL}|(?=[@A-Za-z_.]){_NOT_FUNCTION}{_STATEMENT_BODY};)"
-)
-# Structure: a step at module level is a function header or a run of directives; in a
-# body it is a brace or a run of statements. Runs are scanned into nodes only on use.
-_MODULE_STEP = re.compile(rf"({_TRIVIA})(?:({_FUNCTION})|(?:{_MODULE_PIECE})++)")  # groups 1-3
-_BODY_STEP = re.compile(rf"({_TRIVIA})(?:(\{{)|(\}})|(?:{_BODY_PIECE})++)")
-_BODY_OPEN = re.compile(rf"({_TRIVIA})\{{")
-# One piece of a run (or a statement given for insertion), with the trivia before it.
-_PIECE = re.compile(rf"({_TRIVIA})(?:({_LINE_DIRECTIVE})|({_SECTION})|({_LABEL})|({_STATEMENT_BODY};))")
-_LINE, _SECTION_KIND, _LABEL_KIND, _STMT = 2, 3, 4, 5
-_TRIVIA_RE = re.compile(_TRIVIA)
-_STATEMENT_PREFIX = re.compile(_STATEMENT_BODY)
-_FUNCTION_START = re.compile(rf"(?:\.(?:visible|extern|weak|common){_WS}++)*+\.(?:entry|func)(?![\w$])")
-_LABEL_START = re.compile(_LABEL)
-_BAD_CHARACTER = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
-_INSTRUCTION_START = frozenset("@_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+from .lexer import (BAD_CHARACTER, BODY_OPEN, BODY_STEP, FUNCTION_START, INSTRUCTION_START, LABEL_START,
+                    MODULE_STEP, STATEMENT_PREFIX, TRIVIA)
+from .syntax import Block, Function, Module, Node, parse_statement  # noqa: F401  (parse_statement: API)
 
 
 def parse(text: str | bytes, filename: str = "<input>") -> Module:
@@ -84,7 +34,7 @@ def parse(text: str | bytes, filename: str = "<input>") -> Module:
     if isinstance(text, (bytes, bytearray)):
         text = _decode(bytes(text), filename)
     source = Source(text, filename)
-    bad = _BAD_CHARACTER.search(text)
+    bad = BAD_CHARACTER.search(text)
     if bad:
         char = bad.group()
         what = "NUL byte" if char == "\0" else f"control character {char!r}"
@@ -108,26 +58,6 @@ def parse_file(path, filename: str | None = None) -> Module:
     return parse(data, filename if filename is not None else str(path))
 
 
-def parse_statement(text: str) -> Node:
-    """Parse one statement (instruction, directive or label) for insertion into a tree.
-
-    >>> parse_statement("fence.proxy.async.shared::cta;").opcode
-    'fence.proxy.async.shared::cta'
-    """
-    source = Source(text, "<statement>")
-    match = _PIECE.fullmatch(text)
-    kind = match.lastindex if match else None
-    if kind not in (_LINE, _LABEL_KIND, _STMT) or match.group(1):
-        raise source.error(0, "expected exactly one instruction, directive or label")
-    if kind == _LABEL_KIND:
-        return Label("", text)
-    if text[0] == ".":
-        return Directive("", text)
-    if text[0] not in _INSTRUCTION_START:
-        raise source.error(0, "expected an instruction, label or directive")
-    return Instruction("", text)
-
-
 def _decode(data: bytes, filename: str) -> str:
     try:
         return data.decode("utf-8")
@@ -145,7 +75,7 @@ def _build(module: Module, source: Source) -> None:
     """Scan the structure of `source` into `module` (iteratively: nesting is unbounded).
 
     Braces and function headers become nodes now; each run of statements between
-    them is kept as an ``(offset, text)`` segment and scanned by `_scan_runs` on use.
+    them is kept as an ``(offset, text)`` segment and scanned into nodes on first use (`ptxkit.syntax`).
     """
     text = source.text
     pos = 0
@@ -154,7 +84,7 @@ def _build(module: Module, source: Source) -> None:
     stack: list = []  # (container, segments) of the enclosing containers
     while True:
         if container is module:
-            m = _MODULE_STEP.match(text, pos)
+            m = MODULE_STEP.match(text, pos)
             if m is None:
                 break
             if m.lastindex == 2:
@@ -164,7 +94,7 @@ def _build(module: Module, source: Source) -> None:
                 pos = m.end()
                 if m.group(3):  # a declaration: no body follows
                     continue
-                opening = _BODY_OPEN.match(text, pos)
+                opening = BODY_OPEN.match(text, pos)
                 if opening is None:
                     raise _diagnose_header(source, pos)
                 prefix = opening.group(1)
@@ -175,7 +105,7 @@ def _build(module: Module, source: Source) -> None:
                 pos = opening.end()
                 continue
         else:
-            m = _BODY_STEP.match(text, pos)
+            m = BODY_STEP.match(text, pos)
             if m is None:
                 break
             kind = m.lastindex
@@ -195,7 +125,7 @@ def _build(module: Module, source: Source) -> None:
                 continue
         segments.append((pos, text[pos : m.end()]))
         pos = m.end()
-    end = _TRIVIA_RE.match(text, pos).end()
+    end = TRIVIA.match(text, pos).end()
     if end < len(text):
         raise _diagnose(source, end, at_module_level=container is module)
     if container is not module:
@@ -205,39 +135,8 @@ def _build(module: Module, source: Source) -> None:
     module._items, module._lazy = None, segments
 
 
-def _scan_runs(container: Node, segments: list) -> list[Node]:
-    """Turn a container's lazy segments into nodes (runs were validated by `_build`)."""
-    with paused_gc():
-        return _scan_pieces(container, segments)
-
-
-def _scan_pieces(container: Node, segments: list) -> list[Node]:
-    items: list[Node] = []
-    append = items.append
-    findall = _PIECE.findall  # a run was validated when scanned: its pieces cover it exactly
-    for segment in segments:
-        if type(segment) is not tuple:
-            append(segment)
-            continue
-        offset, text = segment
-        for prefix, line, section, label, statement in findall(text):
-            offset += len(prefix)
-            if statement:
-                node_type = Instruction if statement[0] != "." else Directive
-                append(node_type(prefix, statement, offset, container))
-                offset += len(statement)
-            elif label:
-                append(Label(prefix, label, offset, container))
-                offset += len(label)
-            else:
-                piece = line or section
-                append(Directive(prefix, piece, offset, container))
-                offset += len(piece)
-    return items
-
-
 def _diagnose_header(source: Source, pos: int) -> PtxSyntaxError:
-    end = _TRIVIA_RE.match(source.text, pos).end()
+    end = TRIVIA.match(source.text, pos).end()
     found = "end of input" if end == len(source.text) else repr(source.text[end])
     return source.error(end, f"expected '{{' or ';' after the function header, found {found}")
 
@@ -254,15 +153,15 @@ def _diagnose(source: Source, start: int, at_module_level: bool) -> PtxSyntaxErr
         return source.error(start, "unexpected '}' with no open scope")
     if char == "{" and at_module_level:
         return source.error(start, "unexpected '{' at module level (no function header before it)")
-    if _FUNCTION_START.match(text, start) and not at_module_level:
+    if FUNCTION_START.match(text, start) and not at_module_level:
         return source.error(start, "function definitions cannot be nested")
-    if at_module_level and _LABEL_START.match(text, start):
+    if at_module_level and LABEL_START.match(text, start):
         return source.error(start, "expected a directive at module level, not a label")
     if at_module_level and char != ".":
         return source.error(start, "expected a directive at module level")
-    if not at_module_level and char != "." and char not in _INSTRUCTION_START:
+    if not at_module_level and char != "." and char not in INSTRUCTION_START:
         return source.error(start, "expected an instruction, label or directive")
-    stop = _STATEMENT_PREFIX.match(text, start).end()
+    stop = STATEMENT_PREFIX.match(text, start).end()
     if stop < len(text) and text[stop] == '"':
         return source.error(stop, "unterminated string: expected '\"'")
     if text.startswith("/*", stop):

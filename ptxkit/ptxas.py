@@ -6,7 +6,8 @@
 ('sm_90a', ['k'])
 
 ``ptxas`` is looked up in this order: ``$PTXAS``, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``,
-``PATH``, then ``cuda.pathfinder`` (which finds the ``nvidia-cuda-nvcc`` wheel). It runs
+``PATH``, then ``cuda.pathfinder`` (which finds the ``nvidia-cuda-nvcc`` wheel); cuobjdump,
+which shows the SASS of a cubin, the same way (`find_cuobjdump`). ptxas runs
 with an argument list (no shell), in a private temporary directory, with a timeout, and
 always with ``-v`` so that every cubin carries its per-kernel resource usage. Its messages
 (``ptxas input.ptx, line 12; error   : …``) are mapped back to the caller's file name.
@@ -25,13 +26,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .toolkit import find_tool, tool_candidates
+
 #: The name the input has inside ptxas's private directory (mapped back in messages).
 _INPUT = "input.ptx"
 _OUTPUT = "output.cubin"
-_EXE = "ptxas.exe" if os.name == "nt" else "ptxas"
 _HOW_TO_GET = (
     "install the CUDA toolkit, or `pip install \"ptxkit[toolkit]\"` (the nvidia-cuda-nvcc wheel), "
     "or set $PTXAS to a ptxas binary"
+)
+_HOW_TO_GET_CUOBJDUMP = (
+    "install the CUDA toolkit, or `pip install \"ptxkit[toolkit]\"` (the nvidia-cuda-cuobjdump wheel), "
+    "or set $CUOBJDUMP to a cuobjdump binary"
 )
 _ARCH = re.compile(r"sm_[1-9]\d[0-9]?[af]?")
 _VERSION = re.compile(r"release (\d+\.\d+), V(\d+(?:\.\d+)*)")
@@ -153,55 +159,32 @@ def find_ptxas() -> PtxasInfo:
     >>> find_ptxas().version  # doctest: +SKIP
     '13.0'
     """
-    looked: dict[str, str] = {}
-    for where, path in ptxas_candidates():
-        if path is not None and is_executable(path):
-            return _describe(path)
-        if where == "$PTXAS":
-            raise PtxasNotFound(f"$PTXAS is {path!r}, which is not an executable file; {_HOW_TO_GET}")
-        looked.setdefault(where, "not found" if path else "no NVIDIA wheel or toolkit with ptxas")
-    notes = [f"{where} ({looked.get(where, 'not set')})" for where in ("$PTXAS", "$CUDA_HOME/bin", "$CUDA_PATH/bin")]
-    notes.append(f"PATH ({looked.get('PATH', 'not set')})")
-    notes.append(f"cuda.pathfinder ({looked.get('cuda.pathfinder', 'not installed')})")
-    raise PtxasNotFound("ptxas not found; ptxkit looked in " + "; ".join(notes) + f". To get it, {_HOW_TO_GET}")
+    try:
+        return _describe(find_tool("ptxas", _HOW_TO_GET))
+    except FileNotFoundError as err:
+        raise PtxasNotFound(str(err)) from None
+
+
+def find_cuobjdump() -> str:
+    """The path of cuobjdump, found the way ptxas is (``$CUOBJDUMP`` first); raises
+    FileNotFoundError saying where it looked and how to get it.
+
+    >>> find_cuobjdump()  # doctest: +SKIP
+    '/usr/local/cuda/bin/cuobjdump'
+    """
+    return find_tool("cuobjdump", _HOW_TO_GET_CUOBJDUMP)
 
 
 def ptxas_candidates():
-    """Every place ptxkit looks for ptxas, in order, as ``(where, path)``: ``$PTXAS``,
-    ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, each directory on ``PATH``, then
-    ``cuda.pathfinder`` (path None when it is installed but knows no ptxas). Unset
-    variables and a missing cuda.pathfinder give nothing.
+    """Every place ptxkit looks for ptxas, in order, as ``(where, path)`` (see
+    `ptxkit.toolkit.tool_candidates`).
 
     >>> import os, unittest.mock
     >>> with unittest.mock.patch.dict(os.environ, {"PTXAS": "/opt/ptxas", "PATH": "/a:/b"}):
     ...     [place for place in ptxas_candidates()][:3]
     [('$PTXAS', '/opt/ptxas'), ('PATH', '/a/ptxas'), ('PATH', '/b/ptxas')]
     """
-    explicit = os.environ.get("PTXAS")
-    if explicit:
-        yield "$PTXAS", explicit
-    for variable in ("CUDA_HOME", "CUDA_PATH"):
-        root = os.environ.get(variable)
-        if root:
-            yield f"${variable}/bin", os.path.join(root, "bin", _EXE)
-    for directory in os.environ.get("PATH", "").split(os.pathsep):
-        if directory:
-            yield "PATH", os.path.join(directory, _EXE)
-    try:
-        from cuda.pathfinder import find_nvidia_binary_utility
-    except ImportError:
-        return
-    yield "cuda.pathfinder", find_nvidia_binary_utility("ptxas") or None
-
-
-def is_executable(path: str) -> bool:
-    """True for an existing file this process may execute.
-
-    >>> import sys
-    >>> is_executable(sys.executable), is_executable("/nonexistent/ptxas")
-    (True, False)
-    """
-    return os.path.isfile(path) and os.access(path, os.X_OK)
+    return tool_candidates("ptxas")
 
 
 def check_arch(arch: str) -> str:

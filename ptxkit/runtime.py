@@ -29,7 +29,7 @@ import threading
 
 import numpy as np
 
-from .tensormap import TensorMap, tensor_map  # noqa: F401  (part of this module's API)
+from .tensormap import SWIZZLES, TensorMap
 
 _STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory a kernel may use without opting in
 _ERROR_NAME = re.compile(r"\bCUDA_ERROR_[A-Z0-9_]+")
@@ -493,3 +493,28 @@ def _driver_error(driver, status) -> str:
     _, text = driver.cuGetErrorString(status)
     name = name.decode() if isinstance(name, bytes) else str(status)
     return f"{name}: {text.decode()}" if isinstance(text, bytes) else name
+
+
+def tensor_map(array: DeviceArray, box, swizzle: str | None = None) -> TensorMap:
+    """A tiled TMA tensor map over a `DeviceArray` with tile `box`, given in the array's own
+    (row-major) order; `swizzle` is None, ``"32B"``, ``"64B"`` or ``"128B"``.
+
+    >>> tensor_map(DeviceArray.from_numpy(x), box=(32, 32))  # doctest: +SKIP
+    TensorMap(box=(32, 32), swizzle=None, array=DeviceArray(shape=(256, 256), ...))
+    """
+    if not isinstance(array, DeviceArray):
+        raise TypeError("tensor_map needs a DeviceArray (copy numpy data with DeviceArray.from_numpy)")
+    box = tuple(map(operator.index, box))
+    if len(box) != len(array.shape):
+        raise ValueError(f"box {box} must have one size per dimension of the array {array.shape}")
+    if swizzle not in SWIZZLES:
+        raise ValueError(f"swizzle must be one of None, '32B', '64B', '128B' (got {swizzle!r})")
+    gpu = _gpu()
+    from cuda.core._tensor_map import TensorMapSwizzle  # not re-exported by cuda.core 1.2
+    from cuda.core.utils import StridedMemoryView
+
+    mode = getattr(TensorMapSwizzle, SWIZZLES[swizzle])
+    with gpu.errors(f"encoding a tensor map with box {box} over {array!r}"):
+        view = StridedMemoryView.from_buffer(array.buffer, array.shape, dtype=array.dtype)
+        descriptor = view.as_tensor_map(box_dim=box, swizzle=mode)
+    return TensorMap(descriptor, array, box, swizzle)

@@ -24,6 +24,7 @@ from ._gc import paused_gc
 from .errors import PtxSyntaxError, Source
 from .declarations import parse_declaration, parse_signature
 from .instruction import parse_instruction
+from .lexer import INSTRUCTION_START, LABEL, LINE, PIECE, STATEMENT
 
 
 class Node:
@@ -512,12 +513,61 @@ class Module(Node):
 _WORD = re.compile(r"\.?[A-Za-z_$%][\w$:]*")
 
 
+def parse_statement(text: str) -> Node:
+    """Parse one statement (instruction, directive or label) for insertion into a tree.
+
+    >>> parse_statement("fence.proxy.async.shared::cta;").opcode
+    'fence.proxy.async.shared::cta'
+    """
+    source = Source(text, "<statement>")
+    match = PIECE.fullmatch(text)
+    kind = match.lastindex if match else None
+    if kind not in (LINE, LABEL, STATEMENT) or match.group(1):
+        raise source.error(0, "expected exactly one instruction, directive or label")
+    if kind == LABEL:
+        return Label("", text)
+    if text[0] == ".":
+        return Directive("", text)
+    if text[0] not in INSTRUCTION_START:
+        raise source.error(0, "expected an instruction, label or directive")
+    return Instruction("", text)
+
+
+def _scan_runs(container: Node, segments: list) -> list[Node]:
+    """Turn a container's lazy segments into nodes (runs were validated by `_build`)."""
+    with paused_gc():
+        return _scan_pieces(container, segments)
+
+
+def _scan_pieces(container: Node, segments: list) -> list[Node]:
+    items: list[Node] = []
+    append = items.append
+    findall = PIECE.findall  # a run was validated when scanned: its pieces cover it exactly
+    for segment in segments:
+        if type(segment) is not tuple:
+            append(segment)
+            continue
+        offset, text = segment
+        for prefix, line, section, label, statement in findall(text):
+            offset += len(prefix)
+            if statement:
+                node_type = Instruction if statement[0] != "." else Directive
+                append(node_type(prefix, statement, offset, container))
+                offset += len(statement)
+            elif label:
+                append(Label(prefix, label, offset, container))
+                offset += len(label)
+            else:
+                piece = line or section
+                append(Directive(prefix, piece, offset, container))
+                offset += len(piece)
+    return items
+
+
 def _items_of(container) -> list[Node]:
     """A container's items, scanning its statement runs into nodes on first use."""
     items = container._items
     if items is None:
-        from .parser import _scan_runs
-
         items = container._items = _scan_runs(container, container._lazy)
         container._lazy = None
     return items
@@ -556,8 +606,6 @@ def _as_statement(statement: "str | Node") -> Node:
         if statement.parent is not None:
             raise ValueError(f"{statement!r} already belongs to a tree")
         return statement
-    from .parser import parse_statement
-
     return parse_statement(statement)
 
 

@@ -146,3 +146,79 @@ def test_bad_ptx_gives_a_located_error_and_writes_nothing(tmp_path, capsys):
     bad.write_text(".version 8.0\n.target sm_90a\n.visible .entry k()\n{\n\tmov.u32 %r1, 0\n}\n")
     assert main(["fence", str(bad), "-o", str(tmp_path / "out.ptx")]) == 2
     assert ": error: expected ';'" in capsys.readouterr().err and not (tmp_path / "out.ptx").exists()
+
+
+# -- many files, -j, formats ---------------------------------------------------------------------
+
+
+def test_check_over_files_and_folders_exits_with_the_worst_result(tmp_path, capsys):
+    folder = tmp_path / "kernels"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.ptx").write_text(IF_HOIST.read_text())
+    (folder / "sub" / "b.ptx").write_text(NOTHING.read_text())
+    (folder / "notes.txt").write_text("not PTX, not walked")
+    (folder / ".hidden").mkdir()
+    (folder / ".hidden" / "c.ptx").write_text("not walked either")
+    assert main(["fence", "--check", str(folder)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{folder / 'a.ptx'}:35:2: error: missing")
+    assert err[-1] == "ptxkit fence: 2 files, 1 with missing fences (1 fence)"
+    bad = tmp_path / "bad.ptx"
+    bad.write_text("ret;\n")
+    assert main(["fence", "--check", str(NOTHING), str(bad), str(IF_HOIST)]) == 2  # bad input beats findings
+    err = capsys.readouterr().err
+    assert f"{bad}:1:1: error: expected a directive at module level" in err
+    assert err.endswith("ptxkit fence: 3 files, 1 with missing fences (1 fence), 1 not read as PTX\n")
+    assert main(["fence", "--check", str(NOTHING), str(NOTHING)]) == 0
+    assert capsys.readouterr().err == "ptxkit fence: 2 files, 0 with missing fences (0 fences)\n"
+
+
+def test_parallel_runs_print_what_a_serial_run_prints(capsys):
+    files = sorted(str(path) for path in FENCES.glob("*.ptx"))
+    for arguments in (["--check"], ["--diff"], ["--format", "json"]):
+        serial = main(["fence", *arguments, "-j", "1", *files]), capsys.readouterr()
+        parallel = main(["fence", *arguments, "-j", "3", *files]), capsys.readouterr()
+        assert parallel == serial
+        assert serial[0] == (1 if arguments == ["--check"] else 0) and (serial[1].out or serial[1].err)
+
+
+def test_json_format_is_one_report_per_line(tmp_path, capsys):
+    bad = tmp_path / "bad.ptx"
+    bad.write_text("ret;\n")
+    assert main(["fence", "--check", "--format", "json", str(IF_HOIST), str(bad), str(NOTHING)]) == 2
+    reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [report["file"] for report in reports] == [str(IF_HOIST), str(bad), str(NOTHING)]
+    assert len(reports[0]["missing"]) == 1 and reports[2]["missing"] == []
+    assert reports[1]["error"].startswith(f"{bad}:1:1: error:")
+
+
+def test_in_place_over_many_files(tmp_path, capsys):
+    copies = []
+    for index, source in enumerate((IF_HOIST, NOTHING)):
+        copies.append(tmp_path / f"k{index}.ptx")
+        copies[-1].write_text(source.read_text())
+    assert main(["fence", "-i", "-j", "2", str(tmp_path)]) == 0
+    assert copies[0].read_text() == expected(IF_HOIST) and copies[1].read_text() == NOTHING.read_text()
+    assert capsys.readouterr().err == "ptxkit fence: 2 files, 1 with inserted fences (1 fence)\n"
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["fence", "a.ptx", "b.ptx"], "several inputs need --check, -i, --diff, --explain or --format"),
+        (["fence", "--diff", "-o", "x.ptx", "a.ptx", "b.ptx"], "-o takes the fenced PTX of one input"),
+        (["fence", "--check", "-", "-"], "standard input (-) can be read only once"),
+        (["fence", "--check", "-j", "-1", "a.ptx"], "expected a number of processes >= 0"),
+    ],
+)
+def test_usage_errors_of_many_files(arguments, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.ptx", "b.ptx"):
+        (tmp_path / name).write_text(NOTHING.read_text())
+    assert main(arguments) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_empty_folder_is_a_usage_error(tmp_path, capsys):
+    assert main(["fence", "--check", str(tmp_path)]) == 2
+    assert f"{tmp_path}: no .ptx files in this folder" in capsys.readouterr().err

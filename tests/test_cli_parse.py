@@ -69,3 +69,17 @@ def test_help_and_version_do_not_import_heavy_modules():
 def test_console_entry_answers(argv):
     result = subprocess.run([sys.executable, "-m", "ptxkit", *argv], capture_output=True, text=True)
     assert result.returncode == 0 and "ptxkit" in result.stdout
+
+
+def test_parse_takes_folders_and_runs_in_worker_processes(tmp_path, capsys):
+    (tmp_path / "sub").mkdir()
+    for name in ("a.ptx", "sub/b.ptx"):
+        (tmp_path / name).write_text(FUNCTIONS.read_text())
+    (tmp_path / "bad.ptx").write_text("ret;\n")
+    serial = main(["parse", str(tmp_path)]), capsys.readouterr()
+    parallel = main(["parse", "-j", "2", str(tmp_path)]), capsys.readouterr()
+    assert serial == parallel and serial[0] == 2
+    out, err = serial[1]
+    assert out.splitlines()[0].startswith(f"{tmp_path / 'a.ptx'}: PTX 8.0") and len(out.splitlines()) == 16
+    assert err.startswith(f"{tmp_path / 'bad.ptx'}:1:1: error: expected a directive at module level")
+    assert err.endswith("ptxkit parse: 3 files, 2 parsed, 1 with errors\n")

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from ptxkit.cli import ptxas_cmd
-from ptxkit.cli.ptxas_cmd import input_files, line_map
+from ptxkit.cli.ptxas_cmd import input_files
+from ptxkit.edits import LineMap
 
 ROOT = Path(__file__).resolve().parent.parent
 HOPPER = ROOT / "samples" / "hopper"
@@ -47,17 +48,9 @@ def test_input_files(argv, expected):
     assert input_files(argv) == expected
 
 
-def test_line_map_points_inserted_lines_at_the_next_original_line():
-    original = "a\nb\nc\nd\n"
-    edited = "a\nF\nb\nc\nG\nH\nd\n"
-    assert line_map(original, edited) == [1, 2, 2, 3, 4, 4, 4]
-    assert line_map(original, original) == [1, 2, 3, 4]
-    assert line_map("a\nb\n", "a\nb\nF\n") == [1, 2, 2]  # an insertion at the very end
-
-
 def test_map_messages_renames_the_copy_and_shifts_its_lines():
     log = "ptxas /p/q/k.ptx, line 5; error   : bad\nptxas /p/q/k.ptx, line 2; warning : w\n"
-    mapped = ptxas_cmd._map_messages(log, "/p/q/k.ptx", "src/k.ptx", [1, 2, 2, 3, 4])
+    mapped = ptxas_cmd._map_messages(log, "/p/q/k.ptx", "src/k.ptx", LineMap([(2, 1)]))  # copy line 2 inserted
     assert mapped == "ptxas src/k.ptx, line 4; error   : bad\nptxas src/k.ptx, line 2; warning : w\n"
 
 
@@ -306,3 +299,76 @@ def test_nvcc_recipe_runs_on_the_gpu(tmp_path):
     out = np.zeros(256, np.float32)
     kernel.launch(runtime.Out(out), data, grid=1, block=256)
     np.testing.assert_array_equal(out, 2 * data)
+
+
+# -- ptxas started at once: its output kept when nothing needs a fence ----------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["k.ptx", "-o", "k.o"], (["k.ptx", "-o", "P"], "k.o")),
+        (["k.ptx", "--output-file", "k.o"], (["k.ptx", "--output-file", "P"], "k.o")),
+        (["-o=k.o", "k.ptx"], (["-o=P", "k.ptx"], "k.o")),
+        (["--output-file=k.o", "k.ptx"], (["--output-file=P", "k.ptx"], "k.o")),
+        (["-arch", "sm_90a", "k.ptx"], (["-arch", "sm_90a", "k.ptx", "-o", "P"], "elf.o")),
+        (["-"], None),  # standard input: ptxas must read it itself
+        (["--options-file", "opts.txt", "k.ptx"], None),  # the options file may name the output
+        (["-optf=opts.txt", "k.ptx"], None),
+        (["k.ptx", "-o", "a.o", "-o", "b.o"], None),
+    ],
+)
+def test_redirect_output(argv, expected):
+    assert ptxas_cmd.redirect_output(argv, "P") == expected
+
+
+def _both(tmp_path, arguments, source=NEEDS_NONE, **env):
+    for side in ("w", "p"):
+        _copy(source, tmp_path / side)
+    return (run(WRAPPER + arguments, tmp_path / "w", **env), run([ptxas_cmd.real_ptxas()] + arguments, tmp_path / "p"))
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("arguments", [["-arch=sm_90a", "k.ptx"], ["-arch=sm_90a", "k.ptx", "-o=out.cubin"],
+                                       ["-arch=sm_90a", "--output-file=out.cubin", "k.ptx"]],
+                         ids=["default elf.o", "-o=", "--output-file="])
+def test_the_early_run_writes_what_ptxas_writes(arguments, tmp_path):
+    mine, theirs = _both(tmp_path, arguments)
+    same_output(mine, theirs)
+    names = sorted(p.name for p in (tmp_path / "p").iterdir())
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == names and len(names) == 2
+    output = next(name for name in names if name != "k.ptx")
+    assert (tmp_path / "w" / output).read_bytes() == (tmp_path / "p" / output).read_bytes()
+
+
+@pytest.mark.ptxas
+def test_the_early_output_goes_through_links_and_keeps_an_existing_mode(tmp_path):
+    for side in ("w", "p"):
+        (tmp_path / side / "real").mkdir(parents=True)
+        (tmp_path / side / "real" / "k.cubin").write_bytes(b"old")
+        (tmp_path / side / "real" / "k.cubin").chmod(0o600)
+        (tmp_path / side / "k.cubin").symlink_to(tmp_path / side / "real" / "k.cubin")
+    mine, theirs = _both(tmp_path, ["-arch=sm_90a", "k.ptx", "-o", "k.cubin"])
+    same_output(mine, theirs)
+    for side in ("w", "p"):
+        assert (tmp_path / side / "k.cubin").is_symlink()
+        assert stat.S_IMODE((tmp_path / side / "real" / "k.cubin").stat().st_mode) == 0o600
+    assert (tmp_path / "w" / "real" / "k.cubin").read_bytes() == (tmp_path / "p" / "real" / "k.cubin").read_bytes()
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("source", [NEEDS_NONE, NEEDS_FENCE], ids=["no fence needed", "fence needed"])
+def test_an_output_that_cannot_be_written_is_ptxas_error(source, tmp_path):
+    mine, theirs = _both(tmp_path, ["-arch=sm_90a", "k.ptx", "-o", "missing/k.o"], source=source)
+    assert theirs.returncode == 255 and b"could not be opened" in theirs.stderr
+    same_output(mine, theirs)
+
+
+@pytest.mark.ptxas
+def test_an_options_file_is_honoured(tmp_path):
+    for side in ("w", "p"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "opts.txt").write_text("-arch=sm_90a -o from-options.o\n")
+    mine, theirs = _both(tmp_path, ["--options-file", "opts.txt", "k.ptx"])
+    same_output(mine, theirs)
+    assert (tmp_path / "w" / "from-options.o").read_bytes() == (tmp_path / "p" / "from-options.o").read_bytes()

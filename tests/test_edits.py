@@ -43,3 +43,5 @@ def test_line_map_round_trips(insertions, line):
     assert lines.old(new) == line
     assert new not in lines.inserted
     assert all(lines.old(n) is None for n in lines.inserted)
+    assert lines.source(new) == line
+    assert all(lines.new(lines.source(n)) > n for n in lines.inserted)  # the old line an insertion precedes

@@ -20,7 +20,6 @@ import dataclasses
 import operator
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -640,31 +639,13 @@ def test_tma_mainloop_needs_no_fence():
 # --------------------------------------------------------------------------------------
 
 
-def find_cuobjdump() -> str | None:
-    """cuobjdump on PATH, next to ptxas, or from cuda.pathfinder (None when absent)."""
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    try:
-        from ptxkit.ptxas import find_ptxas
-
-        beside = Path(find_ptxas().path).with_name("cuobjdump")
-        if beside.is_file():
-            return str(beside)
-    except Exception:
-        pass
-    try:
-        from cuda.pathfinder import find_nvidia_binary_utility
-
-        return find_nvidia_binary_utility("cuobjdump")
-    except Exception:
-        return None
-
-
 def sass(cubin: bytes) -> str | None:
     """``cuobjdump -sass`` of a cubin, or None when cuobjdump is not installed."""
-    tool = find_cuobjdump()
-    if tool is None:
+    from ptxkit.ptxas import find_cuobjdump
+
+    try:
+        tool = find_cuobjdump()
+    except FileNotFoundError:
         return None
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "k.cubin")

@@ -13,8 +13,7 @@ import sys
 
 
 def add_arguments(parser) -> None:
-    from ptxkit.cfg.fence import EXTERN_POLICIES, PLACEMENTS
-    from ptxkit.cfg.placement import VARIANTS
+    from .fence_cmd import add_pass_arguments
 
     parser.add_argument("input", metavar="FILE", help="PTX file, or - for standard input")
     parser.add_argument("--function", metavar="NAME", help="only this function (default: all with a body)")
@@ -22,20 +21,17 @@ def add_arguments(parser) -> None:
     form.add_argument("--dot", action="store_true", help="write Graphviz DOT")
     form.add_argument("--svg", action="store_true", help="write SVG (needs the Graphviz 'dot' program)")
     parser.add_argument("-o", "--output", metavar="OUT", help="write to OUT instead of standard output")
-    parser.add_argument("--placement", choices=PLACEMENTS, default="hoist", help="as for ptxkit fence")
-    parser.add_argument("--fence-variant", choices=tuple(VARIANTS), default=None, help="as for ptxkit fence")
-    parser.add_argument("--extern-policy", choices=EXTERN_POLICIES, default="clobber", help="as for ptxkit fence")
-    parser.add_argument("--track-global", action="store_true", help="as for ptxkit fence")
+    add_pass_arguments(parser, same_as_fence=True)
 
 
 def run(args) -> int:
     from ptxkit.cfg.dot import module_dot, render_svg
-    from ptxkit.cfg.fence import FenceOptions
 
     from .common import UsageError, parse_input, write_output
+    from .fence_cmd import fence_options
 
     module = parse_input(args.input)
-    options = FenceOptions(args.placement, args.fence_variant, args.extern_policy, args.track_global)
+    options = fence_options(args)
     if args.function is not None:
         try:
             function = module.function(args.function)

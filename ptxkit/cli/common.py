@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
-import traceback
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 101
 
@@ -55,9 +53,20 @@ def run_command(run, args) -> int:
     except BrokenPipeError:  # pragma: no cover - e.g. `ptxkit fence x.ptx | head`
         return EXIT_OK
     except Exception:  # a bug in ptxkit: say so, with the traceback
+        import traceback
+
         traceback.print_exc()
         print("ptxkit: internal error (this is a bug in ptxkit; please report it)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 file``, ``2 files``.
+
+    >>> plural(1, "fence"), plural(0, "fence")
+    ('1 fence', '0 fences')
+    """
+    return f"{count} {noun}{'s' * (count != 1)}"
 
 
 def read_input(path: str) -> tuple[bytes, str]:
@@ -102,29 +111,30 @@ def write_output(text: str, path: str | None) -> None:
 
 
 def write_atomically(path: str, data: bytes) -> None:
-    """Replace `path` with `data` in one rename, keeping an existing file's mode.
+    """Replace `path` with `data` in one rename. An existing file keeps its mode; a new one
+    gets the mode the umask gives (0644 under umask 022), as a compiler's output does.
 
     >>> import os, tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     path = os.path.join(folder, "k.cubin")
     ...     write_atomically(path, b"cubin")
-    ...     open(path, "rb").read(), os.listdir(folder)
-    (b'cubin', ['k.cubin'])
+    ...     open(path, "rb").read(), os.listdir(folder), os.stat(path).st_mode & 0o777 == new_file_mode()
+    (b'cubin', ['k.cubin'], True)
     """
+    import tempfile
+
     directory = os.path.dirname(os.path.abspath(path))
-    mode = None
     try:
         mode = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
-        pass
-    fd, temporary = tempfile.mkstemp(prefix=".ptxkit-", dir=directory)
+        mode = new_file_mode()
+    fd, temporary = tempfile.mkstemp(prefix=".ptxkit-", dir=directory)  # mode 0600 until chmod
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)
+        os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:
         try:
@@ -132,3 +142,16 @@ def write_atomically(path: str, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def new_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: 0666 less the process's umask.
+
+    >>> import os
+    >>> old = os.umask(0o022); mode = new_file_mode(); _ = os.umask(old)
+    >>> oct(mode)
+    '0o644'
+    """
+    mask = os.umask(0o022)  # the only portable way to read the umask is to set it
+    os.umask(mask)
+    return 0o666 & ~mask

@@ -1,11 +1,18 @@
-"""``ptxkit fence FILE``: insert the missing generic->async proxy fences.
+"""``ptxkit fence FILE…``: insert the missing generic->async proxy fences.
 
-The fenced PTX goes to standard output (or ``-o FILE``, or back into FILE with ``-i``);
-only the inserted lines differ from the input. ``--check`` rewrites nothing and exits
-with 1 when a fence is missing, printing ``file:line:col: error: …`` and the CFG path
-from the generic write to the async op. ``--diff``, ``--json`` and ``--explain`` print
-a unified diff, a machine-readable report or the reasons in prose instead of the PTX
-(the PTX still goes to ``-o``/``-i`` when given). Warnings go to standard error.
+The fenced PTX goes to standard output (or ``-o FILE``, or back into each FILE with
+``-i``); only the inserted lines differ from the input. ``--check`` rewrites nothing and
+exits with 1 when a fence is missing, printing ``file:line:col: error: …`` and the CFG
+path from the generic write to the async op. ``--diff`` and ``--explain`` print a
+unified diff or the reasons in prose instead of the PTX; ``--format json`` (``--json``)
+prints one JSON report per file, one per line, and ``--format sarif`` one SARIF 2.1.0 log
+for all files (the PTX still goes to ``-o``/``-i`` when given). Warnings go to standard
+error.
+
+Several files and folders (walked for ``*.ptx``) can be given with ``--check``, ``-i``,
+``--diff``, ``--explain`` or a format; ``-j N`` checks N at once. The exit code is the
+worst result (2 for a file that is not PTX, 1 for missing fences); a summary line
+follows on standard error.
 """
 
 from __future__ import annotations
@@ -14,88 +21,203 @@ import sys
 
 
 def add_arguments(parser) -> None:
-    from ptxkit.cfg.fence import EXTERN_POLICIES
-    from ptxkit.cfg.placement import FENCE_SIDES, PLACEMENTS, VARIANTS
+    from . import batch
 
-    parser.add_argument("input", metavar="FILE", help="PTX file, or - for standard input")
+    parser.add_argument("inputs", nargs="+", metavar="FILE",
+                        help="PTX files or folders (walked for *.ptx), or - for standard input")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("-o", "--output", metavar="OUT", help="write the fenced PTX to OUT (atomically)")
-    where.add_argument("-i", "--in-place", action="store_true", help="rewrite FILE in place (atomically)")
+    where.add_argument("-i", "--in-place", action="store_true", help="rewrite each FILE in place (atomically)")
     where.add_argument("--check", action="store_true",
                        help="rewrite nothing; exit 1 and list each missing fence with its reason")
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument("--diff", action="store_true", help="print a unified diff instead of the PTX")
-    shown.add_argument("--json", action="store_true", help="print a JSON report (fences, reasons, paths)")
     shown.add_argument("--explain", action="store_true", help="print why each fence is needed, in prose")
+    shown.add_argument("--format", choices=("text", "json", "sarif"), default="text",
+                       help="json: a JSON report per file (one per line); sarif: one SARIF 2.1.0 log for "
+                            "code scanning (default: text)")
+    shown.add_argument("--json", dest="format", action="store_const", const="json", help="same as --format json")
+    add_pass_arguments(parser)
+    batch.add_arguments(parser)
+
+
+def add_pass_arguments(parser, same_as_fence: bool = False) -> None:
+    """The options of the fence pass (shared with ``ptxkit cfg``).
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(); add_pass_arguments(parser)
+    >>> fence_options(parser.parse_args(["--placement", "inline"])).placement
+    'inline'
+    """
+    from ptxkit.cfg.fence import EXTERN_POLICIES
+    from ptxkit.cfg.placement import FENCE_SIDES, PLACEMENTS, VARIANTS
+
+    def help_(text: str) -> str:
+        return "as for ptxkit fence" if same_as_fence else text
+
     parser.add_argument("--placement", choices=PLACEMENTS, default="hoist",
-                        help="hoist: one fence in a loop preheader or before a branch where that replaces "
-                             "fences inside (TileLang's placement, default); inline: right before each async op")
+                        help=help_("hoist: one fence in a loop preheader or before a branch where that replaces "
+                                   "fences inside (TileLang's placement, default); inline: right before each async "
+                                   "op"))
     parser.add_argument("--fence-variant", choices=tuple(VARIANTS), default=None,
-                        help="force this fence variant instead of the narrowest correct one "
-                             "(full = fence.proxy.async)")
+                        help=help_("force this fence variant instead of the narrowest correct one "
+                                   "(full = fence.proxy.async)"))
     parser.add_argument("--extern-policy", choices=EXTERN_POLICIES, default="clobber",
-                        help="what a call to an extern or indirect function may do: none (nothing, unless it "
-                             "gets a shared pointer), clobber (leave generic writes behind; default), strict "
-                             "(also start async ops: fence before it)")
+                        help=help_("what a call to an extern or indirect function may do: none (nothing, unless "
+                                   "it gets a shared pointer), clobber (leave generic writes behind; default), "
+                                   "strict (also start async ops: fence before it)"))
     parser.add_argument("--track-global", action="store_true",
-                        help="also fence generic global writes before async ops that read global memory")
+                        help=help_("also fence generic global writes before async ops that read global memory"))
     parser.add_argument("--fence-side", choices=FENCE_SIDES, default="issuer",
-                        help="where a fence for an access handed between threads goes: issuer (after the wait, "
-                             "before the async op; default) or writer (after the access, before the arrive; across "
-                             "CTAs it stays with the issuer)")
+                        help=help_("where a fence for an access handed between threads goes: issuer (after the "
+                                   "wait, before the async op; default) or writer (after the access, before the "
+                                   "arrive; across CTAs it stays with the issuer)"))
     parser.add_argument("--no-war", dest="war", action="store_false",
-                        help="do not fence generic reads before async writes of the same bytes (TileLang's model)")
+                        help=help_("do not fence generic reads before async writes of the same bytes (TileLang's "
+                                   "model)"))
+
+
+def fence_options(args):
+    """The `FenceOptions` the command line asks for (the one place they are built).
+
+    >>> import argparse
+    >>> fence_options(argparse.Namespace(placement="inline", fence_variant=None, extern_policy="none",
+    ...                                  track_global=False, fence_side="writer", war=False)).fence_side
+    'writer'
+    """
+    from ptxkit.cfg.fence import FenceOptions
+
+    return FenceOptions(placement=args.placement, fence_variant=args.fence_variant,
+                        extern_policy=args.extern_policy, track_global=args.track_global,
+                        fence_side=args.fence_side, war=args.war)
 
 
 def run(args) -> int:
-    import difflib
-    import json
+    from ptxkit import __version__
 
-    from ptxkit import parse
-    from ptxkit.cfg.fence import FenceOptions, fence_module
+    from . import batch
+    from .common import UsageError
 
-    from .common import EXIT_FINDINGS, EXIT_OK, UsageError, read_input, write_atomically, write_output
-
-    if args.in_place and args.input == "-":
+    files = batch.expand_inputs(args.inputs)
+    if args.in_place and "-" in files:
         raise UsageError("-i needs a file: standard input cannot be rewritten in place")
-    data, name = read_input(args.input)
+    if len(files) > 1 and not (args.check or args.in_place or args.diff or args.explain or args.format != "text"):
+        raise UsageError("several inputs need --check, -i, --diff, --explain or --format json/sarif "
+                         "(the fenced PTX of one file goes to standard output or -o)")
+    if len(files) > 1 and args.output is not None:
+        raise UsageError("-o takes the fenced PTX of one input; use -i to rewrite several files")
+    as_json = args.format == "json"
+    status, results = batch.run_files(fence_one, files, args, _summary(args), _json_error if as_json else None)
+    if args.format == "sarif":
+        import json
+
+        from . import sarif
+
+        findings, notes = [], []
+        for result in results:
+            if result.status == 2:
+                notes.append(sarif.notification(sarif.artifact_uri(result.name), "error", result.data))
+            else:
+                findings.extend(result.data["results"])
+                notes.extend(result.data["notifications"])
+        print(json.dumps(sarif.sarif_log(findings, notes, __version__), indent=2))
+    sys.stdout.flush()
+    return status
+
+
+def fence_one(path: str, args):
+    """Fence (or check) one input as `args` ask; returns its `FileResult` (what to print,
+    the report as data for ``--format``, the number of fences).
+
+    >>> import argparse
+    >>> args = argparse.Namespace(check=True, in_place=False, output=None, diff=False, explain=False,
+    ...                           format="text", placement="hoist", fence_variant=None,
+    ...                           extern_policy="clobber", track_global=False, fence_side="issuer", war=True)
+    >>> result = fence_one("samples/fence/07_wgmma_marked_async.ptx", args)
+    >>> result.status, result.count, result.stderr.split(": ")[1]
+    (1, 1, 'error')
+    """
+    from ptxkit import parse
+    from ptxkit.cfg.fence import fence_module
+
+    from .batch import FileResult
+    from .common import EXIT_FINDINGS, EXIT_OK, read_input, write_atomically
+
+    data, name = read_input(path)
     module = parse(data, name)
     original = module.source.text
-    options = FenceOptions(args.placement, args.fence_variant, args.extern_policy, args.track_global,
-                           args.fence_side, args.war)
+    options = fence_options(args)
     report = fence_module(module, options, rewrite=not args.check)
-    for warning in report.warnings:
-        print(f"{name}:{warning.line}:{warning.column}: warning: {warning.text}", file=sys.stderr)
+    err = [f"{name}:{w.line}:{w.column}: warning: {w.text}\n" for w in report.warnings]
     if report.skipped:
-        print(f"{name}: note: left unchanged: {report.skipped}", file=sys.stderr)
+        err.append(f"{name}: note: left unchanged: {report.skipped}\n")
     fenced = str(module) if report.changed else original
+    out = []
     if args.check:
-        for fence in report.fences:
-            print(f"{name}:{fence.line}:{fence.column}: error: missing {fence.variant} {fence.where} this "
-                  f"statement: {fence.reason()}\n    path: {fence.path_text()}", file=sys.stderr)
+        err.extend(f"{name}:{f.line}:{f.column}: error: missing {f.variant} {f.where} this statement: "
+                   f"{f.reason()}\n    path: {f.path_text()}\n" for f in report.fences)
     elif args.in_place:
         if report.changed:
-            write_atomically(args.input, fenced.encode("utf-8"))
-    elif args.output is not None or not (args.diff or args.json or args.explain):
-        write_output(fenced, args.output)
+            write_atomically(path, fenced.encode("utf-8"))
+    elif args.output is not None:
+        write_atomically(args.output, fenced.encode("utf-8"))
+    elif not (args.diff or args.explain or args.format != "text"):
+        out.append(fenced)
     if args.diff:
-        sys.stdout.writelines(difflib.unified_diff(
-            original.splitlines(keepends=True), _planned_text(module, report, original, options, args.check),
-            fromfile=name, tofile=f"{name} (fenced)"))
-    elif args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        import difflib
+
+        out.extend(difflib.unified_diff(original.splitlines(keepends=True),
+                                        _planned_text(module, report, original),
+                                        fromfile=name, tofile=f"{name} (fenced)"))
     elif args.explain:
-        sys.stdout.write(report.explain())
-    sys.stdout.flush()
-    return EXIT_FINDINGS if args.check and report.fences else EXIT_OK
+        out.append(report.explain())
+    elif args.format == "json":
+        import json
+
+        out.append(json.dumps(report.to_json()) + "\n")
+    status = EXIT_FINDINGS if args.check and report.fences else EXIT_OK
+    return FileResult(name, status, "".join(out), "".join(err), _data(report, path, args), len(report.fences))
 
 
-def _planned_text(module, report, original: str, options, checked: bool) -> list[str]:
-    """The fenced text as lines: the rewritten module, or in check mode what it would be."""
-    if not checked:
-        return str(module).splitlines(keepends=True) if report.changed else original.splitlines(keepends=True)
-    from dataclasses import asdict
+def _data(report, path: str, args):
+    """The SARIF results and notifications of one file (None unless ``--format sarif``)."""
+    if args.format != "sarif":
+        return None
+    from . import sarif
 
-    from ptxkit.cfg.fence import fence_text
+    uri = sarif.artifact_uri(path)
+    notes = [sarif.notification(uri, "warning", w.text, w.line, w.column) for w in report.warnings]
+    if report.skipped:
+        notes.append(sarif.notification(uri, "note", f"left unchanged: {report.skipped}"))
+    return {"results": sarif.fence_results(report, uri), "notifications": notes}
 
-    return fence_text(original, module.filename, **asdict(options))[0].splitlines(keepends=True)
+
+def _json_error(result) -> str:
+    """The JSON line of a file that could not be read as PTX."""
+    import json
+
+    return json.dumps({"file": result.name, "error": result.data}) + "\n"
+
+
+def _summary(args):
+    """The summary line of a run over several files."""
+    from .common import plural
+
+    verb = "missing" if args.check else "inserted"
+
+    def summary(results) -> str:
+        bad = sum(result.status == 2 for result in results)
+        with_fences = [result for result in results if result.status != 2 and result.count]
+        text = (f"ptxkit fence: {plural(len(results), 'file')}, {len(with_fences)} with {verb} fences "
+                f"({plural(sum(result.count for result in with_fences), 'fence')})")
+        return text + (f", {bad} not read as PTX" if bad else "")
+
+    return summary
+
+
+def _planned_text(module, report, original: str) -> list[str]:
+    """The fenced text as lines: the rewritten module, or in check mode what it would be
+    (the planned edits applied to this parse; nothing is analysed twice)."""
+    if not report.rewritten:
+        report.apply()
+    return str(module).splitlines(keepends=True) if report.fences else original.splitlines(keepends=True)

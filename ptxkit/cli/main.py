@@ -26,7 +26,8 @@ COMMANDS = {
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser; only `command`'s own arguments are loaded.
+    """The argument parser: with a `command`, that command's alone (its module loaded);
+    without, every command with its one-line help.
 
     >>> args = build_parser("assemble").parse_args(["assemble", "k.ptx", "--arch", "sm_100a"])
     >>> args.command, args.file, args.arch, args.output
@@ -41,9 +42,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ptxkit {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, summary) in COMMANDS.items():
-        sub = subparsers.add_parser(name, help=summary, description=summary)
-        if name == command:
-            importlib.import_module(module).add_arguments(sub)
+        if command is None:
+            subparsers.add_parser(name, help=summary, description=summary)
+        elif name == command:
+            importlib.import_module(module).add_arguments(subparsers.add_parser(name, description=summary))
     return parser
 
 

@@ -1,29 +1,50 @@
 """``ptxkit parse FILE…``: check PTX files and print a one-line summary per function.
 
 Every statement is parsed in full (headers, declarations, instruction operands), so
-this is also a syntax check: the first error is printed as ``file:line:col: error:``
-and the exit code is 2.
+this is also a syntax check: the first error of each file is printed as
+``file:line:col: error:`` and the exit code is 2. Folders are walked for ``*.ptx``;
+``-j N`` parses N files at once.
 """
 
 from __future__ import annotations
 
-import sys
+from .common import plural
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE", help="PTX file, or - for standard input")
+    from . import batch
+
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="PTX files or folders (walked for *.ptx), or - for standard input")
+    batch.add_arguments(parser)
 
 
 def run(args) -> int:
-    from .common import parse_input
+    from . import batch
 
-    for path in args.files:
-        module = parse_input(path).check()
-        print(summarise_module(module))
-        for function in module.functions:
-            print(summarise_function(module, function))
-    sys.stdout.flush()
-    return 0
+    files = batch.expand_inputs(args.files)
+    status, _ = batch.run_files(parse_one, files, args, _summary)
+    return status
+
+
+def parse_one(path: str, args=None):
+    """Parse one file in full; its `FileResult` holds the summary lines.
+
+    >>> print(parse_one("samples/toolchain/empty.ptx").stdout, end="")
+    samples/toolchain/empty.ptx: PTX 8.0, target sm_80, 64-bit addresses, 1 function
+    samples/toolchain/empty.ptx:6:1: .visible .entry empty (0 parameters): 1 instruction, 0 labels, 0 nested scopes
+    """
+    from .batch import FileResult
+    from .common import EXIT_OK, parse_input
+
+    module = parse_input(path).check()
+    lines = [summarise_module(module)] + [summarise_function(module, function) for function in module.functions]
+    return FileResult(module.filename, EXIT_OK, "".join(line + "\n" for line in lines))
+
+
+def _summary(results) -> str:
+    bad = sum(result.status != 0 for result in results)
+    return f"ptxkit parse: {plural(len(results), 'file')}, {len(results) - bad} parsed, {bad} with errors"
 
 
 def summarise_module(module) -> str:
@@ -36,7 +57,7 @@ def summarise_module(module) -> str:
     version = ".".join(map(str, module.version)) if module.version else "?"
     targets = ", ".join(module.targets) or "?"
     size = f"{module.address_size}-bit addresses" if module.address_size else "no .address_size"
-    return f"{module.filename}: PTX {version}, target {targets}, {size}, {_plural(len(module.functions), 'function')}"
+    return f"{module.filename}: PTX {version}, target {targets}, {size}, {plural(len(module.functions), 'function')}"
 
 
 def summarise_function(module, function) -> str:
@@ -52,7 +73,7 @@ def summarise_function(module, function) -> str:
     sig = function.signature
     line, column = function.position
     head = f"{module.filename}:{line}:{column}: {' '.join(sig.linkage + ('.' + sig.kind,))} {sig.name}"
-    head += f" ({_plural(len(sig.params), 'parameter')})"
+    head += f" ({plural(len(sig.params), 'parameter')})"
     if function.is_declaration:
         return f"{head}: declaration"
     counts = {Instruction: 0, Label: 0, Block: 0}
@@ -62,10 +83,8 @@ def summarise_function(module, function) -> str:
             counts[kind] += 1
     extra = "".join(f", {name} {value}".rstrip() for name, value in sig.directives)
     return (
-        f"{head}: {_plural(counts[Instruction], 'instruction')}, {_plural(counts[Label], 'label')}, "
-        f"{_plural(counts[Block], 'nested scope')}{extra}"
+        f"{head}: {plural(counts[Instruction], 'instruction')}, {plural(counts[Label], 'label')}, "
+        f"{plural(counts[Block], 'nested scope')}{extra}"
     )
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'s' * (count != 1)}"

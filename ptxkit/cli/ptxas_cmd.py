@@ -8,6 +8,13 @@ line numbers, so the output files, stdout, stderr and exit code are ptxas's own.
 ``--version`` (which Triton parses), ``--help`` and calls without an input file go
 straight through.
 
+ptxas starts at once, before the fence pass is even imported, on the caller's unchanged
+input and with its output file redirected into a private folder; the pass runs meanwhile.
+When no input needs a fence (and always in ``check`` mode) that run is the answer: its
+output file is copied where the caller asked and its messages are replayed. Otherwise
+it is stopped and ptxas runs again on the fenced copy. So an input that needs nothing
+costs ptxas's time or the pass's, whichever is longer, not their sum.
+
 ptxas-style arguments must stay untouched, so the wrapper is configured through the
 environment:
 
@@ -34,15 +41,8 @@ As Triton's ptxas: ``TRITON_PTXAS_PATH=$(command -v ptxkit-ptxas)`` (with a fres
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import json
 import os
-import re
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 MODES = ("fence", "check", "off")
 #: Exit status of ptxas for every failure; the wrapper's own fatal errors use it too.
@@ -50,6 +50,8 @@ EXIT_FATAL = 255
 #: Set in the environment of the ptxas the wrapper runs: seeing it means that "ptxas"
 #: was this wrapper again (an undetected shim), which must stop instead of recursing.
 _ACTIVE = "PTXKIT_PTXAS_ACTIVE"
+#: ptxas's output file when no -o is given.
+DEFAULT_OUTPUT = "elf.o"
 
 #: ptxas options (13.0) whose value is the next argument when not written ``--opt=value``.
 TAKES_VALUE = frozenset(
@@ -77,6 +79,7 @@ TAKES_VALUE = frozenset(
         "--split-compile", "-split-compile",
     }
 )  # fmt: skip
+_OUTPUT_OPTIONS = ("-o", "--output-file")
 
 
 class WrapperError(Exception):
@@ -92,6 +95,8 @@ class WrapperError(Exception):
 
 def add_arguments(parser) -> None:
     """Every argument after ``ptxkit ptxas`` belongs to ptxas, options included."""
+    import argparse
+
     parser.prefix_chars = "\0"  # nothing is an option of ours, not even -h or --version
     parser.add_argument("ptxas_args", nargs=argparse.REMAINDER, metavar="PTXAS_ARGUMENT")
 
@@ -103,18 +108,21 @@ def run(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     """The ``ptxkit-ptxas`` console script: ``main(["--version"])`` prints ptxas's version.
 
-    A bug in ptxkit prints a traceback and exits 101, as every ptxkit command does.
+    Run as a program (no `argv`), a call with nothing to fence becomes ptxas itself
+    (``exec``). A bug in ptxkit prints a traceback and exits 101, as every ptxkit command
+    does.
     """
     from .common import run_command
 
     arguments = sys.argv[1:] if argv is None else list(argv)
-    return run_command(lambda _: wrap(arguments), None)
+    return run_command(lambda _: wrap(arguments, become_ptxas=argv is None), None)
 
 
-def wrap(argv: list[str]) -> int:
+def wrap(argv: list[str], become_ptxas: bool = False) -> int:
     """Run the real ptxas with `argv`, fencing (or checking) its PTX inputs first.
 
-    Returns ptxas's exit status (255 when the wrapper itself cannot run ptxas).
+    Returns ptxas's exit status (255 when the wrapper itself cannot run ptxas). With
+    `become_ptxas`, a call with nothing to fence replaces this process by ptxas.
 
     >>> import os, shutil, unittest.mock
     >>> with unittest.mock.patch.dict(os.environ, PTXKIT_REAL_PTXAS=shutil.which("false")):
@@ -134,25 +142,50 @@ def wrap(argv: list[str]) -> int:
     except WrapperError as err:
         print(f"ptxkit-ptxas: error: {err}", file=sys.stderr)
         return EXIT_FATAL
-    if mode == "off":
+    inputs = input_files(argv)
+    if mode == "off" or not inputs:
+        if become_ptxas:
+            _become(ptxas, argv)
         return _run(ptxas, argv)
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="ptxkit-ptxas-") as private:
-        command, copies, notes = list(argv), [], []
-        for index in input_files(argv):
-            prepared = _prepare(argv[index], mode, private)
-            if prepared.note:
-                notes.append(prepared.note)
-            if prepared.copy:
-                command[index] = prepared.copy
-                copies.append(prepared)
-        if not copies:
-            return _run(ptxas, command, quiet_notes=notes)
-        return _run_mapped(ptxas, command, copies)
+        early = _start_early(ptxas, argv, inputs, private)
+        try:
+            return _fence_and_assemble(ptxas, argv, inputs, mode, private, early)
+        finally:
+            if early is not None:
+                early.stop()
+
+
+def _fence_and_assemble(ptxas: str, argv: list[str], inputs: list[int], mode: str, private: str, early) -> int:
+    """Prepare every input, then keep the early ptxas run or assemble the fenced copies."""
+    command, copies, notes = list(argv), [], []
+    for index in inputs:
+        prepared = _prepare(argv[index], mode, private)
+        if prepared.note:
+            notes.append(prepared.note)
+        if prepared.copy:
+            command[index] = prepared.copy
+            copies.append(prepared)
+    if copies:
+        if early is not None:
+            early.stop()
+        return _run_mapped(ptxas, command, copies, private)
+    if early is not None:
+        status = early.wait()
+        if early.deliver():
+            early.replay()
+            _print_notes(status, notes)
+            return _status(status)
+    return _run(ptxas, command, quiet_notes=notes)
 
 
 def input_files(argv: list[str]) -> list[int]:
-    """Positions in a ptxas argument list that name input files (see the module example).
+    """Positions in a ptxas argument list that name input files.
 
+    >>> input_files(["-lineinfo", "-v", "--gpu-name=sm_90a", "k.ptx", "-o", "k.ptx.o"])
+    [3]
     >>> input_files(["-arch", "sm_90a", "a.ptx", "-", "-o", "a.o"])
     [2, 3]
     """
@@ -167,36 +200,180 @@ def input_files(argv: list[str]) -> list[int]:
     return positions
 
 
-@dataclasses.dataclass(frozen=True)
-class _Prepared:
-    """One input after the fence pass: the fenced copy ptxas reads instead (with, for each
-    of its lines, the original line), or a note saying why the input was left alone."""
+def redirect_output(argv: list[str], private_output: str) -> tuple[list[str], str] | None:
+    """`argv` with ptxas's output file moved to `private_output`, and the file the caller
+    asked for; None when the output cannot be redirected safely (standard input, an
+    options file, several outputs).
 
-    original: str
-    copy: str | None = None
-    lines: tuple[int, ...] = ()
-    note: str | None = None
+    >>> redirect_output(["-arch=sm_90a", "k.ptx", "-o", "k.o"], "/p/out")
+    (['-arch=sm_90a', 'k.ptx', '-o', '/p/out'], 'k.o')
+    >>> redirect_output(["k.ptx", "--output-file=k.o"], "/p/out")
+    (['k.ptx', '--output-file=/p/out'], 'k.o')
+    >>> redirect_output(["k.ptx"], "/p/out")
+    (['k.ptx', '-o', '/p/out'], 'elf.o')
+    """
+    command, destinations = list(argv), []
+    positions = set(input_files(argv))
+    for index, argument in enumerate(argv):
+        if index in positions:
+            if argument == "-":
+                return None
+            continue
+        if argument.split("=", 1)[0] in ("--options-file", "-optf"):
+            return None
+        if argument in _OUTPUT_OPTIONS and index + 1 < len(argv):
+            destinations.append(argv[index + 1])
+            command[index + 1] = private_output
+        elif argument.startswith(tuple(option + "=" for option in _OUTPUT_OPTIONS)):
+            option, value = argument.split("=", 1)
+            destinations.append(value)
+            command[index] = f"{option}={private_output}"
+    if len(destinations) > 1 or destinations == ["-"]:
+        return None
+    if not destinations:
+        return command + ["-o", private_output], DEFAULT_OUTPUT
+    return command, destinations[0]
+
+
+class _EarlyRun:
+    """ptxas on the caller's unchanged arguments, its output file and messages kept in a
+    private folder until the fence pass says whether they are the answer."""
+
+    def __init__(self, ptxas: str, command: list[str], output: str, destination: str, private: str):
+        self.output = output
+        self.destination = destination
+        self.streams = (os.path.join(private, "stdout"), os.path.join(private, "stderr"))
+        self.process = _Process(ptxas, command, self.streams)
+        self.status: int | None = None
+
+    def wait(self) -> int:
+        self.status = self.process.wait()
+        return self.status
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def deliver(self) -> bool:
+        """Copy the output file where the caller asked, as ptxas writes it (through
+        links, keeping an existing file's mode). False when that place cannot be
+        written: ptxas must then run there itself to say so in its own words."""
+        if self.status != 0 or not os.path.exists(self.output):
+            return True  # ptxas failed: it leaves the caller's output as it was
+        try:
+            with open(self.output, "rb") as source, open(self.destination, "wb") as target:
+                target.write(source.read())
+        except OSError:
+            return False
+        return True
+
+    def replay(self) -> None:
+        """Print ptxas's stdout and stderr, naming the caller's output file."""
+        private, public = os.fsencode(self.output), os.fsencode(self.destination)
+        for stream, path in zip((sys.stdout, sys.stderr), self.streams):
+            with open(path, "rb") as handle:
+                data = handle.read().replace(private, public)
+            if data:
+                stream.flush()
+                stream.buffer.write(data)
+                stream.flush()
+
+
+def _start_early(ptxas: str, argv: list[str], inputs: list[int], private: str) -> _EarlyRun | None:
+    """Start ptxas on the unchanged input now, its output redirected (None when it cannot be)."""
+    output = os.path.join(private, "early", "output")
+    redirected = redirect_output(argv, output)
+    if redirected is None:
+        return None
+    os.mkdir(os.path.dirname(output))
+    command, destination = redirected
+    try:
+        return _EarlyRun(ptxas, command, output, destination, private)
+    except OSError:
+        return None  # ptxas cannot start: the plain run below reports it
+
+
+class _Process:
+    """A child process running `program` with `arguments`, the caller's stdin, and its
+    stdout and stderr sent to the files `streams` (or inherited, for None)."""
+
+    def __init__(self, program: str, arguments: list[str], streams=(None, None)):
+        environment = _environment()
+        if hasattr(os, "posix_spawn"):
+            actions = [(os.POSIX_SPAWN_OPEN, fd, path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                       for fd, path in zip((1, 2), streams) if path is not None]
+            self.pid = os.posix_spawn(program, [program, *arguments], environment, file_actions=actions)
+            self.popen = None
+        else:  # pragma: no cover - Windows
+            import subprocess
+
+            handles = [open(path, "wb") if path else None for path in streams]
+            self.popen = subprocess.Popen([program, *arguments], env=environment, stdout=handles[0],
+                                          stderr=handles[1])
+            for handle in handles:
+                if handle is not None:
+                    handle.close()
+        self.returncode: int | None = None
+
+    def wait(self) -> int:
+        """The exit status (negative: killed by that signal)."""
+        if self.returncode is None:
+            if self.popen is not None:  # pragma: no cover - Windows
+                self.returncode = self.popen.wait()
+            else:
+                _, status = os.waitpid(self.pid, 0)
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def stop(self) -> None:
+        """Kill the process unless it has finished, and reap it."""
+        if self.returncode is not None:
+            return
+        try:
+            if self.popen is not None:  # pragma: no cover - Windows
+                self.popen.kill()
+            else:
+                import signal
+
+                os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.wait()
+
+
+class _Prepared:
+    """One input after the fence pass: the fenced copy ptxas reads instead (with the
+    `ptxkit.edits.LineMap` from the input's lines to the copy's), or a note saying why the
+    input was left alone."""
+
+    __slots__ = ("original", "copy", "lines", "note")
+
+    def __init__(self, original: str, copy: str | None = None, lines=None, note: str | None = None):
+        self.original, self.copy, self.lines, self.note = original, copy, lines, note
 
 
 def _prepare(path: str, mode: str, private: str) -> _Prepared:
     """Fence (or check) one input file; ptxas reads a copy only when fences were added."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return _Prepared(path)  # ptxas reports the missing file itself
     import ptxkit
     from ptxkit.cfg.fence import FenceOptions, fence_module
     from ptxkit.errors import PtxSyntaxError
+    from ptxkit.fencelog import describe, write_entry
 
-    try:
-        data = Path(path).read_bytes()
-    except OSError:
-        return _Prepared(path)  # ptxas reports the missing file itself
     try:
         module = ptxkit.parse(data, path)
         report = fence_module(module, FenceOptions(), rewrite=(mode == "fence"))
     except (PtxSyntaxError, UnicodeDecodeError) as err:
         where = (err.format() if isinstance(err, PtxSyntaxError) else f"{path}: {err}").splitlines()[0]
-        _log(path, mode, [], f"not read as PTX: {where}")
+        write_entry({"file": os.path.abspath(path), "mode": mode, "fences": [],
+                     "skipped": f"not read as PTX: {where}"})
         return _Prepared(path, note=f"{where} (assembled without the fence pass)")
-    fences = [_describe(fence) for fence in report.fences]
-    _log(path, mode, fences, str(report.skipped) if report.skipped else None)
+    fences = [describe(site) for site in report.fences]
+    write_entry({"file": os.path.abspath(path), "mode": mode, "fences": fences,
+                 "skipped": str(report.skipped) if report.skipped else None})
     if mode == "check":
         for fence in fences:
             print(
@@ -207,58 +384,12 @@ def _prepare(path: str, mode: str, private: str) -> _Prepared:
         return _Prepared(path)
     if not report.changed:
         return _Prepared(path)
-    directory = tempfile.mkdtemp(dir=private)  # one directory per input keeps names apart
+    directory = os.path.join(private, f"input-{len(os.listdir(private))}")  # one per input keeps names apart
+    os.mkdir(directory)
     copy = os.path.join(directory, os.path.basename(path) or "input.ptx")
-    fenced = str(module)
-    Path(copy).write_text(fenced, encoding="utf-8")
-    return _Prepared(path, copy, tuple(line_map(data.decode("utf-8"), fenced)))
-
-
-def _describe(fence) -> dict:
-    """A fence of the report as plain data (for the log and the warnings): it goes
-    `where` ("before"/"after") the statement at `line`:`column` of the input."""
-    return {
-        "line": fence.line,
-        "column": fence.column,
-        "where": fence.where,
-        "variant": fence.variant,
-        "placement": fence.placement,
-        "reason": fence.reason(),
-    }
-
-
-def _log(path: str, mode: str, fences: list[dict], skipped) -> None:
-    target = os.environ.get("PTXKIT_FENCE_LOG")
-    if not target:
-        return
-    line = json.dumps({"file": os.path.abspath(path), "mode": mode, "fences": fences, "skipped": skipped})
-    if target == "-":
-        print(line, file=sys.stderr)
-        return
-    with open(target, "a", encoding="utf-8") as handle:
-        handle.write(line + "\n")
-
-
-def line_map(original: str, edited: str) -> list[int]:
-    """For each line of `edited` (0-based), the 1-based line of `original` it comes from.
-
-    The fence pass only inserts lines, so a line that differs from the next original
-    line is an inserted one, and maps to the original line that follows it.
-
-    >>> line_map("a\\nb\\nc\\n", "a\\nF\\nb\\nc\\n")
-    [1, 2, 2, 3]
-    """
-    before, after = original.splitlines(), edited.splitlines()
-    inserted = len(after) - len(before)
-    mapping, i = [], 0
-    for line in after:
-        if i < len(before) and (line == before[i] or inserted <= 0):
-            mapping.append(i + 1)  # the same line (or, with every insertion found, one edited in place)
-            i += 1
-        else:
-            mapping.append(max(1, min(i + 1, len(before))))
-            inserted -= 1
-    return mapping
+    with open(copy, "w", encoding="utf-8") as handle:
+        handle.write(str(module))
+    return _Prepared(path, copy, report.lines)
 
 
 def real_ptxas() -> str:
@@ -273,7 +404,7 @@ def real_ptxas() -> str:
     ...     real_ptxas() == binary
     True
     """
-    from ptxkit.ptxas import is_executable, ptxas_candidates
+    from ptxkit.toolkit import is_executable, tool_candidates
 
     explicit = os.environ.get("PTXKIT_REAL_PTXAS")
     if explicit:
@@ -281,7 +412,7 @@ def real_ptxas() -> str:
             raise WrapperError(f"$PTXKIT_REAL_PTXAS ({explicit}) is not NVIDIA's ptxas")
         return explicit
     looked = []
-    for _, candidate in ptxas_candidates():
+    for _, candidate in tool_candidates("ptxas"):
         if candidate is None or not is_executable(candidate):
             continue
         if _is_wrapper(candidate):
@@ -314,50 +445,70 @@ def _environment() -> dict:
     return dict(os.environ, **{_ACTIVE: "1"})
 
 
+def _become(ptxas: str, argv: list[str]) -> None:
+    """Replace this process by ptxas (the caller's streams, signals and exit status are
+    then ptxas's own); returns only when ptxas cannot be started."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(ptxas, [ptxas, *argv], _environment())
+    except OSError:
+        pass  # _run reports it
+
+
 def _run(ptxas: str, command: list[str], quiet_notes=()) -> int:
     """Run ptxas with the caller's stdin, stdout and stderr; returns its exit status.
 
     `quiet_notes` (inputs that were not fenced because ptxkit could not read them) are
     printed only when ptxas succeeds: when it fails, its own messages say why.
     """
+    sys.stdout.flush()
+    sys.stderr.flush()
     try:
-        done = subprocess.run([ptxas, *command], env=_environment())
+        status = _Process(ptxas, command).wait()
     except OSError as err:
         print(f"ptxkit-ptxas: error: cannot run {ptxas}: {err.strerror or err}", file=sys.stderr)
         return EXIT_FATAL
-    if done.returncode == 0:
-        for note in quiet_notes:
+    _print_notes(status, quiet_notes)
+    return _status(status)
+
+
+def _print_notes(status: int, notes) -> None:
+    if status == 0:
+        for note in notes:
             print(f"{note} [ptxkit]", file=sys.stderr)
-    return _status(done.returncode)
 
 
-def _run_mapped(ptxas: str, command: list[str], copies: list[_Prepared]) -> int:
+def _run_mapped(ptxas: str, command: list[str], copies: list[_Prepared], private: str) -> int:
     """Run ptxas on fenced copies and print its output as if it had read the originals."""
+    streams = (os.path.join(private, "mapped.stdout"), os.path.join(private, "mapped.stderr"))
     try:
-        done = subprocess.run([ptxas, *command], env=_environment(), capture_output=True)
+        status = _Process(ptxas, command, streams).wait()
     except OSError as err:
         print(f"ptxkit-ptxas: error: cannot run {ptxas}: {err.strerror or err}", file=sys.stderr)
         return EXIT_FATAL
-    for stream, data in ((sys.stdout, done.stdout), (sys.stderr, done.stderr)):
-        text = data.decode("utf-8", "surrogateescape")
+    for stream, path in zip((sys.stdout, sys.stderr), streams):
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8", "surrogateescape")
         for prepared in copies:
             text = _map_messages(text, prepared.copy, prepared.original, prepared.lines)
         stream.flush()
         stream.buffer.write(text.encode("utf-8", "surrogateescape"))
         stream.flush()
-    return _status(done.returncode)
+    return _status(status)
 
 
 def _map_messages(text: str, copy: str, original: str, lines) -> str:
     """Replace the copy's path by the original's, and its line numbers by the original's.
 
-    >>> _map_messages("ptxas /t/k.ptx, line 3; error   : x\\n", "/t/k.ptx", "k.ptx", [1, 2, 2])
+    >>> from ptxkit.edits import LineMap
+    >>> _map_messages("ptxas /t/k.ptx, line 3; error   : x\\n", "/t/k.ptx", "k.ptx", LineMap([(2, 1)]))
     'ptxas k.ptx, line 2; error   : x\\n'
     """
+    import re
+
     def original_line(match: re.Match) -> str:
-        number = int(match.group(1))
-        mapped = lines[number - 1] if 0 < number <= len(lines) else number
-        return f"{original}, line {mapped}"
+        return f"{original}, line {lines.source(int(match.group(1)))}"
 
     text = re.sub(re.escape(copy) + r", line (\d+)", original_line, text)
     return text.replace(copy, original)

@@ -1,0 +1,57 @@
+"""The fence log (``PTXKIT_FENCE_LOG``): one JSON line per PTX input that the ptxas
+wrapper or the Triton hook saw, with the fences it added (or found missing) and why.
+
+>>> import io, json
+>>> out = io.StringIO()
+>>> write_entry({"file": "k.ptx", "mode": "check", "fences": [], "skipped": None}, out)
+>>> json.loads(out.getvalue())["mode"]
+'check'
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def describe(site) -> dict:
+    """A fence of the pass's report as plain data: it goes `where` ("before"/"after") the
+    statement at `line`:`column` of the input.
+
+    >>> from ptxkit.cfg.fence import fence_text
+    >>> text = open("samples/fence/06b_tma_store_after_shared_store.ptx").read()
+    >>> site = fence_text(text, rewrite=False)[1].fences[0]
+    >>> describe(site)["variant"], describe(site)["line"]
+    ('fence.proxy.async.shared::cta', 33)
+    """
+    return {
+        "line": site.line,
+        "column": site.column,
+        "where": site.where,
+        "hazard": site.hazard,
+        "variant": site.variant,
+        "placement": site.placement,
+        "reason": site.reason(),
+    }
+
+
+def write_entry(entry: dict, stream=None) -> None:
+    """Append `entry` as one JSON line to `stream`, or to the file ``$PTXKIT_FENCE_LOG``
+    names (``-``: standard error); nothing when the variable is unset.
+
+    >>> write_entry({"file": "k.ptx"})  # PTXKIT_FENCE_LOG unset: nothing happens
+    """
+    target = os.environ.get("PTXKIT_FENCE_LOG")
+    if stream is None and not target:
+        return
+    import json
+
+    line = json.dumps(entry) + "\n"
+    if stream is not None:
+        stream.write(line)
+        return
+    if target == "-":
+        sys.stderr.write(line)
+        return
+    with open(target, "a", encoding="utf-8") as handle:
+        handle.write(line)

@@ -1,0 +1,215 @@
+"""ptxkit inside Triton's compiler: every kernel's PTX fenced (or checked) in the
+compiling process, through Triton's own hook for custom pipeline stages.
+
+    import ptxkit.triton_hook
+    ptxkit.triton_hook.install()               # PTXKIT_FENCE_MODE, or fence by default
+    ptxkit.triton_hook.install(mode="check")   # warn about missing fences, change nothing
+
+`install` sets ``triton.knobs.runtime.add_stages_inspection_hook`` (keeping a hook that
+was there before, which still runs first). Triton calls it while it builds a kernel's
+pipeline; the hook wraps the ``ptx`` stage, so the PTX Triton generates goes through
+the fence pass before Triton's own ptxas sees it: no second process, no
+``TRITON_PTXAS_PATH``. Modes are the ptxas wrapper's: ``fence`` inserts the missing
+``fence.proxy.async``; ``check`` prints ``<triton NAME>:line:col: warning: missing …
+[ptxkit]`` and keeps the PTX; ``off`` takes the hook out (`uninstall`).
+
+What was added is in `Hook.log` (one entry per kernel compiled in this process: kernel,
+mode, fences with their reasons, seconds spent), in ``PTXKIT_FENCE_LOG`` when set (the
+wrapper's JSON lines, ``file`` being ``<triton NAME>``), and in the compiled kernel's
+metadata (``kernel.metadata.ptxkit``), which Triton's cache keeps with the kernel.
+
+Triton's cache key holds ptxkit's version (and a digest of its source), the mode and the
+pass's options: a kernel compiled under one mode is a cache hit under the same mode and
+is compiled again under another. Triton from 3.7 asks the hook for that key itself;
+for Triton 3.6, which does not, `install` adds the hook's key to the two places Triton
+3.7 adds it (the on-disk key and the in-memory key of ``@triton.jit`` functions).
+
+>>> hook = Hook("check")
+>>> hook.mode, hook.cache_key()[0].startswith("ptxkit-")
+('check', True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+
+MODES = ("fence", "check", "off")
+
+
+class Hook:
+    """Triton's ``add_stages_inspection_hook``: called with no arguments it returns the
+    cache key part ``(key, hash)``; called with ``(backend, stages, options, language,
+    capability)`` it wraps ``stages["ptx"]``.
+
+    >>> stages = {"ptx": lambda src, metadata: src}
+    >>> Hook("fence")(None, stages, None, None, 90)
+    >>> ptx = ".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+    >>> metadata = {"name": "k"}
+    >>> stages["ptx"](ptx, metadata) == ptx, metadata["ptxkit"]["fences"]
+    (True, [])
+    """
+
+    def __init__(self, mode: str, options=None, previous=None):
+        from ptxkit.cfg.fence import FenceOptions
+
+        if mode not in ("fence", "check"):
+            raise ValueError(f"mode must be fence or check (off: uninstall), not {mode!r}")
+        self.mode = mode
+        self.options = options if options is not None else FenceOptions()
+        self.previous = previous
+        self.log: list[dict] = []
+
+    def __call__(self, *args):
+        if not args:
+            return self.cache_key()
+        backend, stages, options, language, capability = args
+        if self.previous is not None:
+            self.previous(*args)
+        make_ptx = stages.get("ptx")
+        if make_ptx is not None:
+            stages["ptx"] = lambda src, metadata: self.process(make_ptx(src, metadata), metadata)
+        return None
+
+    def cache_key(self) -> tuple[str, str]:
+        """``(key, hash)`` for Triton's cache: ptxkit's version and source digest, the
+        mode and the pass's options (and the previous hook's key, if it gives one)."""
+        from ptxkit import __version__
+
+        key = f"ptxkit-{__version__}-{_source_digest()}-{self.mode}-{self.options!r}"
+        if self.previous is not None:
+            try:
+                key += "+" + str(self.previous()[0])
+            except TypeError:  # a hook of Triton 3.6's kind: it gives no key
+                pass
+        return key, hashlib.sha256(key.encode()).hexdigest()
+
+    def process(self, ptx: str, metadata: dict) -> str:
+        """Fence (or check) one kernel's PTX; records what was done and returns the PTX
+        ptxas gets."""
+        from ptxkit import parse
+        from ptxkit.cfg.fence import fence_module
+        from ptxkit.errors import PtxSyntaxError
+        from ptxkit.fencelog import describe, write_entry
+
+        name = f"<triton {metadata.get('name', 'kernel')}>"
+        start = time.perf_counter()
+        try:
+            module = parse(ptx, name)
+            report = fence_module(module, self.options, rewrite=self.mode == "fence")
+        except PtxSyntaxError as err:
+            print(f"{err.format().splitlines()[0]} (compiled without the fence pass) [ptxkit]", file=sys.stderr)
+            fenced, fences, skipped = ptx, [], f"not read as PTX: {err}"
+        else:
+            fenced = str(module) if report.changed else ptx
+            fences = [describe(site) for site in report.fences]
+            skipped = str(report.skipped) if report.skipped else None
+            if self.mode == "check":
+                for fence in fences:
+                    print(f"{name}:{fence['line']}:{fence['column']}: warning: missing {fence['variant']} "
+                          f"{fence['where']} this statement: {fence['reason']} [ptxkit]", file=sys.stderr)
+        entry = {"file": name, "mode": self.mode, "fences": fences, "skipped": skipped,
+                 "seconds": time.perf_counter() - start}
+        self.log.append(entry)
+        write_entry(entry)
+        metadata["ptxkit"] = {"mode": self.mode, "fences": fences, "skipped": skipped}
+        return fenced
+
+
+def install(mode: str | None = None, options=None) -> Hook | None:
+    """Put the fence pass into Triton's pipeline; returns the hook (None for ``off``).
+
+    `mode` defaults to ``$PTXKIT_FENCE_MODE`` (else ``fence``); `options` is a
+    `ptxkit.cfg.fence.FenceOptions`. Installing again replaces ptxkit's hook, keeping
+    the hook that was there before ptxkit's first one.
+
+    >>> install("off") is None  # doctest: +SKIP
+    True
+    """
+    from triton import knobs
+
+    mode = (mode or os.environ.get("PTXKIT_FENCE_MODE", "fence")).strip().lower() or "fence"
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    current = knobs.runtime.add_stages_inspection_hook
+    previous = current.previous if isinstance(current, Hook) else current
+    if mode == "off":
+        knobs.runtime.add_stages_inspection_hook = previous
+        return None
+    _add_cache_key_to_triton_36()
+    hook = Hook(mode, options, previous)
+    knobs.runtime.add_stages_inspection_hook = hook
+    return hook
+
+
+def uninstall() -> None:
+    """Take ptxkit's hook out of Triton's pipeline (the previous hook, if any, stays).
+
+    >>> uninstall()  # doctest: +SKIP
+    """
+    install("off")
+
+
+_digest: str | None = None
+
+
+def _source_digest() -> str:
+    """A digest of ptxkit's Python source (the fence pass included): an edited
+    installation never reuses kernels that an older one fenced."""
+    global _digest
+    if _digest is None:
+        import ptxkit
+        import ptxkit.cfg
+
+        digest = hashlib.sha256()
+        for folder in sorted({os.path.dirname(ptxkit.__file__), os.path.dirname(ptxkit.cfg.__file__)}):
+            for name in sorted(os.listdir(folder)):
+                if name.endswith(".py"):
+                    with open(os.path.join(folder, name), "rb") as handle:
+                        digest.update(name.encode() + b"\0" + handle.read())
+        _digest = digest.hexdigest()[:16]
+    return _digest
+
+
+def _add_cache_key_to_triton_36() -> None:
+    """On a Triton whose ``compile`` does not ask the hook for a key (3.6 and older),
+    add ptxkit's hook key where later Triton adds it: to the on-disk cache key
+    (``get_cache_key``) and to the in-memory key of jit functions (``compute_cache_key``).
+    Hooks that are not ptxkit's are left out, as before."""
+    import inspect
+
+    import triton.compiler.compiler as compiler
+    import triton.runtime.jit as jit
+    from triton import knobs
+
+    if getattr(compiler.get_cache_key, "ptxkit", False):
+        return
+    if "add_stages_inspection_hook()" in inspect.getsource(compiler.compile):
+        return  # Triton asks the hook itself
+
+    def ours():
+        hook = knobs.runtime.add_stages_inspection_hook
+        return hook.cache_key() if isinstance(hook, Hook) else None
+
+    def keyed(get_cache_key):
+        def get_cache_key_with_ptxkit(*args, **kwargs):
+            key = get_cache_key(*args, **kwargs)
+            extra = ours()
+            return key if extra is None else key + extra[0]
+
+        get_cache_key_with_ptxkit.ptxkit = True
+        return get_cache_key_with_ptxkit
+
+    compute_cache_key = jit.compute_cache_key
+
+    def compute_cache_key_with_ptxkit(kernel_key_cache, specialization, options):
+        extra = ours()
+        if extra is not None:
+            specialization = [*specialization, ("ptxkit", extra[1])]
+        return compute_cache_key(kernel_key_cache, specialization, options)
+
+    compiler.get_cache_key = keyed(compiler.get_cache_key)
+    jit.get_cache_key = keyed(jit.get_cache_key)
+    jit.compute_cache_key = compute_cache_key_with_ptxkit

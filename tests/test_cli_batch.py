@@ -1,0 +1,62 @@
+"""``ptxkit.cli.batch``: inputs, order of results, progress on a terminal, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import io
+
+import pytest
+
+from ptxkit.cli import batch
+from ptxkit.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK, UsageError
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def work(path: str, args) -> batch.FileResult:
+    """A worker whose result depends on the file name only."""
+    if path.startswith("bad"):
+        raise UsageError(f"{path}: unreadable")
+    status = EXIT_FINDINGS if "finding" in path else EXIT_OK
+    return batch.FileResult(path, status, stdout=f"{path}\n", count=int(status == EXIT_FINDINGS))
+
+
+def test_results_come_in_input_order_with_the_worst_status(capsys):
+    files = [f"file{i}" for i in range(7)] + ["finding", "bad1"]
+    status, results = batch.run_files(work, files, argparse.Namespace(jobs=3),
+                                      summary=lambda rs: f"{len(rs)} done")
+    out, err = capsys.readouterr()
+    assert status == EXIT_BAD_INPUT and [r.name for r in results] == files
+    assert out.splitlines() == files[:-1]
+    assert err == "ptxkit: error: bad1: unreadable\n9 done\n"
+
+
+def test_progress_shows_on_a_terminal_and_is_cleared(monkeypatch, capsys):
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setattr(batch, "PROGRESS_AFTER", 0.0)
+    status, _ = batch.run_files(work, ["a", "finding", "c"], argparse.Namespace(jobs=1))
+    shown = terminal.getvalue()
+    assert status == EXIT_FINDINGS
+    assert "\r\x1b[K[1/3] a" in shown and "\r\x1b[K[2/3] finding" in shown
+    assert shown.endswith("\r\x1b[K")  # the last line is cleared
+    assert capsys.readouterr().out == "a\nfinding\nc\n"
+
+
+def test_no_progress_when_not_a_terminal(monkeypatch, capsys):
+    monkeypatch.setattr(batch, "PROGRESS_AFTER", 0.0)
+    batch.run_files(work, ["a", "b"], argparse.Namespace(jobs=1))
+    assert "\x1b" not in capsys.readouterr().err
+
+
+def test_jobs_zero_means_one_process_per_cpu(capsys):
+    parser = argparse.ArgumentParser()
+    batch.add_arguments(parser)
+    assert parser.parse_args(["-j", "0"]).jobs == 0
+    status, results = batch.run_files(work, ["a", "b", "c"], argparse.Namespace(jobs=0))
+    assert status == EXIT_OK and [r.name for r in results] == ["a", "b", "c"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["-j", "many"])
