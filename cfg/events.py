@@ -20,6 +20,7 @@ matter; the opcode facts from `ptxkit.isa` (docs/fence.md §2, §3).
 
 from __future__ import annotations
 
+import bisect
 import enum
 import re
 from dataclasses import dataclass, field
@@ -169,6 +170,7 @@ class _Classifier:
                         if "call" in kind.split(",")}
         self._plain_names: dict[int, frozenset] = {}
         self._shared_pointers: set | None = None
+        self.open_boxes = False  # a tensor copy whose box no expect_tx bounds
 
     def ask(self, block: int, position: int, operand) -> tuple:
         key = (block, position, len(self.queries))
@@ -188,6 +190,8 @@ class _Classifier:
         self.expect_tx = [(self._mbarrier(mbar), _most(self.value(count))) for mbar, count in self.armed]
         by_block = [[] if index in dead else [event for builder in items for event in builder(self)]
                     for index, items in enumerate(builders)]
+        if self.open_boxes:
+            _close_boxes(by_block)
         return Events(by_block, self.warnings, dead)
 
     def value(self, key) -> tuple:
@@ -416,15 +420,24 @@ class _Classifier:
             size = armed // size[1] if armed is not None else None
         elif isinstance(size, tuple):
             size = _most(self.value(size[1])) if size[1] is not None else None
+        if what == "tensor":  # a box issued into a ring of stages fits in one stage (docs/fence.md §3.3)
+            stage = _ring_stride(self.value(dst if dst is not None else src))
+            if stage is not None:
+                size = stage if size is None else min(size, stage)
         writes, reads = [], []
+        detail = None
+        if size is None and what == "tensor":
+            detail = OPEN_BOX
+            self.open_boxes = True
+        box = (lambda loc: loc) if detail is OPEN_BOX else (lambda loc: bounded(loc, size))  # closed in `run`
         if dst is not None:
             for loc in self._locations(self.value(dst), 1, SHARED, False):
-                writes.append(bounded(loc, size))
+                writes.append(box(loc))
                 if reduce:
-                    reads.append(bounded(loc, size))
+                    reads.append(box(loc))
         if src is not None:
             for loc in self._locations(self.value(src), 1, CTA, False):
-                reads.append(bounded(loc, size))
+                reads.append(box(loc))
         if dst is not None and any(atom.space == SHARED_CLUSTER_SPACE for atom in self.value(dst)):
             cross = True  # a destination made by mapa: another CTA's shared memory
         if spaces & tracked & GLOBAL:  # global memory is followed as one object (--track-global)
@@ -433,7 +446,7 @@ class _Classifier:
             if src is None:
                 reads.append(everywhere(GLOBAL))
         events = [Event(position, Kind.ASYNC, guard, locations=tuple(reads), writes=tuple(writes),
-                        mbarrier=mbarrier, spaces=spaces & tracked, cross=cross)]
+                        mbarrier=mbarrier, spaces=spaces & tracked, cross=cross, detail=detail)]
         if mbarrier is not None:  # the completion hands the issuer's pending accesses to the waiters
             events.append(Event(position, Kind.ARRIVE, guard, sync=(SyncObject.MBARRIER, mbarrier), cross=cross,
                                 detail="completion"))
@@ -522,6 +535,59 @@ class _Classifier:
             return mbarrier
         cross = obj is SyncObject.CLUSTER_BARRIER
         return lambda c: [Event(position, kind, guard, sync=(obj,), cross=cross)]
+
+
+def _ring_stride(value: tuple) -> int | None:
+    """The stride of a ring of stage addresses (several starts, `step` bytes apart), or
+    None when the address is one start or not an address."""
+    strides = [atom.step for atom in value if atom.is_address and atom.region is not None and atom.lo < atom.hi
+               and not atom.shift]
+    return min(strides) if strides and len(strides) == len(value) and min(strides) > 1 else None
+
+
+#: `Event.detail` of a tensor copy whose box the PTX does not bound.
+OPEN_BOX = "box not bounded by expect_tx"
+
+
+def _close_boxes(by_block: list) -> None:
+    """End every open tensor box before the next object the kernel addresses on its
+    own: an mbarrier, or where another tensor load starts writing. A box that ran over
+    an mbarrier would corrupt it, and one that ran into another load's buffer would
+    race with that load (docs/fence.md §3.3: an assumption, as for expect_tx)."""
+    starts: dict = {}
+    for events in by_block:
+        for event in events:
+            objects = list(event.locations) if event.kind is Kind.INIT else []
+            if event.mbarrier is not None:
+                objects.append(event.mbarrier)
+            if event.sync is not None and event.sync[0] is SyncObject.MBARRIER:
+                objects.append(event.sync[1])
+            if event.kind is Kind.ASYNC and event.mbarrier is not None:
+                objects.extend(event.writes)  # a load completing on an mbarrier: a TMA destination
+            for location in objects:
+                if location.region is not None:
+                    starts.setdefault(location.region, set()).add(location.start)
+    ordered = {region: sorted(found) for region, found in starts.items()}
+    for events in by_block:
+        for index, event in enumerate(events):
+            if event.detail is OPEN_BOX:
+                events[index] = event._replace(locations=_closed(event.locations, ordered),
+                                               writes=_closed(event.writes, ordered))
+
+
+def _closed(starts_of_box: tuple, starts: dict) -> tuple:
+    """Each box (given by the range its first byte may be in) as the bytes up to the
+    first object start past that range, or to the end of its region."""
+    out = []
+    for location in starts_of_box:
+        if location.region is None:
+            out.append(location)
+            continue
+        found = starts.get(location.region, ())
+        at = bisect.bisect_right(found, location.end - 1)
+        end = found[at] if at < len(found) else location.region.limit
+        out.append(location._replace(end=max(end, location.end)))
+    return tuple(out)
 
 
 def _tensor_load_siblings(flow) -> dict:

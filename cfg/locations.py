@@ -119,7 +119,7 @@ def descriptor_extent(rows: int, k_bytes: int, lbo: int, sbo: int, swizzle: int,
     >>> descriptor_extent(rows=64, k_bytes=32, lbo=128, sbo=256, swizzle=0, mn_major=False)
     (0, 2048)
     >>> descriptor_extent(rows=128, k_bytes=32, lbo=4096, sbo=1024, swizzle=128, mn_major=True)
-    (127, 9216)
+    (127, 6144)
     """
     groups = max(rows // 8, 1)
     if not mn_major:
@@ -127,10 +127,12 @@ def descriptor_extent(rows: int, k_bytes: int, lbo: int, sbo: int, swizzle: int,
             return 0, (groups - 1) * sbo + (max(k_bytes // 16, 1) - 1) * lbo + 128
         return swizzle - 1, (groups - 1) * sbo + 8 * swizzle
     atom = max(swizzle, 16)
-    stride = max(lbo, sbo)
     along_mn = max(rows * 2 // atom, 1)  # 16-bit elements only
     along_k = max(k_bytes // 16, 1)
-    return atom - 1, (along_mn - 1) * stride + (along_k - 1) * stride + 8 * atom
+    # one offset steps between atoms along MN, the other between 8-deep groups along K;
+    # either assignment is covered, so the extent does not hang on which is which
+    steps = max((along_mn - 1) * lbo + (along_k - 1) * sbo, (along_mn - 1) * sbo + (along_k - 1) * lbo)
+    return atom - 1, steps + 8 * atom
 
 
 def descriptor_location(atom: Atom, rows: int, k_bytes: int, mn_major: bool, tcgen05: bool) -> Location:

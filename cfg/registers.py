@@ -27,7 +27,7 @@ its ``setp``; parameters and results of inlined calls.
 >>> flow = flow_graph(m.function("k"))
 >>> store = flow.blocks[1].instructions[3]
 >>> show(register_values(flow, {"st": (1, 3, store.operands[0])})["st"])
-'dynamic shared+[16, 3088] (shared::cta window)'
+'dynamic shared+[16, 3088] step 1024 (shared::cta window)'
 """
 
 from __future__ import annotations
@@ -72,6 +72,33 @@ def _inverse(opcode: str, base: str, operands, uniform: bool):
     if base == "mov" and len(operands) == 2 or base == "shfl" and uniform:
         return lambda value: value
     return None
+
+
+def special_ranges(function) -> dict:
+    """`SPECIAL_RANGES` narrowed by the kernel's ``.maxntid``/``.reqntid`` (its threads
+    per block: ``%tid.x < N`` when it declares ``N, 1, 1``).
+
+    >>> import ptxkit
+    >>> k = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+    ...                  ".visible .entry k() .maxntid 384, 1, 1\\n{\\n\\tret;\\n}\\n").function("k")
+    >>> special_ranges(k)["%tid.x"], special_ranges(k)["%tid.y"]
+    ((0, 383), (0, 0))
+    """
+    ranges = dict(SPECIAL_RANGES)
+    for name, args in function.signature.directives:
+        if name not in (".maxntid", ".reqntid"):
+            continue
+        try:
+            dims = [int(a.strip()) for a in args.split(",")]
+        except ValueError:
+            continue
+        if len(dims) == 1:
+            dims = dims * 3  # a total: no dimension is larger
+        for axis, size in zip("xyz", dims):
+            if size >= 1:
+                ranges[f"%tid.{axis}"] = (0, min(size - 1, ranges[f"%tid.{axis}"][1]))
+                ranges[f"%ntid.{axis}"] = (1, min(size, ranges[f"%ntid.{axis}"][1]))
+    return ranges
 
 
 def _one_dimensional(function) -> bool:
@@ -191,6 +218,7 @@ def _declare(directive, found: dict, suffix: str) -> None:
 class _Analysis:
     def __init__(self, flow):
         self.flow = flow
+        self.special = special_ranges(flow.function)
         self.symbols: dict[int, dict] = {}  # context id -> symbol values
         self.thresholds: set[int] = set()  # constants compared against: where widening stops
         self.returning: dict[int, Context] = {}  # block -> the inlined callee that returns into it
@@ -593,7 +621,7 @@ class _Analysis:
             value = operand.value
             return number(value) if isinstance(value, int) else TOP
         if kind == "special":
-            low, high = SPECIAL_RANGES.get(operand.name, _WORD)
+            low, high = self.special.get(operand.name, _WORD)
             return number(low, high)
         if kind == "symbol":
             table = self.symbol_values(block)
@@ -747,9 +775,10 @@ class _Analysis:
     def branch_conditions(self, definitions: dict) -> dict:
         """Block -> (negated, (key, comparison, bound, unsigned, chain), setp position)
         for blocks ending in ``@p bra`` whose ``p`` comes from a ``setp`` of a register
-        and a constant in the same block. The `chain` lists ``(key, inverse)`` for the
-        registers the compared one was computed from (see `_inverse_chain`): each is
-        narrowed too."""
+        and a constant: in the same block, or anywhere when ``p`` and the register are
+        each defined once (a test made early and branched on later). The `chain` lists
+        ``(key, inverse)`` for the registers the compared one was computed from (see
+        `_inverse_chain`): each is narrowed too."""
         found = {}
         for block in self.flow.blocks:
             terminator = block.terminator
@@ -761,6 +790,11 @@ class _Analysis:
             position = len(instructions) - 1
             negated = guard.negated
             at = _last_definition(instructions, heads, position, guard.register, plain)
+            if at is None:
+                found_elsewhere = self._single_setp(block.index, guard, negated, definitions)
+                if found_elsewhere is not None:
+                    found[block.index] = found_elsewhere
+                continue
             if at is not None and heads[at][1] == "not.pred":
                 source = instructions[at].operands[1]
                 if source.kind != "register" or _redefined(instructions, heads, at + 1, position, source.name, plain):
@@ -788,6 +822,28 @@ class _Analysis:
             chain = self._inverse_chain(block.index, at, prefix + register, definitions)
             found[block.index] = (negated, (prefix + register, comparison, bound, unsigned, chain), at)
         return found
+
+    def _single_setp(self, block: int, guard, negated: bool, definitions: dict):
+        """The condition of a branch on a predicate set once, by a ``setp`` in another
+        block of a register that is also set once, against a constant (or None)."""
+        prefix = self.prefix(block)
+        sites = definitions.get(prefix + guard.register, ())
+        if len(sites) != 1 or self.prefix(sites[0][0]) != prefix:
+            return None
+        where, at = sites[0]
+        head = self.flow.blocks[where].heads[at]
+        compare = self.flow.blocks[where].instructions[at].operands
+        parts = head[1].split(".")
+        if head[2] != "setp" or len(compare) != 3 or len(parts) != 3 or compare[0].kind != "register" \
+                or compare[1].kind != "register" or compare[2].kind != "immediate" \
+                or not isinstance(compare[2].value, int) or compare[1].name == guard.register \
+                or len(definitions.get(prefix + compare[1].name, ())) != 1:
+            return None
+        bound = compare[2].value
+        self.thresholds.update((bound - 1, bound, bound + 1))
+        key = prefix + compare[1].name
+        chain = self._inverse_chain(where, at, key, definitions)
+        return negated, (key, parts[1], bound, parts[2][0] in "ub", chain), at
 
     def _inverse_chain(self, block: int, position: int, key: str, definitions: dict) -> list:
         """``[(source key, inverse)]``: how the value compared at (block, position) bounds
@@ -1048,6 +1104,6 @@ def _extreme(pick):
 _BINARY = {
     "add": lambda a, b, w: add(a, b), "sub": lambda a, b, w: sub(a, b), "mul": lambda a, b, w: mul(a, b),
     "shl": lambda a, b, w: shl(a, b), "shr": lambda a, b, w: shr(a, b), "and": and_,
-    "or": lambda a, b, w: or_(a, b), "xor": lambda a, b, w: xor(a, b), "div": _div, "rem": _rem,
+    "or": or_, "xor": xor, "div": _div, "rem": _rem,
     "min": _extreme(min), "max": _extreme(max),
 }

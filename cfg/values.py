@@ -14,6 +14,11 @@ The fence pass needs to know *which bytes* of shared memory an instruction touch
   (the descriptor's strides and swizzle mode);
 - **top**: anything.
 
+Numbers and offsets also carry a `step`: every value is congruent to ``lo`` modulo
+``step`` (a stage ring ``base + s * 16384`` is ``base+[0, 49152] step 16384``). A tensor
+copy's box can then be bounded by the stride of the ring it is issued into
+(docs/fence.md §3.3), and ``x | y`` is ``x + y`` when ``y`` fits below ``x``'s step.
+
 Every operation over-approximates: the set a result atom stands for contains every
 value the instruction can produce from operands in the argument sets. Offsets past a
 region's end are undefined behaviour in the source program, so locations are clamped
@@ -24,15 +29,16 @@ to the region (`Atom.location`).
 >>> stage = number(0, 3)
 >>> value = add(base, mul(stage, number(1024)))
 >>> show(value)
-'smem+[0, 3072] (shared::cta window)'
+'smem+[0, 3072] step 1024 (shared::cta window)'
 >>> show(or_(shr(value, number(4)), number(0x4000004000000000)))
-'smem+[0, 3072] (shared::cta window) >> 4 | 0x4000004000000000'
+'smem+[0, 3072] step 1024 (shared::cta window) >> 4 | 0x4000004000000000'
 >>> show(join(number(1), number(5))), show(add(base, base))
-('[1, 5]', 'top')
+('[1, 5] step 4', 'top')
 """
 
 from __future__ import annotations
 
+from math import gcd
 from typing import NamedTuple
 
 #: A bound larger than any offset or integer the analysis meets.
@@ -89,6 +95,7 @@ class Atom(NamedTuple):
     hi: int = 0
     shift: int = 0
     high: int = 0
+    step: int = 1
 
     @property
     def is_address(self) -> bool:
@@ -109,13 +116,14 @@ TOP_ATOM = Atom(TOP_FORM)
 TOP = (TOP_ATOM,)
 
 
-def number(lo: int, hi: int | None = None) -> tuple:
-    """The integers in ``[lo, hi]`` (one integer when `hi` is None).
+def number(lo: int, hi: int | None = None, step: int = 1) -> tuple:
+    """The integers in ``[lo, hi]`` (one integer when `hi` is None), those congruent to
+    `lo` modulo `step`.
 
-    >>> show(number(7)), show(number(-1, 4))
-    ('7', '[-1, 4]')
+    >>> show(number(7)), show(number(-1, 4)), show(number(0, 96, 32))
+    ('7', '[-1, 4]', '[0, 96] step 32')
     """
-    return (Atom(NUM, None, None, lo, lo if hi is None else hi),)
+    return _num(lo, lo if hi is None else hi, step)
 
 
 def address(region: Region, lo: int = 0, hi: int | None = None, form: int = WINDOW, space: str | None = None) -> tuple:
@@ -169,6 +177,8 @@ def show(value: tuple) -> str:
         if atom.form == TOP_FORM:
             return "top"
         span = f"{atom.lo}" if atom.lo == atom.hi else f"[{atom.lo}, {'inf' if atom.hi >= INF else atom.hi}]"
+        if atom.lo != atom.hi and atom.step > 1:
+            span += f" step {atom.step}"
         if atom.form == NUM:
             parts.append(span)
             continue
@@ -207,12 +217,26 @@ def join(a: tuple, b: tuple) -> tuple:
             return TOP
         key = _key(atom)
         old = merged.get(key)
-        merged[key] = atom if old is None else old._replace(lo=min(old.lo, atom.lo), hi=max(old.hi, atom.hi))
+        merged[key] = atom if old is None else _hull(old, atom)
     anywhere_keys = {(a.form, a.space, a.shift, a.high) for a in merged.values() if a.region is None and a.form != NUM}
     atoms = [a for a in merged.values() if a.region is None or (a.form, a.space, a.shift, a.high) not in anywhere_keys]
     if len(atoms) > _MAX_ATOMS:
         return _collapse(atoms)
     return _canonical(atoms)
+
+
+def _stride(atom: Atom) -> int:
+    """The step of an atom for gcd arithmetic: 0 for a single value."""
+    return 0 if atom.lo == atom.hi else atom.step
+
+
+def _common_step(x: Atom, y: Atom) -> int:
+    """The step of the hull of two atoms of one kind."""
+    return gcd(_stride(x), _stride(y), abs(x.lo - y.lo)) or 1
+
+
+def _hull(x: Atom, y: Atom) -> Atom:
+    return x._replace(lo=min(x.lo, y.lo), hi=max(x.hi, y.hi), step=_common_step(x, y))
 
 
 def _canonical(atoms) -> tuple:
@@ -227,7 +251,7 @@ def _collapse(atoms) -> tuple:
         if atom.form == NUM:
             key = (NUM,)
             old = out.get(key)
-            out[key] = atom if old is None else old._replace(lo=min(old.lo, atom.lo), hi=max(old.hi, atom.hi))
+            out[key] = atom if old is None else _hull(old, atom)
         else:
             out[(atom.form, atom.space)] = Atom(atom.form, atom.space, None, 0, INF)
     return _canonical(out.values())
@@ -253,14 +277,18 @@ def widen(old: tuple, new: tuple, thresholds: list | None = None) -> tuple:
         if before is None:
             out.append(atom)
             continue
-        lo, hi = atom.lo, atom.hi
+        lo, hi, step = atom.lo, atom.hi, _common_step(before, atom)
         if lo < before.lo:
             below = [t for t in thresholds or () if t <= lo] if atom.form == NUM else []
             lo = below[-1] if below else (-INF if atom.form == NUM else 0)
         if hi > before.hi:
             above = [t for t in thresholds or () if t >= hi] if atom.form == NUM else []
             hi = above[0] if above else INF
-        out.append(atom._replace(lo=lo, hi=hi))
+        if lo > -INF:
+            lo -= (lo - atom.lo) % step  # stay congruent: the next value at or below
+        if hi < INF:
+            hi += (atom.lo - hi) % step
+        out.append(atom._replace(lo=lo, hi=hi, step=step))
     return tuple(out)
 
 
@@ -291,22 +319,23 @@ def _lift2(a: tuple, b: tuple, operation) -> tuple:
     return out
 
 
-def _num(lo: int, hi: int) -> tuple:
+def _num(lo: int, hi: int, step: int = 1) -> tuple:
     if lo <= -INF and hi >= INF:
         return TOP
-    return (Atom(NUM, None, None, max(lo, -INF), min(hi, INF)),)
+    return (Atom(NUM, None, None, max(lo, -INF), min(hi, INF), step=step if lo < hi else 1),)
 
 
-def _shifted(atom: Atom, lo: int, hi: int) -> tuple:
-    """The address atom moved to offsets ``[lo, hi]`` (in bytes)."""
-    return (atom._replace(lo=max(lo, -INF), hi=min(hi, INF)),)
+def _shifted(atom: Atom, lo: int, hi: int, step: int = 1) -> tuple:
+    """The address atom moved to offsets ``[lo, hi]`` (in bytes), every one congruent
+    to `lo` modulo `step`."""
+    return (atom._replace(lo=max(lo, -INF), hi=min(hi, INF), step=step if lo < hi else 1),)
 
 
 def add(a: tuple, b: tuple) -> tuple:
     """``a + b``: numbers add; an address plus a number moves the address.
 
-    >>> show(add(number(2), number(3, 4)))
-    '[5, 6]'
+    >>> show(add(number(2), number(3, 4))), show(add(number(0, 64, 32), number(0, 32, 16)))
+    ('[5, 6]', '[0, 96] step 16')
     """
     return _lift2(a, b, _add_atoms)
 
@@ -315,13 +344,13 @@ def _add_atoms(x: Atom, y: Atom) -> tuple:
     if x.form == TOP_FORM or y.form == TOP_FORM:
         return TOP
     if x.form == NUM and y.form == NUM:
-        return _num(x.lo + y.lo, x.hi + y.hi)
+        return _num(x.lo + y.lo, x.hi + y.hi, gcd(_stride(x), _stride(y)))
     if x.form == NUM:
         x, y = y, x
     if y.form != NUM:
         return TOP  # address + address: no longer an address into one region
     scale = 1 << x.shift  # (A + k) >> s  +  n  ==  (A + k + n * 2**s) >> s
-    return _shifted(x, x.lo + y.lo * scale, x.hi + y.hi * scale)
+    return _shifted(x, x.lo + y.lo * scale, x.hi + y.hi * scale, gcd(_stride(x), _stride(y) * scale))
 
 
 def neg(a: tuple) -> tuple:
@@ -330,7 +359,7 @@ def neg(a: tuple) -> tuple:
     >>> show(neg(number(1, 3)))
     '[-3, -1]'
     """
-    return _lift(a, lambda x: _num(-x.hi, -x.lo) if x.form == NUM else TOP)
+    return _lift(a, lambda x: _num(-x.hi, -x.lo, x.step) if x.form == NUM else TOP)
 
 
 def sub(a: tuple, b: tuple) -> tuple:
@@ -345,9 +374,9 @@ def sub(a: tuple, b: tuple) -> tuple:
 
 def _sub_atoms(x: Atom, y: Atom) -> tuple:
     if y.form == NUM:
-        return _add_atoms(x, Atom(NUM, None, None, -y.hi, -y.lo))
+        return _add_atoms(x, Atom(NUM, None, None, -y.hi, -y.lo, step=y.step))
     if x.is_address and _key(x) == _key(y) and x.region is not None and not x.shift:
-        return _num(x.lo - y.hi, x.hi - y.lo)
+        return _num(x.lo - y.hi, x.hi - y.lo, gcd(_stride(x), _stride(y)))
     return TOP
 
 
@@ -355,7 +384,7 @@ def mul(a: tuple, b: tuple) -> tuple:
     """``a * b`` (numbers only).
 
     >>> show(mul(number(-2, 3), number(4)))
-    '[-8, 12]'
+    '[-8, 12] step 4'
     """
     return _lift2(a, b, _mul_atoms)
 
@@ -364,18 +393,24 @@ def _mul_atoms(x: Atom, y: Atom) -> tuple:
     if x.form != NUM or y.form != NUM:
         return TOP
     corners = [p * q for p in (x.lo, x.hi) for q in (y.lo, y.hi) if abs(p) < INF and abs(q) < INF]
+    if y.lo == y.hi:
+        step = _stride(x) * abs(y.lo)
+    elif x.lo == x.hi:
+        step = _stride(y) * abs(x.lo)
+    else:
+        step = 1
     if len(corners) < 4:
         if x.lo >= 0 and y.lo >= 0:
-            return _num(x.lo * y.lo, INF)
+            return _num(x.lo * y.lo, INF, step)
         return TOP
-    return _num(min(corners), max(corners))
+    return _num(min(corners), max(corners), step)
 
 
 def shl(a: tuple, amount: tuple) -> tuple:
     """``a << amount`` for a constant amount (numbers only).
 
     >>> show(shl(number(1, 3), number(4)))
-    '[16, 48]'
+    '[16, 48] step 16'
     """
     count = constant(amount)
     if count is None or not 0 <= count < 64:
@@ -406,6 +441,19 @@ def shr(a: tuple, amount: tuple) -> tuple:
     return _lift(a, one)
 
 
+def _zero_low_bits(x: Atom) -> int:
+    """How many low bits are zero in every value of `x` (a number, or an unshifted
+    address whose region is aligned at least that far)."""
+    if x.form == TOP_FORM or x.high or x.shift or (x.form == NUM and x.lo < 0):
+        return 0
+    known = x.lo if x.lo == x.hi else gcd(x.lo, x.step)
+    bits = (known & -known).bit_length() - 1 if known else 64
+    if x.is_address:
+        align = x.region.align if x.region is not None else 1
+        bits = min(bits, (align & -align).bit_length() - 1)
+    return bits
+
+
 def _bits_below(value: int) -> int:
     """The number of low bits a non-negative value may occupy."""
     return max(value, 0).bit_length()
@@ -427,6 +475,9 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
     ('s+[37, 100] (shared::cta window)', 's+32 (shared::cta window) >> 4')
     >>> show(and_(number(0, 1000), number(0x7F))), show(and_(address(r, 100), number(1023), 64))
     ('[0, 127]', '[0, 1023]')
+    >>> show(and_(TOP, number(3), 32))
+    '[0, 3]'
+
     """
     mask = constant(b)
     if mask is None:
@@ -445,7 +496,7 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
                 return (x,)
             return _num(0, mask if x.lo < 0 or x.hi > mask else x.hi) if mask < INF else TOP
         if not x.is_address or x.high:
-            return TOP
+            return _num(0, mask) if mask < 1 << (width - 1) else TOP  # its bits are among the mask's
         limit = _limit_bits(x)
         if limit is not None and (mask + 1) & mask == 0 and mask >= (1 << limit) - 1:
             return (x,)  # keeps every bit an address can have
@@ -462,7 +513,7 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
             step = low + 1
             region_align = x.region.align if x.region is not None else 1
             if region_align % step == 0:
-                return _shifted(x, x.lo - x.lo % step, x.hi - x.hi % step)
+                return _shifted(x, x.lo - x.lo % step, x.hi - x.hi % step, step)
             return _shifted(x, x.lo - (step - 1), x.hi)
         return TOP
 
@@ -478,27 +529,36 @@ def _small_bits(x: Atom, count: int) -> tuple:
     return _shifted(x, x.lo - (span - 1), x.hi + span - 1)
 
 
-def or_(a: tuple, b: tuple) -> tuple:
+def or_(a: tuple, b: tuple, width: int = 64) -> tuple:
     """``a | b``: constant bits above a (shifted) window address go into its `high`
-    field (descriptor fields); small bits blur the offset, as XOR does.
+    field (descriptor fields); small bits blur the offset, as XOR does. A negative
+    constant is its `width`-bit pattern (a descriptor's swizzle bits set the sign).
 
     >>> r = Region("s", SHARED_CTA_SPACE, 4096, 1024)
-    >>> show(or_(address(r, 64), number(16)))
-    's+[64, 95] (shared::cta window)'
+    >>> show(or_(address(r, 64), number(16))), show(or_(address(r, 64), number(96)))
+    ('s+80 (shared::cta window)', 's+[0, 127] (shared::cta window)')
+    >>> show(or_(shr(address(r, 64), number(4)), number(-1 << 62)))
+    's+64 (shared::cta window) >> 4 | 0xc000000000000000'
     """
-    return _bitwise(a, b, high_ok=True)
+    return _bitwise(_unsigned(a, width), _unsigned(b, width), high_ok=True)
 
 
-def xor(a: tuple, b: tuple) -> tuple:
+def _unsigned(value: tuple, width: int) -> tuple:
+    """A negative constant as the unsigned number with the same `width` bits."""
+    known = constant(value)
+    return number(known & ((1 << width) - 1)) if known is not None and known < 0 else value
+
+
+def xor(a: tuple, b: tuple, width: int = 64) -> tuple:
     """``a ^ b``: XOR with a small number changes only low bits (swizzled addresses).
 
     >>> r = Region("s", SHARED_CTA_SPACE, 4096, 1024)
     >>> show(xor(address(r, 256, 300), number(0, 112)))
     's+[256, 383] (shared::cta window)'
-    >>> show(xor(number(0, 5), number(8)))
-    '[0, 15]'
+    >>> show(xor(number(0, 5), number(8))), show(or_(number(0, 1024, 512), number(0, 511)))
+    ('[8, 13]', '[0, 1535]')
     """
-    return _bitwise(a, b, high_ok=False)
+    return _bitwise(_unsigned(a, width), _unsigned(b, width), high_ok=False)
 
 
 def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
@@ -507,6 +567,9 @@ def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
             x, y = y, x
         if y.form != NUM or y.lo < 0:
             return TOP
+        if y.hi < INF and (y.hi < 1 << _zero_low_bits(x) or (x.form == NUM and x.lo >= 0
+                                                               and x.hi < 1 << _zero_low_bits(y))):
+            return _add_atoms(x, y)  # the set bits do not meet: OR and XOR are a sum
         if x.form == NUM:
             if x.lo < 0:
                 return TOP

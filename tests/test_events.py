@@ -43,13 +43,16 @@ def test_async_footprints():
             "\tcp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1+8192],"
             " [%rd9, {%r0, %r0}], [%r2];\n"
             "\tcp.async.bulk.global.shared::cta.bulk_group [%rd9], [%r1+1024], 512;\n"
-            "\tcp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd9, {%r0}], [%r1+2048];\n")
+            "\tcp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd9, {%r0}], [%r1+2048];\n"
+            "\tcp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd9, {%r0}], [%r1+12288];\n")
     found = events(body)
     assert found[0] == ("arrive", "mbarrier bar[0:8]")
     assert found[1] == ("async", "writes dynamic shared[8192:12288]")  # the box: the armed 4096 bytes
     assert found[2] == ("arrive", "mbarrier bar[0:8]")  # its completion hands the issuer's accesses over
     assert found[3] == ("async", "dynamic shared[1024:1536]")
-    assert found[4] == ("async", "dynamic shared[2048:232448]")  # a store's box is not known: to the end
+    # a store's box is not known: it ends where the next TMA destination starts, or with the region
+    assert found[4] == ("async", "dynamic shared[2048:8192]")
+    assert found[5] == ("async", "dynamic shared[12288:232448]")
 
 
 def test_two_loads_of_one_tensor_map_share_the_armed_bytes():
