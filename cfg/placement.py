@@ -41,7 +41,7 @@ from ptxkit.cfg.events import Kind
 from ptxkit.cfg.graph import ENTRY, EXIT
 from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, alias
 from ptxkit.cfg.loops import Loop, Preheader, branch_region, find_loops, find_preheader
-from ptxkit.cfg.proxy import IMPORTED, LOCAL, KernelAnalysis, Need
+from ptxkit.cfg.proxy import CROSSED, IMPORTED, IN_FLIGHT, LOCAL, KernelAnalysis, Need
 
 #: ``--fence-variant`` values and the spaces each orders.
 VARIANTS = {"shared::cta": SHARED, "shared::cluster": SHARED, "full": SHARED | GLOBAL}
@@ -150,17 +150,20 @@ def plan_fences(analysis: KernelAnalysis, placement: str = "hoist", fence_side: 
 
 def _writer_side(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFence]:
     """Fences before the arrives that hand a need's pending accesses over inside the
-    CTA (a need's facts in the imported plane; those that crossed CTAs stay)."""
+    CTA: a need's facts in the imported plane, except those that also crossed CTAs
+    (the issuer must fence them) and cp.async writes still in flight at the arrive (a
+    fence there would not order them). A writer fence that, with the others in
+    place, has nothing pending before it is dropped again."""
     wanted: dict[int, tuple] = {}  # id(arrive) -> (block, event, cover, needs)
     handed = 0
     for need in needs:
-        handed |= analysis.plane(need.state, IMPORTED) & need.pending
+        handed |= analysis.plane(need.state, IMPORTED) & need.pending & ~analysis.plane(need.state, CROSSED)
     if not handed:
         return []
     for block, state, event in analysis.walk():
         if event.kind not in (Kind.ARRIVE, Kind.ARRIVE_WAIT) or event.detail == "completion":
             continue
-        local = analysis.plane(state, LOCAL) & handed
+        local = analysis.plane(state, LOCAL) & ~analysis.plane(state, IN_FLIGHT) & handed
         if not local:
             continue
         served = [n for n in needs if analysis.plane(n.state, IMPORTED) & n.pending & local]
@@ -172,9 +175,15 @@ def _writer_side(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFen
                                   witness=analysis.explain(served[0])))
     for plan in plans:
         plan.event = analysis.add_fence(plan.block, plan.position, plan.cover)
-    if plans:
+    if not plans:
+        return plans
+    analysis.solve()
+    idle = [plan for plan in plans if not analysis.pending_before(plan.block, plan.event) & handed]
+    for plan in idle:  # ordering nothing in the fixpoint, removing it leaves the fixpoint as it is
+        analysis.events[plan.block].remove(plan.event)
+    if idle:
         analysis.solve()
-    return plans
+    return [plan for plan in plans if plan not in idle]
 
 
 def _at_call_sites(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFence]:

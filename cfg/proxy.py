@@ -446,7 +446,8 @@ class KernelAnalysis:
         found = {}
         for block, state, event, pending in self._consumers():
             if pending:
-                found[id(event)] = (pending, self._cover(pending, event), block)
+                crossed = bool(self.plane(state, CROSSED) & pending)
+                found[id(event)] = (pending, self._cover(pending, event, crossed), block)
         return found
 
     def _consumers(self):
@@ -479,14 +480,17 @@ class KernelAnalysis:
                         covered = (guard, killed | (covered[1] if covered is not None else 0), event.position)
                 state = self._step(event, state)
 
-    def _cover(self, pending: int, event: Event) -> int:
-        """The spaces the fence for `pending` facts must order: theirs, and the op's own
-        shared window when shared memory is involved (docs/fence.md §5.3)."""
+    def _cover(self, pending: int, event: Event, crossed: bool) -> int:
+        """The spaces the fence for `pending` facts must order: the spaces of those
+        accesses (a TMA load into this CTA through a ``shared::cluster`` address needs
+        no more than ``.shared::cta`` for a ``st.shared`` before it); the cluster window
+        too when an access came from another CTA or the op reaches another CTA; both
+        shared windows before an extern call (docs/fence.md §5.3)."""
         spaces = _fact_spaces(pending, self.facts)
         if event.kind is Kind.EXTERN:
             return (spaces | SHARED if spaces & SHARED else spaces) & self.options.tracked
-        if spaces & SHARED:
-            spaces |= event.spaces & SHARED
+        if spaces & SHARED and (crossed or event.cross):
+            spaces |= CLUSTER
         return spaces
 
     def walk(self, wanted=None):

@@ -107,8 +107,8 @@ def test_options_reach_the_pass(capsys):
     assert main(["fence", "--check", "--track-global", global_store]) == 1
     assert "missing fence.proxy.async before" in capsys.readouterr().err  # global and the mbarrier.init
     assert main(["fence", "--check", global_store]) == 1
-    # the mbarrier.init only, ordered with the TMA's own shared::cluster window
-    assert "missing fence.proxy.async.shared::cluster before" in capsys.readouterr().err
+    # the mbarrier.init only: the CTA's own barrier, so the CTA-window fence of the CUDA guide's TMA example
+    assert "missing fence.proxy.async.shared::cta before" in capsys.readouterr().err
 
 
 def test_warnings_and_notes_go_to_stderr(capsys):

@@ -97,7 +97,7 @@ def test_war_the_consumer_reads_and_the_producer_overwrites():
     producer = ("\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 2048;\n" + WAIT_EMPTY.format(n=1) + TMA)
     consumer = WAIT_FULL.format(n=2) + "\tld.shared.b16 %h1, [%r1+64];\n\tmbarrier.arrive.shared::cta.b64 _, [%r4];\n"
     text = kernel(producer, consumer)
-    assert needs(text) == [(line_of(text, "cp.async.bulk.tensor"), "war", "shared::cta+shared::cluster")]
+    assert needs(text) == [(line_of(text, "cp.async.bulk.tensor"), "war", "shared::cta")]
     assert needs(text, war=False) == []
     fenced = consumer.replace("\tmbarrier.arrive", "\tfence.proxy.async.shared::cta;\n\tmbarrier.arrive")
     assert needs(kernel(producer, fenced)) == []  # CUTLASS's writer-side fence before consumer_release
@@ -113,7 +113,7 @@ def test_a_tensor_load_writes_no_more_than_the_armed_bytes():
 def test_mbarrier_init_before_an_async_op_that_completes_on_it():
     init = "\tmbarrier.init.shared::cta.b64 [%r3], 1;\n"
     text = kernel(init + "\tbar.arrive 1, 256;\n", "\tbar.sync 1, 256;\n" + TMA)
-    assert needs(text) == [(line_of(text, "cp.async.bulk"), "mbarrier-init", "shared::cta+shared::cluster")]
+    assert needs(text) == [(line_of(text, "cp.async.bulk"), "mbarrier-init", "shared::cta")]
     assert needs(kernel(init + "\tfence.mbarrier_init.release.cluster;\n\tbar.arrive 1, 256;\n",
                         "\tbar.sync 1, 256;\n" + TMA)) == []
     assert needs(kernel(init + "\tfence.proxy.async.shared::cta;\n" + TMA, "")) == []
@@ -136,7 +136,7 @@ def test_a_remote_write_is_pending_in_the_cta_it_lands_in():
     producer = ("\tmapa.shared::cluster.u32 %r7, %r1, 1;\n\tmapa.shared::cluster.u32 %r8, %r3, 1;\n"
                 "\tst.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%r7], %r9, [%r8];\n")
     text = kernel(producer, WAIT_FULL.format(n=1) + WG)
-    assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cta+shared::cluster")]
+    assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cluster")]
 
 
 # -- one thread -------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ def test_lint_and_unknown_opcodes():
     unknown = ptxkit.parse(kernel("\tst.shared.b16 [%r1], %h0;\n\twgmma.future_op.sync %r1;\n", ""))
     (result,) = analyse_module(unknown, FenceOptions())
     assert "unknown async-looking opcode 'wgmma.future_op.sync'" in result.warnings[0].text
-    assert [s.text for s in result.sites] == ["fence.proxy.async.shared::cluster;"]
+    assert [s.text for s in result.sites] == ["fence.proxy.async.shared::cta;"]
 
 
 def test_witness_follows_the_back_edge():
