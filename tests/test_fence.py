@@ -74,6 +74,23 @@ EXPECTED = {
     "x20_already_fenced_loop": [],
     "x21_nested_loops": [(CTA, "INNER:")],
     "x22_if_without_else": [(CTA, "wgmma.mma_async")],
+    # warp-specialised hand-offs between threads (the h samples)
+    "h01_named_barrier_handoff_to_wgmma": [(CTA, "wgmma.mma_async")],
+    "h02_mbarrier_handoff_to_wgmma": [(CTA, "wgmma.mma_async")],
+    "h03_named_barrier_handoff_to_tma_store": [(CTA, "cp.async.bulk.tensor.2d.global.shared::cta")],
+    "h04_cp_async_mbarrier_arrive_noinc_to_wgmma": [(CTA, "wgmma.mma_async")],
+    "h05_writer_side_fence_already_present": [],
+    "h06_issuer_side_fence_already_present": [],
+    "h07a_separate_buffers_by_symbol": [],
+    "h07b_separate_areas_of_dynamic_smem": [],
+    "h08a_stage_ring_handoff": [(CTA, "wgmma.mma_async")],
+    "h08b_stage_ring_separate_area": [],
+    "h09a_dynamic_descriptor_write_elsewhere": [],
+    "h09b_dynamic_descriptor_write_inside_tile": [(CTA, "wgmma.mma_async")],
+    "h10b_war_no_war_option": [],
+    "h11b_mbarrier_init_fenced": [],
+    "h12a_cluster_handoff_to_wgmma": [(CLUSTER, "wgmma.mma_async")],
+    "h13_named_barrier_handoff_writer_side": [(CTA, "bar.arrive")],
 }
 
 
@@ -232,6 +249,16 @@ def test_forced_variants():
     assert [f.text for f in run(global_only, "x08", fence_variant="shared::cta")[1].fences] == [
         "fence.proxy.async.global;"]
 
+
+def test_hand_off_fence_sides():
+    """h01 and h13 are one kernel: the issuer's fence follows bar.sync, the writer's
+    precedes bar.arrive; both are reported with the hand-off that needs them."""
+    (issuer,) = run(sample("h01_named_barrier_handoff_to_wgmma"), "h01")[1].fences
+    (writer,) = run(sample("h13_named_barrier_handoff_writer_side"), "h13")[1].fences
+    assert (issuer.placement, writer.placement) == ("inline", "writer")
+    assert (issuer.write.text, issuer.target.text) == (writer.write.text, writer.target.text) == (
+        "@%p3 st.shared.v4.b32", "wgmma.mma_async")
+    assert "bar.arrive" in issuer.reason() and "bar.sync" in writer.reason()
 
 def test_track_global_and_shared_need_the_full_fence():
     text = sample("x08_global_store_then_tma_load").replace(
