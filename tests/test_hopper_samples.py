@@ -835,18 +835,7 @@ def test_ws_fence_writer_side_before_the_arrive(name):
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(
-            "ws_named_barrier",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="writer side also fences before the producer's `bar.sync 2, 256` (the wait on the "
-                "empty barrier is an arrive too), planned before the fence at `bar.arrive 1` is in; "
-                "redundant, reported to the lead",
-            ),
-        ),
-        "ws_mbarrier",
-    ],
+    ["ws_named_barrier", "ws_mbarrier"],
 )
 def test_ws_writer_side_needs_only_the_handoff_fence(name):
     """Writer side: the one fence before the arrive on "full" orders every write the
