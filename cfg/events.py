@@ -31,7 +31,7 @@ from ptxkit.cfg.locations import (
     CLUSTER, CTA, GLOBAL, SHARED, SPACE_BITS, Location, bounded, descriptor_location, everywhere, of_atom, overlaps,
 )
 from ptxkit.cfg.escape import shared_pointer_registers
-from ptxkit.cfg.registers import analyse_registers, symbol_regions
+from ptxkit.cfg.registers import analyse_registers, destinations, symbol_regions
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP_FORM,
     WINDOW, Atom, constant,
@@ -203,6 +203,8 @@ class _Classifier:
         effect = proxy_effect(opcode)
         kind = effect.kind
         sync = sync_effect(opcode)
+        if kind is Effect.NONE and sync is None and not opcode.startswith(_OTHER_EVENTS):
+            return None  # most instructions: no operand is looked at
         operands = instruction.operands
         modifiers = opcode.split(".")[1:]
         tracked = self.options.tracked
@@ -545,6 +547,9 @@ def _ring_stride(value: tuple) -> int | None:
     return min(strides) if strides and len(strides) == len(value) and min(strides) > 1 else None
 
 
+#: Opcodes with an event beside their proxy effect and hand-off (see `classify`).
+_OTHER_EVENTS = ("tcgen05.commit", "mbarrier.arrive.expect_tx", "mbarrier.expect_tx", "st.async", "red.async")
+
 #: `Event.detail` of a tensor copy whose box the PTX does not bound.
 OPEN_BOX = "box not bounded by expect_tx"
 
@@ -607,8 +612,9 @@ def _tensor_load_siblings(flow) -> dict:
         key = None
         registers: set = set()
         for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
-            operands = instruction.operands
-            if async_form(head[1]) is AsyncForm.TENSOR_LOAD and proxy_effect(head[1]).kind is Effect.ASYNC:
+            if head[1].startswith("cp.async.bulk.tensor") and async_form(head[1]) is AsyncForm.TENSOR_LOAD \
+                    and proxy_effect(head[1]).kind is Effect.ASYNC:
+                operands = instruction.operands
                 this = (operands[1].elements[0].text if len(operands) > 1 and operands[1].elements else None,
                         operands[2].text if len(operands) > 2 else None)
                 if group and this == key and None not in this:
@@ -618,7 +624,7 @@ def _tensor_load_siblings(flow) -> dict:
                 group, key = [position], this
                 registers = {r for operand in operands[1:3] for r in operand.registers}
             elif group and (head[2] in ("mbarrier", "bar", "barrier") or (
-                    head[2] not in ("st", "red") and operands and registers & set(operands[0].registers))):
+                    head[2] not in ("st", "red") and registers & set(destinations(instruction, head, frozenset())))):
                 close(block.index, group)
                 group, key = [], None
         close(block.index, group)

@@ -396,14 +396,15 @@ def analyse_module(module, options: FenceOptions | None = None, everything: bool
     ([], ['k'])
     """
     from ptxkit.cfg.inline import call_target, inlined_graph
+    from ptxkit.instruction import head_of
 
     options = options or FenceOptions()
     functions = {f.name: f for f in module.functions if not f.is_declaration}
     called = set()
     for function in functions.values():
-        if function.kind == "entry" or "call" in _text_of(module, function):
+        if "call" in _text_of(module, function):  # only a text that names a call can hold one
             for instruction in function.instructions():
-                if instruction.base == "call":
+                if head_of(instruction)[2] == "call":  # the opcode alone: the operands only of calls
                     called.add(call_target(instruction)[0])
     if everything:
         roots = list(functions.values())

@@ -32,6 +32,7 @@ its ``setp``; parameters and results of inlined calls.
 
 from __future__ import annotations
 
+from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.idioms import remainder
 from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
@@ -273,6 +274,7 @@ class _Analysis:
         found: dict[str, list[tuple[int, int]]] = {}
         for block in self.flow.blocks:
             prefix = self.prefix(block.index)
+            plain = self.plain(block.index)
             for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
                 base = head[2]
                 if base == "st" and head[1].startswith("st.param"):
@@ -281,10 +283,7 @@ class _Analysis:
                     continue
                 if base in _NO_DEFINITION:
                     continue
-                operands = instruction.operands
-                if not operands:
-                    continue
-                for name in _targets(operands[0], self.plain(block.index)):
+                for name in destinations(instruction, head, plain):
                     found.setdefault(prefix + name, []).append((block.index, position))
         return found
 
@@ -987,18 +986,47 @@ class _Analysis:
 
 def _last_definition(instructions, heads, position: int, register: str, plain) -> int | None:
     for index in range(position - 1, -1, -1):
-        operands = instructions[index].operands
-        if heads[index][2] not in _NO_DEFINITION and operands and register in _targets(operands[0], plain):
+        head = heads[index]
+        if head[2] not in _NO_DEFINITION and register in destinations(instructions[index], head, plain):
             return index
     return None
 
 
 def _redefined(instructions, heads, start: int, stop: int, register: str, plain) -> bool:
     for index in range(start, stop):
-        operands = instructions[index].operands
-        if heads[index][2] not in _NO_DEFINITION and operands and register in _targets(operands[0], plain):
+        head = heads[index]
+        if head[2] not in _NO_DEFINITION and register in destinations(instructions[index], head, plain):
             return True
     return False
+
+
+_FIRST_OPERAND = compile_pattern(r"\s*(\{[^}]*\}|[^,;{]+)")
+_NAME = compile_pattern(r"[%A-Za-z_$][\w$]*")
+
+
+def destinations(instruction, head, plain) -> list[str]:
+    """The registers an instruction's first operand names (what `_targets` gives),
+    read from the text without parsing every operand: the fast path for passes over
+    every instruction.
+
+    >>> from ptxkit import parse_statement
+    >>> from ptxkit.instruction import head_of
+    >>> node = parse_statement("setp.eq.s32 %p1|%p2, %r1, 0;")
+    >>> destinations(node, head_of(node), frozenset()), destinations(parse_statement("st.u32 [%r1], 2;"),
+    ...     head_of(parse_statement("st.u32 [%r1], 2;")), frozenset())
+    (['%p1', '%p2'], [])
+    """
+    text = instruction.text
+    if "/" in text:  # a comment in the operands: the parser knows where it ends
+        operands = instruction.operands
+        return _targets(operands[0], plain) if operands else []
+    match = _FIRST_OPERAND.match(text, head[3])
+    if match is None:
+        return []
+    first = match.group(1).lstrip()
+    if not first or first[0] in "[-0123456789":
+        return []
+    return [name for name in _NAME.findall(first) if name[0] == "%" or name in plain]
 
 
 def _is_register(operand, plain) -> bool:

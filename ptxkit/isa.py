@@ -344,6 +344,16 @@ def async_form(opcode: str) -> AsyncForm:
     >>> async_form("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16").value, async_form("wgmma.new_op").value
     ('wgmma', 'unknown')
     """
+    form = _FORM_CACHE.get(opcode)
+    if form is None:
+        form = _FORM_CACHE[opcode] = _async_form(opcode)
+    return form
+
+
+_FORM_CACHE: dict[str, AsyncForm] = {}
+
+
+def _async_form(opcode: str) -> AsyncForm:
     for prefix, form in _FORM_PREFIXES:
         if opcode == prefix or opcode.startswith(prefix + "."):
             if form is None:  # a tensor copy: the first state space says which side is shared memory
