@@ -7,11 +7,12 @@
 the access until a proxy fence ordering its space.
 
 **State.** A set of pending facts, per thread, kept as bits of one Python integer in
-four planes: facts this thread made (*local*), facts handed to it by other threads
-(*imported*), ``cp.async`` writes still in flight, and facts not yet handed across
-a cluster (*remote*: a writer's own fence does not order them for another CTA,
-which must fence after the cluster barrier). The join is union, so the analysis is
-a forward *may* analysis solved to a fixpoint over the (inlined) CFG.
+five planes: facts this thread made (*local*), facts handed to it by other threads
+(*imported*), ``cp.async`` writes still in flight, facts not yet handed across a
+cluster (*remote*: a writer's own fence does not order them for another CTA, which
+must fence after the cluster barrier) and facts that were (*crossed*). The join is
+union, so the analysis is a forward *may* analysis solved to a fixpoint over the
+(inlined) CFG.
 
 **Hand-offs.** What is pending in a thread when it arrives on a synchronisation
 object (a named barrier id, an mbarrier by location, the cluster barrier, the warp)
