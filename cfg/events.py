@@ -535,6 +535,8 @@ class _Classifier:
                 return [Event(position, kind, guard, sync=(obj, location), cross=cross, detail=detail)]
 
             return mbarrier
+        if obj is SyncObject.WARP:  # the lanes of a warp meet at one bar.warp.sync (docs/fence.md §4.1)
+            return lambda c: [Event(position, kind, guard, sync=(obj, id(instruction)))]
         cross = obj is SyncObject.CLUSTER_BARRIER
         return lambda c: [Event(position, kind, guard, sync=(obj,), cross=cross)]
 

@@ -742,4 +742,6 @@ def _matches(wait: tuple, arrive: tuple) -> bool:
         return wait[1] is None or arrive[1] is None or wait[1] == arrive[1]
     if wait[0] is SyncObject.MBARRIER:
         return overlaps(wait[1], arrive[1])
+    if wait[0] is SyncObject.WARP:
+        return wait[1] == arrive[1]  # the same bar.warp.sync instruction
     return True

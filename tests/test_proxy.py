@@ -87,6 +87,18 @@ def test_mbarrier_hand_off_by_location():
     assert needs(other) == []  # the arrive is on the other mbarrier
 
 
+def test_lanes_of_a_warp_meet_at_one_bar_warp_sync():
+    """The lanes hand their writes over at the bar.warp.sync they all execute; what one
+    __syncwarp exported is not what a later one imports (the FlashAttention-3 pattern:
+    write, __syncwarp, fence, ..., __syncwarp, bulk reduce)."""
+    write = "\tst.shared.b16 [%r1+64], %h0;\n"
+    sync = "\tbar.warp.sync -1;\n"
+    fenced = write + sync + "\tfence.proxy.async.shared::cta;\n" + sync + WG
+    assert needs(kernel(fenced, "")) == []
+    text = kernel(write + sync + WG, "")
+    assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cta")]
+
+
 def test_cp_async_producer_signals_through_the_mbarrier():
     producer = "\tcp.async.cg.shared.global [%r1+64], [%rd8], 16;\n\tcp.async.mbarrier.arrive.noinc.shared.b64 [%r3];\n"
     text = kernel(producer, WAIT_FULL.format(n=1) + WG)
