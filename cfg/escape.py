@@ -12,7 +12,10 @@ a shared one.
 
 This is a flow-insensitive over-approximation: a register is *tainted* when any of
 its definitions may produce such an address; a load is tainted as soon as any
-store in the kernel may store a tainted value (call parameters likewise).
+store in the kernel may store a tainted value (call parameters likewise). The stack
+of a ``-G`` build is told apart: a store to ``[%SP+c]`` (or ``%SPL``) taints only the
+loads of the bytes it wrote, so spilled pointers keep their provenance; a tainted
+store anywhere else still taints every load, the stack's too.
 
 >>> import ptxkit
 >>> from ptxkit.cfg.graph import flow_graph
@@ -27,6 +30,10 @@ store in the kernel may store a tainted value (call parameters likewise).
 from __future__ import annotations
 
 from ptxkit.cfg.registers import _is_param, _reads, _targets, symbol_regions
+from ptxkit.isa import access_width
+
+#: The stack pointers of nvcc's -G builds (generic and local-window).
+_STACK_POINTERS = frozenset({"%SP", "%SPL"})
 
 #: Opcodes that define no register a pointer could flow into.
 _NO_TARGET = frozenset("bra brx call ret exit trap bar barrier fence membar prefetch prefetchu nanosleep mbarrier "
@@ -40,6 +47,7 @@ def shared_pointer_registers(flow) -> set[str]:
     uses: dict[str, list] = {}  # register -> the (targets, kind) of instructions reading it
     sources: set[str] = set()
     loads: list[list[str]] = []  # targets of ordinary loads
+    slot_loads: list[tuple[tuple, list[str]]] = []  # (stack bytes, targets) of loads from the -G stack
     param_loads: list[list[str]] = []  # targets of loads of inlined parameters and results
     stores: list[tuple[str, list[str]]] = []  # ("memory" | "param", stored registers)
     for block in flow.blocks:
@@ -59,7 +67,9 @@ def shared_pointer_registers(flow) -> set[str]:
             if base in ("st", "red", "stmatrix", "cp", "multimem"):
                 stored = [prefix + r for operand in operands[1:] if operand.kind != "memory"
                           for r in _reads(operand, plain)]
-                stores.append(("param" if base == "st" and _is_param(modifiers) else "memory", stored))
+                slot = _stack_slot(prefix, operands[0], modifiers) if base == "st" else None
+                kind = "param" if base == "st" and _is_param(modifiers) else slot or "memory"
+                stores.append((kind, stored))
                 continue
             if base in _NO_TARGET:
                 continue
@@ -77,7 +87,10 @@ def shared_pointer_registers(flow) -> set[str]:
                 sources.update(targets)
                 continue
             if base in ("ld", "ldu"):
-                if not _is_param(modifiers):
+                slot = _stack_slot(prefix, operands[1], modifiers) if len(operands) > 1 else None
+                if slot is not None:
+                    slot_loads.append((slot, targets))
+                elif not _is_param(modifiers):
                     loads.append(targets)
                 elif context is not None and context.parent is not None or _call_result(flow, block):
                     param_loads.append(targets)
@@ -90,6 +103,7 @@ def shared_pointer_registers(flow) -> set[str]:
     tainted: set[str] = set()
     work = list(sources)
     memory = param = False
+    slots: set[tuple] = set()  # stack bytes a tainted value was stored to
     while True:
         while work:
             register = work.pop()
@@ -102,11 +116,28 @@ def shared_pointer_registers(flow) -> set[str]:
         if not memory and any(kind == "memory" and any(r in tainted for r in regs) for kind, regs in stores):
             memory = grew = True
             work.extend(t for targets in loads for t in targets)
+            work.extend(t for _, targets in slot_loads for t in targets)
         if not param and any(kind == "param" and any(r in tainted for r in regs) for kind, regs in stores):
             param = grew = True
             work.extend(t for targets in param_loads for t in targets)
+        for kind, regs in stores:
+            if isinstance(kind, tuple) and kind not in slots and any(r in tainted for r in regs):
+                slots.add(kind)
+                grew = True
+                work.extend(t for slot, targets in slot_loads if _overlap(slot, kind) for t in targets)
         if not grew:
             return tainted
+
+
+def _stack_slot(prefix: str, operand, modifiers) -> tuple | None:
+    """``(prefix + stack pointer, first byte, end)`` of an access ``[%SP+c]``, else None."""
+    if operand.kind != "memory" or operand.name not in _STACK_POINTERS or not isinstance(operand.value, int):
+        return None
+    return prefix + operand.name, operand.value, operand.value + access_width(modifiers)
+
+
+def _overlap(a: tuple, b: tuple) -> bool:
+    return a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
 
 
 def _call_result(flow, block) -> bool:

@@ -37,7 +37,8 @@ from ptxkit.cfg.values import (
     WINDOW, Atom, constant,
 )
 from ptxkit.isa import (
-    SPACE_OF_MODIFIER, AsyncForm, Effect, Sync, SyncObject, async_form, is_benign_extern, proxy_effect, sync_effect,
+    SPACE_OF_MODIFIER, AsyncForm, Effect, Sync, SyncObject, access_width, async_form, is_benign_extern, proxy_effect,
+    sync_effect,
 )
 
 
@@ -128,25 +129,8 @@ def describe(event: Event) -> str:
 
 # -- operand shapes ----------------------------------------------------------------------------
 
-_VECTOR = re.compile(r"v(\d+)$")
 _SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
-_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
 _SIXTEEN_BIT = frozenset({"f16", "bf16"})
-
-
-def _access_width(modifiers: list[str]) -> int:
-    """Bytes one thread's access covers: the element type times the vector length."""
-    count = 1
-    element = 4
-    for modifier in modifiers:
-        match = _VECTOR.match(modifier)
-        if match:
-            count = int(match.group(1))
-        elif modifier[:1] in "bsuf" and modifier[1:] in _BYTES:
-            element = _BYTES[modifier[1:]]
-        elif modifier in ("f16x2", "bf16x2"):
-            element = 4
-    return element * count
 
 
 def _memory_index(operands, start: int = 0) -> int | None:
@@ -273,7 +257,7 @@ class _Classifier:
             return int(size.value) if size.kind == "immediate" else 16
         if base == "st" and "bulk" in modifiers and len(operands) > 1:
             return ("size", self.ask(block, position, operands[1]))
-        return _access_width(modifiers)
+        return access_width(modifiers)
 
     def _pointer(self, block: int, memory) -> str | None:
         """How a generic access names its address: the register's key, or ``symbol``

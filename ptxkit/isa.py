@@ -224,6 +224,25 @@ def is_benign_extern(name: str) -> bool:
     return name in BENIGN_EXTERNS or name.startswith(BENIGN_EXTERN_PREFIXES)
 
 
+_ELEMENT_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
+
+
+def access_width(modifiers) -> int:
+    """Bytes one thread's load or store covers: the element type times the vector length.
+
+    >>> access_width(("shared", "v4", "b32")), access_width(("local", "u64")), access_width(("f16x2",))
+    (16, 8, 4)
+    """
+    count = 1
+    element = 4
+    for modifier in modifiers:
+        if modifier[:1] == "v" and modifier[1:].isdigit():
+            count = int(modifier[1:])
+        elif modifier[:1] in "bsuf" and modifier[1:] in _ELEMENT_BYTES:
+            element = _ELEMENT_BYTES[modifier[1:]]
+    return element * count
+
+
 # -- synchronisation: where one thread's pending accesses reach another ------------------
 
 

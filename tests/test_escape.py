@@ -42,3 +42,15 @@ def test_parameters():
     body = ("\tmov.u64 %rd1, smem;\n\tcvta.shared.u64 %rd2, %rd1;\n\t{\n\t.param .b64 param0;\n"
             "\tst.param.b64 [param0], %rd2;\n\tcall.uni f, (param0);\n\t}\n")
     assert "1:%rd1" in tainted(body, extra=extra, inline=True)  # the callee's copy of its parameter
+
+
+def test_the_debug_stack_keeps_spilled_pointers_apart():
+    spill = ("\tmov.u64 %SPL, __local_depot0;\n\tcvta.local.u64 %SP, %SPL;\n\tmov.u64 %rd1, smem;\n"
+             "\tcvta.shared.u64 %rd2, %rd1;\n\tst.u64 [%SP+8], %rd2;\n\tadd.u64 %rd3, %SP, 32;\n"
+             "\tst.u64 [%SP+16], %rd3;\n\tld.u64 %rd4, [%SP+16];\n\tld.u64 %rd5, [%SP+8];\n\tld.u32 %r1, [%SP+12];\n")
+    regs = ".local .align 8 .b8 __local_depot0[64];\n.reg .b64 %SP;\n.reg .b64 %SPL;\n"
+    # the shared pointer went to bytes 8-15: their loads may hold it, the other slot's may not
+    assert tainted(regs + spill) == ["%r1", "%rd2", "%rd5"]
+    # a shared pointer stored through an unknown address may land in any slot
+    unknown = spill + "\tld.param.u64 %rd6, [k_p];\n\tst.u64 [%rd6], %rd2;\n"
+    assert "%rd4" in tainted(regs + unknown)
