@@ -148,8 +148,12 @@ def descriptor_location(atom: Atom, rows: int, k_bytes: int, mn_major: bool, tcg
         return everywhere(CTA)
     before, after = descriptor_extent(rows, k_bytes, lbo, sbo, swizzle, mn_major)
     region = atom.region
-    start = max(atom.lo - before, 0)
-    end = min(atom.hi + after, region.limit)
+    atom_bytes = before + 1
+    if before and region.align % atom_bytes == 0:  # the atoms are where the region's own alignment puts them
+        start, end = atom.lo - atom.lo % atom_bytes, atom.hi - atom.hi % atom_bytes + after
+    else:
+        start, end = atom.lo - before, atom.hi + after
+    start, end = max(start, 0), min(end, region.limit)
     return Location(CTA, region, start, max(end, start + 1))
 
 

@@ -55,10 +55,16 @@ def test_descriptor_location_decodes_the_fields():
     high = (0x40 << 32) | (1 << 16) | (1 << 62)  # SBO 1024, LBO 16, 128-byte swizzle
     atom = Atom(WINDOW, SHARED_CTA_SPACE, TILE, 32768, 32768 + 3 * 16384, 4, high)
     location = descriptor_location(atom, rows=64, k_bytes=32, mn_major=False, tcgen05=False)
-    assert (location.start, location.end) == (32768 - 127, 65536)  # clamped to the buffer
+    # TILE is 1024-aligned: the swizzle atoms start on 128-byte offsets, clamped to the buffer's end
+    assert (location.start, location.end) == (32768, 65536)
     big = atom._replace(region=Region("big", SHARED_CTA_SPACE, 1 << 17, 1024))
     location = descriptor_location(big, rows=64, k_bytes=32, mn_major=False, tcgen05=False)
     assert location.end == 32768 + 3 * 16384 + 7 * 1024 + 1024
+    # a K step into the atom (start + 64) reads the same atom, not 64 bytes past it
+    assert descriptor_location(big._replace(lo=32768 + 64, hi=32768 + 64), 64, 32, False, False).end == 32768 + 8192
+    # a region aligned only to 16 bytes: the atom may begin up to 127 bytes before the start
+    loose = big._replace(region=Region("loose", SHARED_CTA_SPACE, 1 << 17, 16))
+    assert descriptor_location(loose, rows=64, k_bytes=32, mn_major=False, tcgen05=False).start == 32768 - 127
     assert descriptor_location(Atom(WINDOW, SHARED_CTA_SPACE, None), 64, 32, False, False) == everywhere(CTA)
 
 
