@@ -2,7 +2,8 @@
 
 Workloads: all ``samples/fence`` inputs (tiny); real compiler output: a wgmma GEMM
 (64 accumulators, four tile configurations, about 145 KB) that nvcc compiles for
-sm_90a in the run (skipped without nvcc); and synthetic sm_90a kernels shaped like
+sm_90a in the run, in release and ``-G`` (skipped without nvcc); any PTX files given
+with ``--real`` (expert kernels built outside the repository); and synthetic sm_90a kernels shaped like
 Hopper code (TMA loads, mbarrier waits, wgmma chains, guarded epilogue stores and TMA
 stores, if/else arms, loops, unrolled arithmetic): one kernel of about 120 KB, a
 multi-megabyte file of many such kernels, and a single multi-megabyte function
@@ -17,6 +18,7 @@ a few runs.
 
     python benchmarks/fence_bench.py            # full table
     python benchmarks/fence_bench.py --quick    # smaller inputs, no ptxas on the big file
+    python benchmarks/fence_bench.py --real /tmp/rk/*/*.ptx   # and these kernels
 """
 
 from __future__ import annotations
@@ -103,15 +105,16 @@ template __global__ void gemm<4, 4>(float*, const __half*, const __half*, int, f
 """
 
 
-def nvcc_gemm(workdir: Path) -> str | None:
-    """nvcc's sm_90a PTX for `GEMM_CU`, or None without nvcc."""
+def nvcc_gemm(workdir: Path, *flags: str) -> str | None:
+    """nvcc's sm_90a PTX for `GEMM_CU` (with extra `flags`, e.g. ``-G``), or None without nvcc."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         return None
     source = workdir / "gemm.cu"
     source.write_text(GEMM_CU)
-    subprocess.run([nvcc, "-arch=sm_90a", "-ptx", str(source), "-o", str(workdir / "gemm.ptx")], check=True)
-    return (workdir / "gemm.ptx").read_text()
+    out = workdir / f"gemm{''.join(flags)}.ptx"
+    subprocess.run([nvcc, "-arch=sm_90a", "-ptx", *flags, str(source), "-o", str(out)], check=True)
+    return out.read_text()
 
 
 def synthetic_kernel(name: str, sections: int, math: int = 24) -> str:
@@ -241,6 +244,8 @@ def count_blocks(text: str) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller inputs; ptxas only on the small ones")
+    parser.add_argument("--real", nargs="*", default=[], metavar="PTX",
+                        help="also time these files (real kernels built outside the repository), each on its own")
     args = parser.parse_args(argv)
     runs = 2 if args.quick else 3
     workdir = Path(tempfile.mkdtemp(prefix="ptxkit-fence-bench-"))
@@ -249,10 +254,13 @@ def main(argv=None) -> int:
     gemm = nvcc_gemm(workdir)
     if gemm is not None:
         workloads.append(("nvcc wgmma GEMM (4 kernels)", "gemm", [gemm], True))
+        workloads.append(("nvcc wgmma GEMM, -G", "gemmG", [nvcc_gemm(workdir, "-G")], True))
     workloads.append(("synthetic: 1 kernel", "kernel", [synthetic_module(1, 30)], True))
     workloads.append(("synthetic: 16 kernels" if not args.quick else "synthetic: 4 kernels", "many",
                       [synthetic_module(4 if args.quick else 16, 30)], not args.quick))
     workloads.append(("synthetic: 1 huge function", "huge", [synthetic_module(1, 160 if args.quick else 640)], False))
+    for path in args.real:
+        workloads.append((Path(path).name[:40], Path(path).stem, [Path(path).read_text()], True))
     rows = []
     for label, stem, texts, with_ptxas in workloads:
         size = sum(len(t.encode()) for t in texts)
