@@ -1,0 +1,747 @@
+"""Property test: the fence pass on random two-role (warp-specialized) kernels agrees
+with a brute-force explorer of every interleaving of the two roles.
+
+**The programs.** One sm_90a kernel: a prologue takes the addresses of two 4 KB
+shared buffers ``X`` and ``Y`` and of three mbarriers (``bars+0`` and ``bars+8`` for
+hand-offs, ``bars+16`` for TMA loads, which no role waits on), thread 0 initialises
+the mbarriers (``fence.mbarrier_init`` and ``bar.sync 0`` publish the inits; some
+programs leave the fence out), and the kernel splits on ``%tid.x < 128`` into role A
+and role B, each a straight line of events (some inside an ``if`` on a kernel
+parameter) ending in ``ret``. Events: ``st.shared`` and ``ld.shared`` of a buffer, a
+wgmma reading descriptors built from buffer addresses, a TMA load into a buffer
+(armed with ``expect_tx`` on ``bars+16``), a bulk store and a TMA store from a buffer,
+and existing proxy fences. Hand-offs: A arrives and B waits on a *forward* object (a
+named barrier or an mbarrier), and optionally B arrives and A waits on a *backward*
+one. A arrives on the forward object before it waits on the backward one, so no
+program can deadlock; each object is used once per role.
+
+**The model the explorer checks** (PTX ISA, chapter "Memory Consistency Model": the
+proxies, base causality order and proxy-preserved base causality order; and the
+``fence`` instruction). Generic-proxy accesses (``st``/``ld``/``mbarrier.init``) and
+async-proxy operations (wgmma operand reads, TMA and bulk copies) reach shared memory
+by different paths, so program order and synchronization alone do not order one
+after the other. A bi-directional proxy fence ``fence.proxy.async`` (any variant that
+covers the shared window) does, and the ISA says proxy fences compose with the other
+synchronization of the model. The ISA spells the composition out for the alias proxy
+only (a proxy fence "along the base causality path" from X to Y); this test applies
+the same rule to the async proxy: an access W is ordered before an async op Y when
+some proxy fence F lies on a base causality path W -> F -> Y, in any thread. Base
+causality paths are program order plus synchronizes-with edges: ``bar.arrive`` or
+``bar.sync`` to a ``bar.sync``/``barrier.sync`` of the same barrier (which completes
+once all its threads, both roles here, have arrived), and an ``mbarrier.arrive``
+(release by default) to the ``mbarrier.try_wait`` (acquire by default) that sees the
+phase it completed. So the fence may sit in the writer after the access and before
+its arrive, or in the issuer after its wait and before the op. ``fence.mbarrier_init``
+orders earlier ``mbarrier.init`` operations (the ISA's idiom before async ops complete
+on an mbarrier).
+
+Hazards, at an async op Y in thread T, over the accesses W that precede Y in base
+causality order with a proxy fence on no such path (T's own, or another thread's
+handed to T): RAW, W writes a buffer Y reads or writes; WAR, W reads a buffer Y writes (a TMA
+load); INIT, W initialises the mbarrier Y completes on. Accesses of the other role
+that never precede Y in causality order are a data race of the program itself, not a
+missing proxy fence: they are ignored. With ``war=False`` WAR is not counted.
+
+The explorer reads only the PTX text (it never imports ``ptxkit.cfg``): two threads,
+one per role (the representatives ``%tid.x`` 0 and 128), step by step in every
+interleaving; a branch on the kernel parameter takes both ways; a thread tracks the
+set of accesses that precede it in causality order (its *view*) and the subset with a
+proxy fence on the way (*fenced*); an arrive records both sets on the object, a wait
+that completes adds the recorded sets to its own. Beside them it keeps the pending
+set the way the pass counts it (per path, see `Memory`), only to steer the properties
+around the one known disagreement (DISAGREEMENTS.md #1, `fenced_on_one_path_only`).
+
+Properties: (a) inline, issuer-side fencing inserts a fence iff the explorer finds a
+violation; (b) in every mode the output has none left and the pass adds nothing to
+it; (c) with ``war=False`` WAR alone never gets a fence; every fence inline placement
+inserts is needed; hand-written examples; and ptxas assembles what the test makes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import re
+from typing import NamedTuple
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from ptxkit.cfg.fence import fence_text
+
+# -- the programs ---------------------------------------------------------------------------
+
+PROLOGUE = """\
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.shared .align 1024 .b8 X[4096];
+.shared .align 1024 .b8 Y[4096];
+.shared .align 8 .b64 bars[4];
+
+.visible .entry k(.param .u64 k_tmap, .param .u64 k_out, .param .u32 k_flag)
+{
+	.reg .pred %p<12>;
+	.reg .b32 %r<24>;
+	.reg .b64 %rd<12>;
+	.reg .f32 %f<8>;
+	ld.param.u64 %rd5, [k_tmap];
+	ld.param.u64 %rd6, [k_out];
+	ld.param.u32 %r13, [k_flag];
+	mov.u32 %r0, 0;
+	mov.u32 %r10, 1;
+	mov.u32 %r1, X;
+	mov.u32 %r2, Y;
+	mov.u32 %r3, bars;
+	add.u32 %r4, %r3, 8;
+	add.u32 %r5, %r3, 16;
+	mov.u32 %r6, %tid.x;
+	shr.u32 %r7, %r1, 4;
+	and.b32 %r8, %r7, 16383;
+	cvt.u64.u32 %rd3, %r8;
+	or.b64 %rd1, %rd3, 68720001024;
+	shr.u32 %r11, %r2, 4;
+	and.b32 %r12, %r11, 16383;
+	cvt.u64.u32 %rd4, %r12;
+	or.b64 %rd2, %rd4, 68720001024;
+	setp.eq.u32 %p8, %r6, 0;
+	@%p8 mbarrier.init.shared::cta.b64 [%r3], 128;
+	@%p8 mbarrier.init.shared::cta.b64 [%r4], 128;
+	@%p8 mbarrier.init.shared::cta.b64 [%r5], 1;
+"""
+INIT_FENCE = "\tfence.mbarrier_init.release.cluster;\n"
+ROLE_SPLIT = "\tbar.sync 0;\n\tsetp.lt.u32 %p9, %r6, 128;\n\t@!%p9 bra ROLE_B;\n"
+
+ADDRESS = {"X": "%r1", "Y": "%r2"}  # the 32-bit shared address of each buffer
+DESCRIPTOR = {"X": "%rd1", "Y": "%rd2"}  # a no-swizzle wgmma descriptor of each buffer (LBO 128, SBO 256)
+
+#: Event templates: {A} is a buffer's address, {DA}/{DB} the descriptors a wgmma reads.
+EVENTS = {
+    "st": ["st.shared.b32 [{A}], %r10;"],
+    "ld": ["ld.shared.b32 %r14, [{A}];"],
+    "wgmma": ["wgmma.fence.sync.aligned;",
+              "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {{%f1, %f2, %f3, %f4}}, {DA}, {DB}, %p7, 1, 1, 0, 0;"],
+    "tma_load": ["mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r5], 4096;",
+                 "cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [{A}], [%rd5, {{%r0}}], [%r5];"],
+    "bulk_store": ["cp.async.bulk.global.shared::cta.bulk_group [%rd6], [{A}], 4096;"],
+    "tma_store": ["cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd5, {{%r0}}], [{A}];"],
+    "fence": ["fence.proxy.async.shared::cta;"],
+    "full_fence": ["fence.proxy.async;"],
+}
+GENERIC_EVENTS = ("st", "ld")
+ASYNC_EVENTS = ("wgmma", "tma_load", "bulk_store", "tma_store")
+FENCE_EVENTS = ("fence", "full_fence")
+
+#: Each hand-off object, by direction and kind: (the arriving side's lines, the waiting side's lines).
+HANDOFFS = {
+    ("forward", "named"): (["bar.arrive 1, 256;"], ["bar.sync 1, 256;"]),
+    ("forward", "named-barrier"): (["bar.arrive 1, 256;"], ["barrier.sync 1, 256;"]),
+    ("forward", "mbarrier"): (["mbarrier.arrive.shared::cta.b64 _, [%r3];"],
+                              ["{L}:", "mbarrier.try_wait.parity.shared::cta.b64 %p10, [%r3], 0;", "@!%p10 bra {L};"]),
+    ("forward", "mbarrier-noinc"): (["cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r3];"],
+                                    ["{L}:", "mbarrier.try_wait.parity.shared::cta.b64 %p10, [%r3], 0;",
+                                     "@!%p10 bra {L};"]),
+    ("backward", "named"): (["bar.arrive 2, 256;"], ["bar.sync 2, 256;"]),
+    ("backward", "mbarrier"): (["mbarrier.arrive.shared::cta.b64 _, [%r4];"],
+                               ["{L}:", "mbarrier.try_wait.parity.shared::cta.b64 %p11, [%r4], 0;", "@!%p11 bra {L};"]),
+}
+FORWARD_KINDS = [kind for direction, kind in HANDOFFS if direction == "forward"]
+BACKWARD_KINDS = [kind for direction, kind in HANDOFFS if direction == "backward"]
+
+
+class Program(NamedTuple):
+    """A generated kernel: each role is a tuple of statements, ``("event", name,
+    buffers)``, ``("if", then, else)`` (tuples of events) or ``("arrive"|"wait",
+    direction, kind)``; `init_fenced` says whether the prologue fences its inits."""
+
+    role_a: tuple
+    role_b: tuple
+    init_fenced: bool = True
+
+
+@st.composite
+def events(draw, names: tuple[str, ...]) -> tuple:
+    """One event, with the buffers it uses (a wgmma reads two descriptors)."""
+    name = draw(st.sampled_from(names))
+    count = 2 if name == "wgmma" else 0 if name in FENCE_EVENTS else 1
+    return ("event", name, tuple(draw(st.sampled_from("XY")) for _ in range(count)))
+
+
+@st.composite
+def segments(draw, names: tuple[str, ...]) -> list:
+    """A short straight line of events, sometimes with an if or an if/else of events."""
+    out = []
+    for _ in range(draw(st.integers(0, 3))):
+        if draw(st.integers(0, 5)) == 0:
+            then = tuple(draw(st.lists(events(names), min_size=1, max_size=2)))
+            other = tuple(draw(st.lists(events(names), max_size=2)))
+            out.append(("if", then, other))
+        else:
+            out.append(draw(events(names)))
+    return out
+
+
+@st.composite
+def programs(draw, reads_only: bool = False) -> Program:
+    """A two-role program; with `reads_only` the only generic accesses are loads."""
+    generic = ("ld", "ld") if reads_only else GENERIC_EVENTS * 2
+    names = generic + ASYNC_EVENTS + FENCE_EVENTS
+    segment = lambda: draw(segments(names))
+    forward = draw(st.sampled_from([None] + FORWARD_KINDS * 2))
+    backward = draw(st.sampled_from([None] + BACKWARD_KINDS)) if forward else None
+    if forward is None:
+        role_a, role_b = segment(), segment()
+    elif backward is None:
+        role_a = segment() + [("arrive", "forward", forward)] + segment()
+        role_b = segment() + [("wait", "forward", forward)] + segment()
+    else:
+        role_a = (segment() + [("arrive", "forward", forward)] + segment() + [("wait", "backward", backward)]
+                  + segment())
+        syncs = [("wait", "forward", forward), ("arrive", "backward", backward)]
+        first, second = syncs if draw(st.booleans()) else syncs[::-1]
+        role_b = segment() + [first] + segment() + [second] + segment()
+    init_fenced = reads_only or draw(st.sampled_from([True] * 4 + [False]))
+    return Program(tuple(role_a), tuple(role_b), init_fenced)
+
+
+def render(program: Program) -> str:
+    """The kernel's PTX text."""
+    labels = itertools.count()
+    lines = []
+    for name, role in (("A", program.role_a), ("B", program.role_b)):
+        if name == "B":
+            lines.append("ROLE_B:")
+        for statement in role:
+            lines += render_statement(statement, labels)
+        lines.append("ret;")
+    body = "".join(line + "\n" if line.endswith(":") else "\t" + line + "\n" for line in lines)
+    return PROLOGUE + (INIT_FENCE if program.init_fenced else "") + ROLE_SPLIT + body + "}\n"
+
+
+def render_statement(statement: tuple, labels) -> list[str]:
+    kind = statement[0]
+    if kind == "event":
+        return render_event(statement)
+    if kind == "if":
+        n = next(labels)
+        _, then, other = statement
+        head = ["setp.ne.u32 %p1, %r13, 0;"]
+        then_lines = [line for event in then for line in render_event(event)]
+        if not other:
+            return head + [f"@%p1 bra END{n};"] + then_lines + [f"END{n}:"]
+        else_lines = [line for event in other for line in render_event(event)]
+        return (head + [f"@%p1 bra ELSE{n};"] + then_lines + [f"bra.uni END{n};", f"ELSE{n}:"] + else_lines
+                + [f"END{n}:"])
+    _, direction, object_kind = statement
+    arrive, wait = HANDOFFS[direction, object_kind]
+    label = f"WAIT{next(labels)}"
+    return [line.format(L=label) for line in (arrive if kind == "arrive" else wait)]
+
+
+def render_event(event: tuple) -> list[str]:
+    _, name, buffers = event
+    a, b = (buffers + ("X", "X"))[:2]
+    return [line.format(A=ADDRESS[a], DA=DESCRIPTOR[a], DB=DESCRIPTOR[b]) for line in EVENTS[name]]
+
+
+# -- the explorer -----------------------------------------------------------------------------
+
+TIDS = (0, 128)  # the representative %tid.x of role A (thread 0, which initialises) and of role B
+ROLES = "AB"
+_SHARED_SYMBOL = re.compile(r"^\.shared\s+(?:\.align\s+\d+\s+)?\.\w+\s+(\w+)", re.M)
+_ADDRESS = re.compile(r"\[(%\w+)(?:\+(\d+))?\]")
+_GUARD = re.compile(r"@(!?)(%p\d+)\s+")
+_COMPARE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+            "ge": operator.ge}
+
+
+class Access(NamedTuple):
+    """A generic access: by role `thread` at statement `index`, of `kind` ``write``,
+    ``read`` or ``init``, to `target` (a buffer, or an mbarrier as ``bars+16``)."""
+
+    thread: int
+    index: int
+    kind: str
+    target: str
+
+
+class Effect(NamedTuple):
+    """What a statement does: `kind` and its operands.
+
+    ``write``/``read``/``init``: `target`; ``async``: `reads`, `writes`, `target` (the
+    mbarrier it completes on); ``fence``/``init_fence``; ``arrive``/``sync``
+    (arrive then wait)/``try_wait``: `target` (the object), ``try_wait`` sets
+    `predicate`; ``setp``: `predicate` and `test` (a function of %tid.x, or None when
+    the value is unknown); ``bra``: the `target` label; ``ret``; ``none``. Guards are
+    kept apart, in `Kernel.guards`.
+    """
+
+    kind: str
+    target: str | None = None
+    reads: frozenset = frozenset()
+    writes: frozenset = frozenset()
+    predicate: str | None = None
+    test: object = None
+
+
+class Violation(NamedTuple):
+    """An async op (`statement`, in `role` A or B) reached with a `hazard` pending."""
+
+    role: str
+    statement: str
+    hazard: str  # raw | war | mbarrier-init (the pass's names)
+
+
+class Kernel(NamedTuple):
+    """The entry's statements, with labels' indices and each statement's effect and guard."""
+
+    statements: list[str]
+    labels: dict[str, int]
+    effects: list[Effect]
+    guards: list[tuple[str, bool] | None]  # (predicate, required value) of a guarded statement
+
+
+def parse_kernel(text: str) -> Kernel:
+    """The entry's statements (labels included), with their effects and guards."""
+    symbols = set(_SHARED_SYMBOL.findall(text))
+    body = text[text.index("{") + 1:text.rindex("}")]
+    statements = [line.strip() for line in body.splitlines()
+                  if line.strip() and not line.strip().startswith((".reg", "//"))]
+    origins = register_origins(statements, symbols)
+    labels = {s[:-1]: i for i, s in enumerate(statements) if s.endswith(":")}
+    guards, effects = [], []
+    for statement in statements:
+        guard = _GUARD.match(statement)
+        guards.append((guard.group(2), guard.group(1) != "!") if guard else None)
+        effects.append(effect(statement[guard.end():] if guard else statement, origins))
+    return Kernel(statements, labels, effects, guards)
+
+
+def register_origins(statements: list[str], symbols: set[str]) -> dict[str, tuple[str, int | None]]:
+    """What each register holds: ``(symbol, byte offset)`` for an address of a shared
+    symbol (offset None once shifted or masked into a descriptor), ``("%tid.x", 0)``."""
+    origins: dict[str, tuple[str, int | None]] = {}
+    for statement in statements:
+        parts = re.split(r"[\s,;]+", statement.strip(";"))
+        opcode, operands = parts[0], [p for p in parts[1:] if p]
+        if not operands or not operands[0].startswith("%"):
+            continue
+        destination, sources = operands[0], operands[1:]
+        if opcode.startswith("mov") and sources and (sources[0] in symbols or sources[0] == "%tid.x"):
+            origins[destination] = (sources[0], 0)
+        elif opcode.startswith("add") and sources[0] in origins and sources[1].isdigit():
+            symbol, offset = origins[sources[0]]
+            origins[destination] = (symbol, None if offset is None else offset + int(sources[1]))
+        elif opcode.split(".")[0] in ("shr", "and", "cvt", "or") and sources and sources[0] in origins:
+            origins[destination] = (origins[sources[0]][0], None)
+    return origins
+
+
+def address(operand: re.Match, origins) -> str:
+    """A buffer name, or ``symbol+offset`` for an mbarrier in an array."""
+    symbol, offset = origins[operand.group(1)]
+    offset += int(operand.group(2) or 0)
+    return symbol if symbol in ADDRESS else f"{symbol}+{offset}"
+
+
+def effect(statement: str, origins) -> Effect:
+    """The `Effect` of one (unguarded) statement."""
+    opcode = statement.split()[0].rstrip(";")
+    operands = [address(m, origins) for m in _ADDRESS.finditer(statement) if m.group(1) in origins]
+    if opcode.startswith("st.shared"):
+        return Effect("write", operands[0])
+    if opcode.startswith("ld.shared"):
+        return Effect("read", operands[0])
+    if opcode.startswith("mbarrier.init"):
+        return Effect("init", operands[0])
+    if opcode.startswith("wgmma.mma_async"):
+        descriptors = statement.split("}")[1].split(",")[1:3]
+        return Effect("async", reads=frozenset(origins[d.strip()][0] for d in descriptors))
+    if opcode.startswith("cp.async.bulk") and ".shared::cluster.global" in opcode:  # a load into shared memory
+        return Effect("async", operands[1], writes=frozenset([operands[0]]))
+    if opcode.startswith("cp.async.bulk") and ".global.shared::cta" in opcode:  # a store from shared memory
+        return Effect("async", reads=frozenset(operands))
+    if opcode.startswith("fence.proxy.async"):
+        return Effect("none" if opcode.endswith(".global") else "fence")
+    if opcode.startswith("fence.mbarrier_init"):
+        return Effect("init_fence")
+    if opcode in ("bar.arrive", "barrier.arrive"):
+        return Effect("arrive", f"barrier {statement.split()[1].rstrip(',;')}")
+    if opcode in ("bar.sync", "barrier.sync"):
+        return Effect("sync", f"barrier {statement.split()[1].rstrip(',;')}")
+    if opcode.startswith(("mbarrier.arrive", "cp.async.mbarrier.arrive")):
+        return Effect("arrive", operands[0])
+    if opcode.startswith("mbarrier.try_wait.parity"):
+        return Effect("try_wait", operands[0], predicate=statement.split()[1].rstrip(","))
+    if opcode.startswith("setp"):
+        return setp_effect(statement, origins)
+    if opcode.startswith("bra"):
+        return Effect("bra", statement.split()[1].rstrip(";"))
+    if opcode == "ret":
+        return Effect("ret")
+    return Effect("none")
+
+
+def setp_effect(statement: str, origins) -> Effect:
+    """A comparison of %tid.x with a constant is known per thread; others are not."""
+    opcode, predicate, left, right = re.split(r"[\s,;]+", statement.strip(";"))[:4]
+    compare = _COMPARE[opcode.split(".")[1]]
+    if origins.get(left, (None,))[0] == "%tid.x":
+        return Effect("setp", predicate=predicate, test=lambda tid: compare(tid, int(right)))
+    return Effect("setp", predicate=predicate)
+
+
+class Memory(NamedTuple):
+    """The generic accesses that precede a point of a thread in causality order
+    (`view`) and those of them with a proxy fence on some path to the point
+    (`fenced`). `per_path`: the pending accesses as the pass counts them, each path's
+    kept apart and unioned at a wait, so that one fenced path does not order an access
+    another path brings unfenced (DISAGREEMENTS.md #1; used only to steer around it)."""
+
+    view: frozenset = frozenset()
+    fenced: frozenset = frozenset()
+    per_path: frozenset = frozenset()
+
+    @property
+    def pending(self) -> frozenset:
+        return self.view - self.fenced
+
+    def after_access(self, access: Access) -> "Memory":
+        return Memory(self.view | {access}, self.fenced, self.per_path | {access})
+
+    def after_fence(self, kinds: tuple[str, ...]) -> "Memory":
+        """After a fence ordering the accesses of these kinds."""
+        ordered = frozenset(a for a in self.view if a.kind in kinds)
+        return Memory(self.view, self.fenced | ordered, self.per_path - ordered)
+
+    def merged(self, other: "Memory") -> "Memory":
+        return Memory(self.view | other.view, self.fenced | other.fenced, self.per_path | other.per_path)
+
+
+class Thread(NamedTuple):
+    """One role's state: `pc` (None once returned), predicate values, `memory`."""
+
+    pc: int | None
+    predicates: frozenset
+    memory: Memory
+
+
+class Arrival(NamedTuple):
+    """A record left on a synchronization object: who arrived, with what memory."""
+
+    target: str
+    thread: int
+    memory: Memory
+
+
+class Exploration(NamedTuple):
+    violations: set[Violation]
+    per_path_violations: set[Violation]  # the same under `Memory.per_path` (DISAGREEMENTS.md #1)
+    finished: bool  # some interleaving runs both roles to `ret` (the program cannot deadlock for sure)
+
+
+def explore(text: str) -> Exploration:
+    """Every violation of any interleaving of the two roles (see the module docstring)."""
+    kernel = parse_kernel(text)
+    start = (tuple(Thread(0, frozenset(), Memory()) for _ in TIDS), frozenset())
+    seen, work, finished = {start}, [start], False
+    found = {"isa": set(), "per-path": set()}
+    while work:
+        threads, arrivals = work.pop()
+        finished |= all(thread.pc is None for thread in threads)
+        for index, thread in enumerate(threads):
+            if thread.pc is None:
+                continue
+            for moved, arrived, violations in step(kernel, index, thread, arrivals):
+                for model, violation in violations:
+                    found[model].add(violation)
+                state = (threads[:index] + (moved,) + threads[index + 1:], arrived)
+                if state not in seen:
+                    seen.add(state)
+                    work.append(state)
+    return Exploration(found["isa"], found["per-path"], finished)
+
+
+def step(kernel: Kernel, index: int, thread: Thread, arrivals: frozenset):
+    """The ways `thread` (role `index`) can execute its next statement: a list of
+    (its new state, the arrival records, violations found as ``(model, violation)``);
+    empty when it is blocked."""
+    pc, predicates, memory = thread.pc, dict(thread.predicates), thread.memory
+    statement, action = kernel.statements[pc], kernel.effects[pc]
+    guard = kernel.guards[pc]
+    if statement.endswith(":") or (guard and predicates.get(guard[0]) != guard[1]):
+        action = Effect("none")
+    at = lambda **changes: thread._replace(pc=pc + 1, **changes)
+    kind = action.kind
+    if kind in ("write", "read", "init"):
+        return [(at(memory=memory.after_access(Access(index, pc, kind, action.target))), arrivals, set())]
+    if kind in ("fence", "init_fence"):
+        kinds = ("init",) if kind == "init_fence" else ("write", "read", "init")
+        return [(at(memory=memory.after_fence(kinds)), arrivals, set())]
+    if kind == "async":
+        found = {("isa", v) for v in hazards(memory.pending, action, ROLES[index], statement)}
+        found |= {("per-path", v) for v in hazards(memory.per_path, action, ROLES[index], statement)}
+        return [(at(), arrivals, found)]
+    if kind == "arrive":
+        return [(at(), arrivals | {Arrival(action.target, index, memory)}, set())]
+    if kind == "sync":
+        return barrier_sync(thread, index, action.target, arrivals)
+    if kind == "try_wait":
+        completed = [a for a in arrivals if a.target == action.target]
+        waited = at(memory=imported(memory, completed),
+                    predicates=with_value(predicates, action.predicate, bool(completed)))
+        return [(waited, arrivals, set())]
+    if kind == "setp":
+        values = [action.test(TIDS[index])] if action.test else [False, True]
+        return [(at(predicates=with_value(predicates, action.predicate, value)), arrivals, set()) for value in values]
+    if kind == "bra":
+        return [(thread._replace(pc=kernel.labels[action.target]), arrivals, set())]
+    if kind == "ret":
+        return [(thread._replace(pc=None), arrivals, set())]
+    return [(at(), arrivals, set())]
+
+
+def barrier_sync(thread: Thread, index: int, target: str, arrivals: frozenset):
+    """``bar.sync``: arrive (staying on the statement), then pass once every role has
+    arrived (the barriers count 256 threads: both roles), importing all their views."""
+    records = [a for a in arrivals if a.target == target]
+    if index not in {a.thread for a in records}:
+        return [(thread, arrivals | {Arrival(target, index, thread.memory)}, set())]
+    if len(records) < len(TIDS):
+        return []
+    return [(thread._replace(pc=thread.pc + 1, memory=imported(thread.memory, records)), arrivals, set())]
+
+
+def imported(memory: Memory, records) -> Memory:
+    """`memory` after a wait that observes the arrival `records`."""
+    for record in records:
+        memory = memory.merged(record.memory)
+    return memory
+
+
+def with_value(predicates: dict, name: str, value: bool) -> frozenset:
+    return frozenset({**predicates, name: value}.items())
+
+
+def hazards(pending: frozenset, op: Effect, role: str, statement: str) -> set[Violation]:
+    """The violations an async op meets with these accesses pending."""
+    found = set()
+    for access in pending:
+        if access.kind == "write" and access.target in op.reads | op.writes:
+            found.add(Violation(role, statement, "raw"))
+        elif access.kind == "read" and access.target in op.writes:
+            found.add(Violation(role, statement, "war"))
+        elif access.kind == "init" and access.target == op.target:
+            found.add(Violation(role, statement, "mbarrier-init"))
+    return found
+
+
+def counted(violations: set[Violation], war: bool) -> set[Violation]:
+    """The violations the pass is asked to fence: all, or all but WAR."""
+    return {v for v in violations if war or v.hazard != "war"}
+
+
+# -- where the pass and the explorer disagree (DISAGREEMENTS.md) -------------------------------
+
+
+def fenced_on_one_path_only(exploration: Exploration, war: bool) -> bool:
+    """DISAGREEMENTS.md #1: an access reaches an async op along two causality paths
+    and only one of them holds a proxy fence. The ISA orders it (a fence on *a* path
+    W -> F -> Y suffices); the pass unions what each path leaves pending and fences.
+    Here: A's accesses that go to B and come back while A (or B) fenced them on one of
+    the ways, and unfenced inits that reach B through ``bar.sync 0`` and, fenced by A,
+    through the forward hand-off."""
+    return counted(exploration.violations, war) != counted(exploration.per_path_violations, war)
+
+
+# -- the properties ---------------------------------------------------------------------------
+
+PASS_MODES = [dict(placement=placement, fence_side=side)
+              for placement in ("inline", "hoist") for side in ("issuer", "writer")]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.booleans())
+def test_pass_fences_exactly_the_programs_with_a_violation(program, war):
+    """(a), and (c) with `war` off: inline, issuer side, the pass inserts a fence iff
+    the explorer finds a violation of a hazard it is asked about, and reports only
+    hazards the explorer found."""
+    text = render(program)
+    exploration = explore(text)
+    assert exploration.finished
+    assume(not fenced_on_one_path_only(exploration, war))  # DISAGREEMENTS.md #1
+    expected = counted(exploration.violations, war)
+    _, report = fence_text(text, "k.ptx", placement="inline", fence_side="issuer", war=war)
+    assert bool(report.fences) == bool(expected), (text, expected, [f.message() for f in report.fences])
+    assert {f.hazard for f in report.fences} <= {v.hazard for v in expected}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.booleans())
+def test_every_inline_issuer_fence_is_needed(program, war):
+    """Inline, issuer side: taking out any one inserted fence brings a violation back
+    (under the ISA, or, where DISAGREEMENTS.md #1 makes the pass fence, per path)."""
+    text = render(program)
+    fenced, _ = fence_text(text, "k.ptx", placement="inline", fence_side="issuer", war=war)
+    for index in inserted_lines(text, fenced):
+        lines = fenced.splitlines(keepends=True)
+        exploration = explore("".join(lines[:index] + lines[index + 1:]))
+        assert counted(exploration.violations | exploration.per_path_violations, war), (fenced, index + 1)
+
+
+def inserted_lines(original: str, fenced: str) -> list[int]:
+    """The 0-based indices of the lines of `fenced` that `original` does not have
+    (the pass only inserts lines, without loops in the input)."""
+    before, after = original.splitlines(), fenced.splitlines()
+    inserted, position = [], 0
+    for index, line in enumerate(after):
+        if position < len(before) and line == before[position]:
+            position += 1
+        else:
+            inserted.append(index)
+    return inserted
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.sampled_from(PASS_MODES), st.booleans())
+def test_fenced_output_has_no_violation(program, mode, war):
+    """(b): in every mode the output has no violation left, and the pass adds nothing
+    to its own output."""
+    text = render(program)
+    fenced, _ = fence_text(text, "k.ptx", war=war, **mode)
+    assert counted(explore(fenced).violations, war) == set(), (text, fenced)
+    assert not fence_text(fenced, "k.ptx", war=war, **mode)[1].fences
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(reads_only=True))
+def test_war_off_leaves_read_only_programs_alone(program):
+    """(c): without generic writes the only hazard is WAR: none with ``war=False``, and
+    with WAR on a fence iff the explorer finds one."""
+    text = render(program)
+    exploration = explore(text)
+    assert {v.hazard for v in exploration.violations} <= {"war"}
+    assert not fence_text(text, "k.ptx", placement="inline", war=False)[1].fences
+    assume(not fenced_on_one_path_only(exploration, war=True))  # DISAGREEMENTS.md #1
+    assert bool(fence_text(text, "k.ptx", placement="inline")[1].fences) == bool(exploration.violations)
+
+
+# -- hand-written examples --------------------------------------------------------------------
+
+FORWARD_NAMED = (("arrive", "forward", "named"), ("wait", "forward", "named"))
+FORWARD_MBARRIER = (("arrive", "forward", "mbarrier"), ("wait", "forward", "mbarrier"))
+
+
+def handed_off(before_arrive: list, after_wait: list, handoff=FORWARD_NAMED, **extra) -> Program:
+    """A writes/reads, arrives; B waits, then issues."""
+    arrive, wait = handoff
+    return Program(tuple(before_arrive) + (arrive,), (wait,) + tuple(after_wait), **extra)
+
+
+def ev(name: str, *buffers: str) -> tuple:
+    return ("event", name, buffers)
+
+
+EXAMPLES = {
+    # name: (program, violations the explorer finds as (role, hazard), fences with war on, with war off)
+    "st X, bar | bar, wgmma X": (handed_off([ev("st", "X")], [ev("wgmma", "X", "X")]), {("B", "raw")}, 1, 1),
+    "st X, mbarrier | try_wait, wgmma X": (
+        handed_off([ev("st", "X")], [ev("wgmma", "X", "X")], FORWARD_MBARRIER), {("B", "raw")}, 1, 1),
+    "st Y, bar | bar, wgmma X": (handed_off([ev("st", "Y")], [ev("wgmma", "X", "X")]), set(), 0, 0),
+    "st X, fence, bar | bar, wgmma X": (
+        handed_off([ev("st", "X"), ev("fence")], [ev("wgmma", "X", "X")]), set(), 0, 0),
+    "st X, bar | bar, fence, TMA store X": (
+        handed_off([ev("st", "X")], [ev("fence"), ev("tma_store", "X")]), set(), 0, 0),
+    "ld X, bar | bar, TMA load X": (handed_off([ev("ld", "X")], [ev("tma_load", "X")]), {("B", "war")}, 1, 0),
+    "ld X, bar | bar, bulk store X": (handed_off([ev("ld", "X")], [ev("bulk_store", "X")]), set(), 0, 0),
+    "st X | wgmma X, never handed off": (
+        Program((ev("st", "X"),), (ev("wgmma", "X", "X"),)), set(), 0, 0),
+    "bar, st X | bar, wgmma X: written after the arrive": (
+        Program((FORWARD_NAMED[0], ev("st", "X")), (FORWARD_NAMED[1], ev("wgmma", "X", "X"))), set(), 0, 0),
+    "unfenced mbarrier.init | TMA load": (
+        Program((), (ev("tma_load", "Y"),), init_fenced=False), {("B", "mbarrier-init")}, 1, 1),
+}
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_examples(name):
+    program, expected, fences, fences_without_war = EXAMPLES[name]
+    text = render(program)
+    assert {(v.role, v.hazard) for v in explore(text).violations} == expected
+    for war, count in ((True, fences), (False, fences_without_war)):
+        fenced, report = fence_text(text, "k.ptx", placement="inline", war=war)
+        assert len(report.fences) == count, [f.message() for f in report.fences]
+        assert counted(explore(fenced).violations, war) == set()
+
+
+def test_wgmma_on_y_is_not_fenced_for_a_store_to_x():
+    """The pass localizes the descriptors: a wgmma reading Y's descriptors ignores X."""
+    text = render(Program((ev("st", "X"), ev("wgmma", "Y", "Y"), ev("wgmma", "X", "Y")), ()))
+    _, report = fence_text(text, "k.ptx", placement="inline")
+    assert [f.line for f in report.fences] == [line_of(text, "%rd1, %rd2")]
+
+
+FORWARD, BACKWARD = ("arrive", "forward", "named"), ("wait", "backward", "named")
+BACK_TO_A = (("wait", "forward", "named"), ("arrive", "backward", "named"))
+
+#: DISAGREEMENTS.md #1: an access fenced on one causality path to the async op and not on another.
+FENCED_ON_ONE_PATH = {
+    "B fences A's write before handing it back": Program(
+        (ev("st", "X"), FORWARD, BACKWARD, ev("wgmma", "X", "X")),
+        (("wait", "forward", "named"), ev("fence"), ("arrive", "backward", "named"))),
+    "A fences its own write, which also comes back through B": Program(
+        (ev("st", "X"), FORWARD, ev("fence"), BACKWARD, ev("wgmma", "X", "X")), BACK_TO_A),
+    "A fences the inits B also got from bar.sync 0": Program(
+        (ev("fence"), FORWARD), (("wait", "forward", "named"), ev("tma_load", "X")), init_fenced=False),
+}
+
+
+@pytest.mark.parametrize("name", FENCED_ON_ONE_PATH)
+def test_the_explorer_orders_an_access_fenced_on_one_path(name):
+    """The ISA orders these (no violation); counting pending accesses per path does not."""
+    exploration = explore(render(FENCED_ON_ONE_PATH[name]))
+    assert exploration.violations == set() and exploration.per_path_violations
+
+
+def test_the_explorer_sees_a_write_come_back_unfenced():
+    program = Program((ev("st", "X"), FORWARD, BACKWARD, ev("wgmma", "X", "X")), BACK_TO_A)
+    assert {(v.role, v.hazard) for v in explore(render(program)).violations} == {("A", "raw")}
+
+
+@pytest.mark.xfail(strict=True, reason="DISAGREEMENTS.md #1: the pass fences an access fenced on another path")
+@pytest.mark.parametrize("name", FENCED_ON_ONE_PATH)
+def test_the_pass_orders_an_access_fenced_on_one_path(name):
+    assert not fence_text(render(FENCED_ON_ONE_PATH[name]), "k.ptx", placement="inline")[1].fences
+
+
+def line_of(text: str, fragment: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if fragment in line)
+
+
+# -- ptxas ------------------------------------------------------------------------------------
+
+
+def assemble(text: str, name: str) -> None:
+    from ptxkit.ptxas import assemble as run_ptxas
+
+    run_ptxas(text, "sm_90a", options=("-c",), filename=f"{name}.ptx", cache=False)  # raises PtxasError if not
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_examples_assemble(name):
+    text = render(EXAMPLES[name][0])
+    assemble(text, "example")
+    assemble(fence_text(text, "k.ptx", placement="inline", fence_side="writer")[0], "fenced")
+
+
+@pytest.mark.ptxas
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.sampled_from(PASS_MODES))
+def test_generated_programs_assemble(program, mode):
+    text = render(program)
+    assemble(text, "generated")
+    assemble(fence_text(text, "k.ptx", **mode)[0], "fenced")
