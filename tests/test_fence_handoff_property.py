@@ -49,7 +49,7 @@ set of accesses that precede it in causality order (its *view*) and the subset w
 proxy fence on the way (*fenced*); an arrive records both sets on the object, a wait
 that completes adds the recorded sets to its own. Beside them it keeps the pending
 set the way the pass counts it (per path, see `Memory`), only to steer the properties
-around the one known disagreement (DISAGREEMENTS.md #1, `fenced_on_one_path_only`).
+around the one known disagreement (docs/fence.md §8, a fence on one causality path, `fenced_on_one_path_only`).
 
 Properties: (a) inline, issuer-side fencing inserts a fence iff the explorer finds a
 violation; (b) in every mode the output has none left and the pass adds nothing to
@@ -399,7 +399,7 @@ class Memory(NamedTuple):
     (`view`) and those of them with a proxy fence on some path to the point
     (`fenced`). `per_path`: the pending accesses as the pass counts them, each path's
     kept apart and unioned at a wait, so that one fenced path does not order an access
-    another path brings unfenced (DISAGREEMENTS.md #1; used only to steer around it)."""
+    another path brings unfenced (docs/fence.md §8, a fence on one causality path; used only to steer around it)."""
 
     view: frozenset = frozenset()
     fenced: frozenset = frozenset()
@@ -439,7 +439,7 @@ class Arrival(NamedTuple):
 
 class Exploration(NamedTuple):
     violations: set[Violation]
-    per_path_violations: set[Violation]  # the same under `Memory.per_path` (DISAGREEMENTS.md #1)
+    per_path_violations: set[Violation]  # the same under `Memory.per_path` (docs/fence.md §8, a fence on one causality path)
     finished: bool  # some interleaving runs both roles to `ret` (the program cannot deadlock for sure)
 
 
@@ -544,12 +544,12 @@ def counted(violations: set[Violation], war: bool) -> set[Violation]:
     return {v for v in violations if war or v.hazard != "war"}
 
 
-# -- where the pass and the explorer disagree (DISAGREEMENTS.md) -------------------------------
+# -- where the pass and the explorer disagree (docs/fence.md §8) ---------------------------------
 
 
 def fenced_on_one_path_only(exploration: Exploration, war: bool) -> bool:
-    """DISAGREEMENTS.md #1: an access reaches an async op along two causality paths
-    and only one of them holds a proxy fence. The ISA orders it (a fence on *a* path
+    """An access reaches an async op along two causality paths and only one of them
+    holds a proxy fence (docs/fence.md §8, a fence on one causality path). The ISA orders it (a fence on *a* path
     W -> F -> Y suffices); the pass unions what each path leaves pending and fences.
     Here: A's accesses that go to B and come back while A (or B) fenced them on one of
     the ways, and unfenced inits that reach B through ``bar.sync 0`` and, fenced by A,
@@ -572,7 +572,7 @@ def test_pass_fences_exactly_the_programs_with_a_violation(program, war):
     text = render(program)
     exploration = explore(text)
     assert exploration.finished
-    assume(not fenced_on_one_path_only(exploration, war))  # DISAGREEMENTS.md #1
+    assume(not fenced_on_one_path_only(exploration, war))  # docs/fence.md §8, a fence on one causality path
     expected = counted(exploration.violations, war)
     _, report = fence_text(text, "k.ptx", placement="inline", fence_side="issuer", war=war)
     assert bool(report.fences) == bool(expected), (text, expected, [f.message() for f in report.fences])
@@ -583,7 +583,7 @@ def test_pass_fences_exactly_the_programs_with_a_violation(program, war):
 @given(programs(), st.booleans())
 def test_every_inline_issuer_fence_is_needed(program, war):
     """Inline, issuer side: taking out any one inserted fence brings a violation back
-    (under the ISA, or, where DISAGREEMENTS.md #1 makes the pass fence, per path)."""
+    (under the ISA, or, where docs/fence.md §8, a fence on one causality path makes the pass fence, per path)."""
     text = render(program)
     fenced, _ = fence_text(text, "k.ptx", placement="inline", fence_side="issuer", war=war)
     for index in inserted_lines(text, fenced):
@@ -625,7 +625,7 @@ def test_war_off_leaves_read_only_programs_alone(program):
     exploration = explore(text)
     assert {v.hazard for v in exploration.violations} <= {"war"}
     assert not fence_text(text, "k.ptx", placement="inline", war=False)[1].fences
-    assume(not fenced_on_one_path_only(exploration, war=True))  # DISAGREEMENTS.md #1
+    assume(not fenced_on_one_path_only(exploration, war=True))  # docs/fence.md §8, a fence on one causality path
     assert bool(fence_text(text, "k.ptx", placement="inline")[1].fences) == bool(exploration.violations)
 
 
@@ -687,7 +687,7 @@ def test_wgmma_on_y_is_not_fenced_for_a_store_to_x():
 FORWARD, BACKWARD = ("arrive", "forward", "named"), ("wait", "backward", "named")
 BACK_TO_A = (("wait", "forward", "named"), ("arrive", "backward", "named"))
 
-#: DISAGREEMENTS.md #1: an access fenced on one causality path to the async op and not on another.
+#: docs/fence.md §8, a fence on one causality path: an access fenced on one causality path to the async op and not on another.
 FENCED_ON_ONE_PATH = {
     "B fences A's write before handing it back": Program(
         (ev("st", "X"), FORWARD, BACKWARD, ev("wgmma", "X", "X")),
@@ -711,7 +711,7 @@ def test_the_explorer_sees_a_write_come_back_unfenced():
     assert {(v.role, v.hazard) for v in explore(render(program)).violations} == {("A", "raw")}
 
 
-@pytest.mark.xfail(strict=True, reason="DISAGREEMENTS.md #1: the pass fences an access fenced on another path")
+@pytest.mark.xfail(strict=True, reason="docs/fence.md §8, a fence on one causality path: the pass fences an access fenced on another path")
 @pytest.mark.parametrize("name", FENCED_ON_ONE_PATH)
 def test_the_pass_orders_an_access_fenced_on_one_path(name):
     assert not fence_text(render(FENCED_ON_ONE_PATH[name]), "k.ptx", placement="inline")[1].fences
