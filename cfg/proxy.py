@@ -41,6 +41,7 @@ result stays sound (`solve`).
 
 from __future__ import annotations
 
+import bisect
 import enum
 import re
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ from dataclasses import dataclass, field
 from ptxkit.cfg.dataflow import solve_forward
 from ptxkit.cfg.events import Event, EventOptions, Kind, classify
 from ptxkit.cfg.inline import inlined_graph
-from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, overlaps, spaces_text
+from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, overlaps, spaces_text
 from ptxkit.isa import SyncObject
 
 __all__ = ["AnalysisOptions", "Fact", "Hazard", "KernelAnalysis", "Need", "Step", "spaces_text"]
@@ -150,13 +151,45 @@ class Step:
     via: list = field(default_factory=list)
 
 
-def _fact_spaces(mask: int, facts: list[Fact]) -> int:
-    spaces = 0
-    while mask:
-        low = mask & -mask
-        spaces |= facts[low.bit_length() - 1].location.space
-        mask ^= low
-    return spaces
+class _FactIndex:
+    """The facts of one hazard and region, for "which overlap this location" queries.
+    Narrow facts are sorted by start, with the running OR of their bits: those starting
+    inside the query all overlap it (one XOR of two prefixes), those starting up to
+    `WIDE` bytes before it are checked one by one, and so are the wide ones."""
+
+    WIDE = 4096
+
+    def __init__(self, facts: list):
+        narrow = sorted((f for f in facts if f.location.end - f.location.start <= self.WIDE),
+                        key=lambda f: f.location.start)
+        self.starts = [f.location.start for f in narrow]
+        self.narrow = narrow
+        self.prefix = [0]
+        for fact in narrow:
+            self.prefix.append(self.prefix[-1] | 1 << fact.index)
+        self.wide = [f for f in facts if f.location.end - f.location.start > self.WIDE]
+        self.by_space: dict[int, int] = {}
+        for fact in facts:
+            self.by_space[fact.location.space] = self.by_space.get(fact.location.space, 0) | 1 << fact.index
+
+    def overlapping(self, location: Location) -> int:
+        if location.region is None:  # anywhere in its spaces: every fact of an aliasing space
+            mask = 0
+            for space, facts in self.by_space.items():
+                if alias(space) & location.space:
+                    mask |= facts
+            return mask
+        else:
+            first = bisect.bisect_left(self.starts, location.start - self.WIDE)
+            inside = bisect.bisect_left(self.starts, location.start)
+            last = bisect.bisect_left(self.starts, location.end)
+            mask = self.prefix[last] ^ self.prefix[inside]  # same region, starting inside: they overlap
+            before = self.narrow[first:inside]
+        for group in (before, self.wide):
+            for fact in group:
+                if overlaps(fact.location, location):
+                    mask |= 1 << fact.index
+        return mask
 
 
 def _bits(mask: int):
@@ -218,7 +251,11 @@ class KernelAnalysis:
 
     def spaces_of(self, mask: int) -> int:
         """The proxy spaces of the facts in `mask`."""
-        return _fact_spaces(mask, self.facts)
+        spaces = 0
+        for bit, facts in self._space_masks.items():
+            if mask & facts:
+                spaces |= bit
+        return spaces
 
     def origin_contexts(self, mask: int) -> list:
         """The inlined contexts where the facts of `mask` are made."""
@@ -243,7 +280,7 @@ class KernelAnalysis:
                 counts[self.facts[i].hazard] = counts.get(self.facts[i].hazard, 0) + 1
             kinds = ", ".join(f"{n} {_ACCESS[h].split()[-1] if h is not Hazard.INIT else 'init'}"
                               f"{'s' * (n != 1)}" for h, n in counts.items())
-            parts.append(f"{kinds} {name} ({spaces_text(_fact_spaces(mask, self.facts))})")
+            parts.append(f"{kinds} {name} ({spaces_text(self.spaces_of(mask))})")
         return "; ".join(parts) if parts else "nothing pending"
 
     # -- facts ------------------------------------------------------------------------------
@@ -281,11 +318,14 @@ class KernelAnalysis:
         self._full = (1 << count) - 1
         self._kill_cache: dict[int, int] = {}
         self._space_masks = {bit: 0 for bit, _ in SPACE_NAMES}
-        self._init_mask = 0
+        self._hazard_masks = {hazard: 0 for hazard in Hazard}
+        by_region: dict[tuple, list[Fact]] = {}
         for fact in self.facts:
             self._space_masks[fact.location.space] |= 1 << fact.index
-            if fact.hazard is Hazard.INIT:
-                self._init_mask |= 1 << fact.index
+            self._hazard_masks[fact.hazard] |= 1 << fact.index
+            by_region.setdefault((fact.hazard, fact.location.region), []).append(fact)
+        self._by_region = {key: _FactIndex(facts) for key, facts in by_region.items()}
+        self._init_mask = self._hazard_masks[Hazard.INIT]
         # id(event) -> the state bits the access sets: its facts, in flight for cp.async,
         # and not yet handed across the cluster for shared accesses (mbarrier.init aside:
         # fence.mbarrier_init.release.cluster publishes it from the writer's side)
@@ -297,6 +337,7 @@ class KernelAnalysis:
                                          | self.put(mask & shareable, REMOTE))
         self._cluster_mask = self._space_masks[CLUSTER]
         self._need_masks: dict[int, tuple[int, int]] = {}
+        self._hearing = None  # `_handoffs`, once computed
         for events in self.events:
             for event in events:
                 if event.kind is Kind.ASYNC or (event.kind is Kind.EXTERN and event.detail[1] == "strict"):
@@ -307,18 +348,25 @@ class KernelAnalysis:
     def _need_mask(self, event: Event) -> int:
         """The facts that, pending at `event`, make it need a fence."""
         if event.kind is Kind.EXTERN:
-            return sum(1 << f.index for f in self.facts if f.hazard is not Hazard.INIT)
+            return self._full & ~self._init_mask
+        mask = self._overlapping_facts(Hazard.RAW, event.locations + event.writes)
+        mask |= self._overlapping_facts(Hazard.WAR, event.writes)
+        if event.mbarrier is not None:
+            mask |= self._overlapping_facts(Hazard.INIT, (event.mbarrier,))
+        return mask
+
+    def _overlapping_facts(self, hazard: Hazard, locations) -> int:
+        """The facts of `hazard` whose location overlaps one of `locations`: only the
+        facts of the same region and those of no known region are looked at."""
         mask = 0
-        touched = event.locations + event.writes
-        for fact in self.facts:
-            if fact.hazard is Hazard.RAW:
-                hit = any(overlaps(fact.location, loc) for loc in touched)
-            elif fact.hazard is Hazard.WAR:
-                hit = any(overlaps(fact.location, loc) for loc in event.writes)
+        for location in locations:
+            if location.region is None:
+                indexes = [index for (kind, _), index in self._by_region.items() if kind is hazard]
             else:
-                hit = event.mbarrier is not None and overlaps(fact.location, event.mbarrier)
-            if hit:
-                mask |= 1 << fact.index
+                indexes = [self._by_region.get((hazard, location.region)), self._by_region.get((hazard, None))]
+            for index in indexes:
+                if index is not None:
+                    mask |= index.overlapping(location)
         return mask
 
     def overlapping(self, event: Event, state: int) -> int:
@@ -359,7 +407,10 @@ class KernelAnalysis:
 
     # -- the fixpoint -----------------------------------------------------------------------
     def _handoffs(self):
-        """Arrive and wait events, and which arrives each wait hears."""
+        """Arrive and wait events, and which arrives each wait hears (computed once:
+        planned fences add no arrive or wait)."""
+        if self._hearing is not None:
+            return self._hearing
         arrives, waits = [], []
         for events in self.events:
             for event in events:
@@ -367,8 +418,15 @@ class KernelAnalysis:
                     arrives.append(event)
                 if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
                     waits.append(event)
-        hears = {id(w): [id(a) for a in arrives if _matches(w.sync, a.sync)] for w in waits}
-        return arrives, waits, hears
+        by_object: dict = {}  # what an arrive can match: its object kind and, where it has one, its key
+        for arrive in arrives:
+            by_object.setdefault(_object_key(arrive.sync), []).append(arrive)
+        hears = {}
+        for wait in waits:
+            candidates = [a for key in _keys_heard(wait.sync, by_object) for a in by_object[key]]
+            hears[id(wait)] = [id(a) for a in candidates if _matches(wait.sync, a.sync)]
+        self._hearing = arrives, waits, hears
+        return self._hearing
 
     def _run(self, needy: dict[int, int]) -> None:
         """Solve with fences before the ops in `needy` (id -> cover), hand-offs to a
@@ -388,18 +446,22 @@ class KernelAnalysis:
                 state = step(event, state)
             return state
 
+        audiences: dict[tuple, list] = {}  # waits that hear the same arrives share one union
+        for wait, heard in hears.items():
+            audiences.setdefault(tuple(heard), []).append(wait)
         for _ in range(64):
             result = solve_forward(self.flow, transfer, entry=0, bottom=0, join=int.__or__)
             changed = False
-            for wait, heard in hears.items():
+            for heard, listeners in audiences.items():
                 same = crossed = 0
                 for arrive in heard:
                     a, b = exports.get(arrive, (0, 0))
                     same |= a
                     crossed |= b
-                if (same, crossed) != imports[wait]:
-                    imports[wait] = (same, crossed)
-                    changed = True
+                for wait in listeners:
+                    if (same, crossed) != imports[wait]:
+                        imports[wait] = (same, crossed)
+                        changed = True
             if not changed:
                 break
         self.ins, self.outs = result.ins, result.outs
@@ -487,7 +549,7 @@ class KernelAnalysis:
         no more than ``.shared::cta`` for a ``st.shared`` before it); the cluster window
         too when an access came from another CTA or the op reaches another CTA; both
         shared windows before an extern call (docs/fence.md §5.3)."""
-        spaces = _fact_spaces(pending, self.facts)
+        spaces = self.spaces_of(pending)
         if event.kind is Kind.EXTERN:
             return (spaces | SHARED if spaces & SHARED else spaces) & self.options.tracked
         if spaces & SHARED and (crossed or event.cross):
@@ -562,9 +624,8 @@ class KernelAnalysis:
         return found
 
     def _hazard(self, pending: int) -> Hazard:
-        kinds = {self.facts[i].hazard for i in _bits(pending)}
         for hazard in (Hazard.RAW, Hazard.WAR, Hazard.INIT):
-            if hazard in kinds:
+            if pending & self._hazard_masks[hazard]:
                 return hazard
         return Hazard.RAW
 
@@ -588,12 +649,12 @@ class KernelAnalysis:
         for event in self.events[block]:
             gen = self.generated.get(id(event))
             if gen is not None:
-                spaces |= _fact_spaces(self.plane(gen, LOCAL), self.facts)
+                spaces |= self.spaces_of(self.plane(gen, LOCAL))
             if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
                 same, crossed = self.imports.get(id(event), (0, 0))
-                spaces |= _fact_spaces(same | crossed, self.facts)
+                spaces |= self.spaces_of(same | crossed)
             elif event.kind is Kind.CP_ASYNC_WAIT:
-                spaces |= _fact_spaces(self.plane(state, IN_FLIGHT), self.facts)
+                spaces |= self.spaces_of(self.plane(state, IN_FLIGHT))
             state = self._step(event, state)
         return spaces
 
@@ -610,18 +671,15 @@ class KernelAnalysis:
     def explain(self, need: Need) -> list[Step]:
         """A witness for `need`: the access, (for a hand-off) the arrive and the wait,
         and the async op, each with the blocks passed to get there."""
-        pending = need.pending
-        wanted = sum(1 << i for i in _bits(pending) if self.facts[i].hazard is need.hazard)
-        pending = _precise_first(wanted or pending, self.facts)
+        pending = need.pending & self._hazard_masks[need.hazard] or need.pending
         target = Step("op", need.block, need.instruction, 2)
-        for fact in pending:
-            if self.plane(need.state, LOCAL) >> fact & 1:
-                path = self._trace(self._bit(LOCAL, fact), need.block, need.event)
-                if path is not None:
-                    origin, target.via = path
-                    target.thread = 1
-                    return [self._access_step(origin, fact), target]
-        for fact in pending:
+        for fact in _precise_first(pending & self.plane(need.state, LOCAL), self.facts):
+            path = self._trace(self._bit(LOCAL, fact), need.block, need.event)
+            if path is not None:
+                origin, target.via = path
+                target.thread = 1
+                return [self._access_step(origin, fact), target]
+        for fact in _precise_first(pending, self.facts):
             for which in (IMPORTED, CROSSED):
                 if not self.plane(need.state, which) >> fact & 1:
                     continue
@@ -732,6 +790,29 @@ def _precise_first(mask: int, facts: list[Fact]) -> list[int]:
     """The facts of `mask`, the narrowest locations first (the clearest witnesses)."""
     return sorted(_bits(mask), key=lambda i: (facts[i].location.region is None,
                                               facts[i].location.end - facts[i].location.start))
+
+
+def _object_key(sync: tuple) -> tuple:
+    """The bucket an arrive's object falls in: named barriers by id (None: any), mbarriers
+    by region (None: anywhere), warp syncs by instruction, the others by kind."""
+    kind = sync[0]
+    if kind is SyncObject.MBARRIER:
+        return kind, sync[1].region
+    return (kind, sync[1]) if len(sync) > 1 else (kind,)
+
+
+def _keys_heard(wait: tuple, by_object: dict) -> list:
+    """The buckets of arrives a wait on `wait` may hear (`_matches` then decides)."""
+    kind = wait[0]
+    if kind is SyncObject.NAMED_BARRIER and wait[1] is not None:
+        keys = [(kind, wait[1]), (kind, None)]
+    elif kind is SyncObject.MBARRIER and wait[1].region is not None:
+        keys = [(kind, wait[1].region), (kind, None)]
+    elif kind is SyncObject.WARP:
+        keys = [(kind, wait[1])]
+    else:
+        return [key for key in by_object if key[0] is kind]
+    return [key for key in keys if key in by_object]
 
 
 def _matches(wait: tuple, arrive: tuple) -> bool:

@@ -512,16 +512,23 @@ class _Analysis:
     def _narrowed_at(self, block: int) -> dict:
         """key -> the narrowings that hold in `block` (from its dominators, outermost first)."""
         memo = self._memo.get(block)
-        if memo is None:
+        if memo is not None:
+            return memo
+        chain = []  # the dominators not yet memoised, innermost first (no recursion: trees get deep)
+        while memo is None:
+            chain.append(block)
             parent = self.dominators.idom.get(block)
-            inherited = self._narrowed_at(parent) if isinstance(parent, int) and parent != block else {}
+            if not isinstance(parent, int) or parent == block:
+                memo = {}
+                break
+            block = parent
+            memo = self._memo.get(block)
+        for block in reversed(chain):
             own = self.narrowing.get(block)
             if own:
-                memo = {key: list(value) for key, value in inherited.items()}
+                memo = {key: list(value) for key, value in memo.items()}
                 for key, narrow in own:
                     memo.setdefault(key, []).append(narrow)
-            else:
-                memo = inherited
             self._memo[block] = memo
         return memo
 
