@@ -29,6 +29,8 @@ store anywhere else still taints every load, the stack's too.
 
 from __future__ import annotations
 
+import bisect
+
 from ptxkit.cfg.registers import _is_param, _reads, _targets, symbol_regions
 from ptxkit.isa import access_width
 
@@ -100,33 +102,57 @@ def shared_pointer_registers(flow) -> set[str]:
             for operand in operands[1:]:
                 for name in _reads(operand, plain):
                     uses.setdefault(prefix + name, []).append(targets)
+    stored_to: dict[str, list] = {}  # register -> where stores put it ("memory", "param" or stack bytes)
+    for kind, registers in stores:
+        for register in registers:
+            stored_to.setdefault(register, []).append(kind)
+    stack_loads = _StackLoads(slot_loads)
     tainted: set[str] = set()
     work = list(sources)
     memory = param = False
-    slots: set[tuple] = set()  # stack bytes a tainted value was stored to
-    while True:
-        while work:
-            register = work.pop()
-            if register in tainted:
-                continue
-            tainted.add(register)
-            for targets in uses.get(register, ()):
-                work.extend(t for t in targets if t not in tainted)
-        grew = False
-        if not memory and any(kind == "memory" and any(r in tainted for r in regs) for kind, regs in stores):
-            memory = grew = True
-            work.extend(t for targets in loads for t in targets)
-            work.extend(t for _, targets in slot_loads for t in targets)
-        if not param and any(kind == "param" and any(r in tainted for r in regs) for kind, regs in stores):
-            param = grew = True
-            work.extend(t for targets in param_loads for t in targets)
-        for kind, regs in stores:
-            if isinstance(kind, tuple) and kind not in slots and any(r in tainted for r in regs):
-                slots.add(kind)
-                grew = True
-                work.extend(t for slot, targets in slot_loads if _overlap(slot, kind) for t in targets)
-        if not grew:
-            return tainted
+    while work:
+        register = work.pop()
+        if register in tainted:
+            continue
+        tainted.add(register)
+        for targets in uses.get(register, ()):
+            work.extend(t for t in targets if t not in tainted)
+        for kind in stored_to.get(register, ()):
+            if kind == "memory" and not memory:  # a tainted value in memory: every load may return it
+                memory = True
+                work.extend(t for targets in loads for t in targets)
+                work.extend(t for _, targets in slot_loads for t in targets)
+            elif kind == "param" and not param:
+                param = True
+                work.extend(t for targets in param_loads for t in targets)
+            elif isinstance(kind, tuple):
+                work.extend(stack_loads.reading(kind))
+    return tainted
+
+
+class _StackLoads:
+    """The -G stack loads by stack pointer, sorted by first byte, for "which loads read
+    these bytes" (each slot's loads are handed out once)."""
+
+    def __init__(self, slot_loads: list):
+        self.by_pointer: dict[str, list] = {}
+        for slot, targets in slot_loads:
+            self.by_pointer.setdefault(slot[0], []).append((slot[1], slot[2], targets))
+        for loads in self.by_pointer.values():
+            loads.sort(key=lambda load: load[0])
+        self.starts = {name: [load[0] for load in loads] for name, loads in self.by_pointer.items()}
+        self.widest = max((slot[2] - slot[1] for slot, _ in slot_loads), default=0)
+        self.done: set[tuple] = set()
+
+    def reading(self, slot: tuple) -> list[str]:
+        if slot in self.done:
+            return []
+        self.done.add(slot)
+        name, start, end = slot
+        loads = self.by_pointer.get(name, ())
+        first = bisect.bisect_left(self.starts.get(name, ()), start - self.widest)
+        last = bisect.bisect_left(self.starts.get(name, ()), end)
+        return [t for load_start, load_end, targets in loads[first:last] if load_end > start for t in targets]
 
 
 def _stack_slot(prefix: str, operand, modifiers) -> tuple | None:
@@ -134,10 +160,6 @@ def _stack_slot(prefix: str, operand, modifiers) -> tuple | None:
     if operand.kind != "memory" or operand.name not in _STACK_POINTERS or not isinstance(operand.value, int):
         return None
     return prefix + operand.name, operand.value, operand.value + access_width(modifiers)
-
-
-def _overlap(a: tuple, b: tuple) -> bool:
-    return a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
 
 
 def _call_result(flow, block) -> bool:

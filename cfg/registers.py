@@ -164,26 +164,60 @@ def symbol_regions(function, context: Context | None = None) -> dict:
     >>> show(regions["dyn"]), show(regions["bars"]), regions["bars"][0].region.size
     ('dynamic shared+0 (shared::cta window)', 'bars+0 (shared::cta window)', 32)
     """
-    found: dict[str, tuple] = {}
-    module = function.module
     suffix = f"@{context.id}" if context is not None and context.id else ""
-    if module is not None:
-        for item in module.items:
-            if type(item) is Directive:
-                _declare(item, found, suffix)
-            elif type(item) is Function:
-                found[item.name] = (Atom(WINDOW, OTHER_SPACE),)
-    for node in function.walk():
+    module = function.module
+    found = dict(_module_symbols(module, suffix)) if module is not None else {}
+    found.update(_declared(function, suffix))
+    for param in function.signature.params:
+        found.setdefault(param.name, (Atom(WINDOW, OTHER_SPACE),))
+    return found
+
+
+class _SymbolCache:
+    """Symbol tables of the module being analysed (one module at a time is kept): a
+    kernel with thousands of inlined calls asks for the same tables thousands of times."""
+
+    module = None
+    tables: dict[int, dict] = {}
+
+    @classmethod
+    def get(cls, module, node, suffix: str, build) -> dict:
+        if cls.module is not module:
+            cls.module, cls.tables = module, {}
+        tables = cls.tables.setdefault(id(node), {})
+        if None in tables:  # no .local variables: one table fits every inlined copy
+            return tables[None]
+        table = tables.get(suffix)
+        if table is None:
+            table = build()
+            local = any(v is not None and v[0].space == LOCAL_SPACE for v in table.values())
+            tables[suffix if local else None] = table
+        return table
+
+
+def _module_symbols(module, suffix: str) -> dict:
+    """The module-scope variables and functions."""
+    return _SymbolCache.get(module, module, suffix, lambda: _scan(module.items, True, suffix))
+
+
+def _declared(function, suffix: str) -> dict:
+    """The variables a function declares."""
+    return _SymbolCache.get(function.module, function, suffix, lambda: _scan(function.walk(), False, suffix))
+
+
+def _scan(nodes, module_scope: bool, suffix: str) -> dict:
+    found: dict[str, tuple] = {}
+    for node in nodes:
         if type(node) is Directive:
-            if node.name == ".reg":
+            if not module_scope and node.name == ".reg":
                 declaration = node.declaration
                 for name in declaration.base_names if declaration is not None else ():
                     if not name.startswith("%"):
                         found[name] = None
             else:
                 _declare(node, found, suffix)
-    for param in function.signature.params:
-        found.setdefault(param.name, (Atom(WINDOW, OTHER_SPACE),))
+        elif module_scope and type(node) is Function:
+            found[node.name] = (Atom(WINDOW, OTHER_SPACE),)
     return found
 
 
