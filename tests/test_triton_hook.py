@@ -69,7 +69,7 @@ def test_fence_mode_adds_the_missing_fence_and_records_it(stripped, fresh_triton
     (entry,) = hook.log
     assert entry["file"] == "<triton matmul_pointer>" and entry["mode"] == "fence"
     assert [f["variant"] for f in entry["fences"]] == ["fence.proxy.async.shared::cta"]
-    assert "cp.async.wait_group" in entry["fences"][0]["reason"]
+    assert "(cp.async.cg.shared.global)" in entry["fences"][0]["reason"]  # the cp.async write the wait completed
     assert 0 < entry["seconds"] < 5
     assert kernel.metadata.ptxkit["fences"] == entry["fences"]
     (logged,) = [json.loads(line) for line in log.read_text().splitlines()]
