@@ -196,6 +196,7 @@ class FenceSite:
         """A paragraph of prose for ``--explain``."""
         how = {
             "inline": "immediately before the async operation",
+            "init": "right after the mbarrier.init, once, instead of before each async operation completing on it",
             "call": "in the caller, before the call",
             "writer": "in the writing thread, before the arrive that hands the access over",
             "loop": "once, in the loop preheader, instead of inside the loop",
@@ -204,7 +205,7 @@ class FenceSite:
         text = f"{self.text} goes {self.where} line {self.line}, {how}"
         if self.created_label:
             text += f" (a new block labelled {self.created_label}; outside branches into the loop now go there)"
-        text = f"{text}: the {self.reason()}.\n    path: {self.path_text()}"
+        text = f"{text}: {'the ' if self.write else ''}{self.reason()}.\n    path: {self.path_text()}"
         if self.handoff and len(self.handoff) == 2:
             text += (f"\n    thread A makes the access and arrives at {self.handoff[0]}; thread B waits at "
                      f"{self.handoff[1]} and issues the async operation")

@@ -1,7 +1,8 @@
 """Where the fences go (docs/fence.md §6): issuer side, hoisted, writer side.
 
 1. Solve (`ptxkit.cfg.proxy.KernelAnalysis.solve`): the async ops that need a fence
-   right before them, and why.
+   right before them, and why. With hoisting, an op that needs one only because of an
+   ``mbarrier.init`` gets it right after the initialisation instead, once.
 2. ``fence_side="writer"``: a need that comes through a hand-off inside the CTA gets
    its fence in the writing thread instead, right before every arrive that hands the
    pending access over (CUTLASS's convention); hand-offs across CTAs keep the fence
@@ -41,7 +42,7 @@ from ptxkit.cfg.events import Kind
 from ptxkit.cfg.graph import ENTRY, EXIT
 from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, alias
 from ptxkit.cfg.loops import Loop, Preheader, branch_region, find_loops, find_preheader
-from ptxkit.cfg.proxy import CROSSED, IMPORTED, IN_FLIGHT, LOCAL, KernelAnalysis, Need
+from ptxkit.cfg.proxy import CROSSED, IMPORTED, IN_FLIGHT, LOCAL, Hazard, KernelAnalysis, Need
 
 #: ``--fence-variant`` values and the spaces each orders.
 VARIANTS = {"shared::cta": SHARED, "shared::cluster": SHARED, "full": SHARED | GLOBAL}
@@ -71,7 +72,8 @@ def fence_text_for(cover: int, forced: str | None = None) -> str:
 class PlannedFence:
     """One fence the pass inserts (or, in check mode, reports missing).
 
-    `placement`: ``inline`` (right before an async op), ``call`` (before the call of an
+    `placement`: ``inline`` (right before an async op), ``init`` (right after the
+    ``mbarrier.init`` that is all the op waits for), ``call`` (before the call of an
     inlined function whose body needs it), ``writer`` (before an arrive that hands a
     pending access to the op's thread), ``loop`` (in a loop preheader) or ``branch``
     (before a conditional branch). `block`/`position`: where in the CFG (position =
@@ -119,6 +121,9 @@ def plan_fences(analysis: KernelAnalysis, placement: str = "hoist", fence_side: 
     analysis.solve()
     plans: list[PlannedFence] = []
     needs = analysis.needs()
+    if placement == "hoist" and needs:
+        plans += _after_inits(analysis, needs)
+        needs = analysis.needs()
     if fence_side == "writer" and needs:
         plans += _writer_side(analysis, needs)
         needs = analysis.needs()
@@ -146,6 +151,51 @@ def plan_fences(analysis: KernelAnalysis, placement: str = "hoist", fence_side: 
 
 
 # -- writer side and call sites ---------------------------------------------------------------
+
+
+def _group_ends(events: list, inits: set) -> list[int]:
+    """The last init of each run of inits (positions in `inits`) that no arrive
+    separates: one fence after it orders the run before anything hands it on."""
+    ends, last = [], None
+    for event in events:
+        if event.kind in (Kind.ARRIVE, Kind.ARRIVE_WAIT) and last is not None:
+            ends.append(last)
+            last = None
+        elif event.kind is Kind.INIT and event.position in inits:
+            last = event.position
+    return ends + ([last] if last is not None else [])
+
+
+def _after_inits(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFence]:
+    """For the async ops that need a fence only because of an ``mbarrier.init``: one
+    fence right after the last initialisation of each block that makes them (the CUDA
+    programming guide's placement: once, at the start, instead of before every copy that
+    completes on the barriers, some of them in loops). Inits inside inlined functions
+    keep their fences at the ops."""
+    inits = analysis.hazard_mask(Hazard.INIT)
+    served = [n for n in needs if n.pending and not n.pending & ~inits]
+    if not served:
+        return []
+    flow = analysis.flow
+    wanted: dict[int, set] = {}  # block -> positions of the inits a served need waits on
+    for need in served:
+        for fact in analysis.fact_list(need.pending):
+            for block, event in fact.origins:
+                context = flow.blocks[block].context
+                if context is None or context.parent is None:
+                    wanted.setdefault(block, set()).add(event.position)
+    plans = []
+    cover = analysis.spaces_of(inits)
+    for block in sorted(wanted):
+        for position in _group_ends(analysis.events[block], wanted[block]):
+            users = [n for n in served if any(b == block and e.position <= position
+                                              for f in analysis.fact_list(n.pending) for b, e in f.origins)]
+            plans.append(PlannedFence("init", block, position + 1, cover, None, users,
+                                      witness=analysis.explain(users[0])))
+    for plan in plans:
+        plan.event = analysis.add_fence(plan.block, plan.position, plan.cover)
+    analysis.solve()
+    return plans
 
 
 def _writer_side(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFence]:

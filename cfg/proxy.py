@@ -249,6 +249,14 @@ class KernelAnalysis:
         """Facts this thread must order before an async op of its own CTA."""
         return self.plane(state, LOCAL) | self.plane(state, IMPORTED)
 
+    def hazard_mask(self, hazard: Hazard) -> int:
+        """The facts of one hazard class."""
+        return self._hazard_masks[hazard]
+
+    def fact_list(self, mask: int) -> list[Fact]:
+        """The facts of `mask`."""
+        return [self.facts[i] for i in _bits(mask)]
+
     def spaces_of(self, mask: int) -> int:
         """The proxy spaces of the facts in `mask`."""
         spaces = 0

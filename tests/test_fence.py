@@ -93,7 +93,7 @@ EXPECTED = {
     "h13_named_barrier_handoff_writer_side": [(CTA, "bar.arrive")],
     "h04b_cp_async_writer_side_option": [(CTA, "wgmma.mma_async")],
     "h10a_war_ld_shared_then_tma_load": [(CTA, "cp.async.bulk.tensor")],
-    "h11a_mbarrier_init_then_tma": [(CTA, "cp.async.bulk.tensor")],
+    "h11a_mbarrier_init_then_tma": [(CTA, "bar.sync")],
     "h12b_cluster_handoff_writer_side_option": [(CLUSTER, "wgmma.mma_async")],
 }
 
