@@ -29,6 +29,7 @@ from typing import NamedTuple
 from ptxkit.cfg.inline import call_target
 from ptxkit.cfg.locations import (
     CLUSTER, CTA, GLOBAL, SHARED, SPACE_BITS, Location, bounded, descriptor_location, everywhere, of_atom, overlaps,
+    space_bits,
 )
 from ptxkit.cfg.escape import shared_pointer_registers
 from ptxkit.cfg.registers import analyse_registers, destinations, symbol_regions
@@ -203,9 +204,7 @@ class _Classifier:
             event_kind = {Effect.WRITE: Kind.WRITE, Effect.ADDRESS_WRITE: Kind.WRITE, Effect.READ: Kind.READ,
                           Effect.ADDRESS_READ: Kind.READ, Effect.MBARRIER_INIT: Kind.INIT,
                           Effect.CP_ASYNC: Kind.CP_ASYNC}[kind]
-            named = 0
-            for space in effect.spaces:
-                named |= SPACE_BITS[space]
+            named = space_bits(effect.spaces)
             generic = kind in (Effect.ADDRESS_WRITE, Effect.ADDRESS_READ) or (kind is Effect.MBARRIER_INIT
                                                                                and not named)
             pointer = self._pointer(block, operands[at]) if generic else None
@@ -216,9 +215,7 @@ class _Classifier:
             parts.append(lambda c: [Event(position, Kind.CP_ASYNC_WAIT, guard, locations=(everywhere(CTA),),
                                           detail=bool(complete))])
         elif kind is Effect.FENCE:
-            spaces = 0
-            for space in effect.spaces:
-                spaces |= SPACE_BITS[space]
+            spaces = space_bits(effect.spaces)
             if self.options.cta_fence_covers_cluster and spaces & SHARED:
                 spaces |= SHARED
             parts.append(lambda c: [Event(position, Kind.FENCE, guard, spaces=spaces & tracked)])
@@ -333,9 +330,7 @@ class _Classifier:
         form = async_form(opcode)
         operands = instruction.operands
         modifiers = opcode.split(".")[1:]
-        spaces = 0
-        for space in effect.spaces:
-            spaces |= SPACE_BITS[space]
+        spaces = space_bits(effect.spaces)
         cross = any(m.startswith("multicast") for m in modifiers)
         if effect.unknown or form is AsyncForm.UNKNOWN:
             self.warnings.append((instruction, f"unknown async-looking opcode '{opcode}': treated as an async-proxy "

@@ -67,6 +67,18 @@ class Location(NamedTuple):
         return f"{self.region.name}[{self.start}:{end}]"
 
 
+def space_bits(names) -> int:
+    """The bits of state-space names (``("shared::cta", "global")`` and the like).
+
+    >>> space_bits(("shared::cta", "global")) == CTA | GLOBAL
+    True
+    """
+    bits = 0
+    for name in names:
+        bits |= SPACE_BITS[name]
+    return bits
+
+
 def everywhere(spaces: int) -> Location:
     """Any byte of `spaces`."""
     return Location(spaces, None, 0, INF)

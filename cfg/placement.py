@@ -230,7 +230,7 @@ def _writer_side(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFen
     analysis.solve()
     idle = [plan for plan in plans if not analysis.pending_before(plan.block, plan.event) & handed]
     for plan in idle:  # ordering nothing in the fixpoint, removing it leaves the fixpoint as it is
-        analysis.events[plan.block].remove(plan.event)
+        analysis.remove_event(plan.block, plan.event)
     if idle:
         analysis.solve()
     return [plan for plan in plans if plan not in idle]

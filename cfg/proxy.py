@@ -179,13 +179,11 @@ class _FactIndex:
                 if alias(space) & location.space:
                     mask |= facts
             return mask
-        else:
-            first = bisect.bisect_left(self.starts, location.start - self.WIDE)
-            inside = bisect.bisect_left(self.starts, location.start)
-            last = bisect.bisect_left(self.starts, location.end)
-            mask = self.prefix[last] ^ self.prefix[inside]  # same region, starting inside: they overlap
-            before = self.narrow[first:inside]
-        for group in (before, self.wide):
+        first = bisect.bisect_left(self.starts, location.start - self.WIDE)
+        inside = bisect.bisect_left(self.starts, location.start)
+        last = bisect.bisect_left(self.starts, location.end)
+        mask = self.prefix[last] ^ self.prefix[inside]  # same region, starting inside: they overlap
+        for group in (self.narrow[first:inside], self.wide):
             for fact in group:
                 if overlaps(fact.location, location):
                     mask |= 1 << fact.index
@@ -297,17 +295,16 @@ class KernelAnalysis:
         wants_writes = bool(asyncs) or self.options.extern_policy == "strict"
         wants_reads = self.options.war and (any(e.writes for e in asyncs) or self.options.extern_policy == "strict")
         wants_inits = any(e.mbarrier is not None for e in asyncs)
+        writes = (Hazard.RAW,) if wants_writes else ()
+        reads = (Hazard.WAR,) if wants_reads else ()
+        hazards_of = {Kind.WRITE: writes, Kind.CP_ASYNC: writes, Kind.READ: reads, Kind.EXTERN: writes + reads,
+                      Kind.INIT: (Hazard.INIT,) if wants_inits else ()}
         index: dict[tuple, Fact] = {}
         made: list[tuple[Event, int, bool]] = []
         for block, events in enumerate(self.events):
             for event in events:
                 kind = event.kind
-                hazards = {Kind.WRITE: (Hazard.RAW,) if wants_writes else (),
-                           Kind.CP_ASYNC: (Hazard.RAW,) if wants_writes else (),
-                           Kind.READ: (Hazard.WAR,) if wants_reads else (),
-                           Kind.INIT: (Hazard.INIT,) if wants_inits else (),
-                           Kind.EXTERN: ((Hazard.RAW,) if wants_writes else ()) + (
-                               (Hazard.WAR,) if wants_reads else ())}.get(kind, ())
+                hazards = hazards_of.get(kind, ())
                 mask = 0
                 for hazard in hazards:
                     for location in event.locations:
@@ -333,7 +330,6 @@ class KernelAnalysis:
             self._hazard_masks[fact.hazard] |= 1 << fact.index
             by_region.setdefault((fact.hazard, fact.location.region), []).append(fact)
         self._by_region = {key: _FactIndex(facts) for key, facts in by_region.items()}
-        self._init_mask = self._hazard_masks[Hazard.INIT]
         # id(event) -> the state bits the access sets: its facts, in flight for cp.async,
         # and not yet handed across the cluster for shared accesses (mbarrier.init aside:
         # fence.mbarrier_init.release.cluster publishes it from the writer's side)
@@ -356,7 +352,7 @@ class KernelAnalysis:
     def _need_mask(self, event: Event) -> int:
         """The facts that, pending at `event`, make it need a fence."""
         if event.kind is Kind.EXTERN:
-            return self._full & ~self._init_mask
+            return self._full & ~self._hazard_masks[Hazard.INIT]
         mask = self._overlapping_facts(Hazard.RAW, event.locations + event.writes)
         mask |= self._overlapping_facts(Hazard.WAR, event.writes)
         if event.mbarrier is not None:
@@ -414,9 +410,9 @@ class KernelAnalysis:
         self.events[block] = [e for e in self.events[block] if e is not event]
 
     # -- the fixpoint -----------------------------------------------------------------------
-    def _handoffs(self):
-        """Arrive and wait events, and which arrives each wait hears (computed once:
-        planned fences add no arrive or wait)."""
+    def _handoffs(self) -> tuple[list, dict]:
+        """Wait events, and which arrives each wait hears (computed once: planned fences
+        add no arrive or wait)."""
         if self._hearing is not None:
             return self._hearing
         arrives, waits = [], []
@@ -433,13 +429,13 @@ class KernelAnalysis:
         for wait in waits:
             candidates = [a for key in _keys_heard(wait.sync, by_object) for a in by_object[key]]
             hears[id(wait)] = [id(a) for a in candidates if _matches(wait.sync, a.sync)]
-        self._hearing = arrives, waits, hears
+        self._hearing = waits, hears
         return self._hearing
 
     def _run(self, needy: dict[int, int]) -> None:
         """Solve with fences before the ops in `needy` (id -> cover), hand-offs to a
         fixpoint; sets `ins`, `outs`, `exports`, `imports`."""
-        _, waits, hears = self._handoffs()
+        waits, hears = self._handoffs()
         self._kills = {key: self.kill_mask(cover) for key, cover in needy.items()}
         self.imports = imports = {id(w): (0, 0) for w in waits}
         self.exports = exports = {}
@@ -490,7 +486,7 @@ class KernelAnalysis:
                 state &= ~self.kill_mask(event.spaces)
         elif kind is Kind.INIT_FENCE:
             if strong:
-                init = self._init_mask
+                init = self._hazard_masks[Hazard.INIT]
                 state &= ~(self.put(init, LOCAL) | self.put(init, IMPORTED) | self.put(init, CROSSED))
         elif kind is Kind.CP_ASYNC_WAIT:
             state |= self.plane(state, IN_FLIGHT)

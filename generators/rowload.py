@@ -177,7 +177,7 @@ class RowWalk:
 
     def vector_elements(self, loads) -> list[Element]:
         """The elements of loaded vectors, widened to f32, in index order per vector."""
-        b, v, threads = self.b, self.shape.per_vector, self.shape.threads
+        v, threads = self.shape.per_vector, self.shape.threads
         elements = []
         for words, present, r in loads:
             values = list(words) if self.t.name == "f32" else [x for word in words for x in self._widen(word)]
