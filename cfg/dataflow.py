@@ -37,7 +37,8 @@ class DataflowResult(NamedTuple):
 
 
 def solve_forward(graph, transfer: Callable[[int, Any], Any], *, entry, bottom, join: Callable[[Any, Any], Any],
-                  equal: Callable[[Any, Any], bool] = operator.eq, max_rounds: int | None = None) -> DataflowResult:
+                  equal: Callable[[Any, Any], bool] = operator.eq, max_rounds: int | None = None,
+                  merges: dict | None = None) -> DataflowResult:
     """Solve a forward dataflow problem to its least fixpoint (see the module doc).
 
     Every reachable node is visited at least once, in reverse post-order; afterwards
@@ -47,6 +48,8 @@ def solve_forward(graph, transfer: Callable[[int, Any], Any], *, entry, bottom, 
 
     `max_rounds` (visits per node) turns a non-terminating problem (a non-monotone
     transfer or an infinite lattice) into a `RuntimeError` instead of a hang.
+    `merges` maps a node to a function of its predecessors' out-states (a dict by
+    predecessor) that replaces the join there.
 
     >>> from types import SimpleNamespace
     >>> line = SimpleNamespace(succ=[[1], []], pred=[[], [0]], rpo=[0, 1], start=0)
@@ -68,8 +71,11 @@ def solve_forward(graph, transfer: Callable[[int, Any], Any], *, entry, bottom, 
         node = order[heapq.heappop(heap)]
         queued.discard(node)
         state = entry if node == start else bottom
-        for p in pred[node]:
-            state = join(state, outs[p])
+        if merges is not None and node in merges:
+            state = join(state, merges[node]({p: outs[p] for p in pred[node]}))
+        else:
+            for p in pred[node]:
+                state = join(state, outs[p])
         ins[node] = state
         out = transfer(node, state)
         if max_rounds is not None:

@@ -35,7 +35,7 @@ from ptxkit.cfg.escape import shared_pointer_registers
 from ptxkit.cfg.registers import analyse_registers, destinations, symbol_regions
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP_FORM,
-    WINDOW, Atom, constant,
+    WINDOW, Atom, integers,
 )
 from ptxkit.isa import (
     SPACE_OF_MODIFIER, AsyncForm, Effect, Sync, SyncObject, access_width, async_form, is_benign_extern, proxy_effect,
@@ -120,7 +120,8 @@ def describe(event: Event) -> str:
     if event.sync is not None:
         kind = event.sync[0]
         if kind is SyncObject.NAMED_BARRIER:
-            return f"named barrier {'any' if event.sync[1] is None else event.sync[1]}"
+            ids = event.sync[1]
+            return f"named barrier {'any' if ids is None else ' or '.join(map(str, sorted(ids)))}"
         if kind is SyncObject.MBARRIER:
             return f"mbarrier {event.sync[1]}"
         return kind.value
@@ -495,8 +496,8 @@ class _Classifier:
             index = 1 if ".red" in opcode else 0
             key = self.ask(block, position, operands[index]) if len(operands) > index else None
 
-            def named(c):
-                barrier = constant(c.value(key)) if key is not None else None
+            def named(c):  # the ids it may be (0-15), None for any
+                barrier = integers(c.value(key), 16) if key is not None else None
                 return [Event(position, kind, guard, sync=(obj, barrier))]
 
             return named

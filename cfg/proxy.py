@@ -7,17 +7,19 @@
 the access until a proxy fence ordering its space.
 
 **State.** A set of pending facts, per thread, kept as bits of one Python integer in
-five planes: facts this thread made (*local*), facts handed to it by other threads
+seven planes: facts this thread made (*local*), facts handed to it by other threads
 (*imported*), ``cp.async`` writes still in flight, facts not yet handed across a
 cluster (*remote*: a writer's own fence does not order them for another CTA, which
-must fence after the cluster barrier) and facts that were (*crossed*). The join is
-union, so the analysis is a forward *may* analysis solved to a fixpoint over the
-(inlined) CFG.
+must fence after the cluster barrier), facts that were (*crossed*), pending facts not
+yet handed on by an arrive (*unpublished*) and facts not credited to a fence another
+thread ran (*uncredited*, docs/fence.md §4.4). The join is union, so the analysis is a
+forward *may* analysis solved to a fixpoint over the (inlined) CFG.
 
 **Hand-offs.** What is pending in a thread when it arrives on a synchronisation
 object (a named barrier id, an mbarrier by location, the cluster barrier, the warp)
-becomes pending in every thread after a wait on the same object. Exports are
-collected at arrives and imported at waits until nothing changes.
+becomes pending in every thread after a wait on the same object, unless another
+arrive heard by that wait credits it (docs/fence.md §4.4). Exports are collected at
+arrives and imported at waits until nothing changes.
 
 **Needs.** An async op *needs* a fence when a pending fact overlaps it: a write
 overlapping what it reads or writes (RAW), a read overlapping what it writes (WAR,
@@ -201,9 +203,16 @@ def _bits(mask: int):
 #: a thread of the same CTA; cp.async writes in flight; not yet handed across the
 #: cluster (a writer's fence does not order them for another CTA); handed over across
 #: CTAs (they matter to an op that may touch that other CTA's memory, or when they
-#: were writes into ours).
-LOCAL, IMPORTED, IN_FLIGHT, REMOTE, CROSSED = range(5)
-PLANES = 5
+#: were writes into ours); pending here and not yet handed on by an arrive (until then no
+#: other thread has them in its past); not credited: made or handed over since this
+#: thread, or on some path of its round one of the threads that split from it by
+#: index (`ptxkit.cfg.divergence`), last fenced them after another thread handed them
+#: over (docs/fence.md §4.4).
+LOCAL, IMPORTED, IN_FLIGHT, REMOTE, CROSSED, UNPUBLISHED, UNCREDITED = range(7)
+#: an arrive's exports: unpublished pending, crossing CTAs, published pending, credited
+_NO_EXPORT = (0, 0, 0, 0)
+#: a wait's imports: pending (same CTA), crossing CTAs, credited
+_NO_IMPORT = (0, 0, 0)
 
 
 class KernelAnalysis:
@@ -226,12 +235,15 @@ class KernelAnalysis:
         self.dead = events.dead
         self.facts: list[Fact] = []
         self._make_facts()
+        self._crediting_ids = self._crediting_fences()
+        self._meets: dict = {}  # block -> its merge, where thread-index splits meet (with credit only)
+        self._crediting: dict[int, int] = {}  # id(fence) -> the facts it credits, once `_run` knows them
         self.needy: dict[int, int] = {}
         self._kills: dict[int, int] = {}
         self.ins: list[int] = []
         self.outs: list[int] = []
-        self.exports: dict[int, tuple[int, int]] = {}
-        self.imports: dict[int, tuple[int, int]] = {}
+        self.exports: dict[int, tuple[int, int, int, int]] = {}
+        self.imports: dict[int, tuple[int, int, int]] = {}
         self._reasons: dict[int, int] = {}
 
     # -- planes -----------------------------------------------------------------------------
@@ -338,7 +350,8 @@ class KernelAnalysis:
         self.generated: dict[int, int] = {}
         for event, mask, in_flight in made:
             self.generated[id(event)] = (self.put(mask, LOCAL) | self.put(mask if in_flight else 0, IN_FLIGHT)
-                                         | self.put(mask & shareable, REMOTE))
+                                         | self.put(mask & shareable, REMOTE) | self.put(mask, UNPUBLISHED)
+                                         | self.put(mask, UNCREDITED))
         self._cluster_mask = self._space_masks[CLUSTER]
         self._need_masks: dict[int, tuple[int, int]] = {}
         self._hearing = None  # `_handoffs`, once computed
@@ -348,6 +361,38 @@ class KernelAnalysis:
                     mask = self._need_mask(event)
                     crossed = mask if event.cross else mask & self._cluster_mask
                     self._need_masks[id(event)] = (mask, crossed)
+
+    def _crediting_fences(self) -> frozenset:
+        """The ids of the kernel's own unguarded fences, whose ordering of accesses other
+        threads handed over is credited to those threads (docs/fence.md §4.4); none when
+        nothing is handed over."""
+        fences = frozenset(id(event) for events in self.events for event in events
+                           if event.kind in (Kind.FENCE, Kind.INIT_FENCE) and event.guard is None)
+        if not fences or not any(e.kind is Kind.WAIT or e.kind is Kind.ARRIVE_WAIT
+                                 for events in self.events for e in events):
+            return frozenset()
+        return fences
+
+    def _thread_merges(self) -> dict:
+        """The merges at the blocks where thread-index splits meet: there a fact is
+        uncredited only where every path from the split left it so (§4.4)."""
+        from ptxkit.cfg.divergence import thread_meets
+
+        plane = self.put(self._full, UNCREDITED)
+        keep = ~plane
+
+        def merge(outs: dict, ends: frozenset) -> int:
+            """Union, but uncredited only where every path from the split is."""
+            state, split, outside = 0, plane, 0
+            for block, out in outs.items():
+                state |= out & keep
+                if block in ends:
+                    split &= out
+                else:
+                    outside |= out
+            return state | (split | outside) & plane
+
+        return {meet: (lambda outs, ends=ends: merge(outs, ends)) for meet, ends in thread_meets(self.flow).items()}
 
     def _need_mask(self, event: Event) -> int:
         """The facts that, pending at `event`, make it need a fence."""
@@ -394,6 +439,14 @@ class KernelAnalysis:
                                                | self.put(facts, CROSSED))
         return mask
 
+    def _fence_kill(self, event: Event) -> int:
+        """The state bits a fence event clears: ``fence.mbarrier_init`` orders the inits,
+        a proxy fence its spaces."""
+        if event.kind is Kind.INIT_FENCE:
+            init = self._hazard_masks[Hazard.INIT]
+            return self.put(init, LOCAL) | self.put(init, IMPORTED) | self.put(init, CROSSED)
+        return self.kill_mask(event.spaces)
+
     # -- planned fences (hoisted, writer side) --------------------------------------------------
     def add_fence(self, block: int, position: int, cover: int) -> Event:
         """Record a fence the pass will insert before instruction `position` of `block`
@@ -434,10 +487,29 @@ class KernelAnalysis:
 
     def _run(self, needy: dict[int, int]) -> None:
         """Solve with fences before the ops in `needy` (id -> cover), hand-offs to a
-        fixpoint; sets `ins`, `outs`, `exports`, `imports`."""
+        fixpoint; sets `ins`, `outs`, `exports`, `imports`.
+
+        What a crediting fence credits (the accesses other threads handed to it) is
+        taken once from a solution without credit: credit removes hand-offs, and
+        computed inside the same fixpoint it would start from a round with nothing
+        handed over, credit nothing, and let the accesses it should have covered
+        circulate for good (docs/fence.md §4.4)."""
+        if self._crediting_ids:
+            ids, self._crediting_ids = self._crediting_ids, frozenset()
+            self._fixpoint(needy)
+            credits = dict.fromkeys(ids, 0)
+            for _, state, event in self.walk(ids):
+                credits[id(event)] |= self.plane(state & self._fence_kill(event), IMPORTED)
+            self._crediting = {key: mask for key, mask in credits.items() if mask}
+            if not self._crediting:  # no fence orders another thread's access: this solution stands
+                return
+            self._meets = self._thread_merges()
+        self._fixpoint(needy)
+
+    def _fixpoint(self, needy: dict[int, int]) -> None:
         waits, hears = self._handoffs()
         self._kills = {key: self.kill_mask(cover) for key, cover in needy.items()}
-        self.imports = imports = {id(w): (0, 0) for w in waits}
+        self.imports = imports = {id(w): (0, 0, 0) for w in waits}
         self.exports = exports = {}
         dead = self.dead
         events_of = self.events
@@ -454,20 +526,29 @@ class KernelAnalysis:
         for wait, heard in hears.items():
             audiences.setdefault(tuple(heard), []).append(wait)
         for _ in range(64):
-            result = solve_forward(self.flow, transfer, entry=0, bottom=0, join=int.__or__)
+            exports.clear()  # what the arrives hand over under the current imports only
+            result = solve_forward(self.flow, transfer, entry=self.put(self._full, UNCREDITED), bottom=0,
+                                   join=int.__or__, merges=self._meets)
             changed = False
             for heard, listeners in audiences.items():
-                same = crossed = 0
+                unpublished = crossed = published = credited = 0
                 for arrive in heard:
-                    a, b = exports.get(arrive, (0, 0))
-                    same |= a
+                    a, b, c, d = exports.get(arrive, _NO_EXPORT)
+                    unpublished |= a
                     crossed |= b
+                    published |= c
+                    credited |= d
+                handed = (unpublished | published & ~credited, crossed, credited)
                 for wait in listeners:
-                    if (same, crossed) != imports[wait]:
-                        imports[wait] = (same, crossed)
+                    if handed != imports[wait]:
+                        imports[wait] = handed
                         changed = True
             if not changed:
                 break
+        else:
+            if self._crediting:  # credit made the hand-offs oscillate: solve without it (sound)
+                self._crediting = {}
+                return self._fixpoint(needy)
         self.ins, self.outs = result.ins, result.outs
 
     def _step(self, event: Event, state: int) -> int:
@@ -481,31 +562,43 @@ class KernelAnalysis:
         if gen is not None:
             return state | gen
         kind = event.kind
-        if kind is Kind.FENCE or kind is Kind.INSERTED:
+        if kind is Kind.FENCE or kind is Kind.INSERTED or kind is Kind.INIT_FENCE:
             if strong:
-                state &= ~self.kill_mask(event.spaces)
-        elif kind is Kind.INIT_FENCE:
-            if strong:
-                init = self._hazard_masks[Hazard.INIT]
-                state &= ~(self.put(init, LOCAL) | self.put(init, IMPORTED) | self.put(init, CROSSED))
+                kill = self._fence_kill(event)
+                credit = self._crediting.get(key)
+                if credit:  # what other threads handed over: their accesses, fenced here
+                    state &= ~self.put(credit, UNCREDITED)
+                state &= ~kill
         elif kind is Kind.CP_ASYNC_WAIT:
             state |= self.plane(state, IN_FLIGHT)
             if event.detail and strong:
                 state &= ~self.put(self._full, IN_FLIGHT)
         if kind is Kind.ARRIVE or kind is Kind.ARRIVE_WAIT:
             same = self.pending(state)
+            unpublished = same & self.plane(state, UNPUBLISHED)
             if event.detail == "cp.async":
-                same |= self.plane(state, IN_FLIGHT)
+                unpublished |= self.plane(state, IN_FLIGHT)
             crossed = self.plane(state, CROSSED)
             if event.cross:
                 crossed |= self.plane(state, REMOTE) | same
                 if strong:
                     state &= ~self.put(self._full, REMOTE)
-            old = self.exports.get(key, (0, 0))
-            self.exports[key] = (old[0] | same, old[1] | crossed)
+            old = self.exports.get(key, _NO_EXPORT)
+            self.exports[key] = (old[0] | unpublished, old[1] | crossed, old[2] | same & ~unpublished,
+                                 old[3] | self._full & ~self.plane(state, UNCREDITED))
+            if strong:  # the threads that wait on this phase now have them in their past
+                state &= ~self.put(self._full, UNPUBLISHED)
         if kind is Kind.WAIT or kind is Kind.ARRIVE_WAIT:
-            same, crossed = self.imports.get(key, (0, 0))
-            state |= self.put(same, IMPORTED) | self.put(crossed, CROSSED)
+            same, crossed, credited = self.imports.get(key, _NO_IMPORT)
+            # this thread's own accesses, handed on and fenced by another thread: only a
+            # named barrier's wait is sure to see that thread's arrive (an mbarrier's
+            # parity wait passes at once on the phase before the first)
+            own = credited & ~self.plane(state, UNPUBLISHED) if event.sync[0] is SyncObject.NAMED_BARRIER else 0
+            if own:
+                state &= ~(self.put(own, LOCAL) | self.put(own, IMPORTED))
+            state |= self.put(same, IMPORTED) | self.put(crossed, CROSSED) | self.put(same, UNCREDITED)
+            if kind is Kind.WAIT:
+                state |= self.put(same, UNPUBLISHED)
         return state
 
     def _needs_now(self) -> dict[int, tuple[int, int, Event]]:
@@ -655,7 +748,7 @@ class KernelAnalysis:
             if gen is not None:
                 spaces |= self.spaces_of(self.plane(gen, LOCAL))
             if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
-                same, crossed = self.imports.get(id(event), (0, 0))
+                same, crossed, _ = self.imports.get(id(event), _NO_IMPORT)
                 spaces |= self.spaces_of(same | crossed)
             elif event.kind is Kind.CP_ASYNC_WAIT:
                 spaces |= self.spaces_of(self.plane(state, IN_FLIGHT))
@@ -777,7 +870,7 @@ class KernelAnalysis:
         if gen is not None:
             return bool(gen >> bit & 1)
         if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
-            same, crossed = self.imports.get(id(event), (0, 0))
+            same, crossed, _ = self.imports.get(id(event), _NO_IMPORT)
             return bool((self.put(same, IMPORTED) | self.put(crossed, CROSSED)) >> bit & 1)
         return False
 
@@ -809,8 +902,8 @@ def _keys_heard(wait: tuple, by_object: dict) -> list:
     """The buckets of arrives a wait on `wait` may hear (`_matches` then decides)."""
     kind = wait[0]
     if kind is SyncObject.NAMED_BARRIER and wait[1] is not None:
-        keys = [(kind, wait[1]), (kind, None)]
-    elif kind is SyncObject.MBARRIER and wait[1].region is not None:
+        return [key for key in by_object if key[0] is kind and (key[1] is None or key[1] & wait[1])]
+    if kind is SyncObject.MBARRIER and wait[1].region is not None:
         keys = [(kind, wait[1].region), (kind, None)]
     elif kind is SyncObject.WARP:
         keys = [(kind, wait[1])]
@@ -823,8 +916,8 @@ def _matches(wait: tuple, arrive: tuple) -> bool:
     """True when an arrive on `arrive` may be what a wait on `wait` waits for."""
     if wait[0] is not arrive[0]:
         return False
-    if wait[0] is SyncObject.NAMED_BARRIER:
-        return wait[1] is None or arrive[1] is None or wait[1] == arrive[1]
+    if wait[0] is SyncObject.NAMED_BARRIER:  # id sets, None for any id
+        return wait[1] is None or arrive[1] is None or bool(wait[1] & arrive[1])
     if wait[0] is SyncObject.MBARRIER:
         return overlaps(wait[1], arrive[1])
     if wait[0] is SyncObject.WARP:

@@ -166,6 +166,20 @@ def constant(value: tuple) -> int | None:
     return None
 
 
+def integers(value: tuple, limit: int) -> frozenset | None:
+    """The integers a value may stand for, when they are all in ``[0, limit)``; else None.
+
+    >>> sorted(integers(number(4, 6), 16)), integers(number(0, 40), 16), integers(TOP, 16)
+    ([4, 5, 6], None, None)
+    """
+    found: set[int] = set()
+    for atom in value:
+        if atom.form != NUM or atom.lo < 0 or atom.hi >= limit:
+            return None
+        found.update(range(atom.lo, atom.hi + 1, max(atom.step, 1)))
+    return frozenset(found) if found else None
+
+
 def show(value: tuple) -> str:
     """A value in words (for messages and tests).
 

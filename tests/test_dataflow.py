@@ -84,3 +84,14 @@ def test_a_non_monotone_problem_is_reported_not_looped_forever():
     graph = SimpleNamespace(succ=[[0]], pred=[[0]], rpo=[0], start=0)
     with pytest.raises(RuntimeError, match="did not converge within 10 rounds"):
         solve_forward(graph, lambda n, x: x + 1, entry=0, bottom=0, join=max, max_rounds=10)
+
+
+def test_a_merge_replaces_the_join_at_its_node():
+    """Node 2 is entered from 0 and 1; its merge intersects where the join would unite."""
+    graph = SimpleNamespace(succ=[[1, 2], [2], []], pred=[[], [0], [0, 1]], rpo=[0, 1, 2], start=0)
+    gens = {0: 0b01, 1: 0b10, 2: 0}
+    transfer = lambda n, x: x | gens[n] if n != 1 else (x & ~0b01) | gens[n]  # noqa: E731
+    united = solve_forward(graph, transfer, entry=0, bottom=0, join=int.__or__)
+    merged = solve_forward(graph, transfer, entry=0, bottom=0, join=int.__or__,
+                           merges={2: lambda outs: outs[0] & outs[1]})
+    assert united.ins[2] == 0b11 and merged.ins[2] == 0b00

@@ -79,6 +79,15 @@ def test_barrier_id_in_a_register_matches_any():
     assert needs(text) == []  # a constant id in a register is that id
 
 
+def test_barrier_ids_in_registers_by_their_values():
+    """In the producer ``%tid.x < 128``, so ``(%tid.x >> 7) + 4`` names barrier 4 only."""
+    producer = "\tst.shared.b16 [%r1+64], %h0;\n\tshr.u32 %r8, %r5, 7;\n\tadd.u32 %r9, %r8, 4;\n\tbar.arrive %r9, 256;\n"
+    assert needs(kernel(producer, "\tbar.sync 1, 256;\n" + WG)) == []
+    assert needs(kernel(producer, "\tbar.sync 5, 256;\n" + WG)) == []
+    text = kernel(producer, "\tbar.sync 4, 256;\n" + WG)
+    assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cta")]
+
+
 def test_mbarrier_hand_off_by_location():
     consumer = WAIT_FULL.format(n=1) + WG
     text = kernel("\tst.shared.b16 [%r1+64], %h0;\n\tmbarrier.arrive.shared::cta.b64 _, [%r3];\n", consumer)
@@ -131,6 +140,50 @@ def test_mbarrier_init_before_an_async_op_that_completes_on_it():
     assert needs(kernel(init + "\tfence.proxy.async.shared::cta;\n" + TMA, "")) == []
     # another mbarrier's init is not this one's
     assert needs(kernel("\tmbarrier.init.shared::cta.b64 [%r4], 1;\n" + TMA, "")) == []
+
+
+# -- a fence another thread ran (docs/fence.md §4.4) ------------------------------------------
+
+#: the consumers write `tile`, meet, thread 128 fences (and would store the tile), then lane 0
+#: of each warp releases `tile` on `empty`; the producer waits and loads the next tile into it
+EPILOGUE = ("\tst.shared.b16 [%r1+64], %h0;\n\tbar.sync 2, 128;\n"
+            "\tand.b32 %r10, %r5, 127;\n\tsetp.ne.s32 %p4, %r10, 0;\n\t@%p4 bra STORED;\n"
+            "\tfence.proxy.async.shared::cta;\nSTORED:\n"
+            "\tand.b32 %r11, %r5, 31;\n\tsetp.ne.s32 %p3, %r11, 0;\n\t@%p3 bra RELEASED;\n"
+            "\tmbarrier.arrive.shared::cta.b64 _, [%r4];\nRELEASED:\n")
+LOAD = "\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 2048;\n" + WAIT_EMPTY.format(n=1) + TMA
+
+
+def test_one_thread_fences_for_the_threads_that_met_it():
+    """The phase of `empty` completes only with thread 128's arrive, which follows its
+    fence of what every consumer handed it at bar.sync: the fence is on a causality
+    path from each write to the TMA load."""
+    assert needs(kernel(LOAD, EPILOGUE)) == []
+    unfenced = kernel(LOAD, EPILOGUE.replace("\tfence.proxy.async.shared::cta;\n", ""))
+    assert needs(unfenced) == [(line_of(unfenced, "cp.async.bulk.tensor"), "raw", "shared::cta")]
+
+
+def test_a_fence_under_a_data_dependent_branch_credits_nothing():
+    """``if (x) fence``: in a round where x is false no thread fences."""
+    guarded = EPILOGUE.replace("\tfence.proxy.async.shared::cta;\n", "\tsetp.eq.u32 %p2, %r12, 0;\n\t@%p2 bra SKIP;\n"
+                               "\tfence.proxy.async.shared::cta;\nSKIP:\n")
+    text = kernel(LOAD, "\tld.shared.u32 %r12, [%r2];\n" + guarded)
+    assert needs(text) == [(line_of(text, "cp.async.bulk.tensor"), "raw", "shared::cta")]
+
+
+@pytest.mark.parametrize("back, wait, needed", [
+    ("\tmbarrier.arrive.shared::cta.b64 _, [%r4];\n", WAIT_EMPTY.format(n=1), True),
+    ("\tbar.arrive 2, 256;\n", "\tbar.sync 2, 256;\n", False),
+])
+def test_a_thread_is_credited_its_own_access_only_through_a_named_barrier(back, wait, needed):
+    """The producer's inits reach the consumer, which fences them and answers. A named
+    barrier's wait sees that answer; an mbarrier parity wait passes at once on the phase
+    before the first, before any consumer fenced anything."""
+    inits = "\tmbarrier.init.shared::cta.b64 [%r3], 1;\n\tmbarrier.init.shared::cta.b64 [%r4], 1;\n"
+    producer = inits + "\tbar.arrive 1, 256;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 2048;\n" + wait + TMA
+    text = kernel(producer, "\tbar.sync 1, 256;\n\tfence.proxy.async.shared::cta;\n" + back)
+    expected = [(line_of(text, "cp.async.bulk.tensor"), "mbarrier-init", "shared::cta")] if needed else []
+    assert needs(text) == expected
 
 
 def test_across_ctas_only_the_issuers_fence_counts():

@@ -1,0 +1,146 @@
+"""Where the threads of a round split by their index and meet again (docs/fence.md §4.4).
+
+A branch whose predicate is computed from the thread's index alone (``%tid``,
+``%laneid``, ``%warpid`` and constants, each register defined once and unguarded)
+splits the threads that reach it the same way in every round: ``if (threadIdx.x % 128
+== 0)`` sends one thread of each warpgroup one way and the rest the other. When every
+branch between such a split and the block where its sides meet again tests the thread
+index too (no data-dependent branch, no loop, no exit), each path from the split to the
+meeting block is the path of some threads, provided each side of a split is taken by
+some of the threads that reach it (the assumption, docs/fence.md §4.4). What one of
+those paths did, some thread of the round did: the proxy analysis uses that to credit a
+fence that one thread runs (``if (lane == 0) { fence; TMA store }``) to the threads
+that skipped it.
+"""
+
+from __future__ import annotations
+
+from ptxkit.cfg.dominance import DominatorTree
+from ptxkit.cfg.registers import destinations
+
+__all__ = ["definitions", "thread_meets", "thread_only"]
+
+#: special registers that name the thread within its CTA
+_THREAD_INDEX = ("%tid.", "%laneid", "%warpid")
+#: opcodes whose result depends on nothing but their operands
+_PURE = frozenset({"mov", "and", "or", "xor", "not", "shr", "shl", "add", "sub", "mul", "mad", "div", "rem",
+                   "setp", "cvt", "bfe", "min", "max"})
+
+
+def thread_meets(flow) -> dict[int, frozenset]:
+    """The blocks where the sides of thread-index splits meet, each with the
+    predecessors that end paths from such a split (the other predecessors come from
+    elsewhere): here the block after the fence, entered from the split (the lanes but
+    the first skip the fence) and from the fence (the first lane).
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.inline import inlined_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .b32 %r<3>;\\n.reg .pred %p<2>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tand.b32 %r2, %r1, 31;\\n"
+    ...     "\\tsetp.ne.s32 %p1, %r2, 0;\\n\\t@%p1 bra SKIP;\\n\\tfence.proxy.async;\\nSKIP:\\n\\tret;\\n}\\n")
+    >>> flow = inlined_graph(m.function("k"))
+    >>> {flow.blocks[meet].name: sorted(flow.blocks[p].instructions[-1].text.strip() for p in preds)
+    ...  for meet, preds in thread_meets(flow).items()}
+    {'SKIP': ['@%p1 bra SKIP;', 'fence.proxy.async;']}
+    """
+    defined = None
+    post = None
+    meets: dict[int, set] = {}
+    for block in flow.blocks:
+        if not _conditional(flow, block.index):
+            continue
+        if defined is None:
+            defined = definitions(flow)
+        if not thread_only(block.heads[-1][0].register, defined, flow):
+            continue
+        if post is None:
+            post = DominatorTree.post_of(flow).idom
+        meet = post.get(block.index)
+        if not isinstance(meet, int) or meet == block.index:
+            continue
+        ends = _region_ends(flow, block.index, meet, defined)
+        if ends:
+            meets.setdefault(meet, set()).update(ends)
+    return {meet: frozenset(ends) for meet, ends in meets.items()}
+
+
+def thread_only(register: str, definitions: dict, flow, depth: int = 0) -> bool:
+    """True when `register` is computed from the thread's index and constants alone, and
+    from the index at all.
+
+    >>> thread_only("%tid.x", {}, None), thread_only("%p9", {}, None)
+    (True, False)
+    """
+    return _thread_only(register, definitions, flow, depth) is True
+
+
+def _thread_only(register: str, definitions: dict, flow, depth: int):
+    """True (depends on the thread index), "constant", or False (anything else)."""
+    if register.startswith(_THREAD_INDEX):
+        return True
+    where = definitions.get(register)
+    if depth > 12 or where is None or len(where) != 1:
+        return False
+    block, position = where[0]
+    head = flow.blocks[block].heads[position]
+    if head[0] is not None or head[2] not in _PURE:
+        return False
+    instruction = flow.blocks[block].instructions[position]
+    result: bool | str = "constant"
+    targets = set(destinations(instruction, head, frozenset()))
+    for operand in instruction.operands:
+        if operand.kind == "immediate" or operand.name in targets:
+            continue
+        if operand.kind not in ("register", "special") or operand.name is None:
+            return False
+        source = _thread_only(operand.name, definitions, flow, depth + 1)
+        if source is False:
+            return False
+        if source is True:
+            result = True
+    return result
+
+
+def _conditional(flow, block: int) -> bool:
+    heads = flow.blocks[block].heads
+    return bool(heads) and heads[-1][0] is not None and heads[-1][2] == "bra" and len(flow.succ[block]) == 2
+
+
+def _region_ends(flow, split: int, meet: int, definitions: dict) -> set:
+    """The predecessors of `meet` on paths from `split`, or an empty set when a block
+    between them branches on anything but the thread index, loops back or exits."""
+    seen = {split}
+    stack = [split]
+    while stack:
+        block = stack.pop()
+        if block != split and _conditional(flow, block) and not thread_only(
+                flow.blocks[block].heads[-1][0].register, definitions, flow):
+            return set()
+        if block in flow.exits or not flow.succ[block]:
+            return set()
+        for successor in flow.succ[block]:
+            if successor == split:
+                return set()
+            if successor != meet and successor not in seen:
+                seen.add(successor)
+                stack.append(successor)
+    return {p for p in flow.pred[meet] if p in seen}
+
+
+def definitions(flow) -> dict:
+    """register -> the ``(block, position)`` pairs that write it (names of every inlined
+    copy together: a name written in two copies counts as written twice).
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.inline import inlined_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .b32 %r<2>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tret;\\n}\\n")
+    >>> definitions(inlined_graph(m.function("k")))
+    {'%r1': [(0, 0)]}
+    """
+    found: dict[str, list] = {}
+    for block in flow.blocks:
+        for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
+            for name in destinations(instruction, head, frozenset()):
+                found.setdefault(name, []).append((block.index, position))
+    return found

@@ -1,0 +1,69 @@
+"""ptxkit.cfg.divergence: predicates on the thread index, and where thread splits meet."""
+
+from __future__ import annotations
+
+import pytest
+
+import ptxkit
+from ptxkit.cfg.divergence import definitions, thread_meets, thread_only
+from ptxkit.cfg.inline import inlined_graph
+
+HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u32 n)\n{\n"
+REGS = ".reg .b32 %r<9>;\n.reg .pred %p<4>;\n"
+
+
+def flow_of(body: str):
+    return inlined_graph(ptxkit.parse(HEAD + REGS + body + "}\n").function("k"))
+
+
+def names(flow, blocks) -> list[str]:
+    return sorted(flow.blocks[b].name for b in blocks)
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 31;\n\tsetp.eq.s32 %p1, %r2, 0;\n", True),
+    ("\tmov.u32 %r1, %laneid;\n\tsetp.ne.u32 %p1, %r1, 0;\n", True),
+    ("\tmov.u32 %r1, %tid.x;\n\tshr.u32 %r2, %r1, 7;\n\tadd.s32 %r3, %r2, 4;\n\tsetp.eq.s32 %p1, %r3, 5;\n", True),
+    # a kernel parameter, a register written twice, a guarded write, no thread index at all
+    ("\tld.param.u32 %r1, [n];\n\tsetp.ne.u32 %p1, %r1, 0;\n", False),
+    ("\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r1, 0;\n\tsetp.ne.u32 %p1, %r1, 0;\n", False),
+    ("\tmov.u32 %r1, %tid.x;\n\t@%p2 mov.u32 %r2, %r1;\n\tsetp.ne.u32 %p1, %r2, 0;\n", False),
+    ("\tmov.u32 %r1, 3;\n\tsetp.ne.u32 %p1, %r1, 0;\n", False),
+])
+def test_thread_only(body, expected):
+    flow = flow_of(body + "\tret;\n")
+    assert thread_only("%p1", definitions(flow), flow) is expected
+
+
+LANE0 = "\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 31;\n\tsetp.ne.s32 %p1, %r2, 0;\n"
+
+
+def test_a_lane_zero_split_meets_after_its_body():
+    flow = flow_of(LANE0 + "\t@%p1 bra SKIP;\n\tfence.proxy.async;\nSKIP:\n\tret;\n")
+    (meet, ends), = thread_meets(flow).items()
+    assert flow.blocks[meet].name == "SKIP" and len(ends) == 2
+
+
+def test_nested_thread_splits_meet_where_all_paths_do():
+    body = (LANE0 + "\tshr.u32 %r3, %r1, 5;\n\tsetp.ne.s32 %p2, %r3, 0;\n\t@%p1 bra SKIP;\n\t@%p2 bra SKIP;\n"
+            "\tfence.proxy.async;\nSKIP:\n\tret;\n")
+    flow = flow_of(body)
+    meets = thread_meets(flow)
+    assert names(flow, meets) == ["SKIP"]
+    assert len(next(iter(meets.values()))) == 3  # both skips and the fence
+
+
+@pytest.mark.parametrize("inside", [
+    "\tld.param.u32 %r4, [n];\n\tsetp.eq.u32 %p3, %r4, 0;\n\t@%p3 bra SKIP;\n",  # a data-dependent branch
+    "\tret;\n",  # an exit
+    "LOOP:\n\tld.param.u32 %r4, [n];\n\tsetp.eq.u32 %p3, %r4, 0;\n\t@%p3 bra LOOP;\n",  # a loop
+])
+def test_a_split_with_other_control_flow_inside_does_not_count(inside):
+    flow = flow_of(LANE0 + "\t@%p1 bra SKIP;\n" + inside + "\tfence.proxy.async;\nSKIP:\n\tret;\n")
+    assert thread_meets(flow) == {}
+
+
+def test_a_data_dependent_split_does_not_count():
+    flow = flow_of("\tld.param.u32 %r1, [n];\n\tsetp.ne.u32 %p1, %r1, 0;\n\t@%p1 bra SKIP;\n"
+                   "\tfence.proxy.async;\nSKIP:\n\tret;\n")
+    assert thread_meets(flow) == {}
