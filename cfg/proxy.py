@@ -52,6 +52,7 @@ from ptxkit.cfg.dataflow import solve_forward
 from ptxkit.cfg.events import Event, EventOptions, Kind, classify
 from ptxkit.cfg.inline import inlined_graph
 from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, overlaps, spaces_text
+from ptxkit.cfg.phases import separate_phases
 from ptxkit.isa import SyncObject
 
 __all__ = ["AnalysisOptions", "Fact", "Hazard", "KernelAnalysis", "Need", "Step", "spaces_text"]
@@ -478,10 +479,12 @@ class KernelAnalysis:
         by_object: dict = {}  # what an arrive can match: its object kind and, where it has one, its key
         for arrive in arrives:
             by_object.setdefault(_object_key(arrive.sync), []).append(arrive)
+        separate = separate_phases(self.flow, self.events, _matches)
         hears = {}
         for wait in waits:
             candidates = [a for key in _keys_heard(wait.sync, by_object) for a in by_object[key]]
-            hears[id(wait)] = [id(a) for a in candidates if _matches(wait.sync, a.sync)]
+            hears[id(wait)] = [id(a) for a in candidates
+                               if _matches(wait.sync, a.sync) and (id(wait), id(a)) not in separate]
         self._hearing = waits, hears
         return self._hearing
 

@@ -88,6 +88,17 @@ def test_barrier_ids_in_registers_by_their_values():
     assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cta")]
 
 
+def test_the_prologue_barrier_does_not_hear_the_epilogue():
+    """Every thread's first bar.sync 0 completes phase 1; the epilogue's is a later phase,
+    so its writes do not reach the producer's load through the prologue's bar.sync."""
+    text = kernel("\tbar.sync 0;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 2048;\n" + TMA,
+                  "\tbar.sync 0;\n\tst.shared.b16 [%r1+64], %h0;\n\tbar.sync 0;\n")
+    assert needs(text) == []
+    looped = kernel("LOOP:\n\tbar.sync 0;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 2048;\n" + TMA
+                    + "\tbra.uni LOOP;\n", "\tbar.sync 0;\n\tst.shared.b16 [%r1+64], %h0;\n\tbar.sync 0;\n")
+    assert needs(looped) == [(line_of(looped, "cp.async.bulk.tensor"), "raw", "shared::cta")]
+
+
 def test_mbarrier_hand_off_by_location():
     consumer = WAIT_FULL.format(n=1) + WG
     text = kernel("\tst.shared.b16 [%r1+64], %h0;\n\tmbarrier.arrive.shared::cta.b64 _, [%r3];\n", consumer)

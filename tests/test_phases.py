@@ -1,0 +1,39 @@
+"""ptxkit.cfg.phases: named-barrier operations that cannot meet in one phase."""
+
+from __future__ import annotations
+
+import ptxkit
+from ptxkit.cfg.events import EventOptions, Kind, classify
+from ptxkit.cfg.inline import inlined_graph
+from ptxkit.cfg.locations import SHARED
+from ptxkit.cfg.phases import separate_phases
+
+HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u32 n)\n{\n.reg .b32 %r<4>;\n.reg .pred %p<2>;\n"
+
+
+def syncs(body: str):
+    flow = inlined_graph(ptxkit.parse(HEAD + body + "\tret;\n}\n").function("k"))
+    events = classify(flow, EventOptions(SHARED)).by_block
+    found = [e for block in events for e in block if e.kind in (Kind.ARRIVE, Kind.ARRIVE_WAIT)]
+    return separate_phases(flow, events, lambda a, b: a[1] is None or b[1] is None or bool(a[1] & b[1])), found
+
+
+def test_the_prologue_barrier_does_not_meet_the_epilogue_one():
+    pairs, (prologue, epilogue) = syncs("\tbar.sync 0;\n\tld.param.u32 %r1, [n];\n\tbar.sync 0;\n")
+    assert pairs == {(id(prologue), id(epilogue)), (id(epilogue), id(prologue))}
+
+
+def test_other_barriers_and_loops_keep_their_pairs():
+    pairs, _ = syncs("\tbar.sync 0;\n\tbar.sync 1;\n")
+    assert pairs == set()  # different barriers: nothing to separate
+    pairs, _ = syncs("LOOP:\n\tbar.sync 0;\n\tbar.sync 0;\n\tld.param.u32 %r1, [n];\n"
+                     "\tsetp.ne.u32 %p1, %r1, 0;\n\t@%p1 bra LOOP;\n")
+    assert pairs == set()  # in a loop the first is not first in every round
+
+
+def test_a_barrier_after_a_branch_is_first_only_if_nothing_before_it_syncs():
+    branch = "\tld.param.u32 %r1, [n];\n\tsetp.ne.u32 %p1, %r1, 0;\n\t@%p1 bra JOIN;\n"
+    pairs, _ = syncs(branch + "\tbar.arrive 0, 64;\nJOIN:\n\tbar.sync 0;\n\tbar.sync 0;\n")
+    assert pairs == set()  # some threads may have arrived once already
+    pairs, (first, later) = syncs(branch + "JOIN:\n\tbar.sync 0;\n\tbar.sync 0;\n")
+    assert pairs == {(id(first), id(later)), (id(later), id(first))}
