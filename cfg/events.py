@@ -32,7 +32,7 @@ from ptxkit.cfg.locations import (
     space_bits,
 )
 from ptxkit.cfg.escape import shared_pointer_registers
-from ptxkit.cfg.registers import analyse_registers, destinations, symbol_regions
+from ptxkit.cfg.registers import PORTABLE_CLUSTER, analyse_registers, destinations, symbol_regions
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP_FORM,
     WINDOW, Atom, integers,
@@ -93,8 +93,9 @@ class Event(NamedTuple):
 @dataclass(frozen=True)
 class EventOptions:
     """What the classification models: `tracked` proxy spaces (bits), what an extern
-    call may do (`extern_policy`: none, clobber, strict), and whether a forced
-    ``.shared::cta`` fence variant counts for both shared windows.
+    call may do (`extern_policy`: none, clobber, strict), whether a forced
+    ``.shared::cta`` fence variant counts for both shared windows, and how many CTAs a
+    cluster may have when the kernel does not say (`max_cluster`).
 
     >>> EventOptions().tracked == SHARED
     True
@@ -103,6 +104,7 @@ class EventOptions:
     tracked: int = SHARED
     extern_policy: str = "clobber"
     cta_fence_covers_cluster: bool = False
+    max_cluster: int = PORTABLE_CLUSTER
 
 
 @dataclass
@@ -172,7 +174,7 @@ class _Classifier:
                 builder = self.classify(block.index, position, instruction, head)
                 if builder is not None:
                     builders[block.index].append(builder)
-        self.values, dead = analyse_registers(flow, self.queries)
+        self.values, dead = analyse_registers(flow, self.queries, self.options.max_cluster)
         self.expect_tx = [(self._mbarrier(mbar), _most(self.value(count))) for mbar, count in self.armed]
         by_block = [[] if index in dead else [event for builder in items for event in builder(self)]
                     for index, items in enumerate(builders)]

@@ -40,6 +40,7 @@ from ptxkit._gc import paused_gc
 from ptxkit.cfg.locations import spaces_text
 from ptxkit.cfg.placement import FENCE_SIDES, PLACEMENTS, VARIANTS, PlannedFence, fence_text_for, plan_fences
 from ptxkit.cfg.proxy import AnalysisOptions, Hazard, KernelAnalysis
+from ptxkit.cfg.registers import PORTABLE_CLUSTER
 from ptxkit.isa import parse_target
 from ptxkit.syntax import Function
 
@@ -69,6 +70,9 @@ class FenceOptions:
     war:
         Also fence generic reads before async writes of the same bytes (default on;
         off gives TileLang's behaviour).
+    max_cluster:
+        The most CTAs per cluster when the kernel declares no cluster size (8, the
+        portable limit; 16 for non-portable launches).
 
     >>> FenceOptions(fence_variant="shared::cta").analysis.cta_fence_covers_cluster
     True
@@ -83,6 +87,7 @@ class FenceOptions:
     track_global: bool = False
     fence_side: str = "issuer"
     war: bool = True
+    max_cluster: int = PORTABLE_CLUSTER
 
     def __post_init__(self):
         if self.placement not in PLACEMENTS:
@@ -93,10 +98,13 @@ class FenceOptions:
             raise ValueError(f"extern_policy must be one of {', '.join(EXTERN_POLICIES)}, not {self.extern_policy!r}")
         if self.fence_side not in FENCE_SIDES:
             raise ValueError(f"fence_side must be one of {', '.join(FENCE_SIDES)}, not {self.fence_side!r}")
+        if not 1 <= self.max_cluster <= 16:
+            raise ValueError(f"max_cluster must be between 1 and 16, not {self.max_cluster!r}")
 
     @property
     def analysis(self) -> AnalysisOptions:
-        return AnalysisOptions(self.track_global, self.extern_policy, self.fence_variant == "shared::cta", self.war)
+        return AnalysisOptions(self.track_global, self.extern_policy, self.fence_variant == "shared::cta", self.war,
+                               self.max_cluster)
 
 
 @dataclass

@@ -53,6 +53,7 @@ from ptxkit.cfg.events import Event, EventOptions, Kind, classify
 from ptxkit.cfg.inline import inlined_graph
 from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, overlaps, spaces_text
 from ptxkit.cfg.phases import separate_phases
+from ptxkit.cfg.registers import PORTABLE_CLUSTER
 from ptxkit.isa import SyncObject
 
 __all__ = ["AnalysisOptions", "Fact", "Hazard", "KernelAnalysis", "Need", "Step", "spaces_text"]
@@ -91,6 +92,10 @@ class AnalysisOptions:
         CUTLASS and TileLang do); set by ``fence_variant="shared::cta"``.
     war:
         Also fence generic reads before async writes of the same bytes.
+    max_cluster:
+        The most CTAs a cluster may have when the kernel declares no cluster size
+        (``.reqnctapercluster``/``.maxclusterrank``): 8, the portable limit, by default;
+        16 for kernels launched with non-portable cluster sizes.
 
     >>> spaces_text(AnalysisOptions().tracked), spaces_text(AnalysisOptions(track_global=True).tracked)
     ('shared::cta+shared::cluster', 'shared::cta+shared::cluster+global')
@@ -100,6 +105,7 @@ class AnalysisOptions:
     extern_policy: str = "clobber"
     cta_fence_covers_cluster: bool = False
     war: bool = True
+    max_cluster: int = PORTABLE_CLUSTER
 
     @property
     def tracked(self) -> int:
@@ -230,7 +236,7 @@ class KernelAnalysis:
         self.options = options
         self.flow = flow if flow is not None else inlined_graph(function)
         events = classify(self.flow, EventOptions(options.tracked, options.extern_policy,
-                                                  options.cta_fence_covers_cluster))
+                                                  options.cta_fence_covers_cluster, options.max_cluster))
         self.events: list[list[Event]] = events.by_block
         self.warnings = events.warnings
         self.dead = events.dead

@@ -32,6 +32,8 @@ its ``setp``; parameters and results of inlined calls.
 
 from __future__ import annotations
 
+import math
+
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.idioms import remainder
 from ptxkit.cfg.inline import Context
@@ -75,23 +77,34 @@ def _inverse(opcode: str, base: str, operands, uniform: bool):
     return None
 
 
-def special_ranges(function) -> dict:
+#: CTAs per cluster without the non-portable opt-in (CUDA programming guide, thread
+#: block clusters: 8 is the portable maximum, 16 needs cudaFuncAttributeNonPortableClusterSizeAllowed)
+PORTABLE_CLUSTER = 8
+
+
+def special_ranges(function, max_cluster: int = PORTABLE_CLUSTER) -> dict:
     """`SPECIAL_RANGES` narrowed by the kernel's ``.maxntid``/``.reqntid`` (its threads
-    per block: ``%tid.x < N`` when it declares ``N, 1, 1``).
+    per block: ``%tid.x < N`` when it declares ``N, 1, 1``) and by its cluster size:
+    ``.reqnctapercluster``/``.maxclusterrank`` when it declares one, else `max_cluster`
+    CTAs (docs/fence.md §8).
 
     >>> import ptxkit
     >>> k = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
     ...                  ".visible .entry k() .maxntid 384, 1, 1\\n{\\n\\tret;\\n}\\n").function("k")
-    >>> special_ranges(k)["%tid.x"], special_ranges(k)["%tid.y"]
-    ((0, 383), (0, 0))
+    >>> special_ranges(k)["%tid.x"], special_ranges(k)["%tid.y"], special_ranges(k)["%cluster_ctarank"]
+    ((0, 383), (0, 0), (0, 7))
     """
     ranges = dict(SPECIAL_RANGES)
+    cluster = max_cluster
     for name, args in function.signature.directives:
-        if name not in (".maxntid", ".reqntid"):
+        if name not in (".maxntid", ".reqntid", ".reqnctapercluster", ".maxclusterrank"):
             continue
         try:
             dims = [int(a.strip()) for a in args.split(",")]
         except ValueError:
+            continue
+        if name in (".reqnctapercluster", ".maxclusterrank"):
+            cluster = math.prod(dims)
             continue
         if len(dims) == 1:
             dims = dims * 3  # a total: no dimension is larger
@@ -99,6 +112,12 @@ def special_ranges(function) -> dict:
             if size >= 1:
                 ranges[f"%tid.{axis}"] = (0, min(size - 1, ranges[f"%tid.{axis}"][1]))
                 ranges[f"%ntid.{axis}"] = (1, min(size, ranges[f"%ntid.{axis}"][1]))
+    if 1 <= cluster <= 16:
+        ranges["%cluster_ctarank"] = (0, cluster - 1)
+        ranges["%cluster_nctarank"] = (1, cluster)
+        for axis in "xyz":
+            ranges[f"%cluster_ctaid.{axis}"] = (0, cluster - 1)
+            ranges[f"%cluster_nctaid.{axis}"] = (1, cluster)
     return ranges
 
 
@@ -120,7 +139,7 @@ DYNAMIC_SHARED = "dynamic shared"
 _PLAIN = " plain registers"  # the key of a symbol table's set of registers declared without %
 
 
-def register_values(flow, queries: dict) -> dict:
+def register_values(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER) -> dict:
     """Abstract values for `queries`: ``{key: (block, position, operand)}``.
 
     `operand` is an `ptxkit.instruction.Operand` of the instruction at `position` in
@@ -128,10 +147,10 @@ def register_values(flow, queries: dict) -> dict:
     whose address is wanted), or a key such as ``param:param0+0`` (a call argument);
     it is evaluated just before that instruction.
     """
-    return analyse_registers(flow, queries)[0]
+    return analyse_registers(flow, queries, max_cluster)[0]
 
 
-def analyse_registers(flow, queries: dict) -> tuple[dict, set]:
+def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER) -> tuple[dict, set]:
     """`register_values` and the blocks the branch conditions prove unreachable
     (their queries answer the empty value: no value ever gets there).
 
@@ -146,7 +165,7 @@ def analyse_registers(flow, queries: dict) -> tuple[dict, set]:
     """
     if not queries:
         return {}, set()
-    return _Analysis(flow).solve(queries)
+    return _Analysis(flow, max_cluster).solve(queries)
 
 
 def symbol_regions(function, context: Context | None = None) -> dict:
@@ -251,9 +270,9 @@ def _declare(directive, found: dict, suffix: str) -> None:
 
 
 class _Analysis:
-    def __init__(self, flow):
+    def __init__(self, flow, max_cluster: int = PORTABLE_CLUSTER):
         self.flow = flow
-        self.special = special_ranges(flow.function)
+        self.special = special_ranges(flow.function, max_cluster)
         self.symbols: dict[int, dict] = {}  # context id -> symbol values
         self.thresholds: set[int] = set()  # constants compared against: where widening stops
         self.returning: dict[int, Context] = {}  # block -> the inlined callee that returns into it

@@ -111,6 +111,25 @@ def test_options_reach_the_pass(capsys):
     assert "missing fence.proxy.async.shared::cta before" in capsys.readouterr().err
 
 
+def test_the_cluster_size_option_reaches_the_pass(tmp_path, capsys):
+    """A multicast load into this rank's 8 KB slice of a 64 KB stage (``stage + rank *
+    8192``): with at most 8 CTAs per cluster the slices end at 64 KB, before the word a
+    generic store writes; with 16 they may reach it."""
+    kernel = tmp_path / "k.ptx"
+    kernel.write_text(
+        ".version 8.0\n.target sm_90a\n.address_size 64\n.shared .align 1024 .b8 smem[131072];\n"
+        ".shared .align 8 .b64 full;\n.visible .entry k(.param .u64 tmap)\n{\n.reg .b32 %r<8>;\n.reg .b64 %rd<2>;\n"
+        "\tmov.u32 %r1, smem;\n\tst.shared.u32 [%r1+100000], 0;\n\tmov.u32 %r2, %cluster_ctarank;\n"
+        "\tshl.b32 %r3, %r2, 13;\n\tadd.s32 %r4, %r1, %r3;\n\tmov.u32 %r5, full;\n\tmov.u64 %rd1, tmap;\n"
+        "\tmov.u16 %rs1, 3;\n"
+        "\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r5], 8192;\n"
+        "\tcp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%r4], [%rd1, {%r2}], [%r5], %rs1;\n\tret;\n}\n".replace(".reg .b64 %rd<2>;", ".reg .b64 %rd<2>;\n.reg .b16 %rs<2>;"))
+    assert main(["fence", "--check", str(kernel)]) == 0
+    assert main(["fence", "--check", "--max-cluster-size", "16", str(kernel)]) == 1
+    assert "generic-proxy write" in capsys.readouterr().err
+
+
 def test_warnings_and_notes_go_to_stderr(capsys):
     assert main(["fence", str(FENCES / "02b_cp_async_without_wait.ptx")]) == 0
     out, err = capsys.readouterr()
@@ -129,6 +148,7 @@ def test_warnings_and_notes_go_to_stderr(capsys):
     (["fence", "--check", "-i", "k.ptx"], "not allowed with argument"),
     (["fence", "--json", "--diff", "k.ptx"], "not allowed with argument"),
     (["fence", "--placement", "nowhere", "k.ptx"], "invalid choice"),
+    (["fence", "--max-cluster-size", "32", "k.ptx"], "invalid choice"),
     (["fence", "/nonexistent/k.ptx"], "No such file"),
 ])
 def test_usage_errors(argv, message, capsys):

@@ -322,6 +322,8 @@ def test_bad_options_and_input():
         FenceOptions(fence_variant="shared")
     with pytest.raises(ValueError, match="extern_policy"):
         FenceOptions(extern_policy="maybe")
+    with pytest.raises(ValueError, match="max_cluster"):
+        FenceOptions(max_cluster=32)
     bad = sample("13_hoist_out_of_if").replace("@!%p1 bra \tE;", "@!%p1 bra \tNOWHERE;")
     with pytest.raises(ptxkit.PtxSyntaxError, match="'NOWHERE' is not a label in scope") as err:
         fence_text(bad, "k.ptx")

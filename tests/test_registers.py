@@ -135,3 +135,12 @@ def test_symbol_regions():
     assert regions["bars"][0].region.size == 32 and regions["bars"][0].region.align == 8
     assert regions["dyn"][0].region.size is None and regions["dyn"][0].region.align == 1024
     assert regions["__local_depot0"][0].space == "local" and regions["plain"] is None
+
+
+@pytest.mark.parametrize("directives, shown", [
+    ("", "[0, 7]"),  # the portable limit
+    (" .reqnctapercluster 2, 1, 1", "[0, 1]"),
+    (" .maxclusterrank 4", "[0, 3]"),
+])
+def test_the_cluster_rank_is_bounded_by_the_cluster_size(directives, shown):
+    assert value_at("\tmov.u32 %r1, %cluster_ctarank;\n", "%r1", directives=directives) == shown

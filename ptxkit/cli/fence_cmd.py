@@ -75,6 +75,9 @@ def add_pass_arguments(parser, same_as_fence: bool = False) -> None:
     parser.add_argument("--no-war", dest="war", action="store_false",
                         help=help_("do not fence generic reads before async writes of the same bytes (TileLang's "
                                    "model)"))
+    parser.add_argument("--max-cluster-size", dest="max_cluster", type=int, choices=range(1, 17), default=8,
+                        metavar="N", help=help_("the most CTAs per cluster when the kernel declares none "
+                                                "(default 8, the portable limit; 16 for non-portable launches)"))
 
 
 def fence_options(args):
@@ -82,14 +85,14 @@ def fence_options(args):
 
     >>> import argparse
     >>> fence_options(argparse.Namespace(placement="inline", fence_variant=None, extern_policy="none",
-    ...                                  track_global=False, fence_side="writer", war=False)).fence_side
+    ...                                  track_global=False, fence_side="writer", war=False, max_cluster=16)).fence_side
     'writer'
     """
     from ptxkit.cfg.fence import FenceOptions
 
     return FenceOptions(placement=args.placement, fence_variant=args.fence_variant,
                         extern_policy=args.extern_policy, track_global=args.track_global,
-                        fence_side=args.fence_side, war=args.war)
+                        fence_side=args.fence_side, war=args.war, max_cluster=args.max_cluster)
 
 
 def run(args) -> int:
@@ -132,7 +135,8 @@ def fence_one(path: str, args):
     >>> import argparse
     >>> args = argparse.Namespace(check=True, in_place=False, output=None, diff=False, explain=False,
     ...                           format="text", placement="hoist", fence_variant=None,
-    ...                           extern_policy="clobber", track_global=False, fence_side="issuer", war=True)
+    ...                           extern_policy="clobber", track_global=False, fence_side="issuer", war=True,
+    ...                           max_cluster=8)
     >>> result = fence_one("samples/fence/07_wgmma_marked_async.ptx", args)
     >>> result.status, result.count, result.stderr.split(": ")[1]
     (1, 1, 'error')
