@@ -12,10 +12,13 @@ a shared one.
 
 This is a flow-insensitive over-approximation: a register is *tainted* when any of
 its definitions may produce such an address; a load is tainted as soon as any
-store in the kernel may store a tainted value (call parameters likewise). The stack
-of a ``-G`` build is told apart: a store to ``[%SP+c]`` (or ``%SPL``) taints only the
-loads of the bytes it wrote, so spilled pointers keep their provenance; a tainted
-store anywhere else still taints every load, the stack's too.
+store in the kernel may store a tainted value. Call parameters go by name: a tainted
+``st.param`` to an argument taints the loads of that argument in the callees it is
+passed to (a name reused by two calls of one caller counts for both), and a
+tainted return value the loads of it after the call. The stack of a ``-G`` build is
+told apart too: a store to ``[%SP+c]`` (or ``%SPL``) taints only the loads of the
+bytes it wrote, so spilled pointers keep their provenance; a tainted store anywhere
+else still taints every load, the stack's too.
 
 >>> import ptxkit
 >>> from ptxkit.cfg.graph import flow_graph
@@ -50,8 +53,9 @@ def shared_pointer_registers(flow) -> set[str]:
     sources: set[str] = set()
     loads: list[list[str]] = []  # targets of ordinary loads
     slot_loads: list[tuple[tuple, list[str]]] = []  # (stack bytes, targets) of loads from the -G stack
-    param_loads: list[list[str]] = []  # targets of loads of inlined parameters and results
+    param_loads: dict[tuple, list[str]] = {}  # parameter slot -> targets of loads of it (inlined calls)
     stores: list[tuple[str, list[str]]] = []  # ("memory" | "param", stored registers)
+    stack = _StackAddresses()
     for block in flow.blocks:
         context = block.context
         prefix = context.prefix if context is not None else ""
@@ -60,7 +64,8 @@ def shared_pointer_registers(flow) -> set[str]:
         if plain is None:
             function = context.function if context is not None else flow.function
             plain = plain_of[key] = frozenset(n for n, v in symbol_regions(function, context).items() if v is None)
-        for instruction, head in zip(block.instructions, block.heads):
+        calls = _next_calls(block)
+        for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
             opcode, base = head[1], head[2]
             operands = instruction.operands
             if not operands:
@@ -70,7 +75,12 @@ def shared_pointer_registers(flow) -> set[str]:
                 stored = [prefix + r for operand in operands[1:] if operand.kind != "memory"
                           for r in _reads(operand, plain)]
                 slot = _stack_slot(prefix, operands[0], modifiers) if base == "st" else None
-                kind = "param" if base == "st" and _is_param(modifiers) else slot or "memory"
+                if base == "st" and _is_param(modifiers):  # an argument of the next call, or a result
+                    slot = ("param", prefix, calls[position], operands[0].name)
+                    stack.passed(slot, stored)
+                elif slot is None and base == "st" and stack.through(prefix, operands[0], modifiers, stored, stores):
+                    continue
+                kind = slot or "memory"
                 stores.append((kind, stored))
                 continue
             if base in _NO_TARGET:
@@ -82,8 +92,11 @@ def shared_pointer_registers(flow) -> set[str]:
                 continue
             if not targets:
                 continue
+            stack.define(prefix, base, operands, targets, flow, block)
             if base == "cvta" and "to" not in modifiers and any(m.startswith("shared") for m in modifiers):
                 sources.update(targets)
+                continue
+            if base == "cvta":  # cvta.to.*: a window address, not a generic one
                 continue
             if base == "mapa" and "shared::cluster" not in modifiers:
                 sources.update(targets)
@@ -93,15 +106,19 @@ def shared_pointer_registers(flow) -> set[str]:
                 if slot is not None:
                     slot_loads.append((slot, targets))
                 elif not _is_param(modifiers):
-                    loads.append(targets)
-                elif context is not None and context.parent is not None or _call_result(flow, block):
-                    param_loads.append(targets)
+                    if len(operands) < 2 or not stack.through(prefix, operands[1], modifiers, targets, loads):
+                        loads.append(targets)
+                elif (slot := _parameter_slot(flow, block, operands[1])) is not None:
+                    param_loads.setdefault(slot, []).extend(targets)
+                elif context is not None and context.parent is not None:  # not known: any argument's
+                    param_loads.setdefault(None, []).extend(targets)
                 elif _shared_parameter(flow.function if context is None else context.function, operands):
                     sources.update(targets)
                 continue
             for operand in operands[1:]:
                 for name in _reads(operand, plain):
                     uses.setdefault(prefix + name, []).append(targets)
+    stack.resolve(stores, loads, slot_loads)
     stored_to: dict[str, list] = {}  # register -> where stores put it ("memory", "param" or stack bytes)
     for kind, registers in stores:
         for register in registers:
@@ -109,7 +126,7 @@ def shared_pointer_registers(flow) -> set[str]:
     stack_loads = _StackLoads(slot_loads)
     tainted: set[str] = set()
     work = list(sources)
-    memory = param = False
+    memory = False
     while work:
         register = work.pop()
         if register in tainted:
@@ -122,12 +139,84 @@ def shared_pointer_registers(flow) -> set[str]:
                 memory = True
                 work.extend(t for targets in loads for t in targets)
                 work.extend(t for _, targets in slot_loads for t in targets)
-            elif kind == "param" and not param:
-                param = True
-                work.extend(t for targets in param_loads for t in targets)
+            elif kind[0] == "param":
+                work.extend(param_loads.pop(kind, ()))
+                work.extend(param_loads.pop(None, ()))  # parameters whose argument is not known
             elif isinstance(kind, tuple):
                 work.extend(stack_loads.reading(kind))
     return tainted
+
+
+class _StackAddresses:
+    """Registers that hold a fixed address on a ``-G`` stack (``add %rd, %SP, c``, passed
+    on through ``mov`` and call parameters), so that a store or load through one is a
+    stack slot like ``[%SP+c]`` (a lambda's captures, a reference argument)."""
+
+    def __init__(self):
+        self.definitions: dict[str, list] = {}  # register -> ("add", source, constant), ("param", slot) or None
+        self.arguments: dict[tuple, list] = {}  # parameter slot -> the registers stored to it
+        self.pending: list[tuple] = []  # (register, offset, width, registers, stores or loads)
+        self._resolved: dict[str, tuple | None] = {}
+
+    def define(self, prefix: str, base: str, operands, targets: list[str], flow, block) -> None:
+        how = None
+        if base in ("add", "mov") and len(targets) == 1:
+            source, constant = operands[1], operands[2] if base == "add" and len(operands) == 3 else None
+            if source.kind == "immediate" and constant is not None:
+                source, constant = constant, source
+            if source.kind == "register" and (constant is None or isinstance(constant.value, int)
+                                              and constant.kind == "immediate"):
+                how = ("add", prefix + source.name, constant.value if constant is not None else 0)
+        elif base == "ld" and len(operands) > 1 and operands[1].kind == "memory" and operands[1].value in (0, None):
+            slot = _parameter_slot(flow, block, operands[1])
+            how = ("param", slot) if slot is not None else None
+        for target in targets:
+            self.definitions.setdefault(target, []).append(how)
+
+    def passed(self, slot: tuple, stored: list[str]) -> None:
+        self.arguments.setdefault(slot, []).extend(stored if len(stored) == 1 else [None])
+
+    def through(self, prefix: str, memory, modifiers, registers: list[str], into: list) -> bool:
+        """Defer an access ``[%r+c]`` until `resolve` knows whether ``%r`` is on the stack."""
+        if memory.kind != "memory" or memory.name is None or not memory.name.startswith("%") \
+                or not isinstance(memory.value or 0, int):
+            return False
+        self.pending.append((prefix + memory.name, memory.value or 0, access_width(modifiers), registers, into))
+        return True
+
+    def resolve(self, stores: list, loads: list, slot_loads: list) -> None:
+        """Put each deferred access where it belongs: a stack slot, or any memory."""
+        for register, offset, width, registers, into in self.pending:
+            where = self.address(register)
+            slot = (where[0], where[1] + offset, where[1] + offset + width) if where is not None else None
+            if into is stores:
+                stores.append((slot or "memory", registers))
+            elif slot is not None:
+                slot_loads.append((slot, registers))
+            else:
+                loads.append(registers)
+
+    def address(self, register: str, depth: int = 0) -> tuple | None:
+        """``(stack pointer key, offset)`` of a register with one known stack address."""
+        if register.rsplit(":", 1)[-1] in _STACK_POINTERS:
+            return register, 0
+        if register in self._resolved:
+            return self._resolved[register]
+        self._resolved[register] = None  # a cycle resolves to nothing
+        found = set()
+        for how in self.definitions.get(register, [None]):
+            if how is None or depth > 16:
+                return None
+            if how[0] == "add":
+                base = self.address(how[1], depth + 1)
+                found.add(None if base is None else (base[0], base[1] + how[2]))
+            else:
+                found.update(self.address(r, depth + 1) if r is not None else None
+                             for r in self.arguments.get(how[1], [None]))
+            if None in found or len(found) > 1:
+                return None
+        self._resolved[register] = result = found.pop() if found else None
+        return result
 
 
 class _StackLoads:
@@ -162,9 +251,30 @@ def _stack_slot(prefix: str, operand, modifiers) -> tuple | None:
     return prefix + operand.name, operand.value, operand.value + access_width(modifiers)
 
 
-def _call_result(flow, block) -> bool:
-    """True when a call's inlined body returns into `block` (its ld.param reads results)."""
-    return any("return" in flow.kinds.get((p, block.index), "") for p in flow.pred[block.index])
+def _parameter_slot(flow, block, memory) -> tuple | None:
+    """The ``("param", context prefix, call, name)`` slot an inlined ``ld.param``
+    reads: the caller's argument to this call for a callee's parameter, the callee's
+    return parameter for a result read after the call; None when it is neither."""
+    name = memory.name if memory.kind == "memory" else None
+    context = block.context
+    if context is not None and context.parent is not None and name in context.arguments:
+        return "param", context.parent.prefix, id(context.call), context.arguments[name]
+    for p in flow.pred[block.index]:
+        callee = flow.blocks[p].context
+        if "return" in flow.kinds.get((p, block.index), "") and callee is not None and name in callee.results:
+            return "param", callee.prefix, None, callee.results[name]
+    return None
+
+
+def _next_calls(block) -> list:
+    """For each instruction of `block`, ``id`` of the first ``call`` at or after it (the
+    call an ``st.param`` passes its argument to), or None."""
+    found, following = [None] * len(block.instructions), None
+    for position in range(len(block.instructions) - 1, -1, -1):
+        if block.heads[position][2] == "call":
+            following = id(block.instructions[position])
+        found[position] = following
+    return found
 
 
 def _shared_parameter(function, operands) -> bool:
