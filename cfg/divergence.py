@@ -18,10 +18,13 @@ from __future__ import annotations
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.registers import destinations
 
-__all__ = ["definitions", "thread_meets", "thread_only"]
+__all__ = ["cta_uniform", "definitions", "thread_meets", "thread_only"]
 
 #: special registers that name the thread within its CTA
 _THREAD_INDEX = ("%tid.", "%laneid", "%warpid")
+#: special registers that every thread of a CTA reads alike
+_CTA_WIDE = ("%ctaid.", "%nctaid.", "%ntid.", "%cluster_", "%clusterid.", "%nclusterid.", "%smid", "%nsmid",
+             "%dynamic_smem_size", "%total_smem_size", "%gridid")
 #: opcodes whose result depends on nothing but their operands
 _PURE = frozenset({"mov", "and", "or", "xor", "not", "shr", "shl", "add", "sub", "mul", "mad", "div", "rem",
                    "setp", "cvt", "bfe", "min", "max"})
@@ -99,6 +102,49 @@ def _thread_only(register: str, definitions: dict, flow, depth: int):
         if source is True:
             result = True
     return result
+
+
+def cta_uniform(register: str, definitions: dict, flow, seen: frozenset = frozenset()) -> bool:
+    """True when every thread of a CTA computes the same value for `register`: from
+    kernel parameters, CTA-wide special registers and constants, through pure opcodes;
+    a register defined in a loop counts when all its definitions do.
+
+    >>> cta_uniform("%ctaid.x", {}, None), cta_uniform("%tid.x", {}, None)
+    (True, False)
+    """
+    if register.startswith(_CTA_WIDE):
+        return True
+    if register.startswith(("%tid.", "%laneid", "%warpid")) or len(seen) > 24:
+        return False
+    if register in seen:
+        return True  # a loop-carried value: uniform when its other definitions are
+    where = definitions.get(register)
+    if not where:
+        return False
+    seen = seen | {register}
+    for block, position in where:
+        head = flow.blocks[block].heads[position]
+        if head[0] is not None and not cta_uniform(head[0].register, definitions, flow, seen):
+            return False
+        instruction = flow.blocks[block].instructions[position]
+        if head[2] == "ld":  # a kernel parameter, at an address the same in every thread
+            context = flow.blocks[block].context
+            if ".param" not in head[1] or context is not None and context.parent is not None:
+                return False
+            bases = [e for operand in instruction.operands[1:] for e in operand.elements if e.kind == "register"]
+            if not all(cta_uniform(base.name, definitions, flow, seen) for base in bases):
+                return False
+            continue
+        if head[2] not in _PURE and head[2] != "selp":
+            return False
+        targets = set(destinations(instruction, head, frozenset()))
+        for operand in instruction.operands:
+            if operand.kind == "immediate" or operand.name in targets:
+                continue
+            if operand.kind not in ("register", "special") or operand.name is None \
+                    or not cta_uniform(operand.name, definitions, flow, seen):
+                return False
+    return True
 
 
 def _conditional(flow, block: int) -> bool:

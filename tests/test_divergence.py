@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import ptxkit
-from ptxkit.cfg.divergence import definitions, thread_meets, thread_only
+from ptxkit.cfg.divergence import cta_uniform, definitions, thread_meets, thread_only
 from ptxkit.cfg.inline import inlined_graph
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u32 n)\n{\n"
@@ -67,3 +67,16 @@ def test_a_data_dependent_split_does_not_count():
     flow = flow_of("\tld.param.u32 %r1, [n];\n\tsetp.ne.u32 %p1, %r1, 0;\n\t@%p1 bra SKIP;\n"
                    "\tfence.proxy.async;\nSKIP:\n\tret;\n")
     assert thread_meets(flow) == {}
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("\tld.param.u32 %r1, [n];\n\tmov.u32 %r2, %ctaid.x;\n\tadd.s32 %r3, %r1, %r2;\n"
+     "\tsetp.lt.u32 %p1, %r3, 9;\n", True),
+    # a counter: defined twice, from itself and a constant
+    ("\tmov.u32 %r1, 0;\nL:\n\tadd.s32 %r1, %r1, 1;\n\tsetp.lt.u32 %p1, %r1, 9;\n\t@%p1 bra L;\n", True),
+    ("\tmov.u32 %r1, %tid.x;\n\tsetp.lt.u32 %p1, %r1, 9;\n", False),
+    ("\tld.shared.u32 %r1, [%r2];\n\tsetp.lt.u32 %p1, %r1, 9;\n", False),  # memory may differ by thread
+])
+def test_cta_uniform(body, expected):
+    flow = flow_of(body + "\tret;\n")
+    assert cta_uniform("%p1", definitions(flow), flow) is expected

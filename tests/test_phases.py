@@ -37,3 +37,24 @@ def test_a_barrier_after_a_branch_is_first_only_if_nothing_before_it_syncs():
     assert pairs == set()  # some threads may have arrived once already
     pairs, (first, later) = syncs(branch + "JOIN:\n\tbar.sync 0;\n\tbar.sync 0;\n")
     assert pairs == {(id(first), id(later)), (id(later), id(first))}
+
+
+LOOP = ("\tld.param.u32 %r1, [n];\n\tmov.u32 %r2, 0;\nLOOP:\n\tbar.sync 1;\n\tadd.s32 %r2, %r2, 1;\n"
+        "\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra LOOP;\n\tbar.sync 1;\n")
+
+
+def test_a_loop_every_thread_runs_alike_keeps_its_phases_apart_from_the_code_after_it():
+    pairs, (inside, after) = syncs(LOOP)
+    assert pairs == {(id(inside), id(after)), (id(after), id(inside))}
+
+
+def test_a_loop_whose_count_depends_on_the_thread_does_not():
+    pairs, _ = syncs(LOOP.replace("\tld.param.u32 %r1, [n];\n", "\tmov.u32 %r1, %tid.x;\n"))
+    assert pairs == set()
+
+
+def test_a_barrier_skipped_in_some_iterations_does_not():
+    skipped = LOOP.replace("LOOP:\n\tbar.sync 1;\n", "LOOP:\n\tsetp.eq.u32 %p2, %r2, 3;\n\t@%p2 bra SKIP;\n"
+                                                    "\tbar.sync 1;\nSKIP:\n")
+    pairs, _ = syncs(skipped)
+    assert pairs == set()
