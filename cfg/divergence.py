@@ -175,7 +175,8 @@ def _region_ends(flow, split: int, meet: int, definitions: dict) -> set:
 
 def definitions(flow) -> dict:
     """register -> the ``(block, position)`` pairs that write it (names of every inlined
-    copy together: a name written in two copies counts as written twice).
+    copy together: a name written in two copies counts as written twice); computed once
+    per graph.
 
     >>> import ptxkit
     >>> from ptxkit.cfg.inline import inlined_graph
@@ -184,7 +185,10 @@ def definitions(flow) -> dict:
     >>> definitions(inlined_graph(m.function("k")))
     {'%r1': [(0, 0)]}
     """
-    found: dict[str, list] = {}
+    found = flow.derived.get("definitions")
+    if found is not None:
+        return found
+    found = flow.derived["definitions"] = {}
     for block in flow.blocks:
         for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
             for name in destinations(instruction, head, frozenset()):

@@ -83,7 +83,8 @@ class FlowGraph:
     10⁵ blocks costs as much as scanning the whole file.
     """
 
-    __slots__ = ("function", "blocks", "succ", "pred", "exits", "kinds", "label_blocks", "start", "calls", "_rpo")
+    __slots__ = ("function", "blocks", "succ", "pred", "exits", "kinds", "label_blocks", "start", "calls", "_rpo",
+                 "derived")
 
     def __init__(self, function, blocks: list[BasicBlock], edges: list[tuple], label_blocks: dict):
         n = len(blocks)
@@ -112,6 +113,7 @@ class FlowGraph:
                 self.succ[u].append(v)
                 self.pred[v].append(u)
         self._rpo: list[int] | None = None
+        self.derived: dict = {}  # what analyses computed from the graph as it is (cleared when it changes)
 
     def __len__(self) -> int:
         return len(self.blocks)
@@ -153,6 +155,7 @@ class FlowGraph:
         self.pred[header].append(new)
         kinds[(new, header)] = "fallthrough"
         self._rpo = None
+        self.derived.clear()
         return block
 
     def to_networkx(self):

@@ -1,12 +1,13 @@
 """Named-barrier operations that cannot share a phase (docs/fence.md §4.2).
 
 The hand-off rule matches every arrive with every wait on the same object, whatever the
-phase. For a named barrier one case is certain: a ``bar.sync`` that no operation on the
-same barrier can precede, outside any loop (the ``__syncthreads()`` after a kernel's
-prologue), is the first operation on that barrier of every thread that runs it, so it
-belongs to phase 1. A thread that reaches an operation a first one dominates went
-through that first one already, so its arrival there counts for phase 2 or after: no
-first ``bar.sync`` hears the epilogue's ``bar.sync``, nor the epilogue a first one.
+phase. For a named barrier some phases are certain. Each operation on a barrier counts
+once towards its thread's phase. An operation that every path from the kernel's entry
+reaches after the same number of operations on that barrier, none of them in a loop
+(the ``__syncthreads()`` of a prologue), belongs to that same phase in every thread
+that runs it: two such operations with different counts never meet. A thread that
+reaches an operation such a one dominates went through it already, so its arrival there
+counts for a later phase: the prologue's ``bar.sync`` does not hear the epilogue's.
 
 The same holds around a loop that every thread of a CTA runs the same number of times
 (its one exit tests values the whole CTA shares: parameters, ``%ctaid``, a counter):
@@ -48,30 +49,33 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
     if len(named) < 2:
         return set()
     dominators = DominatorTree.of(flow)
-    pairs = _around_uniform_loops(flow, named, matches, dominators)
-    firsts = [(block, index, event) for block, index, event in named
-              if event.kind is Kind.ARRIVE_WAIT and event.guard is None
-              and _first_on_its_barrier(flow, events, block, index, event, matches)]
-    if not firsts:
-        return pairs
-    later = [event for block, index, event in named  # a first of the same barrier ran before them
-             if any(f is not event and matches(f.sync, event.sync)
-                    and (index > i if block == b else dominators.dominates(b, block)) for b, i, f in firsts)]
-    for _, _, first in firsts:
-        for event in later:
-            if matches(first.sync, event.sync):
-                pairs.add((id(first), id(event)))
-                pairs.add((id(event), id(first)))
+    forest = find_loops(flow, dominators)
+    pairs = _around_uniform_loops(flow, named, matches, dominators, forest)
+    fixed = _fixed_phases(flow, named, forest)
+    for block, index, event in named:
+        for other_block, other_index, other in named:
+            if other is event or not matches(event.sync, other.sync):
+                continue
+            mine, theirs = fixed.get(id(event)), fixed.get(id(other))
+            if mine is not None and theirs is not None:
+                apart = mine != theirs
+            else:  # one with a fixed phase ran before the other in the thread that runs both
+                first = (block, index) if mine is not None else (other_block, other_index) if theirs is not None \
+                    else None
+                second = (other_block, other_index) if first == (block, index) else (block, index)
+                apart = first is not None and (second[1] > first[1] if first[0] == second[0]
+                                               else dominators.dominates(first[0], second[0]))
+            if apart:
+                pairs.add((id(event), id(other)))
     return pairs
 
 
-def _around_uniform_loops(flow, named: list, matches, dominators) -> set[tuple[int, int]]:
+def _around_uniform_loops(flow, named: list, matches, dominators, forest) -> set[tuple[int, int]]:
     """Pairs of a ``bar.sync`` run once per iteration of a CTA-uniform loop and an
     operation on the same barrier outside it, before or after (not around) it."""
     pairs: set[tuple[int, int]] = set()
     if not any(e.kind is Kind.ARRIVE_WAIT for _, _, e in named):
         return pairs
-    forest = find_loops(flow, dominators)
     innermost = forest.innermost()
     defined = None
     for loop in forest.loops:
@@ -108,25 +112,28 @@ def _reach(adjacency, start: int) -> set[int]:
     return seen
 
 
-def _first_on_its_barrier(flow, events, block: int, index: int, first, matches) -> bool:
-    """True when no operation on `first`'s barrier can run before it, and it is in no
-    loop (nothing leads from it back to itself)."""
-    if any(_on_barrier(e, first, matches) for e in events[block][:index]):
-        return False
-    seen = set()
-    stack = list(flow.pred[block])
-    while stack:
-        current = stack.pop()
-        if current == block:
-            return False  # a loop through the first
-        if current in seen:
-            continue
-        seen.add(current)
-        if any(_on_barrier(e, first, matches) for e in events[current]):
-            return False
-        stack.extend(flow.pred[current])
-    return True
-
-
-def _on_barrier(event, first, matches) -> bool:
-    return event.sync is not None and event.sync[0] is SyncObject.NAMED_BARRIER and matches(first.sync, event.sync)
+def _fixed_phases(flow, named: list, forest) -> dict[int, int]:
+    """``id(event) -> n`` for the operations on a named barrier with one id that every
+    path reaches after exactly `n` operations on it, none of them in a loop."""
+    by_block: dict[int, list] = {}
+    for block, _, event in named:
+        by_block.setdefault(block, []).append(event)
+    found: dict[int, int] = {}
+    for barrier in {next(iter(e.sync[1])) for _, _, e in named if e.sync[1] is not None and len(e.sync[1]) == 1}:
+        on = {block: [e for e in found_here if e.sync[1] is None or barrier in e.sync[1]]
+              for block, found_here in by_block.items()}
+        on = {block: ops for block, ops in on.items() if ops}
+        looping = set().union(*(loop.blocks for loop in forest.loops if any(b in on for b in loop.blocks)))
+        counts: dict[int, int | None] = {}  # operations passed at the end of a block; None: not one number
+        for block in flow.rpo:
+            incoming = {counts[p] for p in flow.pred[block] if p in counts}
+            if block == flow.start:
+                incoming.add(0)
+            passed = incoming.pop() if len(incoming) == 1 and block not in looping else None
+            for event in on.get(block, ()):
+                certain = event.guard is None and event.sync[1] == {barrier}
+                if passed is not None and certain:
+                    found[id(event)] = passed
+                passed = passed + 1 if passed is not None and certain else None
+            counts[block] = passed
+    return found

@@ -58,3 +58,13 @@ def test_a_barrier_skipped_in_some_iterations_does_not():
                                                     "\tbar.sync 1;\nSKIP:\n")
     pairs, _ = syncs(skipped)
     assert pairs == set()
+
+
+def test_operations_every_path_reaches_after_as_many_others_have_their_own_phase():
+    pairs, (one, two, three) = syncs("\tbar.sync 0;\n\tbar.sync 0;\n\tbar.sync 0;\n")
+    assert pairs == {(id(a), id(b)) for a in (one, two, three) for b in (one, two, three) if a is not b}
+
+
+def test_a_guarded_operation_leaves_the_count_open():
+    pairs, _ = syncs("\tsetp.eq.u32 %p1, %r1, 0;\n\t@%p1 bar.sync 0;\n\tbar.sync 0;\n\tbar.sync 0;\n")
+    assert pairs == set()
