@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import bisect
 import enum
-import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.inline import call_target
 from ptxkit.cfg.locations import (
     CLUSTER, CTA, GLOBAL, SHARED, SPACE_BITS, Location, bounded, descriptor_location, everywhere, of_atom, overlaps,
@@ -133,7 +133,7 @@ def describe(event: Event) -> str:
 
 # -- operand shapes ----------------------------------------------------------------------------
 
-_SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
+_SHAPE = compile_pattern(r"m(\d+)n(\d+)k(\d+)")
 _SIXTEEN_BIT = frozenset({"f16", "bf16"})
 
 

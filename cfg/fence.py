@@ -33,10 +33,10 @@ False
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 
 from ptxkit._gc import paused_gc
+from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.locations import spaces_text
 from ptxkit.cfg.placement import FENCE_SIDES, PLACEMENTS, VARIANTS, PlannedFence, fence_text_for, plan_fences
 from ptxkit.cfg.proxy import AnalysisOptions, Hazard, KernelAnalysis
@@ -557,8 +557,8 @@ def _returning_call(flow, block):
     raise AssertionError(f"block {block.index} is empty but follows no call")
 
 
-_OPCODE_TEXT = re.compile(r"(@!?\s*\S+\s+)?([^\s;]+)")
-_CALLEE = re.compile(r"(?:^|,|\s)\s*([A-Za-z_$][\w$]*)\s*(?:,|;|$)")
+_OPCODE_TEXT = compile_pattern(r"(@!?\s*\S+\s+)?([^\s;]+)")
+_CALLEE = compile_pattern(r"(?:^|,|\s)\s*([A-Za-z_$][\w$]*)\s*(?:,|;|$)")
 
 
 def _short(node) -> str:

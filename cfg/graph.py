@@ -18,16 +18,15 @@ innermost ``{ }`` scope, as nvcc's inline assembly needs.
 
 from __future__ import annotations
 
-import re
-
 from ptxkit._gc import paused_gc
+from ptxkit._regex import compile as compile_pattern
 from ptxkit.instruction import Head, head_of
 from ptxkit.isa import BLOCK_TERMINATORS
 from ptxkit.syntax import Block, Directive, Instruction, Label
 
 ENTRY, EXIT = "entry", "exit"
 
-_LABEL_OPERAND = re.compile(r"\s*([A-Za-z_$%][\w$]*)\s*;$")
+_LABEL_OPERAND = compile_pattern(r"\s*([A-Za-z_$%][\w$]*)\s*;$")
 
 
 class BasicBlock:

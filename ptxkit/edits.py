@@ -18,10 +18,11 @@ lines, and a diff can be printed without running anything twice.
 from __future__ import annotations
 
 import bisect
-import re
 from dataclasses import dataclass
 
-_LABEL_OPERAND = re.compile(r"([A-Za-z_$%][\w$]*)(\s*;)$")
+from ._regex import compile as compile_pattern
+
+_LABEL_OPERAND = compile_pattern(r"([A-Za-z_$%][\w$]*)(\s*;)$")
 
 
 @dataclass(frozen=True)

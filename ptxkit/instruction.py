@@ -13,10 +13,10 @@ printing large files never pays for it.
 
 from __future__ import annotations
 
-import re
 import struct
 from typing import NamedTuple
 
+from ._regex import compile as compile_pattern
 from .isa import SPECIAL_REGISTER_PATTERN, STATE_SPACES
 
 
@@ -104,14 +104,14 @@ class InstructionView(NamedTuple):
         return None
 
 
-_COMMENT = re.compile(r"//[^\n]*|/\*[\s\S]*?\*/")
-_HEAD = re.compile(
+_COMMENT = compile_pattern(r"//[^\n]*|/\*[\s\S]*?\*/")
+_HEAD = compile_pattern(
     r"\s*(?:@\s*(!?)\s*([%A-Za-z_$][\w$]*)\s+)?"  # guard
     r"([A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*)"  # opcode and modifiers
     r"(?=[\s;{(\[]|$)"
 )
-_OPCODE = re.compile(r"[A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*")
-_REGISTER_NAME = re.compile(r"[%A-Za-z_$][\w$]*")
+_OPCODE = compile_pattern(r"[A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*")
+_REGISTER_NAME = compile_pattern(r"[%A-Za-z_$][\w$]*")
 #: interned guards and split opcodes, shared by every instruction
 _GUARDS: dict[tuple[str, bool], Guard] = {}
 _OPCODES: dict[str, tuple[str, str, tuple[str, ...]]] = {}  # opcode -> (opcode, base, modifiers)
@@ -119,20 +119,20 @@ _NUMBER = (
     r"[+-]?(?:0[fF][0-9A-Fa-f]{8}|0[dD][0-9A-Fa-f]{16}|0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?"
     r"|(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+U?)"
 )
-_SIMPLE = re.compile(
+_SIMPLE = compile_pattern(
     rf"(?P<special>!?{SPECIAL_REGISTER_PATTERN})"
     rf"|(?P<register>!?%[A-Za-z_$][\w$]*)"
     rf"|(?P<immediate>{_NUMBER})"
     rf"|(?P<sink>_)"
     rf"|(?P<symbol>!?[A-Za-z_$][\w$]*(?:\s*[+-]\s*{_NUMBER})?)"
 )
-_PAIR = re.compile(r"(!?%?[A-Za-z_$][\w$]*)\s*\|\s*(%?[A-Za-z_$][\w$]*)")
-_ADDRESS = re.compile(
+_PAIR = compile_pattern(r"(!?%?[A-Za-z_$][\w$]*)\s*\|\s*(%?[A-Za-z_$][\w$]*)")
+_ADDRESS = compile_pattern(
     rf"(?P<base>%[A-Za-z_$][\w$]*(?:\.[xyzw])?|[A-Za-z_$][\w$]*|{_NUMBER})"
     rf"(?:\s*(?P<sign>[+-])\s*(?P<disp>{_NUMBER}))?"
 )
-_SYMBOL = re.compile(rf"([A-Za-z_$][\w$]*)(?:\s*([+-])\s*({_NUMBER}))?")
-_FAST_OPERAND = re.compile(
+_SYMBOL = compile_pattern(rf"([A-Za-z_$][\w$]*)(?:\s*([+-])\s*({_NUMBER}))?")
+_FAST_OPERAND = compile_pattern(
     rf"\s*(?:(!?{SPECIAL_REGISTER_PATTERN})|(!?%[A-Za-z_$][\w$]*)|(_)(?![\w$])|([A-Za-z_$][\w$]*)(?![\w$])"
     rf"|({_NUMBER})(?![\w$.])"
     rf"|(\[\s*(%?[A-Za-z_$][\w$]*)\s*(?:([+-])\s*({_NUMBER})\s*)?\])"
@@ -140,7 +140,7 @@ _FAST_OPERAND = re.compile(
 )
 _SPECIAL, _REGISTER, _SINK, _SYMBOL_KIND, _IMMEDIATE, _MEMORY, _BASE, _SIGN, _DISP, _VECTOR = range(1, 11)
 KIND_NAMES = {_SPECIAL: "special", _REGISTER: "register"}
-_SPLIT_FAST = re.compile(r"[\[\]{}()]")
+_SPLIT_FAST = compile_pattern(r"[\[\]{}()]")
 _new = tuple.__new__  # builds the named tuples below without their Python-level __new__
 
 

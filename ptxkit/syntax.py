@@ -21,6 +21,7 @@ from functools import cached_property
 from typing import Iterator
 
 from ._gc import paused_gc
+from ._regex import compile as compile_pattern
 from .errors import PtxSyntaxError, Source
 from .declarations import parse_declaration, parse_signature
 from .instruction import parse_instruction
@@ -510,7 +511,7 @@ class Module(Node):
         return "".join(out)
 
 
-_WORD = re.compile(r"\.?[A-Za-z_$%][\w$:]*")
+_WORD = compile_pattern(r"\.?[A-Za-z_$%][\w$:]*")
 
 
 def parse_statement(text: str) -> Node:
