@@ -86,13 +86,13 @@ def shared_pointer_registers(flow) -> set[str]:
             if base in _NO_TARGET:
                 continue
             targets = [prefix + name for name in _targets(operands[0], plain)]
+            stack.define(prefix, base, operands, targets, flow, block)
             if base == "atom":  # atom d, [a], b: b goes to memory, the old value comes back
                 stores.append(("memory", [prefix + r for operand in operands[2:] for r in _reads(operand, plain)]))
                 loads.append(targets)
                 continue
             if not targets:
                 continue
-            stack.define(prefix, base, operands, targets, flow, block)
             if base == "cvta" and "to" not in modifiers and any(m.startswith("shared") for m in modifiers):
                 sources.update(targets)
                 continue

@@ -585,8 +585,10 @@ class KernelAnalysis:
         if kind is Kind.ARRIVE or kind is Kind.ARRIVE_WAIT:
             same = self.pending(state)
             unpublished = same & self.plane(state, UNPUBLISHED)
-            if event.detail == "cp.async":
-                unpublished |= self.plane(state, IN_FLIGHT)
+            if event.detail == "cp.async":  # writes still in flight: no fence of another thread orders them
+                in_flight = self.plane(state, IN_FLIGHT)
+                same |= in_flight
+                unpublished |= in_flight
             crossed = self.plane(state, CROSSED)
             if event.cross:
                 crossed |= self.plane(state, REMOTE) | same
