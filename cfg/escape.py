@@ -112,6 +112,10 @@ def shared_pointer_registers(flow) -> set[str]:
                     param_loads.setdefault(slot, []).extend(targets)
                 elif context is not None and context.parent is not None:  # not known: any argument's
                     param_loads.setdefault(None, []).extend(targets)
+                elif _call_result(flow.function if context is None else context.function, operands):
+                    # a call that stays a call may return what it was given or what memory holds
+                    param_loads.setdefault(None, []).extend(targets)
+                    loads.append(targets)
                 elif _shared_parameter(flow.function if context is None else context.function, operands):
                     sources.update(targets)
                 continue
@@ -275,6 +279,15 @@ def _next_calls(block) -> list:
             following = id(block.instructions[position])
         found[position] = following
     return found
+
+
+def _call_result(function, operands) -> bool:
+    """True for ``ld.param`` of a name that is no parameter of `function`: the return
+    value of a call in its body (one not inlined, or this would be a known slot)."""
+    memory = operands[1] if len(operands) > 1 else None
+    if memory is None or memory.kind != "memory" or not memory.elements or memory.elements[0].kind != "symbol":
+        return False
+    return all(param.name != memory.name for param in function.signature.params)
 
 
 def _shared_parameter(function, operands) -> bool:

@@ -83,3 +83,14 @@ def test_pointers_to_the_debug_stack_are_stack_slots():
             "\tst.param.b64 [param1], %rd2;\n\tcall.uni f, (param0, param1);\n\t}\n")
     found = tainted(regs + start + call + loads, extra=extra, inline=True)
     assert "%rd5" in found and "%rd4" not in found
+
+
+def test_what_a_call_that_stays_a_call_returns_may_be_what_it_was_given():
+    """An extern function handed a shared pointer may hand it back."""
+    extra = ".extern .func (.param .b64 r) pass_through(.param .b64 p);\n"
+    body = ("\tmov.u64 %rd1, smem;\n\tcvta.shared.u64 %rd2, %rd1;\n\t{\n\t.param .b64 param0;\n"
+            "\tst.param.b64 [param0], %rd2;\n\t.param .b64 retval0;\n\tcall.uni (retval0), pass_through, (param0);\n"
+            "\tld.param.b64 %rd3, [retval0];\n\t}\n")
+    assert "%rd3" in tainted(body, extra=extra, inline=True)
+    assert "%rd3" not in tainted(body.replace("%rd2;", "%rd1;").replace("cvta.shared.u64 %rd2, %rd1", "mov.u64 %rd2, 0"),
+                                 extra=extra, inline=True)
