@@ -134,12 +134,18 @@ def _natural_body(flow, header: int, latches: list[int], reachable) -> set[int]:
 
 def _cycle_blocks(flow, target: int, source: int) -> set[int]:
     """Blocks on some cycle through the retreating edge ``source -> target``."""
-    forward = _reach(flow.succ, target)
-    backward = _reach(flow.pred, source)
+    forward = reachable(flow.succ, target)
+    backward = reachable(flow.pred, source)
     return forward & backward
 
 
-def _reach(adjacency, start: int) -> set[int]:
+def reachable(adjacency, start: int) -> set[int]:
+    """The nodes reachable from `start` along `adjacency` (``succ`` forward, ``pred``
+    backward), `start` included.
+
+    >>> sorted(reachable([[1], [2], [], [0]], 0)), sorted(reachable([[], [0], [1], []], 2))
+    ([0, 1, 2], [0, 1, 2])
+    """
     seen = {start}
     stack = [start]
     while stack:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from ptxkit.cfg.divergence import cta_uniform, definitions
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Kind
-from ptxkit.cfg.loops import find_loops
+from ptxkit.cfg.loops import find_loops, reachable
 from ptxkit.isa import SyncObject
 
 __all__ = ["separate_phases"]
@@ -90,8 +90,8 @@ def _around_uniform_loops(flow, named: list, matches, dominators, forest) -> set
         defined = definitions(flow) if defined is None else defined
         if guard is None or not cta_uniform(guard.register, defined, flow):
             continue
-        after = _reach(flow.succ, exits[0][1])
-        before = _reach(flow.pred, loop.header)
+        after = reachable(flow.succ, exits[0][1])
+        before = reachable(flow.pred, loop.header)
         for block, _, event in named:
             if block in loop.blocks or (block in after) == (block in before):
                 continue  # in the loop, around it, or unrelated
@@ -100,16 +100,6 @@ def _around_uniform_loops(flow, named: list, matches, dominators, forest) -> set
                     pairs.add((id(inner), id(event)))
                     pairs.add((id(event), id(inner)))
     return pairs
-
-
-def _reach(adjacency, start: int) -> set[int]:
-    seen, stack = {start}, [start]
-    while stack:
-        for nxt in adjacency[stack.pop()]:
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-    return seen
 
 
 def _fixed_phases(flow, named: list, forest) -> dict[int, int]:

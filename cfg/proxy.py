@@ -49,6 +49,7 @@ import re
 from dataclasses import dataclass, field
 
 from ptxkit.cfg.dataflow import solve_forward
+from ptxkit.cfg.divergence import thread_meets
 from ptxkit.cfg.events import Event, EventOptions, Kind, classify
 from ptxkit.cfg.inline import inlined_graph
 from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, overlaps, spaces_text
@@ -383,8 +384,6 @@ class KernelAnalysis:
     def _thread_merges(self) -> dict:
         """The merges at the blocks where thread-index splits meet: there a fact is
         uncredited only where every path from the split left it so (§4.4)."""
-        from ptxkit.cfg.divergence import thread_meets
-
         plane = self.put(self._full, UNCREDITED)
         keep = ~plane
 
