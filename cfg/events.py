@@ -28,8 +28,8 @@ from typing import NamedTuple
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.inline import call_target
 from ptxkit.cfg.locations import (
-    CLUSTER, CTA, GLOBAL, SHARED, SPACE_BITS, Location, bounded, descriptor_location, everywhere, of_atom, overlaps,
-    space_bits,
+    CLUSTER, CTA, GLOBAL, SHARED, SPACE_BITS, Location, bounded, descriptor_location, everywhere, in_root, of_atom,
+    overlaps, space_bits,
 )
 from ptxkit.cfg.escape import shared_pointer_registers
 from ptxkit.cfg.registers import PORTABLE_CLUSTER, analyse_registers, destinations, symbol_regions
@@ -178,6 +178,7 @@ class _Classifier:
         self.expect_tx = [(self._mbarrier(mbar), _most(self.value(count))) for mbar, count in self.armed]
         by_block = [[] if index in dead else [event for builder in items for event in builder(self)]
                     for index, items in enumerate(builders)]
+        _one_start_per_object(by_block)
         if self.open_boxes:
             _close_boxes(by_block)
         return Events(by_block, self.warnings, dead)
@@ -529,6 +530,44 @@ def _ring_stride(value: tuple) -> int | None:
     strides = [atom.step for atom in value if atom.is_address and atom.region is not None and atom.lo < atom.hi
                and not atom.shift]
     return min(strides) if strides and len(strides) == len(value) and min(strides) > 1 else None
+
+
+def _event_locations(event: Event):
+    """Every location an event names, its hand-off object included."""
+    yield from event.locations
+    yield from event.writes
+    if event.mbarrier is not None:
+        yield event.mbarrier
+    if event.sync is not None and event.sync[0] is SyncObject.MBARRIER:
+        yield event.sync[1]
+
+
+def _one_start_per_object(by_block: list) -> None:
+    """Where a kernel addresses one object both from its own start and from a
+    rounded-up start (or from two), give every location from the object's own start
+    (`in_root`), so each object is one region to the proxy analysis: offsets from a
+    single rounded-up start stay exact (docs/fence.md §3.1)."""
+    starts: dict = {}
+    for events in by_block:
+        for event in events:
+            for location in _event_locations(event):
+                if location.region is not None:
+                    starts.setdefault(location.region.root, set()).add(location.region)
+    mixed = {root for root, regions in starts.items() if len(regions) > 1}
+    if not any(region.parent in mixed for regions in starts.values() for region in regions):
+        return
+    def unify(location):
+        return in_root(location) if location.region is not None and location.region.parent in mixed else location
+
+    for events in by_block:
+        for index, event in enumerate(events):
+            if any(unify(location) is not location for location in _event_locations(event)):
+                sync = event.sync
+                if sync is not None and sync[0] is SyncObject.MBARRIER:
+                    sync = (sync[0], unify(sync[1])) + sync[2:]
+                events[index] = event._replace(
+                    locations=tuple(map(unify, event.locations)), writes=tuple(map(unify, event.writes)),
+                    mbarrier=unify(event.mbarrier) if event.mbarrier is not None else None, sync=sync)
 
 
 #: Opcodes with an event beside their proxy effect and hand-off (see `classify`).

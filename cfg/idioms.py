@@ -1,4 +1,4 @@
-"""Remainder idioms: ``x - round(x)`` forms whose range intervals alone cannot see.
+"""Remainder and rounding idioms whose range intervals alone cannot see.
 
 A ring-buffer index advanced by a run-time count is reduced modulo the number of
 stages, and nvcc spells ``x % C`` as ``x - (x / C) * C`` with the division done by a
@@ -18,6 +18,12 @@ two ``x`` and answers "anything"; these patterns give the exact range (docs/fenc
 The second check evaluates the division sequence on concrete numbers; the
 sequences compilers emit are exact for every input or wrong on whole ranges, which
 the probes cover.
+
+A pointer rounded up to a power of two without the ``(x + N - 1) & -N`` form
+(ThunderKittens' shared-memory allocator) is recognised too (`align_up`):
+
+- ``selp d, x, y, p`` with ``p = (x & (N - 1)) == 0`` and ``y = x - (x & (N - 1)) + N``
+  computed by ``add``/``sub`` in the block: ``d`` is ``x`` rounded up to ``N``.
 
 >>> from ptxkit import parse
 >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n.reg .b32 %r<9>;\\n"
@@ -243,3 +249,99 @@ def _divides(tree, divisor: int) -> bool:
     values.update(range(0, 1 << 32, (1 << 32) // PROBES + 1))
     function = _compile(tree)
     return all(function(x) & _MASK32 == x // divisor for x in values)
+
+
+class AlignUp(NamedTuple):
+    """A recognised ``selp`` that rounds register `x` up to a multiple of `modulus`.
+    The rounded arm adds `constant` and each ``(coefficient, register)`` of `others`
+    to ``x - (x & (modulus - 1))``; the idiom holds when they add up to `modulus`,
+    which only the registers' values can tell."""
+
+    x: str
+    modulus: int
+    constant: int
+    others: tuple
+
+
+def align_up(instructions, heads, position: int, plain) -> AlignUp | None:
+    """The align-up idiom computed by the ``selp`` at `position`, or None.
+
+    >>> from ptxkit import parse
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...           ".reg .b64 %rd<9>;\\n.reg .pred %p<2>;\\n\\tand.b64 %rd2, %rd1, 1023;\\n"
+    ...           "\\tsub.s64 %rd3, %rd8, %rd2;\\n\\tadd.s64 %rd4, %rd3, %rd1;\\n\\tsetp.eq.s64 %p1, %rd2, 0;\\n"
+    ...           "\\tselp.b64 %rd5, %rd1, %rd4, %p1;\\n\\tret;\\n}\\n")
+    >>> block = flow_graph(m.function("k")).blocks[0]
+    >>> align_up(block.instructions, block.heads, 4, frozenset())
+    AlignUp(x='%rd1', modulus=1024, constant=0, others=((1, '%rd8'),))
+    """
+    operands = instructions[position].operands
+    if heads[position][0] is not None or heads[position][2] != "selp" or len(operands) != 4 \
+            or operands[3].kind != "register":
+        return None
+    predicate = operands[3]
+    setp_at = _defining(instructions, heads, position, predicate.name, plain)
+    if setp_at is None or heads[setp_at][2] != "setp" or heads[setp_at][0] is not None:
+        return None
+    compare = instructions[setp_at].operands
+    comparison = heads[setp_at][1].split(".")[1]
+    if len(compare) != 3 or comparison not in ("eq", "ne") or compare[1].kind != "register" \
+            or compare[2].kind != "immediate" or compare[2].value != 0:
+        return None
+    remainder_register = compare[1].name
+    and_at = _defining(instructions, heads, setp_at, remainder_register, plain)
+    if and_at is None or heads[and_at][2] != "and" or heads[and_at][0] is not None:
+        return None
+    masked = instructions[and_at].operands
+    if len(masked) != 3 or masked[1].kind != "register" or masked[2].kind != "immediate" \
+            or not isinstance(masked[2].value, int):
+        return None
+    modulus = masked[2].value + 1
+    x = masked[1].name
+    if modulus < 2 or modulus & (modulus - 1) or x == remainder_register:
+        return None
+    aligned, rounded = operands[1], operands[2]
+    if (comparison == "ne") != predicate.negated:
+        aligned, rounded = rounded, aligned
+    if aligned.kind != "register" or aligned.name != x or rounded.kind != "register":
+        return None
+    if _defining(instructions, heads, position, remainder_register, plain) != and_at or \
+            not _unchanged(instructions, heads, and_at, position, x, plain):
+        return None
+    terms: dict = {}
+    if not _linear(instructions, heads, position, rounded.name, 1, (and_at, position), (x, remainder_register), terms, 0):
+        return None
+    if terms.pop(x, 0) != 1 or terms.pop(remainder_register, 0) != -1:
+        return None
+    constant = terms.pop(None, 0)
+    others = tuple((coefficient, name) for name, coefficient in sorted(terms.items()) if coefficient)
+    return AlignUp(x, modulus, constant, others)
+
+
+def _linear(instructions, heads, before: int, register: str, coefficient: int, span: tuple, kept: tuple,
+            terms: dict, depth: int) -> bool:
+    """Add ``coefficient * register`` (as read at `before`) to `terms` as a sum of
+    registers (by name) and a constant (key None), expanding the ``add``/``sub``/``mov``
+    that define it inside `span` (``(start, stop)`` positions); the registers in `kept`
+    and those defined before `start` are not expanded and must keep their value to `stop`."""
+    start, stop = span
+    at = _defining(instructions, heads, before, register, frozenset())
+    if at is not None and at > start and register not in kept and depth < _MAX_DEPTH \
+            and heads[at][0] is None and heads[at][2] in ("add", "sub", "mov"):
+        operands = instructions[at].operands[1:]
+        if heads[at][2] == "mov" and len(operands) != 1 or heads[at][2] != "mov" and len(operands) != 2:
+            return False
+        for index, operand in enumerate(operands):
+            sign = -1 if heads[at][2] == "sub" and index == 1 else 1
+            if operand.kind == "immediate" and isinstance(operand.value, int):
+                terms[None] = terms.get(None, 0) + sign * coefficient * operand.value
+            elif operand.kind != "register" or not _linear(instructions, heads, at, operand.name, sign * coefficient,
+                                                            span, kept, terms, depth + 1):
+                return False
+        return True
+    if at is not None and at > start and register not in kept or \
+            _defining(instructions, heads, stop, register, frozenset()) != at:
+        return False  # computed some other way, or changed before the selp reads the sum
+    terms[register] = terms.get(register, 0) + coefficient
+    return True

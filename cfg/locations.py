@@ -103,12 +103,36 @@ def alias(spaces: int) -> int:
 
 
 def overlaps(a: Location, b: Location) -> bool:
-    """True when the two locations may share a byte (see the module docstring)."""
+    """True when the two locations may share a byte (see the module docstring). Offsets
+    from an object's rounded-up start (`ptxkit.cfg.values.aligned_start`) and from
+    its own start are compared as offsets from its own start.
+
+    >>> from ptxkit.cfg.values import aligned_start
+    >>> dyn = Region("dyn", SHARED_CTA_SPACE, None, 16)
+    >>> up = aligned_start(dyn, 1024)
+    >>> overlaps(Location(CTA, up, 0, 64), Location(CTA, dyn, 1000, 1008)), overlaps(Location(CTA, up, 0, 64),
+    ...     Location(CTA, dyn, 1072, 1080))
+    (True, False)
+    """
     if not alias(a.space) & b.space:
         return False
     if a.region is None or b.region is None:
         return True
-    return a.region == b.region and a.start < b.end and b.start < a.end
+    if a.region != b.region:
+        if a.region.root != b.region.root:
+            return False
+        a, b = in_root(a), in_root(b)
+    return a.start < b.end and b.start < a.end
+
+
+def in_root(location: Location) -> Location:
+    """A location given from a rounded-up start, as bytes of the object itself: the
+    start may lie up to the region's `slack` past the object's."""
+    region = location.region
+    if region is None or region.parent is None:
+        return location
+    return Location(location.space, region.parent, location.start,
+                    min(location.end + region.slack, region.parent.limit))
 
 
 def of_atom(atom: Atom, width: int, space: int) -> Location:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 
 from ptxkit._regex import compile as compile_pattern
-from ptxkit.cfg.idioms import remainder
+from ptxkit.cfg.idioms import align_up, remainder
 from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
@@ -186,7 +186,10 @@ def symbol_regions(function, context: Context | None = None) -> dict:
     suffix = f"@{context.id}" if context is not None and context.id else ""
     module = function.module
     found = dict(_module_symbols(module, suffix)) if module is not None else {}
-    found.update(_declared(function, suffix))
+    declared = _declared(function, suffix)
+    found.update(declared)
+    if _dynamic_alignments(declared):  # extern arrays in the function too: one region with the module's
+        _one_dynamic_region(found, max(_dynamic_alignments(found)))
     for param in function.signature.params:
         found.setdefault(param.name, (Atom(WINDOW, OTHER_SPACE),))
     return found
@@ -226,6 +229,7 @@ def _declared(function, suffix: str) -> dict:
 
 def _scan(nodes, module_scope: bool, suffix: str) -> dict:
     found: dict[str, tuple] = {}
+    dynamic = 0  # the largest alignment an extern .shared array declares
     for node in nodes:
         if type(node) is Directive:
             if not module_scope and node.name == ".reg":
@@ -234,29 +238,49 @@ def _scan(nodes, module_scope: bool, suffix: str) -> dict:
                     if not name.startswith("%"):
                         found[name] = None
             else:
-                _declare(node, found, suffix)
+                dynamic = max(dynamic, _declare(node, found, suffix))
         elif module_scope and type(node) is Function:
             found[node.name] = (Atom(WINDOW, OTHER_SPACE),)
+    if dynamic:
+        _one_dynamic_region(found, dynamic)
     return found
 
 
-def _declare(directive, found: dict, suffix: str) -> None:
+def _dynamic_alignments(table: dict) -> set:
+    return {value[0].region.align for value in table.values()
+            if value is not None and value[0].region is not None and value[0].region.name == DYNAMIC_SHARED}
+
+
+def _one_dynamic_region(found: dict, align: int) -> None:
+    """Every extern .shared array starts at the one dynamic shared memory, aligned as
+    the most aligned of them asks."""
+    region = Region(DYNAMIC_SHARED, SHARED_CTA_SPACE, None, align)
+    for name, value in found.items():
+        if value is not None and value[0].region is not None and value[0].region.name == DYNAMIC_SHARED:
+            found[name] = address(region)
+
+
+def _declare(directive, found: dict, suffix: str) -> int:
+    """Add the variables `directive` declares; the alignment of the dynamic shared
+    memory it declares, or 0."""
     declaration = directive.declaration
     if declaration is None:
-        return
+        return 0
     space = _SPACE_OF_DECLARATION.get(declaration.space)
     if space is None:
         if declaration.space in (".const", ".param"):
             for name in declaration.base_names:
                 found[name] = (Atom(WINDOW, OTHER_SPACE),)
-        return
+        return 0
     element = _TYPE_BITS.get((declaration.type or ".b8")[2:], 8) // 8
+    dynamic = 0
     for name, base in zip(declaration.names, declaration.base_names):
         dims = [d.strip() for d in name[len(base):].strip("[]").split("][")] if "[" in name else []
         align = declaration.align or element
         if dims and not all(dims):  # extern array of unknown size
             if space == SHARED_CTA_SPACE:
                 found[base] = address(Region(DYNAMIC_SHARED, space, None, align))
+                dynamic = max(dynamic, align)
                 continue
             size = None
         else:
@@ -264,6 +288,7 @@ def _declare(directive, found: dict, suffix: str) -> None:
             for dim in dims:
                 size *= int(dim, 0)
         found[base] = address(Region(base + (suffix if space == LOCAL_SPACE else ""), space, size, align))
+    return dynamic
 
 
 # -- the analysis ----------------------------------------------------------------------------
@@ -725,7 +750,8 @@ class _Analysis:
                 compute = self.remainder_range(block, found)
                 sources.append(prefix + found.x)
         if base == "selp" and len(operands) == 4:
-            refined = self.ring_refinement(block, position, operands)
+            refined = self.rounded_up(block, position, modifiers, compute) or \
+                self.ring_refinement(block, position, operands)
             if refined is not None:
                 compute, extra = refined
                 sources.extend(extra)
@@ -985,6 +1011,31 @@ class _Analysis:
             return [number(-bias[0].hi, found.modulus - 1 - bias[0].lo)]
 
         return aligned
+
+    def rounded_up(self, block: int, position: int, modifiers: list, otherwise):
+        """A ``selp`` that rounds a register up to a power of two (`ptxkit.cfg.idioms.
+        align_up`): ``(x + N - 1) & -N`` when the other terms add up to N, else what
+        `otherwise` computes."""
+        found = align_up(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position,
+                         self.plain(block))
+        if found is None:
+            return None
+        prefix = self.prefix(block)
+        width = _width(modifiers)
+
+        def compute(at):
+            total = found.constant
+            for coefficient, name in found.others:
+                value = constant(self.lookup(at, prefix + name))
+                if value is None:
+                    return otherwise(at)
+                total += coefficient * value
+            if total != found.modulus:
+                return otherwise(at)
+            x = self.lookup(at, prefix + found.x)
+            return [and_(add(x, number(found.modulus - 1)), number(-found.modulus), width)]
+
+        return compute, [prefix + found.x] + [prefix + name for _, name in found.others]
 
     def ring_refinement(self, block: int, position: int, operands):
         """``selp d, a, b, p`` where ``p`` is ``setp.<cmp> p, x, C`` and `a`/`b` are

@@ -62,7 +62,9 @@ class Region(NamedTuple):
     """One memory object whose address the analysis follows.
 
     `size` in bytes (None when unknown, as for dynamic shared memory), `align` the
-    alignment of its start in bytes.
+    alignment of its start in bytes. A region with a `parent` is that object's start
+    rounded up to `align` (`aligned_start`): it begins up to `slack` bytes after its
+    parent and keeps offsets from the rounded start exact (docs/fence.md §3.1).
 
     >>> Region("smem", SHARED_CTA_SPACE, 1024, 128).limit, Region("dyn", SHARED_CTA_SPACE, None, 16).limit
     (1024, 232448)
@@ -72,6 +74,17 @@ class Region(NamedTuple):
     space: str
     size: int | None
     align: int
+    parent: Region | None = None
+
+    @property
+    def root(self) -> Region:
+        """The object itself (the region a rounded start belongs to)."""
+        return self.parent or self
+
+    @property
+    def slack(self) -> int:
+        """The most bytes this region's start may lie past its root's."""
+        return self.align - self.parent.align if self.parent is not None else 0
 
     @property
     def limit(self) -> int:
@@ -133,6 +146,21 @@ def address(region: Region, lo: int = 0, hi: int | None = None, form: int = WIND
     'tile+16 (shared::cta generic)'
     """
     return (Atom(form, space or region.space, region, lo, lo if hi is None else hi),)
+
+
+def aligned_start(region: Region, alignment: int) -> Region:
+    """The start of `region`'s object rounded up to `alignment` (a power of two):
+    `region` itself when it is aligned that far already.
+
+    >>> dyn = Region("dyn", SHARED_CTA_SPACE, None, 16)
+    >>> up = aligned_start(dyn, 1024)
+    >>> up.name, up.align, up.slack, aligned_start(up, 128) is up, aligned_start(dyn, 8) is dyn
+    ('dyn aligned 1024', 1024, 1008, True, True)
+    """
+    if region.align >= alignment:
+        return region
+    root = region.root
+    return Region(f"{root.name} aligned {alignment}", root.space, root.size, alignment, root)
 
 
 def anywhere(space: str, form: int) -> tuple:
@@ -436,8 +464,8 @@ def shr(a: tuple, amount: tuple) -> tuple:
     """``a >> amount`` for a constant amount; a window address becomes a shifted one
     (a matrix descriptor's address field).
 
-    >>> show(shr(number(16, 47), number(4)))
-    '[1, 2]'
+    >>> show(shr(number(16, 47), number(4))), show(shr(number(0, 896, 128), number(3)))
+    ('[1, 2]', '[0, 112] step 16')
     """
     count = constant(amount)
     if count is None or not 0 <= count < 64:
@@ -447,7 +475,8 @@ def shr(a: tuple, amount: tuple) -> tuple:
         if x.form == NUM:
             if x.lo < 0:
                 return _num(0, INF if x.hi >= INF else max(x.hi, 0) >> count) if x.hi >= 0 else TOP
-            return _num(x.lo >> count, x.hi if x.hi >= INF else x.hi >> count)
+            step = x.step >> count if x.lo % (1 << count) == 0 and x.step % (1 << count) == 0 else 1
+            return _num(x.lo >> count, x.hi if x.hi >= INF else x.hi >> count, step)
         if x.form == WINDOW and not x.shift and not x.high:
             return (x._replace(shift=count),)
         return TOP
@@ -482,15 +511,16 @@ def _limit_bits(atom: Atom) -> int | None:
 
 def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
     """``a & b``: masks that keep the whole address field are the identity, alignment
-    masks (``-1024``) round the offset down, other masks bound a number.
+    masks (``-1024``) round the offset down (for an object aligned less than that, the
+    offset from its start rounded up, `aligned_start`), other masks bound a number.
 
     >>> r = Region("s", SHARED_CTA_SPACE, 4096, 16)
     >>> show(and_(address(r, 100), number(-64), 32)), show(and_(shr(address(r, 32), number(4)), number(0x3FFF), 32))
-    ('s+[37, 100] (shared::cta window)', 's+32 (shared::cta window) >> 4')
+    ('s aligned 64+[0, 64] step 64 (shared::cta window)', 's+32 (shared::cta window) >> 4')
     >>> show(and_(number(0, 1000), number(0x7F))), show(and_(address(r, 100), number(1023), 64))
     ('[0, 127]', '[0, 1023]')
-    >>> show(and_(TOP, number(3), 32))
-    '[0, 3]'
+    >>> show(and_(TOP, number(3), 32)), show(and_(number(0, 255), number(4), 32))
+    ('[0, 3]', '[0, 4] step 4')
 
     """
     mask = constant(b)
@@ -508,9 +538,9 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
         if x.form == NUM:
             if x.lo >= 0 and x.hi <= mask and (mask + 1) & mask == 0:
                 return (x,)
-            return _num(0, mask if x.lo < 0 or x.hi > mask else x.hi) if mask < INF else TOP
+            return _masked(mask if x.lo < 0 or x.hi > mask else x.hi, mask) if mask < INF else TOP
         if not x.is_address or x.high:
-            return _num(0, mask) if mask < 1 << (width - 1) else TOP  # its bits are among the mask's
+            return _masked(mask, mask) if mask < 1 << (width - 1) else TOP  # its bits are among the mask's
         limit = _limit_bits(x)
         if limit is not None and (mask + 1) & mask == 0 and mask >= (1 << limit) - 1:
             return (x,)  # keeps every bit an address can have
@@ -521,26 +551,43 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
                 return _num(x.lo % step, x.hi % step)
             return _num(0, mask)
         if mask < 1 << (width - 1):  # some low bits of the address: a number no larger than the mask
-            return _num(0, mask)
+            return _masked(mask, mask)
         low = full ^ mask  # an alignment mask keeps the high bits: -2**m
         if (low + 1) & low == 0 and not x.shift:
             step = low + 1
-            region_align = x.region.align if x.region is not None else 1
-            if region_align % step == 0:
+            if x.region is None:
+                return _shifted(x, x.lo - (step - 1), x.hi)
+            if x.region.align % step == 0:
                 return _shifted(x, x.lo - x.lo % step, x.hi - x.hi % step, step)
-            return _shifted(x, x.lo - (step - 1), x.hi)
+            # rounding an address of a less aligned object: offsets from its start
+            # rounded up to the mask's alignment, which lies up to `slack` bytes further
+            lo = x.lo - (step - x.region.align)
+            lo, hi = lo - lo % step, x.hi - x.hi % step
+            return (x._replace(region=aligned_start(x.region, step), lo=lo, hi=hi, step=step if lo < hi else 1),)
         return TOP
 
     return _lift(a, one)
 
 
-def _small_bits(x: Atom, count: int) -> tuple:
-    """An address whose low `count` bits (of the shifted value) may have been changed."""
+def _masked(most: int, mask: int) -> tuple:
+    """``[0, most]`` kept to the multiples of `mask`'s lowest set bit (what ``& mask``
+    leaves of a value no larger than `most`)."""
+    low = mask & -mask or 1  # no bit left: 0
+    return _num(0, most - most % low if mask else 0, low)
+
+
+def _small_bits(x: Atom, count: int, kept: int = 0) -> tuple:
+    """An address whose low `count` bits (of the shifted value) may have been changed,
+    all but the lowest `kept` (a swizzle XOR of 16-byte chunks keeps a 4-byte store's
+    alignment)."""
     span = 1 << (count + x.shift)  # in bytes
     region_align = x.region.align if x.region is not None else 1
     if region_align % span == 0:
-        return _shifted(x, x.lo - x.lo % span, x.hi - x.hi % span + span - 1)
-    return _shifted(x, x.lo - (span - 1), x.hi + span - 1)
+        lo, hi = x.lo - x.lo % span, x.hi - x.hi % span + span - 1
+    else:
+        lo, hi = x.lo - (span - 1), x.hi + span - 1
+    step = gcd(_stride(x), 1 << kept) if kept and not x.shift else 1  # every value keeps its residue
+    return _shifted(x, lo + (x.lo - lo) % step, hi - (hi - x.lo) % step, step)
 
 
 def or_(a: tuple, b: tuple, width: int = 64) -> tuple:
@@ -550,7 +597,7 @@ def or_(a: tuple, b: tuple, width: int = 64) -> tuple:
 
     >>> r = Region("s", SHARED_CTA_SPACE, 4096, 1024)
     >>> show(or_(address(r, 64), number(16))), show(or_(address(r, 64), number(96)))
-    ('s+80 (shared::cta window)', 's+[0, 127] (shared::cta window)')
+    ('s+80 (shared::cta window)', 's+[0, 96] step 32 (shared::cta window)')
     >>> show(or_(shr(address(r, 64), number(4)), number(-1 << 62)))
     's+64 (shared::cta window) >> 4 | 0xc000000000000000'
     """
@@ -567,10 +614,14 @@ def xor(a: tuple, b: tuple, width: int = 64) -> tuple:
     """``a ^ b``: XOR with a small number changes only low bits (swizzled addresses).
 
     >>> r = Region("s", SHARED_CTA_SPACE, 4096, 1024)
-    >>> show(xor(address(r, 256, 300), number(0, 112)))
-    's+[256, 383] (shared::cta window)'
+    >>> show(xor(address(r, 256, 300), number(0, 112))), show(xor(add(address(r, 4), number(0, 256, 4)),
+    ...                                                                number(0, 112, 16)))
+    ('s+[256, 383] (shared::cta window)', 's+[0, 380] step 4 (shared::cta window)')
     >>> show(xor(number(0, 5), number(8))), show(or_(number(0, 1024, 512), number(0, 511)))
     ('[8, 13]', '[0, 1535]')
+    >>> show(or_(number(0, 1760, 32), number(256)))
+    '[256, 2016] step 32'
+
     """
     return _bitwise(_unsigned(a, width), _unsigned(b, width), high_ok=False)
 
@@ -588,7 +639,9 @@ def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
             if x.lo < 0:
                 return TOP
             bits = max(_bits_below(x.hi), _bits_below(y.hi))
-            return _num(max(x.lo, y.lo) if high_ok else 0, (1 << bits) - 1 if bits < 80 else INF)
+            most = min((1 << bits) - 1 if bits < 80 else INF, x.hi + y.hi)  # neither sets more than both add
+            low = 1 << min(_zero_low_bits(x), _zero_low_bits(y), 80)  # nor a bit below both operands' lowest
+            return _num(max(x.lo, y.lo) if high_ok else 0, most - most % low, low)
         if not x.is_address:
             return TOP
         limit = _limit_bits(x)
@@ -598,7 +651,8 @@ def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
             return (x._replace(high=x.high | y.lo),)
         if x.high or y.hi >= INF:
             return TOP
-        return _small_bits(x, _bits_below(y.hi))
+        count = _bits_below(y.hi)
+        return _small_bits(x, count, min(_zero_low_bits(y), count))
 
     return _lift2(a, b, one)
 

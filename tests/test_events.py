@@ -64,6 +64,26 @@ def test_two_loads_of_one_tensor_map_share_the_armed_bytes():
     assert writes == ["writes dynamic shared[0:16384]", "writes dynamic shared[16384:32768]"]
 
 
+LOW = ".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 16 .b8 low[];\n"
+#: the dynamic base rounded up to 1024: ``(p + 1023) & -1024``
+ROUND = "\tmov.u32 %r1, low;\n\tadd.s32 %r3, %r1, 1023;\n\tand.b32 %r4, %r3, -1024;\n"
+
+
+def low_events(body: str) -> list[tuple[str, str]]:
+    text = f"{LOW}.visible .entry k()\n{{\n{REGS}{ROUND}{body}\tret;\n}}\n"
+    found = classify(inlined_graph(ptxkit.parse(text).function("k")), EventOptions())
+    return [(e.kind.value, describe(e)) for block in found.by_block for e in block]
+
+
+def test_a_rounded_up_start_is_one_object_with_its_own():
+    # offsets from the rounded start alone stay exact
+    assert low_events("\tst.shared.u32 [%r4+4096], %r9;\n\tst.shared.u32 [%r4+8], %r9;\n") == [
+        ("write", "dynamic shared aligned 1024[4096:4100]"), ("write", "dynamic shared aligned 1024[8:12]")]
+    # with an access from the object's own start, every location is one of the object's
+    assert low_events("\tst.shared.u32 [%r4+4096], %r9;\n\tst.shared.u32 [%r1+8], %r9;\n") == [
+        ("write", "dynamic shared[4096:5108]"), ("write", "dynamic shared[8:12]")]
+
+
 def test_hand_offs():
     body = ("\tbar.sync 3, 128;\n\tbar.arrive %r9, 128;\n\tbarrier.cluster.arrive.relaxed;\n"
             "\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;\n"

@@ -1,4 +1,4 @@
-"""ptxkit.cfg.idioms: remainder idioms are recognised only when they compute a remainder."""
+"""ptxkit.cfg.idioms: remainder and align-up idioms are recognised only when they compute one."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 import ptxkit
 from ptxkit.cfg.graph import flow_graph
-from ptxkit.cfg.idioms import _alignment_mask, _divides, _tree, remainder
+from ptxkit.cfg.idioms import _alignment_mask, _divides, _tree, align_up, remainder
 
 
 def block_of(body: str):
@@ -59,3 +59,32 @@ def test_alignment_remainders():
     assert (found.x, found.modulus, found.kind, found.bias.name) == ("%r1", 16, "alignment", "%r3")
     block = block_of("\tand.b32 %r5, %r1, -128;\n\tsub.s32 %r6, %r1, %r5;\n")
     assert remainder(block.instructions, block.heads, 1, frozenset()).bias is None
+
+
+#: ``(x & 1023) == 0 ? x : x + (1024 - (x & 1023))``, as nvcc spells ThunderKittens' allocator
+ALIGN_UP = ("\tand.b64 %rd2, %rd1, 1023;\n\tmov.u64 %rd3, 1024;\n\tsub.s64 %rd4, %rd3, %rd2;\n"
+            "\tadd.s64 %rd5, %rd1, %rd4;\n\tsetp.eq.s64 %p1, %rd2, 0;\n")
+
+
+def align_up_block(body: str):
+    return block_of(".reg .pred %p<3>;\n" + body)
+
+
+def test_align_up_through_a_select():
+    block = align_up_block(ALIGN_UP + "\tselp.b64 %rd6, %rd1, %rd5, %p1;\n")
+    found = align_up(block.instructions, block.heads, 5, frozenset())
+    assert (found.x, found.modulus, found.constant, found.others) == ("%rd1", 1024, 1024, ())
+    negated = align_up_block(ALIGN_UP.replace("setp.eq", "setp.ne") + "\tselp.b64 %rd6, %rd5, %rd1, %p1;\n")
+    assert align_up(negated.instructions, negated.heads, 5, frozenset()).modulus == 1024
+
+
+@pytest.mark.parametrize("body", [
+    ALIGN_UP + "\tselp.b64 %rd6, %rd5, %rd1, %p1;\n",  # the arms swapped: x when it is not aligned
+    ALIGN_UP.replace("1023;", "1000;") + "\tselp.b64 %rd6, %rd1, %rd5, %p1;\n",  # not a power of two
+    ALIGN_UP.replace("add.s64 %rd5, %rd1, %rd4", "add.s64 %rd5, %rd7, %rd4") + "\tselp.b64 %rd6, %rd1, %rd5, %p1;\n",
+    ALIGN_UP + "\tadd.s64 %rd1, %rd1, 16;\n\tselp.b64 %rd6, %rd1, %rd5, %p1;\n",  # x changed before the select
+    ALIGN_UP.replace("sub.s64 %rd4, %rd3, %rd2", "add.s64 %rd4, %rd3, %rd2") + "\tselp.b64 %rd6, %rd1, %rd5, %p1;\n",
+])
+def test_what_is_not_an_align_up(body):
+    block = align_up_block(body)
+    assert align_up(block.instructions, block.heads, len(block.instructions) - 2, frozenset()) is None

@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 from ptxkit.cfg.locations import (
     CLUSTER, CTA, GLOBAL, SHARED, Location, alias, bounded, descriptor_extent, descriptor_location, everywhere,
-    overlaps, spaces_text,
+    in_root, overlaps, spaces_text,
 )
-from ptxkit.cfg.values import SHARED_CTA_SPACE, WINDOW, Atom, Region
+from ptxkit.cfg.values import SHARED_CTA_SPACE, WINDOW, Atom, Region, aligned_start
 
 TILE = Region("tile", SHARED_CTA_SPACE, 65536, 1024)
 OTHER = Region("other", SHARED_CTA_SPACE, 64, 8)
@@ -22,6 +22,20 @@ def test_overlaps():
     assert overlaps(everywhere(CTA), Location(CTA, OTHER, 0, 8))
     assert not overlaps(everywhere(GLOBAL), Location(CTA, OTHER, 0, 8))
     assert alias(CLUSTER) == SHARED and spaces_text(alias(GLOBAL)) == "global"
+
+
+@given(st.integers(0, 63), st.integers(0, 4096), st.integers(1, 256), st.integers(0, 4096), st.integers(1, 256))
+def test_offsets_from_a_rounded_up_start_meet_the_objects_own(start, a, width_a, b, width_b):
+    """`overlaps` and `in_root` hold for every start the object may have (16-byte aligned)."""
+    dyn = Region("dyn", SHARED_CTA_SPACE, None, 16)
+    up = aligned_start(dyn, 1024)
+    base = 16 * start
+    rounded = -(-base // 1024) * 1024 - base  # how far the rounded start lies past the object's
+    from_up, from_own = Location(CTA, up, a, a + width_a), Location(CTA, dyn, b, b + width_b)
+    if rounded + a < b + width_b and b < rounded + a + width_a:  # they share a byte at this start
+        assert overlaps(from_up, from_own) and overlaps(from_own, from_up)
+    own = in_root(from_up)
+    assert own.region == dyn and own.start <= rounded + a and rounded + a + width_a <= own.end
 
 
 def wgmma_addresses(start: int, rows: int, lbo: int, sbo: int, swizzle: int) -> set[int]:

@@ -17,10 +17,10 @@ REGS = ".reg .pred %p<8>;\n.reg .b16 %rs<8>;\n.reg .b32 %r<32>;\n.reg .b64 %rd<3
 
 
 def value_at(body: str, register: str, params: str = "", directives: str = "", extra: str = "",
-             inline: bool = False) -> str:
+             inline: bool = False, head: str = HEAD) -> str:
     """The value of `register` just before the instruction after a ``// here`` comment
     (or before the final ``ret``)."""
-    text = f"{HEAD}{extra}.visible .entry k({params}){directives}\n{{\n{REGS}{body}\tret;\n}}\n"
+    text = f"{head}{extra}.visible .entry k({params}){directives}\n{{\n{REGS}{body}\tret;\n}}\n"
     function = ptxkit.parse(text, "k.ptx").function("k")
     flow = inlined_graph(function) if inline else flow_graph(function)
     points = [(b.index, i) for b in flow.blocks for i, _ in enumerate(b.instructions)]
@@ -105,6 +105,35 @@ def test_warp_group_index_from_a_uniform_shuffle_bounds_the_thread_index():
 ])
 def test_remainder_idioms(body, expected):
     assert value_at(body, "%r8") == expected
+
+
+LOW_ALIGNED = ".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 16 .b8 low[];\n"
+#: ThunderKittens' allocator: the dynamic base rounded up to 1024 through a select, then
+#: the next buffer 32 KB on, rounded up again (a no-op once the start is aligned)
+ROUNDED = ("\tmov.u32 %r1, low;\n\tcvt.u64.u32 %rd1, %r1;\n\tcvta.shared.u64 %rd2, %rd1;\n"
+           "\tmov.u64 %rd9, 1024;\n"
+           "\tand.b64 %rd3, %rd2, 1023;\n\tsub.s64 %rd4, %rd9, %rd3;\n\tadd.s64 %rd5, %rd4, %rd2;\n"
+           "\tsetp.eq.s64 %p1, %rd3, 0;\n\tselp.b64 %rd6, %rd2, %rd5, %p1;\n"
+           "\tadd.s64 %rd10, %rd6, 32768;\n"
+           "\tand.b64 %rd11, %rd10, 1023;\n\tsub.s64 %rd12, %rd9, %rd11;\n\tadd.s64 %rd13, %rd12, %rd10;\n"
+           "\tsetp.eq.s64 %p2, %rd11, 0;\n\tselp.b64 %rd14, %rd10, %rd13, %p2;\n")
+
+
+def test_a_base_rounded_up_keeps_offsets_exact():
+    assert value_at(ROUNDED, "%rd6", head=LOW_ALIGNED) == "dynamic shared aligned 1024+0 (shared::cta generic)"
+    assert value_at(ROUNDED, "%rd14", head=LOW_ALIGNED) == "dynamic shared aligned 1024+32768 (shared::cta generic)"
+    # (p + 1023) & -1024 is the same start
+    assert value_at(ROUNDED + "\tadd.s64 %rd15, %rd2, 1023;\n\tand.b64 %rd16, %rd15, -1024;\n", "%rd16",
+                    head=LOW_ALIGNED) == "dynamic shared aligned 1024+0 (shared::cta generic)"
+    # a select whose other arm does not add up to 1024 is only a select
+    assert value_at(ROUNDED.replace("mov.u64 %rd9, 1024", "mov.u64 %rd9, 1040"), "%rd6",
+                    head=LOW_ALIGNED) == "dynamic shared+[0, 1040] (shared::cta generic)"
+
+
+def test_every_extern_shared_array_is_one_region_as_aligned_as_the_most_aligned():
+    two = LOW_ALIGNED + ".extern .shared .align 128 .b8 high[];\n"
+    assert value_at("\tmov.u32 %r1, low;\n", "%r1", head=two) == value_at("\tmov.u32 %r1, high;\n", "%r1", head=two)
+    assert value_at("\tmov.u32 %r1, low;\n\tand.b32 %r2, %r1, 127;\n", "%r2", head=two) == "0"
 
 
 def test_values_cross_inlined_calls():

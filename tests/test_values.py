@@ -11,36 +11,44 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ptxkit.cfg.values import (
-    GENERIC, INF, NUM, SHARED_CTA_SPACE, TOP, WINDOW, Atom, Region, add, address, and_, anywhere, constant, join,
+    GENERIC, INF, NUM, SHARED_CTA_SPACE, TOP, WINDOW, Atom, Region, add, address, aligned_start, and_, anywhere,
+    constant, join,
     meet, mul, number, or_, pack, refine, shl, shr, show, sub, truncate, unpack, widen, xor,
 )
 
 SMEM = Region("smem", SHARED_CTA_SPACE, 8192, 1024)
 
 
+def _member(atom, n: int) -> bool:
+    """`n` is in the atom's range and congruent to its low end modulo its step."""
+    return atom.lo <= n <= atom.hi and (atom.hi >= INF or atom.lo <= -INF or (n - atom.lo) % atom.step == 0)
+
+
 def contains_number(value: tuple, n: int) -> bool:
-    return any(a.form != NUM or a.lo <= n <= a.hi for a in value) if value else False
+    return any(a.form != NUM or _member(a, n) for a in value) if value else False
 
 
-def contains_offset(value: tuple, offset: int, shift: int = 0, high: int = 0) -> bool:
-    """True when the address `SMEM + offset` (shifted, with `high`) is in `value`."""
+def contains_offset(value: tuple, offset: int, shift: int = 0, high: int = 0, region: Region = SMEM) -> bool:
+    """True when the address `region + offset` (shifted, with `high`) is in `value`."""
     for atom in value:
         if atom.form not in (NUM, WINDOW, GENERIC) or atom.form == NUM and atom.lo == -INF:
             return True
-        if atom.form != NUM and atom.region in (SMEM, None) and atom.shift == shift and atom.high == high \
-                and atom.lo <= offset <= atom.hi:
+        if atom.form != NUM and atom.region in (region, None) and atom.shift == shift and atom.high == high \
+                and _member(atom, offset):
             return True
     return any(a is TOP[0] for a in value)
 
 
-intervals = st.tuples(st.integers(-300, 300), st.integers(0, 300)).map(lambda t: (t[0], t[0] + t[1]))
+#: ``(lo, hi, step)``: the values lo, lo + step, ... up to hi.
+intervals = st.tuples(st.integers(-300, 300), st.integers(0, 40), st.sampled_from([1, 2, 4, 16, 32])).map(
+    lambda t: (t[0], t[0] + t[1] * t[2], t[2]))
 
 
-@settings(max_examples=300)
+@settings(max_examples=600)
 @given(intervals, intervals, st.data())
 def test_arithmetic_is_sound(a, b, data):
-    x = data.draw(st.integers(*a))
-    y = data.draw(st.integers(*b))
+    x = a[0] + a[2] * data.draw(st.integers(0, (a[1] - a[0]) // a[2]))
+    y = b[0] + b[2] * data.draw(st.integers(0, (b[1] - b[0]) // b[2]))
     va, vb = number(*a), number(*b)
     assert contains_number(add(va, vb), x + y)
     assert contains_number(sub(va, vb), x - y)
@@ -72,6 +80,28 @@ def test_address_operations_are_sound(lo, width, small, data):
     # descriptor fields: (addr >> 4) & 0x3FFF, then constant bits above it
     descriptor = or_(and_(shr(value, number(4)), number(0x3FFF), 64), number(0x40000040 << 32))
     assert contains_offset(descriptor, offset, shift=4, high=0x40000040 << 32)
+
+
+@settings(max_examples=600)
+@given(st.integers(0, 63), st.integers(0, 3000), st.integers(0, 40), st.sampled_from([1, 4, 16]),
+       st.sampled_from([32, 128, 1024]), st.integers(0, 127), st.data())
+def test_rounding_an_object_aligned_less(start, lo, count, step, alignment, small, data):
+    """``(p + N - 1) & -N`` and a swizzle XOR on an object only 16-byte aligned: the
+    result is an offset from the object's start rounded up to N (`aligned_start`)."""
+    dyn = Region("dyn", SHARED_CTA_SPACE, None, 16)
+    base = 16 * start  # where the object happens to start
+    offset = lo + step * data.draw(st.integers(0, count))
+    value = add(address(dyn, lo, lo + count * step), number(0))
+    if step > 1:
+        value = (value[0]._replace(step=step),)
+    rounded = and_(add(value, number(alignment - 1)), number(-alignment), 32)
+    up = aligned_start(dyn, alignment)
+    rounded_start = -(-base // alignment) * alignment
+    result = (base + offset + alignment - 1) & -alignment
+    assert contains_offset(rounded, result - rounded_start, region=up)
+    assert 0 <= rounded_start - base <= up.slack
+    swizzled = xor(rounded, number(0, small, 16))
+    assert contains_offset(swizzled, (result ^ (small & -16)) - rounded_start, region=up)
 
 
 def test_forms_spaces_and_text():
