@@ -159,6 +159,8 @@ class _Classifier:
         self._plain_names: dict[int, frozenset] = {}
         self._shared_pointers: set | None = None
         self.open_boxes = False  # a tensor copy whose box no expect_tx bounds
+        self.tensor_boxes: list = []  # the shared-memory address keys of tensor copies
+        self.alignment: dict = {}  # region -> the alignment its tensor copies show
 
     def ask(self, block: int, position: int, operand) -> tuple:
         key = (block, position, len(self.queries))
@@ -176,6 +178,7 @@ class _Classifier:
                     builders[block.index].append(builder)
         self.values, dead = analyse_registers(flow, self.queries, self.options.max_cluster)
         self.expect_tx = [(self._mbarrier(mbar), _most(self.value(count))) for mbar, count in self.armed]
+        self.alignment = _tensor_alignment([self.value(key) for key in self.tensor_boxes])
         by_block = [[] if index in dead else [event for builder in items for event in builder(self)]
                     for index, items in enumerate(builders)]
         _one_start_per_object(by_block)
@@ -345,12 +348,14 @@ class _Classifier:
             return self._matrix(block, position, operands, modifiers, form, guard, spaces)
         if form is AsyncForm.TENSOR_LOAD:
             dst = self.ask(block, position, operands[0])
+            self.tensor_boxes.append(dst)
             mbar = self.ask(block, position, operands[2]) if len(operands) > 2 and operands[2].kind == "memory" \
                 else None
             share = self.siblings.get((block, position), 1)
             return lambda c: c._copy(position, guard, spaces, dst, None, mbar, ("share", share), cross, "tensor")
         if form is AsyncForm.TENSOR_STORE:
             src = self.ask(block, position, operands[1])
+            self.tensor_boxes.append(src)
             return lambda c: c._copy(position, guard, spaces, None, src, None, None, cross, "tensor")
         if form is AsyncForm.TRY_CANCEL:
             dst = self.ask(block, position, operands[0])
@@ -392,7 +397,8 @@ class _Classifier:
             locations = []
             for key, rows, mn_major in descriptors:
                 for atom in c.value(key):
-                    locations.append(descriptor_location(atom, rows, k_bytes, mn_major, tcgen05))
+                    align = c.alignment.get(atom.region, 0)
+                    locations.append(descriptor_location(atom, rows, k_bytes, mn_major, tcgen05, align))
             return [Event(position, Kind.ASYNC, guard, locations=tuple(locations), spaces=spaces, cross=pair)]
 
         return build
@@ -522,6 +528,35 @@ class _Classifier:
             return lambda c: [Event(position, kind, guard, sync=(obj, id(instruction)))]
         cross = obj is SyncObject.CLUSTER_BARRIER
         return lambda c: [Event(position, kind, guard, sync=(obj,), cross=cross)]
+
+
+#: The alignment of a tensor copy's shared-memory box (CUDA C++ programming guide, the
+#: alignment requirements of bulk tensor copies on sm_90: 128 bytes).
+TENSOR_BOX_ALIGN = 128
+
+
+def _tensor_alignment(addresses: list) -> dict:
+    """Regions whose start must be `TENSOR_BOX_ALIGN`-aligned for the kernel to work:
+    those its tensor copies address at offsets that are all multiples of it (docs/fence.md
+    §3.3, an assumption like the one on expect_tx). A region some tensor copy addresses
+    at another offset, or at an unknown one, gets nothing.
+
+    >>> from ptxkit.cfg.values import Region, address
+    >>> dyn = Region("dyn", SHARED_CTA_SPACE, None, 16)
+    >>> _tensor_alignment([address(dyn, 0, 65536)]), _tensor_alignment([address(dyn, 1024), address(dyn, 16)])
+    ({}, {})
+    >>> _tensor_alignment([address(dyn, 1024), address(dyn, 0)])[dyn]
+    128
+    """
+    votes: dict = {}
+    for value in addresses:
+        for atom in value:
+            if atom.region is None or not atom.is_address or atom.shift or atom.high:
+                continue
+            exact = atom.lo % TENSOR_BOX_ALIGN == 0 and (atom.lo == atom.hi or atom.step % TENSOR_BOX_ALIGN == 0)
+            votes[atom.region] = votes.get(atom.region, True) and exact
+    return {region: TENSOR_BOX_ALIGN for region, exact in votes.items()
+            if exact and region.align < TENSOR_BOX_ALIGN}
 
 
 def _ring_stride(value: tuple) -> int | None:

@@ -84,6 +84,28 @@ def test_a_rounded_up_start_is_one_object_with_its_own():
         ("write", "dynamic shared[4096:5108]"), ("write", "dynamic shared[8:12]")]
 
 
+def test_tensor_copies_show_the_alignment_of_their_region():
+    """A tensor copy's shared-memory box is 128-byte aligned, so a 16-byte aligned
+    base addressed at multiples of 128 is 128-byte aligned: a swizzled wgmma operand
+    starting 32 bytes into an atom then stays inside its atoms."""
+    text = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 16 .b8 low[];\n"
+            ".shared .align 8 .b64 bar;\n.visible .entry k()\n{\n" + REGS +
+            "\tmov.u32 %r1, low;\n\tmov.u32 %r2, bar;\n"
+            "\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 8192;\n"
+            "\tcp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1+8192],"
+            " [%rd9, {%r0, %r0}], [%r2];\n"
+            "\tadd.s32 %r6, %r1, 8224;\n\tshr.u32 %r7, %r6, 4;\n\tcvt.u64.u32 %rd7, %r7;\n"
+            "\tor.b64 %rd8, %rd7, 4611686293305294848;\n"  # 128-byte swizzle, SBO 1024
+            "\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, {%r8, %r9, %r10, %r11},"
+            " %rd8, %p1, 1, 1, 0;\n\tRET\n}\n")
+    found = classify(inlined_graph(ptxkit.parse(text.replace("RET", "ret;")).function("k")), EventOptions())
+    wgmma = [describe(e) for block in found.by_block for e in block][-1]
+    assert wgmma == "dynamic shared[8192:9216]"
+    unaligned = text.replace("[%r1+8192]", "[%r1+8208]").replace("RET", "ret;")
+    found = classify(inlined_graph(ptxkit.parse(unaligned).function("k")), EventOptions())
+    assert [describe(e) for block in found.by_block for e in block][-1] == "dynamic shared[8097:9248]"
+
+
 def test_hand_offs():
     body = ("\tbar.sync 3, 128;\n\tbar.arrive %r9, 128;\n\tbarrier.cluster.arrive.relaxed;\n"
             "\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;\n"
