@@ -10,7 +10,7 @@ instructions, not over the whole function. Loops settle through widening.
 What it knows (the rest is top): ``mov`` of constants, special registers (``%tid.x``
 is ``[0, 1023]``) and variables (a ``.shared`` symbol is a window address into its
 `Region`; every ``extern .shared`` array is the one dynamic region); integer
-arithmetic (``add sub mul mad shl shr and or xor min max div rem``, ``cvt`` between
+arithmetic (``add sub mul mad shl shr and or xor min max div rem bfe bfi``, ``cvt`` between
 integer widths, ``mov`` packing and unpacking, ``shfl``); ``cvta`` and ``mapa``;
 kernel parameters (pointers are global unless declared ``.ptr .shared``/``.local``);
 ``selp`` with the ``stage == N ? 0 : stage + 1`` pattern of a ring buffer refined by
@@ -749,6 +749,11 @@ class _Analysis:
             if found is not None:
                 compute = self.remainder_range(block, found)
                 sources.append(prefix + found.x)
+        if base == "shl":
+            shifted = self.shifted_remainder(block, position, operands, modifiers)
+            if shifted is not None:
+                compute, extra = shifted
+                sources.extend(extra)
         if base == "selp" and len(operands) == 4:
             refined = self.rounded_up(block, position, modifiers, compute) or \
                 self.ring_refinement(block, position, operands)
@@ -809,6 +814,14 @@ class _Analysis:
                 return self._param_load(block, opcode, operands, modifiers, count)
             return lambda at: [TOP] * count
         binary = _BINARY.get(base)
+        if base == "shr" and len(args) == 2 and args[1].kind == "immediate" and isinstance(args[1].value, int) \
+                and 0 < args[1].value < width and any(m[:1] in "bu" and m[1:] in _TYPE_BITS for m in modifiers):
+            most = (1 << (width - args[1].value)) - 1  # what a logical shift leaves of `width` bits
+
+            def logical(at):
+                return [_at_most(binary(*values(at), width), most)]
+
+            return logical
         if binary is not None and len(args) == 2:
             return lambda at: [binary(*values(at), width)]
         if base == "mad" and len(args) == 3:
@@ -824,6 +837,9 @@ class _Analysis:
             return lambda at: [number(0, 64)] + [TOP] * (count - 1)
         if base == "bfe" and len(args) == 3:
             return lambda at: [_bit_field(evaluate(block, args[2], at))]
+        if base == "bfi" and len(args) == 4 and args[2].kind == args[3].kind == "immediate":
+            return lambda at: [_bit_insert(evaluate(block, args[0], at), evaluate(block, args[1], at),
+                                           args[2].value, args[3].value, width)]
         return lambda at: [TOP] * count
 
     def _param_load(self, block: int, opcode: str, operands, modifiers, count: int):
@@ -994,23 +1010,50 @@ class _Analysis:
         return len(source) == 2 and source[1].kind == "special" and source[1].name == "%tid.x" and _one_dimensional(
             function)
 
-    def remainder_range(self, block: int, found):
-        """The range of a recognised remainder idiom (`ptxkit.cfg.idioms`)."""
+    def remainder_range(self, block: int, found, wrapped: bool = False):
+        """The range of a recognised remainder idiom (`ptxkit.cfg.idioms`); `wrapped`:
+        up to a multiple of the mask's limit, which a following shift discards."""
         if found.kind == "division":
             return lambda at: [number(0, found.modulus - 1)]
         x_key = self.prefix(block) + found.x
 
         def aligned(at):
             bias = self.evaluate(block, found.bias, at) if found.bias is not None else number(0)
+            x = self.lookup(at, x_key)
+            if not bias or not x:
+                return [()]  # not evaluated yet
             if len(bias) != 1 or bias[0].form != 0 or bias[0].hi >= INF or bias[0].lo <= -INF:
                 return [TOP]
-            if found.limit is not None:
-                z = add(self.lookup(at, x_key), bias)
+            if found.limit is not None and not wrapped:
+                z = add(x, bias)
                 if len(z) != 1 or z[0].form != 0 or z[0].lo < 0 or z[0].hi >= found.limit:
                     return [TOP]
             return [number(-bias[0].hi, found.modulus - 1 - bias[0].lo)]
 
         return aligned
+
+    def shifted_remainder(self, block: int, position: int, operands, modifiers: list):
+        """``shl d, r, k`` of a remainder ``x - ((x + c) & m)`` whose mask keeps bits only
+        below a limit L (`ptxkit.cfg.idioms`): r is the remainder plus a multiple of L, and
+        when ``L << k`` wraps to 0 in the register the multiple is gone, so d is the
+        remainder shifted, whatever x is (nvcc's ``(k % 2) * stage_bytes`` for a signed k)."""
+        if len(operands) != 3 or operands[1].kind != "register" or operands[2].kind != "immediate" \
+                or not isinstance(operands[2].value, int):
+            return None
+        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
+        plain = self.plain(block)
+        at = _last_definition(instructions, heads, position, operands[1].name, plain)
+        if at is None or heads[at][2] != "sub" or heads[at][0] is not None:
+            return None
+        found = remainder(instructions, heads, at, plain)
+        count, width = operands[2].value, _width(modifiers)
+        if found is None or found.kind != "alignment" or found.limit is None or (found.limit << count) % (1 << width):
+            return None
+        read = [found.x] + (_reads(found.bias, plain) if found.bias is not None else [])
+        if any(_redefined(instructions, heads, at + 1, position, name, plain) for name in read):
+            return None
+        value = self.remainder_range(block, found, wrapped=True)
+        return (lambda at: [shl(value(at)[0], number(count))]), [self.prefix(block) + name for name in read]
 
     def rounded_up(self, block: int, position: int, modifiers: list, otherwise):
         """A ``selp`` that rounds a register up to a power of two (`ptxkit.cfg.idioms.
@@ -1214,6 +1257,40 @@ def _mapa(value: tuple, modifiers: list) -> tuple:
 def _bit_field(length: tuple) -> tuple:
     bits = constant(length)
     return number(0, (1 << bits) - 1) if bits is not None and 0 < bits <= 64 else number(*_WORD)
+
+
+def _at_most(value: tuple, most: int) -> tuple:
+    """`value` with its numbers (and top) kept to ``[0, most]``; addresses stay.
+
+    >>> from ptxkit.cfg.values import show
+    >>> show(_at_most(TOP, 1)), show(_at_most(number(0, 1 << 40), 1)), show(_at_most(number(2, 9, 7), 100))
+    ('[0, 1]', '[0, 1]', '[2, 9] step 7')
+    """
+    out: tuple = ()
+    for atom in value:
+        if atom.form == TOP[0].form:
+            atom = Atom(0, None, None, 0, most)
+        elif atom.form == 0 and (atom.lo < 0 or atom.hi > most):
+            lo, hi = max(atom.lo, 0), min(atom.hi, most)
+            atom = Atom(0, None, None, 0, most) if lo > hi or atom.lo < 0 else atom._replace(hi=hi - (hi - lo) % atom.step)
+        out = join(out, (atom,))
+    return out
+
+
+def _bit_insert(field: tuple, into: tuple, position, length, width: int) -> tuple:
+    """``bfi d, a, b, pos, len`` with constant `position` and `length`: `into` with bits
+    ``[pos, pos + len)`` replaced by the low `length` bits of `field` (PTX ISA, bfi).
+
+    >>> from ptxkit.cfg.values import show
+    >>> show(_bit_insert(number(0, 3), number(0, 3), 10, 22, 32))
+    '[0, 3075]'
+    """
+    if not isinstance(position, int) or not isinstance(length, int) or not 0 <= position < width or length <= 0:
+        return TOP
+    length = min(length, width - position)
+    mask = ((1 << length) - 1) << position
+    kept = and_(into, number(((1 << width) - 1) ^ mask), width)
+    return or_(kept, shl(and_(field, number((1 << length) - 1), width), number(position)), width)
 
 
 def _div(a: tuple, b: tuple, width: int) -> tuple:

@@ -638,10 +638,13 @@ def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
         if x.form == NUM:
             if x.lo < 0:
                 return TOP
-            bits = max(_bits_below(x.hi), _bits_below(y.hi))
-            most = min((1 << bits) - 1 if bits < 80 else INF, x.hi + y.hi)  # neither sets more than both add
-            low = 1 << min(_zero_low_bits(x), _zero_low_bits(y), 80)  # nor a bit below both operands' lowest
-            return _num(max(x.lo, y.lo) if high_ok else 0, most - most % low, low)
+            zeros = min(_zero_low_bits(x), _zero_low_bits(y), 80)  # no bit below both operands' lowest
+            if x.hi >= INF or y.hi >= INF:
+                bits = max(_bits_below(x.hi), _bits_below(y.hi))
+                return _num(max(x.lo, y.lo) if high_ok else 0, (1 << bits) - 1 if bits < 80 else INF, 1 << zeros)
+            bounds = _or_bounds if high_ok else _xor_bounds
+            lo, hi = bounds(x.lo >> zeros, x.hi >> zeros, y.lo >> zeros, y.hi >> zeros)
+            return _num(lo << zeros, hi << zeros, 1 << zeros)
         if not x.is_address:
             return TOP
         limit = _limit_bits(x)
@@ -655,6 +658,74 @@ def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
         return _small_bits(x, count, min(_zero_low_bits(y), count))
 
     return _lift2(a, b, one)
+
+
+def _or_bounds(a: int, b: int, c: int, d: int) -> tuple[int, int]:
+    """The least and the greatest ``x | y`` for ``x`` in ``[a, b]``, ``y`` in ``[c, d]``,
+    all non-negative (Hacker's Delight, 4-3: clear a bit both upper bounds set when the
+    bits below can all be set instead; raise a lower bound to the next power-of-two
+    boundary where only the other bound has the bit).
+
+    >>> _or_bounds(0, 55, 0, 6), _or_bounds(4, 5, 8, 9)
+    ((0, 55), (12, 13))
+    """
+    low_a, low_c, high_b, high_d = a, c, b, d
+    m = 1 << max(b.bit_length(), d.bit_length(), 1)
+    while m:
+        if ~low_a & low_c & m:
+            raised = (low_a | m) & -m
+            if raised <= b:
+                low_a = raised
+                break
+        elif low_a & ~low_c & m:
+            raised = (low_c | m) & -m
+            if raised <= d:
+                low_c = raised
+                break
+        m >>= 1
+    m = 1 << max(b.bit_length(), d.bit_length(), 1)
+    while m:
+        if high_b & high_d & m:
+            lowered = (high_b - m) | (m - 1)
+            if lowered >= a:
+                high_b = lowered
+                break
+            lowered = (high_d - m) | (m - 1)
+            if lowered >= c:
+                high_d = lowered
+                break
+        m >>= 1
+    return low_a | low_c, high_b | high_d
+
+
+def _xor_bounds(a: int, b: int, c: int, d: int) -> tuple[int, int]:
+    """The least and the greatest ``x ^ y`` for ``x`` in ``[a, b]``, ``y`` in ``[c, d]``,
+    all non-negative (Hacker's Delight, 4-3, as `_or_bounds` but going on past a change).
+
+    >>> _xor_bounds(0, 55, 0, 6), _xor_bounds(4, 5, 4, 5)
+    ((0, 55), (0, 1))
+    """
+    low_a, low_c, high_b, high_d = a, c, b, d
+    m = 1 << max(b.bit_length(), d.bit_length(), 1)
+    while m:
+        if ~low_a & low_c & m:
+            raised = (low_a | m) & -m
+            if raised <= b:
+                low_a = raised
+        elif low_a & ~low_c & m:
+            raised = (low_c | m) & -m
+            if raised <= d:
+                low_c = raised
+        if high_b & high_d & m:
+            lowered = (high_b - m) | (m - 1)
+            if lowered >= a:
+                high_b = lowered
+            else:
+                lowered = (high_d - m) | (m - 1)
+                if lowered >= c:
+                    high_d = lowered
+        m >>= 1
+    return low_a ^ low_c, high_b ^ high_d
 
 
 def truncate(a: tuple, bits: int) -> tuple:

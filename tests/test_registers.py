@@ -136,6 +136,24 @@ def test_every_extern_shared_array_is_one_region_as_aligned_as_the_most_aligned(
     assert value_at("\tmov.u32 %r1, low;\n\tand.b32 %r2, %r1, 127;\n", "%r2", head=two) == "0"
 
 
+def test_a_signed_remainder_shifted_past_its_mask_is_exact():
+    """nvcc's ``(k % 2) << 14`` for a signed k: ``k - ((k + (k >>u 31)) & 0x3FFFE)``, then
+    a shift that moves the mask's limit (2**18) out of 32 bits: whatever k is, the
+    result is -16384, 0 or 16384, so an address built from it stays near its base."""
+    counter = "\tmov.u32 %r9, 0;\nLOOP:\n\tadd.s32 %r9, %r9, 1;\n"
+    body = (counter + "\tshr.u32 %r2, %r9, 31;\n\tadd.s32 %r3, %r9, %r2;\n\tand.b32 %r4, %r3, 262142;\n"
+            "\tsub.s32 %r5, %r9, %r4;\n\tshl.b32 %r6, %r5, 14;\n// here\n\tbra.uni LOOP;\n")
+    assert value_at(body, "%r2") == "[0, 1]"  # a logical shift leaves at most 32 - 31 bits
+    assert value_at(body, "%r6") == "[-16384, 16384] step 16384"
+    assert value_at(body.replace("14;", "13;"), "%r6") == "top"  # 2**18 << 13 stays in 32 bits
+
+
+def test_bit_field_insert():
+    body = ("\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 3;\n\tshr.u32 %r3, %r1, 6;\n\tand.b32 %r4, %r3, 3;\n"
+            "\tbfi.b32 %r5, %r4, %r2, 10, 22;\n")
+    assert value_at(body, "%r5") == "[0, 3075]"
+
+
 def test_values_cross_inlined_calls():
     extra = (".func (.param .b32 f_ret) f(.param .b32 f_p)\n{\n.reg .b32 %r<4>;\n\tld.param.b32 %r1, [f_p];\n"
              "\tadd.s32 %r2, %r1, 64;\n\tst.param.b32 [f_ret], %r2;\n\tret;\n}\n")

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ptxkit.cfg.values import (
-    GENERIC, INF, NUM, SHARED_CTA_SPACE, TOP, WINDOW, Atom, Region, add, address, aligned_start, and_, anywhere,
-    constant, join,
-    meet, mul, number, or_, pack, refine, shl, shr, show, sub, truncate, unpack, widen, xor,
+    GENERIC, INF, NUM, SHARED_CTA_SPACE, TOP, WINDOW, Atom, Region, _or_bounds, _xor_bounds, add, address,
+    aligned_start, and_, anywhere, constant, join, meet, mul, number, or_, pack, refine, shl, shr, show, sub,
+    truncate, unpack, widen, xor,
 )
 
 SMEM = Region("smem", SHARED_CTA_SPACE, 8192, 1024)
@@ -80,6 +80,17 @@ def test_address_operations_are_sound(lo, width, small, data):
     # descriptor fields: (addr >> 4) & 0x3FFF, then constant bits above it
     descriptor = or_(and_(shr(value, number(4)), number(0x3FFF), 64), number(0x40000040 << 32))
     assert contains_offset(descriptor, offset, shift=4, high=0x40000040 << 32)
+
+
+@settings(max_examples=300)
+@given(st.integers(0, 90), st.integers(0, 90), st.integers(0, 90), st.integers(0, 90))
+def test_or_and_xor_bounds_are_exact(a, width_a, c, width_c):
+    """The bounds of ``x | y`` and ``x ^ y`` over two intervals are the true extremes."""
+    b, d = a + width_a, c + width_c
+    ors = [x | y for x in range(a, b + 1) for y in range(c, d + 1)]
+    xors = [x ^ y for x in range(a, b + 1) for y in range(c, d + 1)]
+    assert _or_bounds(a, b, c, d) == (min(ors), max(ors))
+    assert _xor_bounds(a, b, c, d) == (min(xors), max(xors))
 
 
 @settings(max_examples=600)
