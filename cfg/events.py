@@ -160,7 +160,6 @@ class _Classifier:
         self._shared_pointers: set | None = None
         self.open_boxes = False  # a tensor copy whose box no expect_tx bounds
         self.tensor_boxes: list = []  # the shared-memory address keys of tensor copies
-        self.alignment: dict = {}  # region -> the alignment its tensor copies show
 
     def ask(self, block: int, position: int, operand) -> tuple:
         key = (block, position, len(self.queries))
@@ -176,9 +175,13 @@ class _Classifier:
                 builder = self.classify(block.index, position, instruction, head)
                 if builder is not None:
                     builders[block.index].append(builder)
-        self.values, dead = analyse_registers(flow, self.queries, self.options.max_cluster)
+        aligned = {}
+        if self.tensor_boxes:  # first the tensor copies' addresses: what alignment they show
+            boxes, _ = analyse_registers(flow, {key: self.queries[key] for key in self.tensor_boxes},
+                                         self.options.max_cluster)
+            aligned = _tensor_alignment(list(boxes.values()))
+        self.values, dead = analyse_registers(flow, self.queries, self.options.max_cluster, aligned)
         self.expect_tx = [(self._mbarrier(mbar), _most(self.value(count))) for mbar, count in self.armed]
-        self.alignment = _tensor_alignment([self.value(key) for key in self.tensor_boxes])
         by_block = [[] if index in dead else [event for builder in items for event in builder(self)]
                     for index, items in enumerate(builders)]
         _one_start_per_object(by_block)
@@ -397,8 +400,7 @@ class _Classifier:
             locations = []
             for key, rows, mn_major in descriptors:
                 for atom in c.value(key):
-                    align = c.alignment.get(atom.region, 0)
-                    locations.append(descriptor_location(atom, rows, k_bytes, mn_major, tcgen05, align))
+                    locations.append(descriptor_location(atom, rows, k_bytes, mn_major, tcgen05))
             return [Event(position, Kind.ASYNC, guard, locations=tuple(locations), spaces=spaces, cross=pair)]
 
         return build

@@ -171,11 +171,9 @@ def descriptor_extent(rows: int, k_bytes: int, lbo: int, sbo: int, swizzle: int,
     return atom - 1, steps + 8 * atom
 
 
-def descriptor_location(atom: Atom, rows: int, k_bytes: int, mn_major: bool, tcgen05: bool,
-                        align: int = 0) -> Location:
+def descriptor_location(atom: Atom, rows: int, k_bytes: int, mn_major: bool, tcgen05: bool) -> Location:
     """Where the matrix a (wgmma or tcgen05) descriptor value names lies, or
-    anywhere in ``shared::cta`` when the value is not a traced descriptor; `align` is
-    what else is known of the alignment of the region's start."""
+    anywhere in ``shared::cta`` when the value is not a traced descriptor."""
     if atom.form != WINDOW or atom.shift != 4 or atom.region is None:
         return everywhere(CTA)
     high = atom.high
@@ -187,7 +185,7 @@ def descriptor_location(atom: Atom, rows: int, k_bytes: int, mn_major: bool, tcg
     before, after = descriptor_extent(rows, k_bytes, lbo, sbo, swizzle, mn_major)
     region = atom.region
     atom_bytes = before + 1
-    if before and max(region.align, align) % atom_bytes == 0:  # the atoms are where the region's alignment puts them
+    if before and region.align % atom_bytes == 0:  # the atoms are where the region's own alignment puts them
         start, end = atom.lo - atom.lo % atom_bytes, atom.hi - atom.hi % atom_bytes + after
     else:
         start, end = atom.lo - before, atom.hi + after

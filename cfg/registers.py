@@ -150,9 +150,12 @@ def register_values(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER) ->
     return analyse_registers(flow, queries, max_cluster)[0]
 
 
-def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER) -> tuple[dict, set]:
+def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
+                      aligned: dict | None = None) -> tuple[dict, set]:
     """`register_values` and the blocks the branch conditions prove unreachable
-    (their queries answer the empty value: no value ever gets there).
+    (their queries answer the empty value: no value ever gets there). `aligned` gives
+    regions a larger alignment than they declare (``{region: bytes}``: what the
+    kernel's tensor copies show, `ptxkit.cfg.events`).
 
     >>> import ptxkit
     >>> from ptxkit.cfg.graph import flow_graph
@@ -165,7 +168,7 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER) 
     """
     if not queries:
         return {}, set()
-    return _Analysis(flow, max_cluster).solve(queries)
+    return _Analysis(flow, max_cluster, aligned).solve(queries)
 
 
 def symbol_regions(function, context: Context | None = None) -> dict:
@@ -295,8 +298,9 @@ def _declare(directive, found: dict, suffix: str) -> int:
 
 
 class _Analysis:
-    def __init__(self, flow, max_cluster: int = PORTABLE_CLUSTER):
+    def __init__(self, flow, max_cluster: int = PORTABLE_CLUSTER, aligned: dict | None = None):
         self.flow = flow
+        self.aligned = aligned or {}
         self.special = special_ranges(flow.function, max_cluster)
         self.symbols: dict[int, dict] = {}  # context id -> symbol values
         self.thresholds: set[int] = set()  # constants compared against: where widening stops
@@ -330,6 +334,10 @@ class _Analysis:
         if table is None:
             function = context.function if context is not None else self.flow.function
             table = self.symbols[key] = symbol_regions(function, context)
+            for name, value in table.items():
+                if value is not None and value[0].region in self.aligned:
+                    region = value[0].region
+                    table[name] = (value[0]._replace(region=region._replace(align=self.aligned[region])),)
         return table
 
     def param_key(self, block: int, name: str, offset: int, loading: bool) -> str | None:

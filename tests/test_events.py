@@ -97,13 +97,18 @@ def test_tensor_copies_show_the_alignment_of_their_region():
             "\tadd.s32 %r6, %r1, 8224;\n\tshr.u32 %r7, %r6, 4;\n\tcvt.u64.u32 %rd7, %r7;\n"
             "\tor.b64 %rd8, %rd7, 4611686293305294848;\n"  # 128-byte swizzle, SBO 1024
             "\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, {%r8, %r9, %r10, %r11},"
-            " %rd8, %p1, 1, 1, 0;\n\tRET\n}\n")
-    found = classify(inlined_graph(ptxkit.parse(text.replace("RET", "ret;")).function("k")), EventOptions())
-    wgmma = [describe(e) for block in found.by_block for e in block][-1]
-    assert wgmma == "dynamic shared[8192:9216]"
-    unaligned = text.replace("[%r1+8192]", "[%r1+8208]").replace("RET", "ret;")
-    found = classify(inlined_graph(ptxkit.parse(unaligned).function("k")), EventOptions())
-    assert [describe(e) for block in found.by_block for e in block][-1] == "dynamic shared[8097:9248]"
+            " %rd8, %p1, 1, 1, 0;\n"
+            "\tmov.u32 %r12, %tid.x;\n\tand.b32 %r13, %r12, 112;\n\tadd.s32 %r14, %r1, 8192;\n"
+            "\txor.b32 %r15, %r14, %r13;\n\tld.shared.f32 %f5, [%r15];\n\tret;\n}\n")
+
+    def last_two(source):
+        found = classify(inlined_graph(ptxkit.parse(source).function("k")), EventOptions())
+        return [describe(e) for block in found.by_block for e in block][-2:]
+
+    # the wgmma operand and a swizzled load (an XOR of 16-byte chunks) stay in their 128-byte rows
+    assert last_two(text) == ["dynamic shared[8192:9216]", "dynamic shared[8192:8308]"]
+    unaligned = text.replace("[%r1+8192]", "[%r1+8208]")
+    assert last_two(unaligned) == ["dynamic shared[8097:9248]", "dynamic shared[8080:8308]"]
 
 
 def test_hand_offs():
