@@ -176,7 +176,7 @@ class _Classifier:
                 if builder is not None:
                     builders[block.index].append(builder)
         aligned = {}
-        if self.tensor_boxes:  # first the tensor copies' addresses: what alignment they show
+        if self.tensor_boxes and _less_aligned(flow):  # first the tensor copies' addresses: what alignment they show
             boxes, _ = analyse_registers(flow, {key: self.queries[key] for key in self.tensor_boxes},
                                          self.options.max_cluster)
             aligned = _tensor_alignment(list(boxes.values()))
@@ -535,6 +535,12 @@ class _Classifier:
 #: The alignment of a tensor copy's shared-memory box (CUDA C++ programming guide, the
 #: alignment requirements of bulk tensor copies on sm_90: 128 bytes).
 TENSOR_BOX_ALIGN = 128
+
+
+def _less_aligned(flow) -> bool:
+    """True when the kernel declares shared memory aligned less than a tensor box."""
+    return any(value is not None and value[0].region is not None and value[0].space == SHARED_CTA_SPACE
+               and value[0].region.align < TENSOR_BOX_ALIGN for value in symbol_regions(flow.function).values())
 
 
 def _tensor_alignment(addresses: list) -> dict:

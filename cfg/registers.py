@@ -357,6 +357,15 @@ class _Analysis:
 
     # -- definitions and the slice ----------------------------------------------------------
     def definitions(self) -> dict:
+        """key -> the ``(block, position)`` of every instruction defining it (registers
+        by context, call arguments and results); computed once per graph."""
+        cache = getattr(self.flow, "derived", {})
+        found = cache.get("register definitions")
+        if found is None:
+            found = cache["register definitions"] = self._definitions()
+        return found
+
+    def _definitions(self) -> dict:
         found: dict[str, list[tuple[int, int]]] = {}
         for block in self.flow.blocks:
             prefix = self.prefix(block.index)
