@@ -599,6 +599,7 @@ def _one_start_per_object(by_block: list) -> None:
     mixed = {root for root, regions in starts.items() if len(regions) > 1}
     if not any(region.parent in mixed for regions in starts.values() for region in regions):
         return
+
     def unify(location):
         return in_root(location) if location.region is not None and location.region.parent in mixed else location
 

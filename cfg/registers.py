@@ -1084,15 +1084,13 @@ class _Analysis:
         width = _width(modifiers)
 
         def compute(at):
-            total = found.constant
-            for coefficient, name in found.others:
-                value = constant(self.lookup(at, prefix + name))
-                if value is None:
-                    return otherwise(at)
-                total += coefficient * value
-            if total != found.modulus:
-                return otherwise(at)
+            terms = [self.lookup(at, prefix + name) for _, name in found.others]
             x = self.lookup(at, prefix + found.x)
+            if not x or not all(terms):
+                return [()]  # not evaluated yet
+            values = [constant(term) for term in terms]
+            if None in values or found.constant + sum(c * v for (c, _), v in zip(found.others, values)) != found.modulus:
+                return otherwise(at)
             return [and_(add(x, number(found.modulus - 1)), number(-found.modulus), width)]
 
         return compute, [prefix + found.x] + [prefix + name for _, name in found.others]

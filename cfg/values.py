@@ -662,70 +662,48 @@ def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
 
 def _or_bounds(a: int, b: int, c: int, d: int) -> tuple[int, int]:
     """The least and the greatest ``x | y`` for ``x`` in ``[a, b]``, ``y`` in ``[c, d]``,
-    all non-negative (Hacker's Delight, 4-3: clear a bit both upper bounds set when the
-    bits below can all be set instead; raise a lower bound to the next power-of-two
-    boundary where only the other bound has the bit).
+    all non-negative (Hacker's Delight, 4-3).
 
     >>> _or_bounds(0, 55, 0, 6), _or_bounds(4, 5, 8, 9)
     ((0, 55), (12, 13))
     """
-    low_a, low_c, high_b, high_d = a, c, b, d
-    m = 1 << max(b.bit_length(), d.bit_length(), 1)
-    while m:
-        if ~low_a & low_c & m:
-            raised = (low_a | m) & -m
-            if raised <= b:
-                low_a = raised
-                break
-        elif low_a & ~low_c & m:
-            raised = (low_c | m) & -m
-            if raised <= d:
-                low_c = raised
-                break
-        m >>= 1
-    m = 1 << max(b.bit_length(), d.bit_length(), 1)
-    while m:
-        if high_b & high_d & m:
-            lowered = (high_b - m) | (m - 1)
-            if lowered >= a:
-                high_b = lowered
-                break
-            lowered = (high_d - m) | (m - 1)
-            if lowered >= c:
-                high_d = lowered
-                break
-        m >>= 1
+    low_a, low_c, high_b, high_d = _bit_extremes(a, b, c, d, once=True)
     return low_a | low_c, high_b | high_d
 
 
 def _xor_bounds(a: int, b: int, c: int, d: int) -> tuple[int, int]:
-    """The least and the greatest ``x ^ y`` for ``x`` in ``[a, b]``, ``y`` in ``[c, d]``,
-    all non-negative (Hacker's Delight, 4-3, as `_or_bounds` but going on past a change).
+    """The least and the greatest ``x ^ y``, as `_or_bounds` (Hacker's Delight, 4-3).
 
     >>> _xor_bounds(0, 55, 0, 6), _xor_bounds(4, 5, 4, 5)
     ((0, 55), (0, 1))
     """
-    low_a, low_c, high_b, high_d = a, c, b, d
-    m = 1 << max(b.bit_length(), d.bit_length(), 1)
-    while m:
-        if ~low_a & low_c & m:
-            raised = (low_a | m) & -m
-            if raised <= b:
-                low_a = raised
-        elif low_a & ~low_c & m:
-            raised = (low_c | m) & -m
-            if raised <= d:
-                low_c = raised
-        if high_b & high_d & m:
-            lowered = (high_b - m) | (m - 1)
-            if lowered >= a:
-                high_b = lowered
-            else:
-                lowered = (high_d - m) | (m - 1)
-                if lowered >= c:
-                    high_d = lowered
-        m >>= 1
+    low_a, low_c, high_b, high_d = _bit_extremes(a, b, c, d, once=False)
     return low_a ^ low_c, high_b ^ high_d
+
+
+def _bit_extremes(a: int, b: int, c: int, d: int, once: bool) -> tuple[int, int, int, int]:
+    """The operands that give the extremes of a bitwise OR (`once`) or XOR over ``[a, b]``
+    and ``[c, d]``: from the top bit down, a lower bound that lacks a bit the other has
+    is raised to the next multiple of that bit when that stays in range, and where both
+    upper bounds have a bit, one drops it and sets every bit below when that stays in
+    range. OR is done at the first change of each; XOR goes on."""
+    low_a, low_c, high_b, high_d = a, c, b, d
+    top = 1 << max(b.bit_length(), d.bit_length(), 1)
+    raised_once = lowered_once = False
+    m = top
+    while m:
+        if not raised_once:
+            if ~low_a & low_c & m and (low_a | m) & -m <= b:
+                low_a, raised_once = (low_a | m) & -m, once
+            elif low_a & ~low_c & m and (low_c | m) & -m <= d:
+                low_c, raised_once = (low_c | m) & -m, once
+        if not lowered_once and high_b & high_d & m:
+            if (high_b - m) | (m - 1) >= a:
+                high_b, lowered_once = (high_b - m) | (m - 1), once
+            elif (high_d - m) | (m - 1) >= c:
+                high_d, lowered_once = (high_d - m) | (m - 1), once
+        m >>= 1
+    return low_a, low_c, high_b, high_d
 
 
 def truncate(a: tuple, bits: int) -> tuple:
