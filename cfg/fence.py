@@ -41,7 +41,7 @@ from ptxkit.cfg.locations import spaces_text
 from ptxkit.cfg.placement import FENCE_SIDES, PLACEMENTS, VARIANTS, PlannedFence, fence_text_for, plan_fences
 from ptxkit.cfg.proxy import AnalysisOptions, Hazard, KernelAnalysis
 from ptxkit.cfg.registers import PORTABLE_CLUSTER
-from ptxkit.isa import parse_target
+from ptxkit.isa import may_need_fence, parse_target
 from ptxkit.syntax import Function
 
 EXTERN_POLICIES = ("none", "clobber", "strict")
@@ -431,9 +431,6 @@ def analyse_module(module, options: FenceOptions | None = None, everything: bool
     return results
 
 
-#: Text that every function needing a fence contains: an async-proxy opcode (also the
-#: fail-closed unknown ones: ``.async``, ``wgmma.``, ``tcgen05.``) or a call.
-_ASYNC_MARKERS = (".async", "mma_async", "wgmma.", "tcgen05.", "call")
 
 
 def _text_of(module, function) -> str:
@@ -444,7 +441,7 @@ def _text_of(module, function) -> str:
 
 
 def _quiet_kernels(module) -> set:
-    """The ``.entry`` functions whose source text contains none of `_ASYNC_MARKERS`.
+    """The ``.entry`` functions whose source text `ptxkit.isa.may_need_fence` passes over.
 
     A plain substring search over the raw text (comments included, so it can only err
     on the side of analysing): such a kernel has no op that could need a fence.
@@ -457,7 +454,7 @@ def _quiet_kernels(module) -> set:
             continue
         end = items[index + 1].offset if index + 1 < len(items) else len(text)
         chunk = text[item.offset:end]
-        if not any(marker in chunk for marker in _ASYNC_MARKERS):
+        if not may_need_fence(chunk):
             quiet.add(item)
     return quiet
 

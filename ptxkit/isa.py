@@ -56,6 +56,27 @@ def is_special_register(name: str) -> bool:
     return _SPECIAL_REGISTER.fullmatch(name) is not None
 
 
+#: Text that every function needing a proxy fence contains: an async-proxy opcode (also
+#: the fail-closed unknown ones: ``.async``, ``wgmma.``, ``tcgen05.``) or a call (the
+#: opcode, followed by a modifier, a space or a parenthesis: not the ``DW_AT_call_file``
+#: of a debug section).
+ASYNC_MARKERS = (".async", "mma_async", "wgmma.", "tcgen05.", "call.", "call ", "call\t", "call\n", "call\r",
+                 "call(")
+
+
+def may_need_fence(text: str) -> bool:
+    """False when `text` holds none of `ASYNC_MARKERS`: no function in it can need a
+    proxy fence (a plain substring search, comments included, so it errs only towards
+    analysing).
+
+    >>> may_need_fence("ld.global.f32 %f1, [%rd1];"), may_need_fence("wgmma.fence.sync.aligned;")
+    (False, True)
+    >>> may_need_fence(".b8 88 // DW_AT_call_file"), may_need_fence("call.uni (retval0), f, (param0);")
+    (False, True)
+    """
+    return any(marker in text for marker in ASYNC_MARKERS)
+
+
 def parse_target(target: str) -> tuple[int, str] | None:
     """Split an ``sm_XY[a|f]`` target into (XY, suffix); None for other entries.
 

@@ -232,6 +232,26 @@ def test_fence_log_lists_the_added_fences(real, tmp_path):
     assert all(isinstance(f["line"], int) and f["reason"] for f in entries["a.ptx"]["fences"])
 
 
+#: a kernel with no async-proxy opcode and no call: nothing in it can need a proxy fence
+PLAIN = (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry copy(.param .u64 p)\n{\n"
+         ".reg .b64 %rd<3>;\n.reg .f32 %f<2>;\n\tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n"
+         "\tld.global.f32 %f1, [%rd2];\n\tst.global.f32 [%rd2+4], %f1;\n\tret;\n}\n")
+
+
+@pytest.mark.ptxas
+def test_an_input_without_async_operations_skips_the_pass(real, tmp_path):
+    for side in ("w", "p"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "k.ptx").write_text(PLAIN)
+    arguments = ["-arch=sm_90a", "k.ptx", "-o", "k.o"]
+    log = tmp_path / "fences.jsonl"
+    mine = run(WRAPPER + arguments, tmp_path / "w", PTXKIT_FENCE_LOG=str(log))
+    same_output(mine, run(real + arguments, tmp_path / "p"))
+    assert (tmp_path / "w" / "k.o").read_bytes() == (tmp_path / "p" / "k.o").read_bytes()
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry["fences"] == [] and entry["skipped"] == "no async-proxy operation or call"
+
+
 # -- the nvcc recipe: nvcc -ptx, then the wrapper (or `ptxkit fence`) --------------------------
 
 #: CUDA C++ that writes shared memory with ordinary stores and hands it to the async proxy

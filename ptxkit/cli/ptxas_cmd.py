@@ -13,7 +13,9 @@ input and with its output file redirected into a private folder; the pass runs m
 When no input needs a fence (and always in ``check`` mode) that run is the answer: its
 output file is copied where the caller asked and its messages are replayed. Otherwise
 it is stopped and ptxas runs again on the fenced copy. So an input that needs nothing
-costs ptxas's time or the pass's, whichever is longer, not their sum.
+costs ptxas's time or the pass's, whichever is longer, not their sum. An input with no
+async-proxy opcode and no call (`ptxkit.isa.may_need_fence`) cannot need a fence: the
+pass is not even loaded for it.
 
 ptxas-style arguments must stay untouched, so the wrapper is configured through the
 environment:
@@ -358,10 +360,16 @@ def _prepare(path: str, mode: str, private: str) -> _Prepared:
             data = handle.read()
     except OSError:
         return _Prepared(path)  # ptxas reports the missing file itself
+    from ptxkit.fencelog import describe, write_entry
+    from ptxkit.isa import may_need_fence
+
+    if not may_need_fence(data.decode("latin-1")):  # nothing to fence: the pass is not even loaded
+        write_entry({"file": os.path.abspath(path), "mode": mode, "fences": [],
+                     "skipped": "no async-proxy operation or call"})
+        return _Prepared(path)
     import ptxkit
     from ptxkit.cfg.fence import FenceOptions, fence_module
     from ptxkit.errors import PtxSyntaxError
-    from ptxkit.fencelog import describe, write_entry
 
     try:
         module = ptxkit.parse(data, path)
