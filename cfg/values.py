@@ -460,12 +460,16 @@ def shl(a: tuple, amount: tuple) -> tuple:
     return mul(a, number(1 << count))
 
 
-def shr(a: tuple, amount: tuple) -> tuple:
+def shr(a: tuple, amount: tuple, arithmetic: bool = False) -> tuple:
     """``a >> amount`` for a constant amount; a window address becomes a shifted one
-    (a matrix descriptor's address field).
+    (a matrix descriptor's address field). A logical shift (the default) of a negative
+    number gives a large one: every non-negative number may come out (the caller knows
+    the width, `ptxkit.cfg.registers` bounds it); an `arithmetic` one keeps the sign.
 
     >>> show(shr(number(16, 47), number(4))), show(shr(number(0, 896, 128), number(3)))
     ('[1, 2]', '[0, 112] step 16')
+    >>> show(shr(number(-16, 16), number(2), arithmetic=True)), show(shr(number(-16, 16), number(2)))
+    ('[-4, 4]', '[0, inf]')
     """
     count = constant(amount)
     if count is None or not 0 <= count < 64:
@@ -473,8 +477,8 @@ def shr(a: tuple, amount: tuple) -> tuple:
 
     def one(x: Atom) -> tuple:
         if x.form == NUM:
-            if x.lo < 0:
-                return _num(0, INF if x.hi >= INF else max(x.hi, 0) >> count) if x.hi >= 0 else TOP
+            if x.lo < 0 and count:
+                return _num(x.lo >> count, x.hi if x.hi >= INF else x.hi >> count) if arithmetic else _num(0, INF)
             step = x.step >> count if x.lo % (1 << count) == 0 and x.step % (1 << count) == 0 else 1
             return _num(x.lo >> count, x.hi if x.hi >= INF else x.hi >> count, step)
         if x.form == WINDOW and not x.shift and not x.high:
@@ -521,6 +525,8 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
     ('[0, 127]', '[0, 1023]')
     >>> show(and_(TOP, number(3), 32)), show(and_(number(0, 255), number(4), 32))
     ('[0, 3]', '[0, 4] step 4')
+    >>> show(and_(number(32), number(224), 32)), show(and_(number(32, 63), number(224), 32))
+    ('32', '32')
 
     """
     mask = constant(b)
@@ -538,6 +544,11 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
         if x.form == NUM:
             if x.lo >= 0 and x.hi <= mask and (mask + 1) & mask == 0:
                 return (x,)
+            if 0 <= x.lo and x.hi <= full:  # the exact bounds: x & m == ~(~x | ~m)
+                lo, hi = _or_bounds(full - x.hi, full - x.lo, full ^ mask, full ^ mask)
+                low = mask & -mask or 1
+                lo, hi = full - hi, full - lo
+                return _num(lo + -lo % low, hi - hi % low, low)
             return _masked(mask if x.lo < 0 or x.hi > mask else x.hi, mask) if mask < INF else TOP
         if not x.is_address or x.high:
             return _masked(mask, mask) if mask < 1 << (width - 1) else TOP  # its bits are among the mask's
@@ -794,6 +805,9 @@ def refine(value: tuple, comparison: str, bound: int, holds: bool, unsigned: boo
     >>> show(refine(number(-32, 991), "gt", 15, False, unsigned=True))
     '[0, 15]'
     """
+    unsigned = unsigned or comparison in ("lo", "ls", "hi", "hs")
+    if unsigned and bound < 0:  # a huge unsigned bound, of a width not known here
+        return value
     if not holds:
         comparison = _NEGATION.get(comparison)
         if comparison is None:
@@ -828,6 +842,17 @@ def refine(value: tuple, comparison: str, bound: int, holds: bool, unsigned: boo
         return _num(lo, hi)
 
     return _lift(value, one)
+
+
+def compare(value: tuple, comparison: str, bound: int, unsigned: bool = False) -> tuple:
+    """What ``setp.<comparison> p, value, bound`` leaves in ``p``: 1 when it holds for
+    every number of `value`, 0 when for none, ``[0, 1]`` when it may go either way.
+
+    >>> show(compare(number(32), "eq", 0)), show(compare(number(0, 31), "lt", 32)), show(compare(number(0, 63), "ne", 0))
+    ('0', '1', '[0, 1]')
+    """
+    holds, fails = refine(value, comparison, bound, True, unsigned), refine(value, comparison, bound, False, unsigned)
+    return number(0 if not holds else 1 if not fails else 0, 1 if holds else 0)
 
 
 def meet(a: tuple, b: tuple) -> tuple:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from ptxkit.cfg.values import (
     GENERIC, INF, NUM, SHARED_CTA_SPACE, TOP, WINDOW, Atom, Region, _or_bounds, _xor_bounds, add, address,
-    aligned_start, and_, anywhere, constant, join, meet, mul, number, or_, pack, refine, shl, shr, show, sub,
+    aligned_start, and_, anywhere, compare, constant, join, meet, mul, number, or_, pack, refine, shl, shr, show, sub,
     truncate, unpack, widen, xor,
 )
 
@@ -91,6 +91,34 @@ def test_or_and_xor_bounds_are_exact(a, width_a, c, width_c):
     xors = [x ^ y for x in range(a, b + 1) for y in range(c, d + 1)]
     assert _or_bounds(a, b, c, d) == (min(ors), max(ors))
     assert _xor_bounds(a, b, c, d) == (min(xors), max(xors))
+
+
+@settings(max_examples=300)
+@given(st.integers(-40, 300), st.integers(0, 90), st.integers(0, 1023))
+def test_a_mask_of_an_interval_has_its_true_extremes(lo, width, mask):
+    """``x & mask`` over an interval of non-negative numbers is bounded by the true least
+    and greatest results (and holds every result for negative ones too)."""
+    hi = lo + width
+    results = [(x & 0xFFFFFFFF) & mask for x in range(lo, hi + 1)]
+    value = and_(number(lo, hi), number(mask), 32)
+    assert all(contains_number(value, r) for r in results)
+    if lo >= 0:
+        assert (value[0].lo, value[0].hi) == (min(results), max(results))
+
+
+@settings(max_examples=300)
+@given(st.integers(-50, 50), st.integers(0, 40), st.integers(-60, 60),
+       st.sampled_from(["eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"]), st.booleans())
+def test_a_comparison_is_decided_only_when_every_number_agrees(lo, width, bound, comparison, unsigned):
+    """`compare` is 1 (or 0) only when the comparison holds (or fails) for every number."""
+    outcomes = set()
+    for x in range(lo, lo + width + 1):
+        a, b = (x & 0xFFFFFFFF, bound & 0xFFFFFFFF) if unsigned or comparison in ("lo", "ls", "hi", "hs") \
+            else (x, bound)
+        outcomes.add({"eq": a == b, "ne": a != b, "lt": a < b, "lo": a < b, "le": a <= b, "ls": a <= b,
+                      "gt": a > b, "hi": a > b, "ge": a >= b, "hs": a >= b}[comparison])
+    value = compare(number(lo, lo + width), comparison, bound, unsigned)
+    assert all(contains_number(value, int(outcome)) for outcome in outcomes)
 
 
 @settings(max_examples=600)
