@@ -32,7 +32,9 @@ from ptxkit.cfg.locations import (
     overlaps, space_bits,
 )
 from ptxkit.cfg.escape import shared_pointer_registers
-from ptxkit.cfg.registers import PORTABLE_CLUSTER, analyse_registers, destinations, symbol_regions
+from ptxkit.cfg.registers import (
+    PORTABLE_CLUSTER, analyse_registers, destinations, special_ranges, symbol_regions,
+)
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP_FORM,
     WINDOW, Atom, integers,
@@ -115,6 +117,9 @@ class Events:
     by_block: list[list[Event]]
     warnings: list = field(default_factory=list)
     dead: set = field(default_factory=set)  # blocks the branch conditions prove unreachable
+    #: touches(block, event, targets): may some thread's access `event` overlap one of
+    #: `targets`, its address taken thread by thread (docs/fence.md §3.6)
+    touches: object = None
 
 
 def describe(event: Event) -> str:
@@ -160,6 +165,7 @@ class _Classifier:
         self._shared_pointers: set | None = None
         self.open_boxes = False  # a tensor copy whose box no expect_tx bounds
         self.tensor_boxes: list = []  # the shared-memory address keys of tensor copies
+        self.accesses: dict = {}  # (block, position) -> the arguments of `_located` for its access
 
     def ask(self, block: int, position: int, operand) -> tuple:
         key = (block, position, len(self.queries))
@@ -177,20 +183,51 @@ class _Classifier:
                     builders[block.index].append(builder)
         aligned = {}
         if self.tensor_boxes and _less_aligned(flow):  # first the tensor copies' addresses: what alignment they show
-            boxes, _ = analyse_registers(flow, {key: self.queries[key] for key in self.tensor_boxes},
+            boxes, _, _ = analyse_registers(flow, {key: self.queries[key] for key in self.tensor_boxes},
                                          self.options.max_cluster)
             aligned = _tensor_alignment(list(boxes.values()))
-        self.values, dead = analyse_registers(flow, self.queries, self.options.max_cluster, aligned)
+        self.values, dead, self.by_thread = analyse_registers(flow, self.queries, self.options.max_cluster, aligned)
         self.expect_tx = [(self._mbarrier(mbar), _most(self.value(count))) for mbar, count in self.armed]
         by_block = [[] if index in dead else [event for builder in items for event in builder(self)]
                     for index, items in enumerate(builders)]
         _one_start_per_object(by_block)
         if self.open_boxes:
             _close_boxes(by_block)
-        return Events(by_block, self.warnings, dead)
+        return Events(by_block, self.warnings, dead, self.touches)
 
     def value(self, key) -> tuple:
         return self.values[key]
+
+    # -- thread by thread ---------------------------------------------------------------------
+    #: address evaluations one access may cost `touches` before it answers "may overlap"
+    THREAD_BUDGET = 256
+
+    def touches(self, block: int, event: Event, targets) -> bool:
+        """May some thread's access `event` (of `block`) overlap one of `targets`? The
+        threads are split by their ``%tid.x``, high bits first, until each part's
+        address misses every target or one thread's hits (docs/fence.md §3.6)."""
+        access = self.accesses.get((block, event.position))
+        if access is None:
+            return True
+        low, high = special_ranges(self.flow.function, self.options.max_cluster)["%tid.x"]
+        budget = [self.THREAD_BUDGET]
+
+        def hits(low: int, high: int) -> bool:
+            if budget[0] == 0:
+                return True
+            budget[0] -= 1
+            value = self.by_thread(access[3], low, high)
+            if value is None:  # the address does not follow the thread index
+                return True
+            if not any(overlaps(location, target) for found in self._located(*access, value=value)
+                       for location in found.locations for target in targets):
+                return False
+            if low == high:
+                return True
+            split = high >> ((low ^ high).bit_length() - 1) << ((low ^ high).bit_length() - 1)
+            return hits(low, split - 1) or hits(split, high)
+
+        return hits(low, high)
 
     # -- one instruction --------------------------------------------------------------------
     def classify(self, block: int, position: int, instruction, head):
@@ -218,7 +255,9 @@ class _Classifier:
             generic = kind in (Effect.ADDRESS_WRITE, Effect.ADDRESS_READ) or (kind is Effect.MBARRIER_INIT
                                                                                and not named)
             pointer = self._pointer(block, operands[at]) if generic else None
-            parts.append(lambda c: c._located(position, event_kind, guard, address, width, named, generic, pointer))
+            access = (position, event_kind, guard, address, width, named, generic, pointer)
+            self.accesses[(block, position)] = access
+            parts.append(lambda c: c._located(*access))
         elif kind is Effect.CP_ASYNC_WAIT:
             complete = opcode.startswith("cp.async.wait_all") or (
                 bool(operands) and operands[0].kind == "immediate" and operands[0].value == 0)
@@ -293,10 +332,13 @@ class _Classifier:
             self._shared_pointers = shared_pointer_registers(self.flow)
         return self._shared_pointers
 
-    def _located(self, position, kind, guard, address, width, named: int, generic: bool, pointer) -> list[Event]:
+    def _located(self, position, kind, guard, address, width, named: int, generic: bool, pointer,
+                 value: tuple | None = None) -> list[Event]:
+        """The event of a generic access through `address` (or, given, its `value`)."""
         if isinstance(width, tuple):
             width = _most(self.value(width[1])) or INF
-        value = self.value(address)
+        if value is None:
+            value = self.value(address)
         if generic and pointer == "symbol":  # a variable named in a generic access: its generic address
             value = tuple(atom._replace(form=GENERIC) if atom.form == WINDOW else atom for atom in value)
         elif generic and not all(atom.form == GENERIC for atom in value) and (

@@ -241,6 +241,7 @@ class KernelAnalysis:
         self.events: list[list[Event]] = events.by_block
         self.warnings = events.warnings
         self.dead = events.dead
+        self._touches = events.touches
         self.facts: list[Fact] = []
         self._make_facts()
         self._crediting_ids = self._crediting_fences()
@@ -688,6 +689,9 @@ class KernelAnalysis:
         unnecessary, but dropping a fence can also make another one necessary."""
         self._run({})
         found = self._needs_now()
+        if found and self._separate_threads(found):
+            self._run({})
+            found = self._needs_now()
         self._reasons = {key: pending for key, (pending, _, _) in found.items()}
         candidate = {key: cover for key, (_, cover, _) in found.items()}
         sound, ran = None, {}
@@ -716,6 +720,28 @@ class KernelAnalysis:
         if ran != sound:
             self._run(sound)
         self.needy = sound
+
+    def _separate_threads(self, found: dict) -> bool:
+        """Take out of each needy op's facts those no thread's access overlaps, its
+        address taken thread by thread (docs/fence.md §3.6); True when any went. The
+        interval of a fact joins every thread's address, so two terms that follow the
+        same thread-index bit may add up to bytes no thread touches; this is asked only
+        for the facts behind a fence the pass would add."""
+        events = {id(event): event for block in {block for _, _, block in found.values()}
+                  for event in self.events[block]}
+        changed = False
+        for key, (pending, _, _) in found.items():
+            event = events[key]
+            mask, crossed = self._need_masks[key]
+            for index in _bits(pending & ~self._hazard_masks[Hazard.INIT]):
+                fact = self.facts[index]
+                targets = event.writes if fact.hazard is Hazard.WAR else event.locations + event.writes
+                if not any(self._touches(block, origin, targets) for block, origin in fact.origins):
+                    mask &= ~(1 << index)
+                    crossed &= ~(1 << index)
+                    changed = True
+            self._need_masks[key] = (mask, crossed)
+        return changed
 
     # -- results --------------------------------------------------------------------------
     def needs(self) -> list[Need]:

@@ -33,14 +33,15 @@ its ``setp``; parameters and results of inlined calls.
 from __future__ import annotations
 
 import math
+from typing import Callable, NamedTuple
 
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.idioms import align_up, remainder
 from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
-    Atom, Region, add, address, and_, anywhere, constant, join, meet, mul, neg, number, or_, pack, refine, shl, shr,
-    sub, truncate, unpack, widen, xor,
+    Atom, Region, add, address, and_, anywhere, compare, constant, join, meet, mul, neg, number, or_, pack, refine,
+    shl, shr, sub, truncate, unpack, widen, xor,
 )
 from ptxkit.syntax import Directive, Function
 
@@ -150,12 +151,23 @@ def register_values(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER) ->
     return analyse_registers(flow, queries, max_cluster)[0]
 
 
+class RegisterAnswers(NamedTuple):
+    """What `analyse_registers` found: the value of each query, the blocks the branch
+    conditions prove unreachable (their queries answer the empty value: no value ever
+    gets there), and `by_thread(query, low, high)`: the query's value for the threads
+    whose ``%tid.x`` lies in ``[low, high]``, or None where it does not depend on
+    ``%tid.x`` (docs/fence.md §3.6)."""
+
+    values: dict
+    dead: set
+    by_thread: Callable[[object, int, int], tuple | None]
+
+
 def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
-                      aligned: dict | None = None) -> tuple[dict, set]:
-    """`register_values` and the blocks the branch conditions prove unreachable
-    (their queries answer the empty value: no value ever gets there). `aligned` gives
-    regions a larger alignment than they declare (``{region: bytes}``: what the
-    kernel's tensor copies show, `ptxkit.cfg.events`).
+                      aligned: dict | None = None) -> RegisterAnswers:
+    """`register_values`, the unreachable blocks and the values by thread
+    (`RegisterAnswers`). `aligned` gives regions a larger alignment than they declare
+    (``{region: bytes}``: what the kernel's tensor copies show, `ptxkit.cfg.events`).
 
     >>> import ptxkit
     >>> from ptxkit.cfg.graph import flow_graph
@@ -163,12 +175,15 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
     ...     ".reg .b32 %r<3>;\\n.reg .pred %p<2>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tsetp.lt.u32 %p1, %r1, 4096;\\n"
     ...     "\\t@%p1 bra L;\\n\\tmov.u32 %r2, %r1;\\nL:\\n\\tret;\\n}\\n")
     >>> flow = flow_graph(m.function("k"))
-    >>> analyse_registers(flow, {"r": (1, 0, flow.blocks[1].instructions[0].operands[1])})
+    >>> values, dead, _ = analyse_registers(flow, {"r": (1, 0, flow.blocks[1].instructions[0].operands[1])})
+    >>> values, dead
     ({'r': ()}, {1})
     """
     if not queries:
-        return {}, set()
-    return _Analysis(flow, max_cluster, aligned).solve(queries)
+        return RegisterAnswers({}, set(), lambda query, low, high: None)
+    analysis = _Analysis(flow, max_cluster, aligned)
+    values, dead = analysis.solve(queries)
+    return RegisterAnswers(values, dead, analysis.by_thread)
 
 
 def symbol_regions(function, context: Context | None = None) -> dict:
@@ -451,11 +466,84 @@ class _Analysis:
                     if reader not in queued:
                         queued.add(reader)
                         work.append(reader)
+        self.queries, self.rules, self._rank = queries, rules, rank
+        self._cones: dict = {}
         dead = self._dead_blocks()
         answers = {}
         for key, (block, position, operand) in queries.items():
             answers[key] = () if block in dead else self.evaluate(block, operand, ("query", key, block))
         return answers, dead
+
+    # -- values by thread ---------------------------------------------------------------------
+    def by_thread(self, name, low: int, high: int) -> tuple | None:
+        """Query `name`'s value for the threads whose ``%tid.x`` lies in ``[low, high]``,
+        or None when it does not depend on ``%tid.x`` (docs/fence.md §3.6): the
+        definitions it is computed from, back to the joins, are evaluated again with
+        that range; everything else keeps the value the fixpoint gave it for all threads.
+        Two terms that both follow a bit of the thread index (a swizzle and a ``selp``
+        on the same bit) then stop adding their extremes."""
+        cone = self._cones.get(name, False)
+        if cone is False:
+            cone = self._cones[name] = self._thread_cone(name)
+        if cone is None:
+            return None
+        sites, versions = cone
+        saved = [(version, self.values.get(version), self.updates.get(version)) for version in versions]
+        special = self.special
+        self.special = {**special, "%tid.x": (low, high)}
+        try:
+            for version in versions:
+                self.values.pop(version, None)
+                self.updates.pop(version, None)
+            self.dirty = []
+            for site in sites:
+                self.rules[site][0](site)
+            block, _, operand = self.queries[name]
+            return self.evaluate(block, operand, ("query", name, block))
+        finally:
+            self.special = special
+            for version, value, count in saved:
+                self.values[version] = value
+                self.updates[version] = count
+
+    _CONE_LIMIT = 256
+
+    def _thread_cone(self, name) -> tuple[list, set] | None:
+        """The definitions query `name` is computed from, back to joins, loads and
+        registers defined nowhere, in the order they run, and the versions they define;
+        None when none of them reads ``%tid.x``, when there are more than `_CONE_LIMIT`,
+        or when one reads a version defined after it (a register read before its only
+        definition, around a loop)."""
+        block, _, operand = self.queries[name]
+        site_of = {version: point for (point, _), version in self.defs.items()}
+        work = [(("query", name, block), key) for key in self.sources_of(block, operand)]
+        sites: set = set()
+        versions: set = set()
+        reads: list = []  # (reading site, site of the version read)
+        while work:
+            at, key = work.pop()
+            version = self.uses.get((at, key), key)
+            site = site_of.get(version)
+            if site is None and version == key and len(self._defined_at.get(key, ())) == 1:
+                site = next(iter(self._defined_at[key]))
+            if site is None or site not in self.rules:
+                continue  # a join, an entry value, or nothing defines it: its value stands
+            if at[0] != "query":
+                reads.append((at, site))
+            versions.add(version)
+            if site in sites:
+                continue
+            sites.add(site)
+            if len(sites) > self._CONE_LIMIT:
+                return None
+            work.extend((site, source) for source in self.rules[site][1])
+        order = {site: (self._rank.get(site[0], -1), site[1]) for site in sites}
+        if any(order[source] >= order[reader] for reader, source in reads):
+            return None
+        if not any(operand.kind == "special" and operand.name == "%tid.x"
+                   for b, p in sites for operand in self.flow.blocks[b].instructions[p].operands[1:]):
+            return None
+        return sorted(sites, key=order.__getitem__), versions
 
     def _rename(self, definitions, rules, queries, conditions, keys) -> dict:
         """SSA versions of the registers in `keys` defined more than once: fills
@@ -839,6 +927,8 @@ class _Analysis:
                 return [_at_most(binary(*values(at), width), most)]
 
             return logical
+        if base == "shr" and len(args) == 2 and any(m[:1] == "s" and m[1:] in _TYPE_BITS for m in modifiers):
+            return lambda at: [shr(*values(at), arithmetic=True)]
         if binary is not None and len(args) == 2:
             return lambda at: [binary(*values(at), width)]
         if base == "mad" and len(args) == 3:
@@ -846,8 +936,17 @@ class _Analysis:
                 a, b, c = values(at)
                 return [add(mul(a, b), c)]
             return mad
-        if base in ("selp", "slct") and len(args) >= 2:
+        if base == "selp" and len(args) == 3:
+            def select(at):
+                chosen = constant(evaluate(block, args[2], at))
+                if chosen is None:
+                    return [join(evaluate(block, args[0], at), evaluate(block, args[1], at))]
+                return [evaluate(block, args[0] if chosen else args[1], at)]
+            return select
+        if base == "slct" and len(args) >= 2:
             return lambda at: [join(evaluate(block, args[0], at), evaluate(block, args[1], at))]
+        if base == "setp" and count == 1 and len(args) == 2:
+            return self._comparison(block, modifiers, args)
         if base == "neg" and args:
             return lambda at: [neg(evaluate(block, args[0], at))]
         if base in _COUNTS:
@@ -858,6 +957,29 @@ class _Analysis:
             return lambda at: [_bit_insert(evaluate(block, args[0], at), evaluate(block, args[1], at),
                                            args[2].value, args[3].value, width)]
         return lambda at: [TOP] * count
+
+    def _comparison(self, block: int, modifiers: list, args):
+        """``setp`` of an integer register and a constant: the predicate as 0, 1 or
+        ``[0, 1]`` (what `selp` then picks)."""
+        comparison, kind = (modifiers[0], modifiers[-1]) if len(modifiers) >= 2 else ("", "")
+        if kind[:1] not in "sub" or kind[1:] not in _TYPE_BITS or comparison not in _SWAPPED:
+            return lambda at: [number(0, 1)]
+        unsigned = kind[0] != "s"
+        evaluate = self.evaluate
+
+        def predicate(at):
+            left, right = evaluate(block, args[0], at), evaluate(block, args[1], at)
+            if not left or not right:
+                return [()]
+            bound = constant(right)
+            if bound is not None:
+                return [compare(left, comparison, bound, unsigned)]
+            bound = constant(left)
+            if bound is not None:
+                return [compare(right, _SWAPPED[comparison], bound, unsigned)]
+            return [number(0, 1)]
+
+        return predicate
 
     def _param_load(self, block: int, opcode: str, operands, modifiers, count: int):
         keys = self._param_load_keys(block, operands, opcode)
@@ -940,6 +1062,27 @@ class _Analysis:
             chain = self._inverse_chain(block.index, at, prefix + register, definitions)
             found[block.index] = (negated, (prefix + register, comparison, bound, unsigned, chain), at)
         return found
+
+    def _paired_setp(self, block: int, predicate: str) -> tuple | None:
+        """``(p, x, C, comparison)`` operands of the ``setp p, x, C`` that defines
+        `predicate` in another block, when `p` and `x` are each defined once and in the
+        same block, unguarded, `x` first: every execution of that block sets both, so wherever both are read they come from the same one (a ring
+        index advanced and tested in one block, selected in a later one)."""
+        definitions = self.definitions()
+        prefix = self.prefix(block)
+        sites = definitions.get(prefix + predicate, ())
+        if len(sites) != 1 or self.prefix(sites[0][0]) != prefix:
+            return None
+        where, at = sites[0]
+        head = self.flow.blocks[where].heads[at]
+        compare = self.flow.blocks[where].instructions[at].operands
+        if head[2] != "setp" or head[0] is not None or len(compare) != 3 or compare[1].kind != "register":
+            return None
+        x_sites = definitions.get(prefix + compare[1].name, ())
+        if len(x_sites) != 1 or x_sites[0][0] != where or x_sites[0][1] >= at \
+                or self.flow.blocks[where].heads[x_sites[0][1]][0] is not None:
+            return None
+        return (*compare, head[1].split(".")[1])
 
     def _single_setp(self, block: int, guard, negated: bool, definitions: dict):
         """The condition of a branch on a predicate set once, by a ``setp`` in another
@@ -1107,14 +1250,20 @@ class _Analysis:
             return None
         plain = self.plain(block)
         setp_at = _last_definition(instructions, heads, position, predicate.name, plain)
-        if setp_at is None or heads[setp_at][2] != "setp":
-            return None
-        compare = instructions[setp_at].operands
-        comparison = heads[setp_at][1].split(".")[1]
-        if len(compare) != 3 or compare[1].kind != "register" or compare[2].kind != "immediate":
+        if setp_at is None:
+            compare = self._paired_setp(block, predicate.name)
+            if compare is None:
+                return None
+            comparison = compare[3]
+        else:
+            if heads[setp_at][2] != "setp":
+                return None
+            compare = instructions[setp_at].operands
+            comparison = heads[setp_at][1].split(".")[1]
+        if len(compare) < 3 or compare[1].kind != "register" or compare[2].kind != "immediate":
             return None
         x = compare[1].name
-        if _redefined(instructions, heads, setp_at + 1, position, x, plain):
+        if setp_at is not None and _redefined(instructions, heads, setp_at + 1, position, x, plain):
             return None
         bound = compare[2].value
         if isinstance(bound, int):
@@ -1123,7 +1272,7 @@ class _Analysis:
         sides = []
         for operand, holds in ((operands[1], not predicate.negated), (operands[2], predicate.negated)):
             if operand.kind == "immediate":
-                sides.append(("const", number(operand.value) if isinstance(operand.value, int) else TOP))
+                sides.append(("const", number(operand.value) if isinstance(operand.value, int) else TOP, holds))
                 continue
             if operand.kind != "register":
                 return None
@@ -1142,12 +1291,13 @@ class _Analysis:
 
         def compute(at):
             out = ()
-            for side in sides:
-                if side[0] == "const":
-                    out = join(out, side[1])
+            x_value = self.lookup(at, key)
+            for kind, value, holds in sides:  # a side only where the comparison can come out its way
+                kept = refine(x_value, comparison, bound, holds)
+                if kind == "const":
+                    out = join(out, value) if kept or not x_value else out
                 else:
-                    _, step, holds = side
-                    out = join(out, add(refine(self.lookup(at, key), comparison, bound, holds), number(step)))
+                    out = join(out, add(kept, number(value)))
             return [out if out else TOP]
 
         return compute, [key]

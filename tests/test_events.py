@@ -5,7 +5,7 @@ from __future__ import annotations
 import ptxkit
 from ptxkit.cfg.events import EventOptions, Kind, classify, describe
 from ptxkit.cfg.inline import inlined_graph
-from ptxkit.cfg.locations import GLOBAL, SHARED
+from ptxkit.cfg.locations import CTA, GLOBAL, SHARED, Location
 from ptxkit.isa import SyncObject
 
 HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 dyn[];\n"
@@ -144,3 +144,20 @@ def test_unknown_and_dead_code():
             "\tadd.s32 %r5, %r1, %r4;\n\tst.shared.u32 [%r5], %r3;\nL:\n")
     assert events(body) == []  # %tid.x < 2048 always: the store never runs
     assert events(body.replace("2048", "512")) == [("write", "dynamic shared[2048:4096]")]
+
+
+def test_an_access_is_asked_thread_by_thread_whether_it_touches_a_location():
+    # o = (tid << 1) & 16 and s = (tid & 8) == 0 ? 16 : -16: o + s is 0 or 16, never -16
+    select = ("\tmov.u32 %r5, %tid.x;\n\tshl.b32 %r6, %r5, 1;\n\tand.b32 %r7, %r6, 16;\n\tand.b32 %r8, %r5, 8;\n"
+              "\tsetp.eq.s32 %p1, %r8, 0;\n\tselp.b32 %r9, {};\n\tadd.s32 %r10, %r1, %r7;\n"
+              "\tadd.s32 %r11, %r10, %r9;\n\tld.shared.u16 %h1, [%r11+4096];\n")
+    found = []
+    for arms in ("16, -16, %p1", "-16, 16, %p1"):
+        text = (f"{HEAD}.visible .entry k() .maxntid 256, 1, 1\n{{\n{REGS}\tmov.u32 %r1, dyn;\n"
+                f"{select.format(arms)}\tret;\n}}\n")
+        classified = classify(inlined_graph(ptxkit.parse(text).function("k")), EventOptions())
+        read = next(e for e in classified.by_block[0] if e.kind is Kind.READ)
+        tile = Location(CTA, read.locations[0].region, 0, 4096)
+        found.append((describe(read), classified.touches(0, read, (tile,))))
+    # both reads join to bytes 4080..4129 (o + s in [-16, 32]); only the second select lets a thread below 4096
+    assert found == [("dynamic shared[4080:4130]", False), ("dynamic shared[4080:4130]", True)]

@@ -96,6 +96,8 @@ EXPECTED = {
                                               (CTA, "cp.async.bulk.tensor.2d.global")],
     "h15a_rounded_up_base_separate_buffers": [],
     "h15b_rounded_up_base_write_inside_tile": [(CTA, "cp.async.bulk.tensor.2d.shared::cluster")],
+    "h16a_thread_bit_offsets_stay_apart": [],
+    "h16b_thread_bit_offsets_reach_tile": [(CTA, "cp.async.bulk.tensor.2d.shared::cluster")],
     "h04b_cp_async_writer_side_option": [(CTA, "wgmma.mma_async")],
     "h10a_war_ld_shared_then_tma_load": [(CTA, "cp.async.bulk.tensor")],
     "h11a_mbarrier_init_then_tma": [(CTA, "bar.sync")],

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ptxkit
 from ptxkit import parse_statement
@@ -10,6 +12,7 @@ from ptxkit.cfg.graph import flow_graph
 from ptxkit.cfg.inline import inlined_graph
 from ptxkit.cfg.registers import analyse_registers, register_values, symbol_regions
 from ptxkit.cfg.values import show
+from test_values import contains_number
 
 HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 dyn[];\n"
         ".global .align 4 .b32 gvar[4];\n")
@@ -65,6 +68,18 @@ def test_ring_index_stays_in_its_range():
     assert value_at(body, "%r2") == "[99, 6144]"  # leaving the loop: the branch was not taken
 
 
+def test_a_ring_index_advanced_in_one_block_and_selected_in_another():
+    # x = s + 1 and p = (x == 2) are each set once, together in block L: a later
+    # selp s, 0, x, p sees the p of the same x (CUTLASS's two-stage pipeline state)
+    body = ("\tmov.u32 %r1, 0;\nL:\n\tadd.s32 %r2, %r1, 1;\n\tsetp.eq.s32 %p1, %r2, 2;\n\tshl.b32 %r3, %r1, 8;\n"
+            "\tsetp.lt.u32 %p2, %r9, 7;\n\t@%p2 bra M;\n\tadd.s32 %r4, %r3, 4;\nM:\n\tselp.b32 %r1, 0, %r2, %p1;\n"
+            "\tsetp.lt.u32 %p3, %r10, 9;\n\t@%p3 bra L;\n")
+    assert value_at(body, "%r1") == "[0, 1]"
+    assert value_at(body, "%r3") == "[0, 256] step 256"
+    guarded = body.replace("\tsetp.eq.s32 %p1", "\t@%p4 setp.eq.s32 %p1")  # may keep an older p: no pairing
+    assert value_at(guarded, "%r1") == "[0, inf]"
+
+
 def test_a_counter_without_a_bound_is_widened():
     body = "\tmov.u32 %r1, 0;\nL:\n\tadd.s32 %r1, %r1, 1;\n\tsetp.lt.u32 %p2, %r1, %r9;\n\t@%p2 bra L;\n"
     assert value_at(body, "%r1") == "[1, inf]"
@@ -80,7 +95,7 @@ def test_branch_conditions_narrow_and_dead_paths_are_found():
     flow = flow_graph(ptxkit.parse(text).function("k"))
     dead_block = next(b.index for b in flow.blocks if b.instructions and b.instructions[0].text == "mov.u32 %r5, %r4;")
     operand = flow.blocks[dead_block].instructions[0].operands[1]
-    values, dead = analyse_registers(flow, {"q": (dead_block, 0, operand)})
+    values, dead, _ = analyse_registers(flow, {"q": (dead_block, 0, operand)})
     assert dead == {dead_block} and values["q"] == ()
 
 
@@ -191,3 +206,93 @@ def test_symbol_regions():
 ])
 def test_the_cluster_rank_is_bounded_by_the_cluster_size(directives, shown):
     assert value_at("\tmov.u32 %r1, %cluster_ctarank;\n", "%r1", directives=directives) == shown
+
+
+def test_a_select_on_a_decided_comparison_takes_one_arm():
+    body = ("\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 32;\n\tsetp.eq.s32 %p1, %r2, 0;\n"
+            "\tselp.b32 %r3, 144, 112, %p1;\n\tmov.u32 %r4, 40;\n\tsetp.lt.u32 %p2, %r4, 64;\n"
+            "\tselp.b32 %r5, 16, -16, %p2;\n\tsetp.eq.s32 %p3, %r4, 40;\n\tselp.b32 %r6, 0, 7, %p3;\n")
+    assert value_at(body, "%r3") == "[112, 144] step 32"  # bit 5 of the thread index: either
+    assert value_at(body, "%r5") == "16"
+    assert value_at(body, "%r6") == "0"  # the ring form, a constant on the side that cannot happen dropped
+
+
+def _thread_program(body: str, registers: list[str], directives: str = " .maxntid 256, 1, 1"):
+    """The values of `registers` before the final ``ret`` of a kernel made of `body`, and
+    the `by_thread` of the analysis (queries named by register)."""
+    text = f"{HEAD}.visible .entry k(){directives}\n{{\n{REGS}{body}\tret;\n}}\n"
+    flow = flow_graph(ptxkit.parse(text, "k.ptx").function("k"))
+    block = flow.blocks[-1]
+    queries = {name: (block.index, len(block.instructions) - 1,
+                      parse_statement(f"mov.u32 %x, {name};").operands[1]) for name in registers}
+    values, _, by_thread = analyse_registers(flow, queries)
+    return values, by_thread
+
+
+def test_values_by_thread_keep_terms_that_follow_one_bit_together():
+    # o = (tid << 1) & 16 and s = (tid & 8) == 0 ? 16 : -16 follow bit 3: o + s is 16 or 0
+    body = ("\tmov.u32 %r1, %tid.x;\n\tshl.b32 %r2, %r1, 1;\n\tand.b32 %r3, %r2, 16;\n\tand.b32 %r4, %r1, 8;\n"
+            "\tsetp.eq.s32 %p1, %r4, 0;\n\tselp.b32 %r5, 16, -16, %p1;\n\tadd.s32 %r6, %r3, %r5;\n"
+            "\tmov.u32 %r7, 12;\n")
+    values, by_thread = _thread_program(body, ["%r6", "%r7"])
+    assert show(values["%r6"]) == "[-16, 32] step 16"
+    assert show(by_thread("%r6", 0, 7)) == "16" and show(by_thread("%r6", 8, 15)) == "0"
+    assert show(by_thread("%r6", 0, 255)) == "[-16, 32] step 16"
+    assert by_thread("%r7", 0, 7) is None  # no thread index in it
+    assert show(values["%r6"]) == "[-16, 32] step 16"  # the fixpoint's values are kept
+
+
+_BITWISE = {"and": lambda x, c: x & c, "or": lambda x, c: x | c, "xor": lambda x, c: x ^ c,
+            "shl": lambda x, c: x << c, "shr": lambda x, c: x >> c}
+_CHAIN = st.lists(st.tuples(st.sampled_from(sorted(_BITWISE)), st.integers(0, 255), st.integers(0, 7)),
+                  min_size=1, max_size=3)
+#: a term: a chain of bitwise steps from %tid.x, or a select on one bit of such a chain
+_TERM = st.tuples(_CHAIN, st.none() | st.tuples(st.integers(0, 7), st.integers(-64, 64)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_TERM, min_size=1, max_size=4), st.data())
+def test_values_by_thread_hold_every_thread_value(terms, data):
+    """An address offset as kernels compute one: a sum of terms, each a chain of bitwise
+    steps from %tid.x (swizzles, lane and row parts) or a ``selp`` on one bit of such a
+    chain (``(x & 2^b) == 0 ? s : -s``). The value by thread of each range of threads
+    holds what every thread of it computes."""
+    body, names, count = ["\tmov.u32 %r1, %tid.x;\n"], [], 1
+    for chain, select in terms:
+        source = "%r1"
+        for step, constant, bits in chain:
+            count += 1
+            body.append(f"\t{step}.b32 %r{count}, {source}, {bits if step in ('shl', 'shr') else constant};\n")
+            source = f"%r{count}"
+        if select is not None:
+            bit, small = select
+            body.append(f"\tand.b32 %r{count + 1}, {source}, {1 << bit};\n\tsetp.eq.s32 %p1, %r{count + 1}, 0;\n"
+                        f"\tselp.b32 %r{count + 2}, {small}, {-small}, %p1;\n")
+            count += 2
+            source = f"%r{count}"
+        names.append(source)
+    total = names[0]
+    for name in names[1:]:
+        count += 1
+        body.append(f"\tadd.s32 %r{count}, {total}, {name};\n")
+        total = f"%r{count}"
+
+    def concrete(t: int) -> int:
+        out = 0
+        for chain, select in terms:
+            x = t
+            for step, constant, bits in chain:
+                x = _BITWISE[step](x, bits if step in ("shl", "shr") else constant)
+            out += x if select is None else (select[1] if x & (1 << select[0]) == 0 else -select[1])
+        return out
+
+    values, by_thread = _thread_program("".join(body), [total])
+    low = data.draw(st.integers(0, 255))
+    high = data.draw(st.integers(low, min(255, low + 40)))
+    answer = by_thread(total, low, high)
+    assert answer is not None  # every term follows the thread index
+    for t in range(low, high + 1):
+        assert contains_number(answer, concrete(t)) and contains_number(values[total], concrete(t)), \
+            (t, concrete(t), show(answer))
+    if low == high:
+        assert show(answer) == str(concrete(low))  # one thread: exact
