@@ -203,7 +203,7 @@ class _StackAddresses:
     def address(self, register: str, depth: int = 0) -> tuple | None:
         """``(stack pointer key, offset)`` of a register with one known stack address."""
         if register.rsplit(":", 1)[-1] in _STACK_POINTERS:
-            return register, 0
+            return register.removesuffix("L"), 0  # %SPL is %SP's frame, in the local window
         if register in self._resolved:
             return self._resolved[register]
         self._resolved[register] = None  # a cycle resolves to nothing
@@ -249,10 +249,11 @@ class _StackLoads:
 
 
 def _stack_slot(prefix: str, operand, modifiers) -> tuple | None:
-    """``(prefix + stack pointer, first byte, end)`` of an access ``[%SP+c]``, else None."""
+    """``(prefix + "%SP", first byte, end)`` of an access ``[%SP+c]`` or ``[%SPL+c]``
+    (the stack's generic and local-window pointers name the same bytes), else None."""
     if operand.kind != "memory" or operand.name not in _STACK_POINTERS or not isinstance(operand.value, int):
         return None
-    return prefix + operand.name, operand.value, operand.value + access_width(modifiers)
+    return prefix + "%SP", operand.value, operand.value + access_width(modifiers)
 
 
 def _parameter_slot(flow, block, memory) -> tuple | None:

@@ -57,6 +57,15 @@ def test_the_debug_stack_keeps_spilled_pointers_apart():
     assert "%rd4" in tainted(regs + unknown)
 
 
+def test_the_stack_pointer_and_its_local_window_name_one_frame():
+    regs = ".local .align 8 .b8 __local_depot0[64];\n.reg .b64 %SP;\n.reg .b64 %SPL;\n"
+    body = ("\tmov.u64 %SPL, __local_depot0;\n\tcvta.local.u64 %SP, %SPL;\n\tmov.u64 %rd1, smem;\n"
+            "\tcvta.shared.u64 %rd2, %rd1;\n\tst.local.u64 [%SPL+8], %rd2;\n\tld.u64 %rd3, [%SP+8];\n"
+            "\tld.u64 %rd4, [%SP+16];\n")
+    # bytes 8-15 of the frame, written through the window and read through the generic pointer
+    assert tainted(regs + body) == ["%rd2", "%rd3"]
+
+
 def test_arguments_go_to_the_call_they_are_passed_to():
     """Two calls in one caller both name their argument ``param0``: the shared pointer
     passed to f does not taint g's parameter."""
