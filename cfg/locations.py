@@ -125,6 +125,19 @@ def overlaps(a: Location, b: Location) -> bool:
     return a.start < b.end and b.start < a.end
 
 
+def covers(outer: Location, inner: Location) -> bool:
+    """True when every byte `inner` may name lies in `outer`: the same region, from the
+    same start, and a space that aliases (so any access inside `inner` overlaps `outer`).
+
+    >>> tile = Region("tile", SHARED_CTA_SPACE, 8192, 1024)
+    >>> covers(Location(CTA, tile, 0, 4096), Location(CLUSTER, tile, 64, 80)), covers(Location(CTA, tile, 0, 4096),
+    ...     Location(CTA, tile, 4080, 4112))
+    (True, False)
+    """
+    return outer.region is not None and outer.region == inner.region and bool(alias(outer.space) & inner.space) \
+        and outer.start <= inner.start and inner.end <= outer.end
+
+
 def in_root(location: Location) -> Location:
     """A location given from a rounded-up start, as bytes of the object itself: the
     start may lie up to the region's `slack` past the object's."""

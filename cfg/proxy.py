@@ -52,7 +52,7 @@ from ptxkit.cfg.dataflow import solve_forward
 from ptxkit.cfg.divergence import thread_meets
 from ptxkit.cfg.events import Event, EventOptions, Kind, classify
 from ptxkit.cfg.inline import inlined_graph
-from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, overlaps, spaces_text
+from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, covers, overlaps, spaces_text
 from ptxkit.cfg.phases import separate_phases
 from ptxkit.cfg.registers import PORTABLE_CLUSTER
 from ptxkit.isa import SyncObject
@@ -736,6 +736,8 @@ class KernelAnalysis:
             for index in _bits(pending & ~self._hazard_masks[Hazard.INIT]):
                 fact = self.facts[index]
                 targets = event.writes if fact.hazard is Hazard.WAR else event.locations + event.writes
+                if any(covers(target, fact.location) for target in targets):
+                    continue  # every access the fact stands for lies in the op's bytes
                 if not any(self._touches(block, origin, targets) for block, origin in fact.origins):
                     mask &= ~(1 << index)
                     crossed &= ~(1 << index)

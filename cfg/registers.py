@@ -468,6 +468,7 @@ class _Analysis:
                         work.append(reader)
         self.queries, self.rules, self._rank = queries, rules, rank
         self._cones: dict = {}
+        self._by_thread: dict = {}  # (low, high) -> (the definitions evaluated for it, the values they gave)
         dead = self._dead_blocks()
         answers = {}
         for key, (block, position, operand) in queries.items():
@@ -490,14 +491,20 @@ class _Analysis:
         sites, versions = cone
         saved = [(version, self.values.get(version), self.updates.get(version)) for version in versions]
         special = self.special
-        self.special = {**special, "%tid.x": (low, high)}
+        done, known = self._by_thread.setdefault((low, high), (set(), {}))  # what earlier accesses computed
         try:
+            self.special = {**special, "%tid.x": (low, high)}
             for version in versions:
                 self.values.pop(version, None)
                 self.updates.pop(version, None)
+                if version in known:
+                    self.values[version] = known[version]
             self.dirty = []
             for site in sites:
-                self.rules[site][0](site)
+                if site not in done:
+                    self.rules[site][0](site)
+            done.update(sites)
+            known.update((version, self.values.get(version)) for version in versions)
             block, _, operand = self.queries[name]
             return self.evaluate(block, operand, ("query", name, block))
         finally:
@@ -543,7 +550,7 @@ class _Analysis:
         if not any(operand.kind == "special" and operand.name == "%tid.x"
                    for b, p in sites for operand in self.flow.blocks[b].instructions[p].operands[1:]):
             return None
-        return sorted(sites, key=order.__getitem__), versions
+        return tuple(sorted(sites, key=order.__getitem__)), frozenset(versions)
 
     def _rename(self, definitions, rules, queries, conditions, keys) -> dict:
         """SSA versions of the registers in `keys` defined more than once: fills
