@@ -119,19 +119,21 @@ _NUMBER = (
     r"[+-]?(?:0[fF][0-9A-Fa-f]{8}|0[dD][0-9A-Fa-f]{16}|0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?"
     r"|(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+U?)"
 )
+#: an element of a vector register (``.reg .v2 .f32 mx;`` ... ``mx.x``, PTX ISA "Vectors")
+_COMPONENT = r"(?:\.[xyzwrgba](?![\w$]))?"
 _SIMPLE = compile_pattern(
     rf"(?P<special>!?{SPECIAL_REGISTER_PATTERN})"
-    rf"|(?P<register>!?%[A-Za-z_$][\w$]*)"
+    rf"|(?P<register>!?%[A-Za-z_$][\w$]*{_COMPONENT})"
     rf"|(?P<immediate>{_NUMBER})"
     rf"|(?P<sink>_)"
-    rf"|(?P<symbol>!?[A-Za-z_$][\w$]*(?:\s*[+-]\s*{_NUMBER})?)"
+    rf"|(?P<symbol>!?[A-Za-z_$][\w$]*{_COMPONENT}(?:\s*[+-]\s*{_NUMBER})?)"
 )
 _PAIR = compile_pattern(r"(!?%?[A-Za-z_$][\w$]*)\s*\|\s*(%?[A-Za-z_$][\w$]*)")
 _ADDRESS = compile_pattern(
     rf"(?P<base>%[A-Za-z_$][\w$]*(?:\.[xyzw])?|[A-Za-z_$][\w$]*|{_NUMBER})"
     rf"(?:\s*(?P<sign>[+-])\s*(?P<disp>{_NUMBER}))?"
 )
-_SYMBOL = compile_pattern(rf"([A-Za-z_$][\w$]*)(?:\s*([+-])\s*({_NUMBER}))?")
+_SYMBOL = compile_pattern(rf"([A-Za-z_$][\w$]*{_COMPONENT})(?:\s*([+-])\s*({_NUMBER}))?")
 _FAST_OPERAND = compile_pattern(
     rf"\s*(?:(!?{SPECIAL_REGISTER_PATTERN})|(!?%[A-Za-z_$][\w$]*)|(_)(?![\w$])|([A-Za-z_$][\w$]*)(?![\w$])"
     rf"|({_NUMBER})(?![\w$.])"

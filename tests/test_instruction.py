@@ -108,6 +108,17 @@ def test_negated_and_symbol_offsets():
     assert (ops[1].name, ops[1].value) == ("$str", 8)
 
 
+def test_elements_of_vector_registers():
+    # CUTLASS's top-k softmax inline asm: `.reg .v2 .f32 mx;` then mx.x and mx.y
+    ins = view("selp.f32 %f2099, mx.x, mx.y, p;")
+    assert [(o.kind, o.name) for o in ins.operands] == [("register", "%f2099"), ("symbol", "mx.x"),
+                                                       ("symbol", "mx.y"), ("symbol", "p")]
+    assert [o.name for o in view("mov.f32 %f1, %v.w;").operands] == ["%f1", "%v.w"]
+    assert view("mov.u32 %r1, %tid.x;").operands[1].kind == "special"
+    with pytest.raises(ptxkit.PtxSyntaxError):
+        view("mov.f32 %f1, mx.q;").operands
+
+
 def test_operand_offsets_point_into_the_text():
     inst = view("add.s32  %r1,  %r2, /* c */ 7;")
     for op in inst.operands:
