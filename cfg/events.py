@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import bisect
 import enum
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ptxkit._regex import compile as compile_pattern
@@ -92,8 +91,7 @@ class Event(NamedTuple):
     detail: object = None
 
 
-@dataclass(frozen=True)
-class EventOptions:
+class EventOptions(NamedTuple):
     """What the classification models: `tracked` proxy spaces (bits), what an extern
     call may do (`extern_policy`: none, clobber, strict), whether a forced
     ``.shared::cta`` fence variant counts for both shared windows, and how many CTAs a
@@ -109,17 +107,16 @@ class EventOptions:
     max_cluster: int = PORTABLE_CLUSTER
 
 
-@dataclass
-class Events:
-    """The events of every block, the warnings met on the way, and the expect_tx
-    bounds used for tensor copies (docs/fence.md §3.3)."""
+class Events(NamedTuple):
+    """The events of every block, the warnings met on the way, the blocks the branch
+    conditions prove unreachable, and `touches(block, event, targets)`: may some
+    thread's access `event` overlap one of `targets`, its address taken thread by
+    thread (docs/fence.md §3.6)."""
 
     by_block: list[list[Event]]
-    warnings: list = field(default_factory=list)
-    dead: set = field(default_factory=set)  # blocks the branch conditions prove unreachable
-    #: touches(block, event, targets): may some thread's access `event` overlap one of
-    #: `targets`, its address taken thread by thread (docs/fence.md §3.6)
-    touches: object = None
+    warnings: list
+    dead: set
+    touches: object
 
 
 def describe(event: Event) -> str:

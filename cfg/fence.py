@@ -33,7 +33,7 @@ False
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 from ptxkit._gc import paused_gc
 from ptxkit._regex import compile as compile_pattern
@@ -47,8 +47,17 @@ from ptxkit.syntax import Function
 EXTERN_POLICIES = ("none", "clobber", "strict")
 
 
-@dataclass(frozen=True)
-class FenceOptions:
+class _FenceFields(NamedTuple):
+    placement: str = "hoist"
+    fence_variant: str | None = None
+    extern_policy: str = "clobber"
+    track_global: bool = False
+    fence_side: str = "issuer"
+    war: bool = True
+    max_cluster: int = PORTABLE_CLUSTER
+
+
+class FenceOptions(_FenceFields):
     """How the pass places fences.
 
     placement:
@@ -81,15 +90,10 @@ class FenceOptions:
     ValueError: placement must be one of hoist, inline, not 'everywhere'
     """
 
-    placement: str = "hoist"
-    fence_variant: str | None = None
-    extern_policy: str = "clobber"
-    track_global: bool = False
-    fence_side: str = "issuer"
-    war: bool = True
-    max_cluster: int = PORTABLE_CLUSTER
+    __slots__ = ()
 
-    def __post_init__(self):
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls, *args, **kwargs)
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, not {self.placement!r}")
         if self.fence_variant is not None and self.fence_variant not in VARIANTS:
@@ -100,6 +104,7 @@ class FenceOptions:
             raise ValueError(f"fence_side must be one of {', '.join(FENCE_SIDES)}, not {self.fence_side!r}")
         if not 1 <= self.max_cluster <= 16:
             raise ValueError(f"max_cluster must be between 1 and 16, not {self.max_cluster!r}")
+        return self
 
     @property
     def analysis(self) -> AnalysisOptions:
@@ -107,8 +112,7 @@ class FenceOptions:
                                self.max_cluster)
 
 
-@dataclass
-class Place:
+class Place(NamedTuple):
     """A point of the input: 1-based line and column, and a short text.
 
     >>> str(Place(12, 5, "st.shared.u32")), str(Place(None, None, "an inserted block"))
@@ -131,8 +135,7 @@ class Place:
         return f"line {self.line} ({self.text})" if self.text else f"line {self.line}"
 
 
-@dataclass
-class FenceSite:
+class FenceSite(NamedTuple):
     """One inserted fence, or one missing fence in check mode, with its reason.
 
     `line`/`column`: the input statement the fence goes `where` ("before"/"after") it.
@@ -164,8 +167,8 @@ class FenceSite:
     write: Place | None
     target: Place
     target_kind: str = "async"
-    handoff: list[Place] = field(default_factory=list)
-    path: list[Place] = field(default_factory=list)
+    handoff: tuple[Place, ...] = ()
+    path: tuple[Place, ...] = ()
     created_label: str | None = None
 
     def message(self) -> str:
@@ -186,7 +189,7 @@ class FenceSite:
         source = f"{access} at {self.write}" if self.write else f"a {access}"
         handed = ""
         if self.handoff:
-            arrive, wait = (self.handoff + [None])[:2]
+            arrive, wait = (*self.handoff, None)[:2]
             handed = f", handed to the issuing thread through {arrive}" + (f" and {wait}" if wait else "")
         fence = "no fence.proxy.async or fence.mbarrier_init" if self.hazard == Hazard.INIT.value \
             else "no proxy fence"
@@ -220,10 +223,11 @@ class FenceSite:
         return text
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {**self._asdict(), "write": self.write._asdict() if self.write is not None else None,
+                "target": self.target._asdict(), "handoff": [place._asdict() for place in self.handoff],
+                "path": [place._asdict() for place in self.path]}
 
 
-@dataclass
 class FenceReport:
     """What `fence_module` did (or, in check mode, found).
 
@@ -238,14 +242,16 @@ class FenceReport:
     (False, 1, '06b.ptx: 1 fence missing (placement: hoist)')
     """
 
-    filename: str
-    options: FenceOptions
-    rewritten: bool
-    fences: list[FenceSite] = field(default_factory=list)
-    warnings: list[Place] = field(default_factory=list)
-    skipped: str | None = None
-    edits: list = field(default_factory=list, repr=False)
-    lines: object = field(default=None, repr=False)
+    def __init__(self, filename: str, options: FenceOptions, rewritten: bool):
+        self.filename, self.options, self.rewritten = filename, options, rewritten
+        self.fences: list[FenceSite] = []
+        self.warnings: list[Place] = []
+        self.skipped: str | None = None
+        self.edits: list = []
+        self.lines = None
+
+    def __repr__(self) -> str:
+        return f"<FenceReport {self.filename}: {len(self.fences)} fences, rewritten={self.rewritten}>"
 
     def apply(self):
         """Apply the planned edits to the module (once); returns the `LineMap`. Check
@@ -276,11 +282,11 @@ class FenceReport:
     def to_json(self) -> dict:
         return {
             "file": self.filename,
-            "options": asdict(self.options),
+            "options": self.options._asdict(),
             "skipped": self.skipped,
             "changed": self.changed,
             "inserted" if self.rewritten else "missing": [f.to_json() for f in self.fences],
-            "warnings": [asdict(w) for w in self.warnings],
+            "warnings": [w._asdict() for w in self.warnings],
         }
 
     def explain(self) -> str:
@@ -372,8 +378,7 @@ def fence_text(text: str, filename: str = "<input>", rewrite: bool = True, **opt
 # -- analysis of every kernel -----------------------------------------------------------------
 
 
-@dataclass
-class FunctionResult:
+class FunctionResult(NamedTuple):
     """One function's analysis (solved with its planned fences), its plan, report
     entries and the edits that apply it.
 
@@ -387,7 +392,7 @@ class FunctionResult:
     plans: list[PlannedFence]
     sites: list[FenceSite]
     warnings: list[Place]
-    edits: list = field(default_factory=list)
+    edits: list
 
 
 def analyse_module(module, options: FenceOptions | None = None, everything: bool = False) -> list[FunctionResult]:
@@ -482,7 +487,7 @@ def _sites_and_edits(analysis: KernelAnalysis, plans: list[PlannedFence], option
                     labels = {l.name for l in flow.label_blocks} | used_labels
                 label = _fresh_label(labels)
                 used_labels.add(label)
-                site.created_label = label
+                site = site._replace(created_label=label)
                 edits.extend(Retarget(flow.blocks[p].terminator, label) for p in plan.preheader.retarget)
             indent = _indentation(flow.blocks[plan.loop.header])
         edits.append(Insert(anchor, text, after=where == "after", label=label, indent=indent))
@@ -521,8 +526,8 @@ def _site(analysis: KernelAnalysis, plan: PlannedFence, variant: str, text: str,
         write=write,
         target=Place.of(first.instruction),
         target_kind=first.kind,
-        handoff=handoff,
-        path=path,
+        handoff=tuple(handoff),
+        path=tuple(path),
     )
 
 

@@ -25,15 +25,12 @@ inlined: the fence pass treats them like extern calls.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ptxkit.cfg.graph import ENTRY, EXIT, BasicBlock, FlowGraph, flow_graph
 
 #: Stop inlining once the graph has this many blocks (calls beyond stay calls).
 MAX_BLOCKS = 200_000
 
 
-@dataclass(eq=False)
 class Context:
     """One inlined copy of a function: the root (the kernel itself, `parent` None) or a
     callee cloned at `call`, an instruction of the `parent` context.
@@ -47,16 +44,17 @@ class Context:
     ('', '3:', 0)
     """
 
-    id: int
-    function: object
-    parent: "Context | None" = None
-    call: object = None
-    arguments: dict = field(default_factory=dict)
-    results: dict = field(default_factory=dict)
+    __slots__ = ("id", "function", "parent", "call", "arguments", "results", "prefix")
 
-    @property
-    def prefix(self) -> str:
-        return f"{self.id}:" if self.id else ""
+    def __init__(self, id: int, function, parent: "Context | None" = None, call=None, arguments: dict | None = None,
+                 results: dict | None = None):
+        self.id, self.function, self.parent, self.call = id, function, parent, call
+        self.arguments = arguments if arguments is not None else {}
+        self.results = results if results is not None else {}
+        self.prefix = f"{id}:" if id else ""
+
+    def __repr__(self) -> str:
+        return f"<Context {self.id} of {getattr(self.function, 'name', self.function)}>"
 
     @property
     def depth(self) -> int:

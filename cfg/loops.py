@@ -18,13 +18,12 @@ and the fence pass does not hoist into or out of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.graph import EXIT
 
 
-@dataclass(eq=False)
 class Loop:
     """A natural loop: header block, body blocks (header included), latches, nesting.
 
@@ -34,11 +33,11 @@ class Loop:
     (<Loop header=1 blocks=1 depth=2>, 2)
     """
 
-    header: int
-    blocks: set[int]
-    latches: list[int]
-    parent: "Loop | None" = None
-    children: list["Loop"] = field(default_factory=list)
+    __slots__ = ("header", "blocks", "latches", "parent", "children")
+
+    def __init__(self, header: int, blocks: set[int], latches: list[int], parent: "Loop | None" = None):
+        self.header, self.blocks, self.latches, self.parent = header, blocks, latches, parent
+        self.children: list[Loop] = []
 
     @property
     def depth(self) -> int:
@@ -52,8 +51,7 @@ class Loop:
         return f"<Loop header={self.header} blocks={len(self.blocks)} depth={self.depth}>"
 
 
-@dataclass
-class LoopForest:
+class LoopForest(NamedTuple):
     """All natural loops of a graph, outermost first (by header position).
 
     >>> import ptxkit
@@ -159,8 +157,7 @@ def reachable(adjacency, start: int) -> set[int]:
 # -- preheaders -------------------------------------------------------------------------
 
 
-@dataclass
-class Preheader:
+class Preheader(NamedTuple):
     """Where code that must run once before a loop goes.
 
     Either `block`, an existing block outside the loop whose only successor is the
@@ -177,7 +174,7 @@ class Preheader:
     loop: Loop
     block: int | None = None
     before: object = None
-    retarget: list[int] = field(default_factory=list)
+    retarget: tuple[int, ...] = ()
 
     @property
     def needs_label(self) -> bool:
@@ -241,8 +238,7 @@ def _sees(node, scope) -> bool:
 # -- branch regions ---------------------------------------------------------------------
 
 
-@dataclass
-class BranchRegion:
+class BranchRegion(NamedTuple):
     """A conditional branch up to its immediate post-dominator `join`.
 
     `arms` are the branch block's distinct successors (``EXIT`` for a guarded return);

@@ -35,7 +35,6 @@ analysis is solved again, so the final states describe the fenced function.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Kind
@@ -68,7 +67,6 @@ def fence_text_for(cover: int, forced: str | None = None) -> str:
     return "fence.proxy.async.shared::cluster" if cover & CLUSTER else "fence.proxy.async.shared::cta"
 
 
-@dataclass(eq=False)
 class PlannedFence:
     """One fence the pass inserts (or, in check mode, reports missing).
 
@@ -87,17 +85,19 @@ class PlannedFence:
     ('loop', 0, 1, 'fence.proxy.async.shared::cta', 36)
     """
 
-    placement: str
-    block: int
-    position: int
-    cover: int
-    guard: object
-    needs: list[Need]
-    loop: Loop | None = None
-    preheader: Preheader | None = None
-    event: object = field(default=None, repr=False)
-    anchor: object = field(default=None, repr=False)  # the instruction it goes before (writer, call)
-    witness: list = field(default_factory=list)  # `KernelAnalysis.explain` of the first need, before the fence
+    __slots__ = ("placement", "block", "position", "cover", "guard", "needs", "loop", "preheader", "event", "anchor",
+                 "witness")
+
+    def __init__(self, placement: str, block: int, position: int, cover: int, guard, needs: list[Need],
+                 loop: Loop | None = None, preheader: Preheader | None = None, anchor=None, witness: list | None = None):
+        self.placement, self.block, self.position, self.cover, self.guard = placement, block, position, cover, guard
+        self.needs, self.loop, self.preheader = needs, loop, preheader
+        self.event = None  # the fence's event in the analysis, once added
+        self.anchor = anchor  # the instruction it goes before (writer, call)
+        self.witness = witness if witness is not None else []  # `KernelAnalysis.explain` of the first need
+
+    def __repr__(self) -> str:
+        return f"<PlannedFence {self.placement} block={self.block} position={self.position}>"
 
 
 def _options():

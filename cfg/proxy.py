@@ -46,7 +46,7 @@ from __future__ import annotations
 import bisect
 import enum
 import re
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ptxkit.cfg.dataflow import solve_forward
 from ptxkit.cfg.divergence import thread_meets
@@ -75,8 +75,7 @@ class Hazard(enum.Enum):
 _ACCESS = {Hazard.RAW: "generic-proxy write", Hazard.WAR: "generic-proxy read", Hazard.INIT: "mbarrier.init"}
 
 
-@dataclass(frozen=True)
-class AnalysisOptions:
+class AnalysisOptions(NamedTuple):
     """What the analysis models.
 
     track_global:
@@ -113,20 +112,19 @@ class AnalysisOptions:
         return SHARED | GLOBAL if self.track_global else SHARED
 
 
-@dataclass
 class Fact:
     """One pending-access class: its `hazard` kind (RAW for writes, WAR for reads,
     INIT for mbarrier.init), `location` (one space) and the events that make it,
-    ``(block, event)`` pairs."""
+    ``(block, event)`` pairs, added as they are found."""
 
-    index: int
-    hazard: Hazard
-    location: Location
-    origins: list = field(default_factory=list)
+    __slots__ = ("index", "hazard", "location", "origins")
+
+    def __init__(self, index: int, hazard: Hazard, location: Location):
+        self.index, self.hazard, self.location = index, hazard, location
+        self.origins: list = []
 
 
-@dataclass
-class Need:
+class Need(NamedTuple):
     """An async op (or, under the strict extern policy, a call) that needs a fence.
 
     `pending`: the mask of facts that overlap it; `cover`: the spaces the fence must
@@ -148,17 +146,17 @@ class Need:
         return "extern" if self.event.kind is Kind.EXTERN else "async"
 
 
-@dataclass
 class Step:
     """One stop of a witness path: an access, an arrive, a wait or the async op
     (`what`), at `instruction` in `block`, with the blocks passed since the last stop
-    in `via`, and the thread (1: the one that made the access, 2: the one that waited)."""
+    in `via`, and the thread (1: the one that made the access, 2: the one that waited);
+    `explain` fills `via` and `thread` as it traces the path back."""
 
-    what: str
-    block: int
-    instruction: object
-    thread: int = 1
-    via: list = field(default_factory=list)
+    __slots__ = ("what", "block", "instruction", "thread", "via")
+
+    def __init__(self, what: str, block: int, instruction, thread: int = 1):
+        self.what, self.block, self.instruction, self.thread = what, block, instruction, thread
+        self.via: list = []
 
 
 class _FactIndex:

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ._regex import compile
 from .isa import LINKAGES
@@ -34,8 +34,7 @@ _TYPE = compile(
 _POINTER_SPACES = (".global", ".shared", ".const", ".local")
 
 
-@dataclass(frozen=True)
-class Param:
+class Param(NamedTuple):
     """A function parameter: ``.param .u64 .ptr .global .align 16 name`` or ``.reg .b32 x``.
 
     >>> from ptxkit import parse
@@ -54,8 +53,7 @@ class Param:
     pointer_align: int | None = None
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(NamedTuple):
     """A parsed function header.
 
     >>> from ptxkit import parse
@@ -76,8 +74,7 @@ class Signature:
         return any(name == ".noreturn" for name, _ in self.directives)
 
 
-@dataclass(frozen=True)
-class Declaration:
+class Declaration(NamedTuple):
     """A ``.reg`` or variable declaration: one state space and type, several names.
 
     >>> from ptxkit import parse_statement

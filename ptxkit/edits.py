@@ -18,15 +18,14 @@ lines, and a diff can be printed without running anything twice.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ._regex import compile as compile_pattern
 
 _LABEL_OPERAND = compile_pattern(r"([A-Za-z_$%][\w$]*)(\s*;)$")
 
 
-@dataclass(frozen=True)
-class Insert:
+class Insert(NamedTuple):
     """Insert `text` (one statement) before `anchor`, or after it when `after` is set.
 
     `label`: a new label to put right before the inserted statement (a created block);
@@ -40,8 +39,7 @@ class Insert:
     indent: str | None = None
 
 
-@dataclass(frozen=True)
-class Retarget:
+class Retarget(NamedTuple):
     """Make branch `branch` jump to `label` instead."""
 
     branch: object

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import asdict
 
 import pytest
 
@@ -123,7 +122,7 @@ def options_of(text: str) -> FenceOptions:
 
 
 def run(text: str, name: str, rewrite: bool = True, **override):
-    fields = {**asdict(options_of(text)), **override}
+    fields = {**options_of(text)._asdict(), **override}
     return fence_text(text, f"{name}.ptx", rewrite=rewrite, **fields)
 
 
