@@ -36,7 +36,7 @@ from ptxkit.cfg.registers import (
 )
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP_FORM,
-    WINDOW, Atom, integers,
+    WINDOW, Atom, constant, integers,
 )
 from ptxkit.isa import (
     SPACE_OF_MODIFIER, AsyncForm, Effect, Sync, SyncObject, access_width, async_form, is_benign_extern, proxy_effect,
@@ -434,10 +434,17 @@ class _Classifier:
             descriptors.append((self.ask(block, position, b), rows_b, trans[1]))
         tcgen05 = form is not AsyncForm.WGMMA
         pair = "cta_group::2" in modifiers
+        at = 4 if sparse else 3  # tcgen05.mma [d], a, b, {[sparse metadata],} idesc, ...
+        idesc = self.ask(block, position, operands[at]) \
+            if form is AsyncForm.TCGEN05_MMA and len(operands) > at and operands[at].kind != "memory" else None
 
         def build(c):
+            shape = _instruction_shape(c.value(idesc)) if idesc is not None else None
             locations = []
-            for key, rows, mn_major in descriptors:
+            for index, (key, rows, mn_major) in enumerate(descriptors):
+                if shape is not None:  # A's rows are M, B's are N (the last descriptor is B's)
+                    rows = shape[0] if index < len(descriptors) - 1 else shape[1]
+                    mn_major = shape[2] if index < len(descriptors) - 1 else shape[3]
                 for atom in c.value(key):
                     locations.append(descriptor_location(atom, rows, k_bytes, mn_major, tcgen05))
             return [Event(position, Kind.ASYNC, guard, locations=tuple(locations), spaces=spaces, cross=pair)]
@@ -735,6 +742,23 @@ def _tensor_load_siblings(flow) -> dict:
                 group, key = [], None
         close(block.index, group)
     return found
+
+
+def _instruction_shape(value: tuple) -> tuple[int, int, bool, bool] | None:
+    """``(M, N, A MN-major, B MN-major)`` from a constant ``tcgen05.mma`` instruction
+    descriptor (PTX ISA, "Instruction descriptor": N >> 3 in bits 17-22, M >> 4 in bits
+    24-28, transpose A and B in bits 15 and 16), or None when it is not one.
+
+    >>> _instruction_shape(((Atom(NUM, None, None, 0x08200490, 0x08200490),)))
+    (128, 128, False, False)
+    """
+    bits = constant(value)
+    if bits is None or not 0 <= bits < 1 << 32:
+        return None
+    n, m = (bits >> 17 & 0x3F) << 3, (bits >> 24 & 0x1F) << 4
+    if not (8 <= n <= 256 and m in (32, 64, 128, 256)):
+        return None
+    return m, n, bool(bits >> 15 & 1), bool(bits >> 16 & 1)
 
 
 def _transpose_flags(operands, registers_a: bool, sparse: bool) -> tuple[bool, bool]:

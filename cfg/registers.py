@@ -777,7 +777,10 @@ class _Analysis:
             return
         count = self.updates.get(version, 0) + 1
         self.updates[version] = count
-        self.values[version] = widen(old, new, self.thresholds_sorted) if count > 3 and old else new
+        # widen at the joins, where loops close; a definition downstream of one keeps
+        # the join's bound unless it keeps growing on its own (read before it is set)
+        patience = 3 if versioned else _PATIENCE
+        self.values[version] = widen(old, new, self.thresholds_sorted) if count > patience and old else new
         self.dirty.append(version)
 
     def sources_of(self, block: int, operand) -> list[str]:
@@ -861,6 +864,10 @@ class _Analysis:
             if found is not None:
                 compute = self.remainder_range(block, found)
                 sources.append(prefix + found.x)
+        if base == "mul" and len(operands) == 3:
+            sliced = self.slice_offset(block, operands, compute)
+            if sliced is not None:
+                compute = sliced
         if base == "shl":
             shifted = self.shifted_remainder(block, position, operands, modifiers)
             if shifted is not None:
@@ -934,8 +941,11 @@ class _Analysis:
                 return [_at_most(binary(*values(at), width), most)]
 
             return logical
-        if base == "shr" and len(args) == 2 and any(m[:1] == "s" and m[1:] in _TYPE_BITS for m in modifiers):
+        signed = any(m[:1] == "s" and m[1:] in _TYPE_BITS for m in modifiers)
+        if base == "shr" and len(args) == 2 and signed:
             return lambda at: [shr(*values(at), arithmetic=True)]
+        if base == "rem" and len(args) == 2 and signed:
+            return lambda at: [_rem(*values(at), width, signed=True)]
         if binary is not None and len(args) == 2:
             return lambda at: [binary(*values(at), width)]
         if base == "mad" and len(args) == 3:
@@ -1199,6 +1209,62 @@ class _Analysis:
 
         return aligned
 
+    def slice_offset(self, block: int, operands, otherwise):
+        """``mul d, q, r`` where ``q = C / y`` and ``r = x % y`` (each register set once,
+        `y` the same register): ``q * r <= (C / y) * (y - 1) <= C`` for every ``y >= 1`` and
+        ``x >= 0``, so d is in ``[0, C]`` where the values say so (CUTLASS's per-rank slice
+        of a multicast box, ``(16384 / cluster_dim) * (rank % cluster_dim)``); else what
+        `otherwise` computes."""
+        prefix = self.prefix(block)
+        quotient, divisor = (self._single_definition(prefix, operand) for operand in operands[1:])
+        if quotient is None or divisor is None:
+            return None
+        if quotient[0] != "div":
+            quotient, divisor = divisor, quotient
+        y, x = self._remainder_divisor(prefix, divisor) or (None, None)
+        if quotient[0] != "div" or y is None or quotient[1][2].kind != "register" or quotient[1][2].name != y \
+                or quotient[1][1].kind != "immediate" or not isinstance(quotient[1][1].value, int) \
+                or quotient[1][1].value < 0 or len(self.definitions().get(prefix + y, ())) > 1:
+            return None
+        bound, y, x = quotient[1][1].value, prefix + y, prefix + x
+
+        def compute(at):
+            divisor, dividend = self.lookup(at, y), self.lookup(at, x)  # y >= 1, x >= 0: r in [0, y - 1]
+            if divisor and dividend and all(atom.form == 0 and atom.lo >= 1 for atom in divisor) \
+                    and all(atom.form == 0 and atom.lo >= 0 for atom in dividend):
+                return [number(0, bound)]
+            return otherwise(at)
+
+        return compute
+
+    def _single_definition(self, prefix: str, operand) -> tuple | None:
+        """``(base opcode, operands)`` of the one unguarded definition of a register
+        operand in the same inlined copy, else None."""
+        sites = self.definitions().get(prefix + operand.name, ()) if operand.kind == "register" else ()
+        if len(sites) != 1 or self.prefix(sites[0][0]) != prefix:
+            return None
+        head = self.flow.blocks[sites[0][0]].heads[sites[0][1]]
+        args = self.flow.blocks[sites[0][0]].instructions[sites[0][1]].operands
+        return (head[2], args) if head[0] is None and len(args) == 3 else None
+
+    def _remainder_divisor(self, prefix: str, definition: tuple) -> tuple[str, str] | None:
+        """The registers ``(y, x)`` of a remainder ``x % y``: ``rem r, x, y``, or ``sub r,
+        x, t`` with ``t = (x / y) * y`` (nvcc's form); else None."""
+        base, args = definition
+        if base == "rem":
+            return (args[2].name, args[1].name) if args[2].kind == args[1].kind == "register" else None
+        if base != "sub" or args[1].kind != "register":
+            return None
+        product = self._single_definition(prefix, args[2])
+        if product is None or product[0] != "mul":
+            return None
+        for a, b in (product[1][1:], product[1][2:0:-1]):
+            division = self._single_definition(prefix, a)
+            if b.kind == "register" and division is not None and division[0] == "div" \
+                    and division[1][1].name == args[1].name and division[1][2].name == b.name:
+                return b.name, args[1].name
+        return None
+
     def shifted_remainder(self, block: int, position: int, operands, modifiers: list):
         """``shl d, r, k`` of a remainder ``x - ((x + c) & m)`` whose mask keeps bits only
         below a limit L (`ptxkit.cfg.idioms`): r is the remainder plus a multiple of L, and
@@ -1308,6 +1374,10 @@ class _Analysis:
             return [out if out else TOP]
 
         return compute, [key]
+
+
+#: Updates a definition that is no join may take before it is widened (docs/fence.md §3.1)
+_PATIENCE = 12
 
 
 def _last_definition(instructions, heads, position: int, register: str, plain) -> int | None:
@@ -1465,20 +1535,35 @@ def _bit_insert(field: tuple, into: tuple, position, length, width: int) -> tupl
     return or_(kept, shl(and_(field, number((1 << length) - 1), width), number(position)), width)
 
 
+def _divisor(b: tuple) -> tuple[int, int] | None:
+    """The bounds of a divisor that is a positive number, else None."""
+    if len(b) != 1 or b[0].form != 0 or b[0].lo < 1:
+        return None
+    return b[0].lo, b[0].hi
+
+
 def _div(a: tuple, b: tuple, width: int) -> tuple:
-    divisor = constant(b)
-    if divisor is None or divisor <= 0 or len(a) != 1 or a[0].form != 0 or a[0].lo < 0:
+    """``a / b`` for a non-negative `a` and a positive `b`."""
+    divisor = _divisor(b)
+    if divisor is None or len(a) != 1 or a[0].form != 0 or a[0].lo < 0:
         return TOP
-    return number(a[0].lo // divisor, a[0].hi // divisor if a[0].hi < INF else INF)
+    least, most = divisor
+    return number(a[0].lo // most if most < INF else 0, a[0].hi // least if a[0].hi < INF else INF)
 
 
-def _rem(a: tuple, b: tuple, width: int) -> tuple:
-    divisor = constant(b)
-    if divisor is None or divisor <= 0:
+def _rem(a: tuple, b: tuple, width: int, signed: bool = False) -> tuple:
+    """``a % b`` for a positive `b`: below b, and `a` itself when it is already below; a
+    signed remainder of a dividend that may be negative is negative or zero too."""
+    divisor = _divisor(b)
+    if divisor is None:
         return TOP
-    if len(a) == 1 and a[0].form == 0 and 0 <= a[0].lo and a[0].hi < divisor:
+    least, most = divisor
+    natural = len(a) == 1 and a[0].form == 0 and 0 <= a[0].lo
+    if natural and a[0].hi < least:
         return a
-    return number(0, divisor - 1)
+    if most >= INF:
+        return TOP
+    return number(0 if natural or not signed else 1 - most, most - 1)
 
 
 def _extreme(pick):

@@ -527,6 +527,8 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
     ('[0, 3]', '[0, 4] step 4')
     >>> show(and_(number(32), number(224), 32)), show(and_(number(32, 63), number(224), 32))
     ('32', '32')
+    >>> show(and_(address(r, 64, 128), number(0xFEFFFFF8), 32))  # sm_100's peer-CTA bit and 8-byte alignment
+    's+[64, 128] step 8 (shared::cta window)'
 
     """
     mask = constant(b)
@@ -552,32 +554,46 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
             return _masked(mask if x.lo < 0 or x.hi > mask else x.hi, mask) if mask < INF else TOP
         if not x.is_address or x.high:
             return _masked(mask, mask) if mask < 1 << (width - 1) else TOP  # its bits are among the mask's
-        limit = _limit_bits(x)
-        if limit is not None and (mask + 1) & mask == 0 and mask >= (1 << limit) - 1:
-            return (x,)  # keeps every bit an address can have
-        if (mask + 1) & mask == 0 and not x.shift:  # the low bits: the offset modulo an aligned step
-            step = mask + 1
-            region_align = x.region.align if x.region is not None else 1
-            if region_align % step == 0 and x.hi - x.lo < step and x.lo // step == x.hi // step:
-                return _num(x.lo % step, x.hi % step)
-            return _num(0, mask)
-        if mask < 1 << (width - 1):  # some low bits of the address: a number no larger than the mask
-            return _masked(mask, mask)
-        low = full ^ mask  # an alignment mask keeps the high bits: -2**m
-        if (low + 1) & low == 0 and not x.shift:
-            step = low + 1
-            if x.region is None:
-                return _shifted(x, x.lo - (step - 1), x.hi)
-            if x.region.align % step == 0:
-                return _shifted(x, x.lo - x.lo % step, x.hi - x.hi % step, step)
-            # rounding an address of a less aligned object: offsets from its start
-            # rounded up to the mask's alignment, which lies up to `slack` bytes further
-            lo = x.lo - (step - x.region.align)
-            lo, hi = lo - lo % step, x.hi - x.hi % step
-            return (x._replace(region=aligned_start(x.region, step), lo=lo, hi=hi, step=step if lo < hi else 1),)
-        return TOP
+        return _and_address(x, mask, full, width)
 
     return _lift(a, one)
+
+
+def _and_address(x: Atom, mask: int, full: int, width: int) -> tuple:
+    """``x & mask`` for an address atom (see `and_`). Bits from the window's limit up are
+    not offset bits: an address of the CTA window has none there, and in the cluster
+    window they pick the CTA (sm_100's peer bit 24), whose copy of the same bytes the
+    atom stands for too; so the mask keeps them all."""
+    limit = _limit_bits(x)
+    if limit is None and x.form == WINDOW and x.space == SHARED_CLUSTER_SPACE and not x.shift:
+        limit = SHARED_WINDOW_LIMIT.bit_length() - 1
+    if limit is not None:
+        low = full ^ (mask | full >> limit << limit)
+        if (low + 1) & low == 0:  # an alignment mask once the high bits are kept
+            mask = full ^ low
+    if limit is not None and (mask + 1) & mask == 0 and mask >= (1 << limit) - 1:
+        return (x,)  # keeps every bit an address can have
+    if (mask + 1) & mask == 0 and not x.shift:  # the low bits: the offset modulo an aligned step
+        step = mask + 1
+        region_align = x.region.align if x.region is not None else 1
+        if region_align % step == 0 and x.hi - x.lo < step and x.lo // step == x.hi // step:
+            return _num(x.lo % step, x.hi % step)
+        return _num(0, mask)
+    if mask < 1 << (width - 1):  # some low bits of the address: a number no larger than the mask
+        return _masked(mask, mask)
+    low = full ^ mask  # an alignment mask keeps the high bits: -2**m
+    if (low + 1) & low == 0 and not x.shift:
+        step = low + 1
+        if x.region is None:
+            return _shifted(x, x.lo - (step - 1), x.hi)
+        if x.region.align % step == 0:
+            return _shifted(x, x.lo - x.lo % step, x.hi - x.hi % step, step)
+        # rounding an address of a less aligned object: offsets from its start
+        # rounded up to the mask's alignment, which lies up to `slack` bytes further
+        lo = x.lo - (step - x.region.align)
+        lo, hi = lo - lo % step, x.hi - x.hi % step
+        return (x._replace(region=aligned_start(x.region, step), lo=lo, hi=hi, step=step if lo < hi else 1),)
+    return TOP
 
 
 def _masked(most: int, mask: int) -> tuple:

@@ -11,7 +11,7 @@ from ptxkit import parse_statement
 from ptxkit.cfg.graph import flow_graph
 from ptxkit.cfg.inline import inlined_graph
 from ptxkit.cfg.registers import analyse_registers, register_values, symbol_regions
-from ptxkit.cfg.values import show
+from ptxkit.cfg.values import number, show
 from test_values import contains_number
 
 HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 dyn[];\n"
@@ -296,3 +296,39 @@ def test_values_by_thread_hold_every_thread_value(terms, data):
             (t, concrete(t), show(answer))
     if low == high:
         assert show(answer) == str(concrete(low))  # one thread: exact
+
+
+def test_division_and_remainder_by_a_bounded_divisor():
+    body = ("\tmov.u32 %r1, %cluster_ctarank;\n\tmov.u32 %r2, %cluster_nctaid.x;\n\tdiv.u32 %r3, %r1, %r2;\n"
+            "\trem.u32 %r4, %r1, %r2;\n\tld.param.u32 %r5, [k_n];\n\trem.s32 %r6, %r5, 4;\n")
+    params = ".param .u32 k_n"
+    assert value_at(body, "%r3", params) == "[0, 7]"  # rank < 8 (the portable cluster), divisor >= 1
+    assert value_at(body, "%r4", params) == "[0, 7]"
+    assert value_at(body, "%r6", params.replace("u32", "s32")) == "[0, 3]"  # a u32 parameter is not negative
+
+
+def test_a_per_rank_slice_of_a_multicast_box_stays_in_the_box():
+    # (16384 / n) * (rank % n), the remainder as rem and as nvcc's x - (x / n) * n
+    body = ("\tmov.u32 %r1, %cluster_ctarank;\n\tmov.u32 %r2, %cluster_nctaid.y;\n\tdiv.s32 %r3, 16384, %r2;\n"
+            "\trem.u32 %r4, %r1, %r2;\n\tmul.lo.s32 %r5, %r3, %r4;\n\tdiv.u32 %r6, %r1, %r2;\n"
+            "\tmul.lo.s32 %r7, %r6, %r2;\n\tsub.s32 %r8, %r1, %r7;\n\tmul.lo.s32 %r9, %r8, %r3;\n"
+            "\tmul.lo.s32 %r10, %r3, %r1;\n")
+    assert value_at(body, "%r5") == "[0, 16384]"
+    assert value_at(body, "%r9") == "[0, 16384]"
+    assert value_at(body, "%r10") != "[0, 16384]"  # rank itself is not a remainder by n
+
+
+def test_only_joins_widen_early():
+    # a value that grows one step per round (what a definition below a ring's join sees
+    # while the join settles) is widened at once at a join, only after many rounds elsewhere
+    from ptxkit.cfg.registers import _Analysis
+
+    text = f"{HEAD}.visible .entry k()\n{{\n{REGS}\tret;\n}}\n"
+    analysis = _Analysis(flow_graph(ptxkit.parse(text).function("k")))
+    analysis.values, analysis.updates, analysis.kept, analysis.defs, analysis.dirty = {}, {}, {}, {}, []
+    analysis.thresholds_sorted = [99]
+    for step in range(6):
+        analysis.assign(("phi", "s@join1"), "s@join1", number(0, step), True, versioned=True)
+        analysis.assign((0, 0), "%r2", number(0, step * 16384, 16384), True)
+    assert show(analysis.values["s@join1"]) == "[0, 99]"
+    assert show(analysis.values["%r2"]) == "[0, 81920] step 16384"
