@@ -111,7 +111,7 @@ class Events(NamedTuple):
     """The events of every block, the warnings met on the way, the blocks the branch
     conditions prove unreachable, and `touches(block, event, targets)`: may some
     thread's access `event` overlap one of `targets`, its address taken thread by
-    thread (docs/fence.md §3.6)."""
+    thread (None: it does not follow the thread index; docs/fence.md §3.6)."""
 
     by_block: list[list[Event]]
     warnings: list
@@ -163,6 +163,7 @@ class _Classifier:
         self.open_boxes = False  # a tensor copy whose box no expect_tx bounds
         self.tensor_boxes: list = []  # the shared-memory address keys of tensor copies
         self.accesses: dict = {}  # (block, position) -> the arguments of `_located` for its access
+        self.thread_range: tuple | None = None  # the bounds of %tid.x, once `touches` needs them
 
     def ask(self, block: int, position: int, operand) -> tuple:
         key = (block, position, len(self.queries))
@@ -199,14 +200,20 @@ class _Classifier:
     #: address evaluations one access may cost `touches` before it answers "may overlap"
     THREAD_BUDGET = 256
 
-    def touches(self, block: int, event: Event, targets) -> bool:
+    def touches(self, block: int, event: Event, targets) -> bool | None:
         """May some thread's access `event` (of `block`) overlap one of `targets`? The
         threads are split by their ``%tid.x``, high bits first, until each part's
-        address misses every target or one thread's hits (docs/fence.md §3.6)."""
+        address misses every target or one thread's hits (docs/fence.md §3.6). None
+        when the address does not follow the thread index: the answer is the one its
+        location already gives."""
         access = self.accesses.get((block, event.position))
         if access is None:
-            return True
-        low, high = special_ranges(self.flow.function, self.options.max_cluster)["%tid.x"]
+            return None
+        if self.thread_range is None:
+            self.thread_range = special_ranges(self.flow.function, self.options.max_cluster)["%tid.x"]
+        low, high = self.thread_range
+        if self.by_thread(access[3], low, high) is None:
+            return None
         budget = [self.THREAD_BUDGET]
 
         def hits(low: int, high: int) -> bool:

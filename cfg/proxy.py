@@ -727,16 +727,21 @@ class KernelAnalysis:
         for the facts behind a fence the pass would add."""
         events = {id(event): event for block in {block for _, _, block in found.values()}
                   for event in self.events[block]}
+        whole = 0  # facts with an access that does not follow the thread index: they stay
         changed = False
         for key, (pending, _, _) in found.items():
             event = events[key]
             mask, crossed = self._need_masks[key]
-            for index in _bits(pending & ~self._hazard_masks[Hazard.INIT]):
+            for index in _bits(pending & ~self._hazard_masks[Hazard.INIT] & ~whole):
                 fact = self.facts[index]
                 targets = event.writes if fact.hazard is Hazard.WAR else event.locations + event.writes
                 if any(covers(target, fact.location) for target in targets):
                     continue  # every access the fact stands for lies in the op's bytes
-                if not any(self._touches(block, origin, targets) for block, origin in fact.origins):
+                answers = (self._touches(block, origin, targets) for block, origin in fact.origins)
+                kept = next((answer for answer in answers if answer is not False), False)
+                if kept is None:
+                    whole |= 1 << index
+                elif not kept:
                     mask &= ~(1 << index)
                     crossed &= ~(1 << index)
                     changed = True
