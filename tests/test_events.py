@@ -161,3 +161,24 @@ def test_an_access_is_asked_thread_by_thread_whether_it_touches_a_location():
         found.append((describe(read), classified.touches(0, read, (tile,))))
     # both reads join to bytes 4080..4129 (o + s in [-16, 32]); only the second select lets a thread below 4096
     assert found == [("dynamic shared[4080:4130]", False), ("dynamic shared[4080:4130]", True)]
+
+
+def test_tcgen05_mma_takes_its_shape_from_a_constant_instruction_descriptor():
+    # descriptors with SBO 256 bytes and LBO 16 (no swizzle): an operand of R rows spans
+    # (R / 8 - 1) * 256 + 512 bytes; idesc: N >> 3 in bits 17-22, M >> 4 in bits 24-28
+    descriptor = ("\tshr.u32 %r5, %r1, 4;\n\tcvt.u64.u32 %rd5, %r5;\n\tor.b64 %rd6, %rd5, 68720001024;\n"
+                  "\tadd.s32 %r6, %r1, 65536;\n\tshr.u32 %r7, %r6, 4;\n\tcvt.u64.u32 %rd7, %r7;\n"
+                  "\tor.b64 %rd8, %rd7, 68720001024;\n")
+    mma = "\ttcgen05.mma.cta_group::1.kind::f16 [%r3], %rd6, %rd8, {}, %p1;\n"
+    unknown = events(descriptor + mma.format("%r9"))
+    m128_n64 = events(descriptor + f"\tmov.b32 %r10, {(8 << 24) | (8 << 17)};\n" + mma.format("%r10"))
+    assert unknown == [("async", "dynamic shared[0:8448], dynamic shared[65536:73984]")]  # 256 rows each
+    assert m128_n64 == [("async", "dynamic shared[0:4352], dynamic shared[65536:67840]")]
+
+
+def test_the_leader_ctas_barrier_of_a_cta_pair_is_a_known_mbarrier():
+    # sm_100 clears the peer-CTA bit 24 (and keeps 8-byte alignment) to name the barrier
+    # of the pair's leader: the same bytes of the same variable
+    body = ("\tadd.s32 %r4, %r2, 0;\n\tand.b32 %r5, %r4, -16777224;\n"
+            "\tmbarrier.arrive.shared::cta.b64 _, [%r5];\n")
+    assert events(body) == [("arrive", "mbarrier bar[0:8]")]
