@@ -515,7 +515,7 @@ class _Analysis:
 
     _CONE_LIMIT = 256
 
-    def _thread_cone(self, name) -> tuple[list, set] | None:
+    def _thread_cone(self, name) -> tuple[tuple, frozenset] | None:
         """The definitions query `name` is computed from, back to joins, loads and
         registers defined nowhere, in the order they run, and the versions they define;
         None when none of them reads ``%tid.x``, when there are more than `_CONE_LIMIT`,
@@ -955,7 +955,7 @@ class _Analysis:
             return mad
         if base == "selp" and len(args) == 3:
             def select(at):
-                chosen = constant(evaluate(block, args[2], at))
+                chosen = None if args[2].negated else constant(evaluate(block, args[2], at))
                 if chosen is None:
                     return [join(evaluate(block, args[0], at), evaluate(block, args[1], at))]
                 return [evaluate(block, args[0] if chosen else args[1], at)]
