@@ -212,26 +212,23 @@ class _Classifier:
         if self.thread_range is None:
             self.thread_range = special_ranges(self.flow.function, self.options.max_cluster)["%tid.x"]
         low, high = self.thread_range
-        if self.by_thread(access[3], low, high) is None:
+        value = self.by_thread(access[3], low, high)
+        if value is None:
             return None
         budget = [self.THREAD_BUDGET]
 
-        def hits(low: int, high: int) -> bool:
-            if budget[0] == 0:
-                return True
-            budget[0] -= 1
-            value = self.by_thread(access[3], low, high)
-            if value is None:  # the address does not follow the thread index
-                return True
+        def hits(low: int, high: int, value: tuple) -> bool:
             if not any(overlaps(location, target) for found in self._located(*access, value=value)
                        for location in found.locations for target in targets):
                 return False
-            if low == high:
+            if low == high or budget[0] <= 0:
                 return True
+            budget[0] -= 2
             split = high >> ((low ^ high).bit_length() - 1) << ((low ^ high).bit_length() - 1)
-            return hits(low, split - 1) or hits(split, high)
+            return hits(low, split - 1, self.by_thread(access[3], low, split - 1)) \
+                or hits(split, high, self.by_thread(access[3], split, high))
 
-        return hits(low, high)
+        return hits(low, high, value)
 
     # -- one instruction --------------------------------------------------------------------
     def classify(self, block: int, position: int, instruction, head):

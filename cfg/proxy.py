@@ -403,8 +403,8 @@ class KernelAnalysis:
         """The facts that, pending at `event`, make it need a fence."""
         if event.kind is Kind.EXTERN:
             return self._full & ~self._hazard_masks[Hazard.INIT]
-        mask = self._overlapping_facts(Hazard.RAW, event.locations + event.writes)
-        mask |= self._overlapping_facts(Hazard.WAR, event.writes)
+        mask = self._overlapping_facts(Hazard.RAW, _at_risk(event, Hazard.RAW))
+        mask |= self._overlapping_facts(Hazard.WAR, _at_risk(event, Hazard.WAR))
         if event.mbarrier is not None:
             mask |= self._overlapping_facts(Hazard.INIT, (event.mbarrier,))
         return mask
@@ -734,7 +734,7 @@ class KernelAnalysis:
             mask, crossed = self._need_masks[key]
             for index in _bits(pending & ~self._hazard_masks[Hazard.INIT] & ~whole):
                 fact = self.facts[index]
-                targets = event.writes if fact.hazard is Hazard.WAR else event.locations + event.writes
+                targets = _at_risk(event, fact.hazard)
                 if any(covers(target, fact.location) for target in targets):
                     continue  # every access the fact stands for lies in the op's bytes
                 answers = (self._touches(block, origin, targets) for block, origin in fact.origins)
@@ -914,6 +914,12 @@ class KernelAnalysis:
             same, crossed, _ = self.imports.get(id(event), _NO_IMPORT)
             return bool((self.put(same, IMPORTED) | self.put(crossed, CROSSED)) >> bit & 1)
         return False
+
+
+def _at_risk(event: Event, hazard: Hazard) -> tuple:
+    """The bytes of an async op that a pending access of `hazard` must not meet: all it
+    touches for a write (RAW), what it writes for a read (WAR)."""
+    return event.writes if hazard is Hazard.WAR else event.locations + event.writes
 
 
 def _redefines(instructions, heads, start: int, stop: int, guard) -> bool:

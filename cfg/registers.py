@@ -1083,32 +1083,37 @@ class _Analysis:
     def _paired_setp(self, block: int, predicate: str) -> tuple | None:
         """``(p, x, C, comparison)`` operands of the ``setp p, x, C`` that defines
         `predicate` in another block, when `p` and `x` are each defined once and in the
-        same block, unguarded, `x` first: every execution of that block sets both, so wherever both are read they come from the same one (a ring
-        index advanced and tested in one block, selected in a later one)."""
-        definitions = self.definitions()
+        same block, unguarded, `x` first: every execution of that block sets both, so
+        wherever both are read they come from the same one (a ring index advanced and
+        tested in one block, selected in a later one)."""
         prefix = self.prefix(block)
-        sites = definitions.get(prefix + predicate, ())
-        if len(sites) != 1 or self.prefix(sites[0][0]) != prefix:
+        site = self._only_site(prefix, predicate)
+        if site is None:
             return None
-        where, at = sites[0]
+        where, at = site
         head = self.flow.blocks[where].heads[at]
         compare = self.flow.blocks[where].instructions[at].operands
         if head[2] != "setp" or head[0] is not None or len(compare) != 3 or compare[1].kind != "register":
             return None
-        x_sites = definitions.get(prefix + compare[1].name, ())
-        if len(x_sites) != 1 or x_sites[0][0] != where or x_sites[0][1] >= at \
-                or self.flow.blocks[where].heads[x_sites[0][1]][0] is not None:
+        x_site = self._only_site(prefix, compare[1].name)
+        if x_site is None or x_site[0] != where or x_site[1] >= at or self.flow.blocks[where].heads[x_site[1]][0]:
             return None
         return (*compare, head[1].split(".")[1])
+
+    def _only_site(self, prefix: str, name: str, definitions: dict | None = None) -> tuple[int, int] | None:
+        """``(block, position)`` of the one definition of register `name` of the inlined
+        copy `prefix`, when it has one and it is in that copy; else None."""
+        sites = (definitions or self.definitions()).get(prefix + name, ())
+        return sites[0] if len(sites) == 1 and self.prefix(sites[0][0]) == prefix else None
 
     def _single_setp(self, block: int, guard, negated: bool, definitions: dict):
         """The condition of a branch on a predicate set once, by a ``setp`` in another
         block of a register that is also set once, against a constant (or None)."""
         prefix = self.prefix(block)
-        sites = definitions.get(prefix + guard.register, ())
-        if len(sites) != 1 or self.prefix(sites[0][0]) != prefix:
+        site = self._only_site(prefix, guard.register, definitions)
+        if site is None:
             return None
-        where, at = sites[0]
+        where, at = site
         head = self.flow.blocks[where].heads[at]
         compare = self.flow.blocks[where].instructions[at].operands
         parts = head[1].split(".")
@@ -1240,11 +1245,11 @@ class _Analysis:
     def _single_definition(self, prefix: str, operand) -> tuple | None:
         """``(base opcode, operands)`` of the one unguarded definition of a register
         operand in the same inlined copy, else None."""
-        sites = self.definitions().get(prefix + operand.name, ()) if operand.kind == "register" else ()
-        if len(sites) != 1 or self.prefix(sites[0][0]) != prefix:
+        site = self._only_site(prefix, operand.name) if operand.kind == "register" else None
+        if site is None:
             return None
-        head = self.flow.blocks[sites[0][0]].heads[sites[0][1]]
-        args = self.flow.blocks[sites[0][0]].instructions[sites[0][1]].operands
+        head = self.flow.blocks[site[0]].heads[site[1]]
+        args = self.flow.blocks[site[0]].instructions[site[1]].operands
         return (head[2], args) if head[0] is None and len(args) == 3 else None
 
     def _remainder_divisor(self, prefix: str, definition: tuple) -> tuple[str, str] | None:
