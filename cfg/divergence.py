@@ -16,6 +16,7 @@ that skipped it.
 from __future__ import annotations
 
 from ptxkit.cfg.dominance import DominatorTree
+from ptxkit.cfg.graph import derived
 from ptxkit.cfg.registers import destinations
 
 __all__ = ["cta_uniform", "definitions", "thread_meets", "thread_only"]
@@ -185,12 +186,12 @@ def definitions(flow) -> dict:
     >>> definitions(inlined_graph(m.function("k")))
     {'%r1': [(0, 0)]}
     """
-    found = flow.derived.get("definitions")
-    if found is not None:
+    def scan() -> dict:
+        found: dict = {}
+        for block in flow.blocks:
+            for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
+                for name in destinations(instruction, head, frozenset()):
+                    found.setdefault(name, []).append((block.index, position))
         return found
-    found = flow.derived["definitions"] = {}
-    for block in flow.blocks:
-        for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
-            for name in destinations(instruction, head, frozenset()):
-                found.setdefault(name, []).append((block.index, position))
-    return found
+
+    return derived(flow, "definitions", scan)

@@ -18,7 +18,7 @@ Two entry points:
 
 from __future__ import annotations
 
-from ptxkit.cfg.graph import EXIT
+from ptxkit.cfg.graph import EXIT, derived
 
 
 def immediate_dominators(graph, start) -> dict:
@@ -167,7 +167,7 @@ class DominatorTree:
     @classmethod
     def of(cls, flow) -> "DominatorTree":
         """Dominators of a `FlowGraph` (blocks reachable from block 0), computed once per graph."""
-        return _derived(flow, "dominators", lambda: cls(compute_idoms(flow.succ, flow.pred, 0) if len(flow) else {}))
+        return derived(flow, "dominators", lambda: cls(compute_idoms(flow.succ, flow.pred, 0) if len(flow) else {}))
 
     @classmethod
     def post_of(cls, flow) -> "DominatorTree":
@@ -175,7 +175,7 @@ class DominatorTree:
 
         Blocks that cannot reach the exit (endless loops) have no entry. Computed once per graph.
         """
-        return _derived(flow, "post-dominators", lambda: cls._post(flow))
+        return derived(flow, "post-dominators", lambda: cls._post(flow))
 
     @classmethod
     def _post(cls, flow) -> "DominatorTree":
@@ -196,14 +196,3 @@ class DominatorTree:
         if a not in enter or b not in enter:
             return False
         return enter[a] <= enter[b] <= self._leave[a]
-
-
-def _derived(flow, key: str, compute):
-    """`compute()`, kept in the graph's `derived` cache when it has one."""
-    cache = getattr(flow, "derived", None)
-    if cache is None:
-        return compute()
-    found = cache.get(key)
-    if found is None:
-        found = cache[key] = compute()
-    return found

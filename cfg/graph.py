@@ -353,3 +353,21 @@ def _resolve(node, name: str, at: int) -> Label:
     if label is None:
         raise node.error(f"branch target {name!r} is not a label in scope", at)
     return label
+
+
+def derived(flow, key: str, compute):
+    """`compute()`, kept in the graph's `derived` cache (cleared when the graph changes)
+    when it has one: what an analysis computes once per graph.
+
+    >>> class Plain:  # a graph-like object without the cache
+    ...     pass
+    >>> derived(Plain(), "n", lambda: 1)
+    1
+    """
+    cache = getattr(flow, "derived", None)
+    if cache is None:
+        return compute()
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = compute()
+    return found

@@ -36,6 +36,7 @@ import math
 from typing import Callable, NamedTuple
 
 from ptxkit._regex import compile as compile_pattern
+from ptxkit.cfg.graph import derived
 from ptxkit.cfg.idioms import align_up, remainder
 from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
@@ -374,11 +375,7 @@ class _Analysis:
     def definitions(self) -> dict:
         """key -> the ``(block, position)`` of every instruction defining it (registers
         by context, call arguments and results); computed once per graph."""
-        cache = getattr(self.flow, "derived", {})
-        found = cache.get("register definitions")
-        if found is None:
-            found = cache["register definitions"] = self._definitions()
-        return found
+        return derived(self.flow, "register definitions", self._definitions)
 
     def _definitions(self) -> dict:
         found: dict[str, list[tuple[int, int]]] = {}
