@@ -432,6 +432,7 @@ class _Analysis:
         self.updates: dict[str, int] = {}
         self.thresholds_sorted = sorted(self.thresholds)
         phis = self._rename(definitions, rules, queries, conditions, seen)
+        self.rules = rules
         self._refinements(conditions, definitions)
         readers: dict[str, list] = {}
         rank = {block: i for i, block in enumerate(self.flow.rpo)}
@@ -446,7 +447,7 @@ class _Analysis:
             item = ("phi", version)
             work_items[item] = self._phi(version, inputs)
             order.append(item)
-            for source in inputs:
+            for _, source in inputs:
                 readers.setdefault(source, []).append(item)
         for x_key, sources in self.depends.items():  # a narrowing by a condition on x reads x
             for source in sources:
@@ -463,7 +464,7 @@ class _Analysis:
                     if reader not in queued:
                         queued.add(reader)
                         work.append(reader)
-        self.queries, self.rules, self._rank = queries, rules, rank
+        self.queries, self._rank = queries, rank
         self._cones: dict = {}
         self._by_thread: dict = {}  # (low, high) -> (the definitions evaluated for it, the values they gave)
         dead = self._dead_blocks()
@@ -519,7 +520,7 @@ class _Analysis:
         or when one reads a version defined after it (a register read before its only
         definition, around a loop)."""
         block, _, operand = self.queries[name]
-        site_of = {version: point for (point, _), version in self.defs.items()}
+        site_of = self._site_of
         work = [(("query", name, block), key) for key in self.sources_of(block, operand)]
         sites: set = set()
         versions: set = set()
@@ -553,7 +554,7 @@ class _Analysis:
         """SSA versions of the registers in `keys` defined more than once: fills
         `uses` ((point, key) -> version read there), `defs` ((point, key) -> version
         written), `kept` ((point, key) -> the version a guarded definition may keep),
-        and returns the joins: ``{version: [input versions]}``."""
+        and returns the joins: ``{version: [(predecessor block, input version)]}``."""
         multi = {key for key in keys if len(definitions.get(key, ())) > 1}
         self.uses, self.defs, self.kept = {}, {}, {}
         if not multi:
@@ -638,7 +639,7 @@ class _Analysis:
                     pushed.append(key)
             for successor in flow.succ[block]:
                 for key in phi_at.get(successor, ()):
-                    phis.setdefault(f"{key}@join{successor}", []).append(stacks[key][-1])
+                    phis.setdefault(f"{key}@join{successor}", []).append((block, stacks[key][-1]))
             pushed_at[block] = pushed
             stack.append((block, True))
             for child in children.get(block, ()):
@@ -646,12 +647,35 @@ class _Analysis:
         return phis
 
     def _phi(self, version: str, inputs: list):
+        """A join's rule: the join of what each edge in brings, each input narrowed by
+        the conditions that hold at the end of its predecessor and on the edge itself
+        (a loop's back edge: ``i + 1 < 64`` bounds what the loop's next turn starts
+        with)."""
+        join_block = int(version.rsplit("@join", 1)[1])
+
         def join_inputs(item):
             value = ()
-            for source in inputs:
-                value = join(value, self.values.get(source, ()))
+            for predecessor, source in inputs:
+                incoming = self._narrowed(predecessor, source, self.values.get(source, ()))
+                for compared, narrow in self.edge_narrowing.get((predecessor, join_block), ()):
+                    if incoming and compared in (source, self._copied_from(source)):
+                        incoming = narrow(incoming)
+                value = join(value, incoming)
             self.assign(item, version, value, True, versioned=True)
         return join_inputs
+
+    def _copied_from(self, version: str) -> str | None:
+        """The version a ``mov`` copied into `version` (the register a loop test compared,
+        copied into the loop's carried register after the test), else None."""
+        site = self._site_of.get(version)
+        if site is None or site not in self.rules:
+            return None
+        block, position = site
+        guard, _, base, _ = self.flow.blocks[block].heads[position]
+        if base != "mov" or guard is not None:
+            return None
+        sources = self.rules[site][1]
+        return self.uses.get((site, sources[0]), sources[0]) if len(sources) == 1 else None
 
     def _refinements(self, conditions: dict, definitions: dict) -> None:
         """Where each branch condition holds: along an edge that dominates its target (the
@@ -659,19 +683,22 @@ class _Analysis:
         dominates. The compared register is narrowed as the version the test read; the
         registers it was computed from only when defined once."""
         self.narrowing: dict[int, list] = {}  # block -> [(version, narrow(value))] that start there
+        self.edge_narrowing: dict[tuple, list] = {}  # (block, successor) -> [(version, narrow)] on that edge
+        self._site_of = {version: point for (point, _), version in self.defs.items()}
         self.depends: dict[str, set] = {}
         self._memo: dict[int, dict] = {}
         for branch, (negated, (key, comparison, bound, unsigned, chain), _) in conditions.items():
             key = self.uses.get((("branch", branch, branch), key), key)
             chain = [(source, inverse) for source, inverse in chain if len(definitions.get(source, ())) == 1]
             for successor in set(self.flow.succ[branch]):
-                if any(p != branch and not self.dominators.dominates(successor, p) for p in self.flow.pred[successor]):
-                    continue  # the edge must dominate the successor (other edges in are its loops' back edges)
                 kinds = self.flow.kinds.get((branch, successor), "").split(",")
                 if ("taken" in kinds) == ("fallthrough" in kinds):
                     continue
                 holds = ("taken" in kinds) != negated
                 narrow = self._narrowing(branch, key, comparison, bound, unsigned, holds, chain)
+                self.edge_narrowing[(branch, successor)] = narrow[:1]
+                if any(p != branch and not self.dominators.dominates(successor, p) for p in self.flow.pred[successor]):
+                    continue  # the edge must dominate the successor (other edges in are its loops' back edges)
                 self.narrowing.setdefault(successor, []).extend(narrow)
                 self.depends.setdefault(key, set()).update(source for source, _ in chain)
 

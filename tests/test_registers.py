@@ -85,6 +85,19 @@ def test_a_counter_without_a_bound_is_widened():
     assert value_at(body, "%r1") == "[1, inf]"
 
 
+@pytest.mark.parametrize("copy, shown", [
+    ("\tmov.u64 %rd1, %rd4;\n", "[0, 252] step 4"),  # -G: the tested value copied into the carried one
+    ("\t@%p5 mov.u64 %rd1, %rd4;\n", "[0, inf] step 4"),  # may keep the old value: nothing bounds it
+])
+def test_a_loop_tested_at_its_bottom_is_bounded_by_its_back_edge(copy, shown):
+    body = ("\tmov.u64 %rd1, 0;\nL:\n\tmov.u64 %rd2, %rd1;\n\tshl.b64 %rd3, %rd2, 2;\n\t// here\n"
+            "\tadd.s64 %rd4, %rd2, 1;\n\tsetp.lt.u64 %p1, %rd4, 64;\n" + copy + "\t@%p1 bra L;\n")
+    assert value_at(body, "%rd3") == shown
+    counter = "\tmov.u32 %r1, 0;\nL:\n\tshl.b32 %r2, %r1, 4;\n\t// here\n\tadd.s32 %r1, %r1, 1;\n" \
+              "\tsetp.lt.s32 %p1, %r1, 10;\n\t@%p1 bra L;\n"
+    assert value_at(counter, "%r2") == "[0, 144] step 16"
+
+
 def test_branch_conditions_narrow_and_dead_paths_are_found():
     body = ("\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r2, %r1, -32;\n\tsetp.gt.u32 %p1, %r2, 15;\n\t@%p1 bra OUT;\n"
             "\tshl.b32 %r3, %r1, 2;\n\t// here\n\tadd.s32 %r4, %r1, 192;\n\tsetp.gt.u32 %p2, %r4, 15;\n"
