@@ -313,6 +313,27 @@ def _declare(directive, found: dict, suffix: str) -> int:
 # -- the analysis ----------------------------------------------------------------------------
 
 
+class _Overlay(dict):
+    """The values one thread range gives the definitions it evaluates again; every
+    other version reads through to `base`, the fixpoint's values for all threads.
+
+    >>> overlay = _Overlay({"a": 1, "b": 2})
+    >>> overlay["b"] = 3
+    >>> overlay.get("a"), overlay.get("b"), overlay.get("c", 0)
+    (1, 3, 0)
+    """
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: dict):
+        super().__init__()
+        self.base = base
+
+    def get(self, key, default=None):
+        return self[key] if key in self else self.base.get(key, default)
+
+
+
 class _Analysis:
     def __init__(self, flow, max_cluster: int = PORTABLE_CLUSTER, aligned: dict | None = None):
         self.flow = flow
@@ -466,7 +487,7 @@ class _Analysis:
                         work.append(reader)
         self.queries, self._rank = queries, rank
         self._cones: dict = {}
-        self._by_thread: dict = {}  # (low, high) -> (the definitions evaluated for it, the values they gave)
+        self._by_thread: dict = {}  # (low, high) -> (definitions evaluated for it, their values, update counts)
         dead = self._dead_blocks()
         answers = {}
         for key, (block, position, operand) in queries.items():
@@ -487,29 +508,26 @@ class _Analysis:
         if cone is None:
             return None
         sites, versions = cone
-        saved = [(version, self.values.get(version), self.updates.get(version)) for version in versions]
-        special = self.special
-        done, known = self._by_thread.setdefault((low, high), (set(), {}))  # what earlier accesses computed
+        found = self._by_thread.get((low, high))
+        if found is None:  # what earlier accesses computed for this range
+            found = self._by_thread[(low, high)] = (set(), _Overlay(self.values), {})
+        done, overlay, counts = found
+        values, updates, special = self.values, self.updates, self.special
         try:
-            self.special = {**special, "%tid.x": (low, high)}
-            for version in versions:
-                self.values.pop(version, None)
-                self.updates.pop(version, None)
-                if version in known:
-                    self.values[version] = known[version]
-            self.dirty = []
-            for site in sites:
-                if site not in done:
-                    self.rules[site][0](site)
-            done.update(sites)
-            known.update((version, self.values.get(version)) for version in versions)
+            self.values, self.updates, self.special = overlay, counts, {**special, "%tid.x": (low, high)}
+            if not done.issuperset(sites):
+                for version in versions:
+                    if version not in overlay:
+                        overlay[version] = ()  # evaluated afresh for the range, not joined with all threads'
+                self.dirty = []
+                for site in sites:
+                    if site not in done:
+                        self.rules[site][0](site)
+                done.update(sites)
             block, _, operand = self.queries[name]
             return self.evaluate(block, operand, ("query", name, block))
         finally:
-            self.special = special
-            for version, value, count in saved:
-                self.values[version] = value
-                self.updates[version] = count
+            self.values, self.updates, self.special = values, updates, special
 
     _CONE_LIMIT = 256
 
