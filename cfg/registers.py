@@ -333,7 +333,6 @@ class _Overlay(dict):
         return self[key] if key in self else self.base.get(key, default)
 
 
-
 class _Analysis:
     def __init__(self, flow, max_cluster: int = PORTABLE_CLUSTER, aligned: dict | None = None):
         self.flow = flow
