@@ -93,6 +93,9 @@ def test_a_loop_tested_at_its_bottom_is_bounded_by_its_back_edge(copy, shown):
     body = ("\tmov.u64 %rd1, 0;\nL:\n\tmov.u64 %rd2, %rd1;\n\tshl.b64 %rd3, %rd2, 2;\n\t// here\n"
             "\tadd.s64 %rd4, %rd2, 1;\n\tsetp.lt.u64 %p1, %rd4, 64;\n" + copy + "\t@%p1 bra L;\n")
     assert value_at(body, "%rd3") == shown
+
+
+def test_a_counter_tested_at_the_bottom_of_its_loop_is_bounded():
     counter = "\tmov.u32 %r1, 0;\nL:\n\tshl.b32 %r2, %r1, 4;\n\t// here\n\tadd.s32 %r1, %r1, 1;\n" \
               "\tsetp.lt.s32 %p1, %r1, 10;\n\t@%p1 bra L;\n"
     assert value_at(counter, "%r2") == "[0, 144] step 16"
