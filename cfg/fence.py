@@ -436,8 +436,6 @@ def analyse_module(module, options: FenceOptions | None = None, everything: bool
     return results
 
 
-
-
 def _text_of(module, function) -> str:
     items = module.items
     index = next(i for i, item in enumerate(items) if item is function)
