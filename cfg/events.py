@@ -217,9 +217,12 @@ class _Classifier:
             return None
         budget = [self.THREAD_BUDGET]
 
+        def meets(value: tuple) -> bool:
+            return any(overlaps(location, target) for found in self._located(*access, value=value)
+                       for location in found.locations for target in targets)
+
         def hits(low: int, high: int, value: tuple) -> bool:
-            if not any(overlaps(location, target) for found in self._located(*access, value=value)
-                       for location in found.locations for target in targets):
+            if not meets(value):
                 return False
             if low == high or budget[0] <= 0:
                 return True
@@ -228,7 +231,8 @@ class _Classifier:
             return hits(low, split - 1, self.by_thread(access[3], low, split - 1)) \
                 or hits(split, high, self.by_thread(access[3], split, high))
 
-        return hits(low, high, value)
+        # a real hazard is usually one the first thread has: one evaluation, not a descent
+        return meets(value) and (meets(self.by_thread(access[3], low, low)) or hits(low, high, value))
 
     # -- one instruction --------------------------------------------------------------------
     def classify(self, block: int, position: int, instruction, head):
