@@ -1428,18 +1428,20 @@ _PATIENCE = 12
 
 def _last_definition(instructions, heads, position: int, register: str, plain) -> int | None:
     for index in range(position - 1, -1, -1):
-        head = heads[index]
-        if head[2] not in _NO_DEFINITION and register in destinations(instructions[index], head, plain):
+        if _defines(instructions[index], heads[index], register, plain):
             return index
     return None
 
 
 def _redefined(instructions, heads, start: int, stop: int, register: str, plain) -> bool:
-    for index in range(start, stop):
-        head = heads[index]
-        if head[2] not in _NO_DEFINITION and register in destinations(instructions[index], head, plain):
-            return True
-    return False
+    return any(_defines(instructions[index], heads[index], register, plain) for index in range(start, stop))
+
+
+def _defines(instruction, head, register: str, plain) -> bool:
+    """True when `instruction` writes `register` (its name in the text is checked first:
+    most instructions of a long block do not even mention it)."""
+    return register in instruction.text and head[2] not in _NO_DEFINITION \
+        and register in destinations(instruction, head, plain)
 
 
 _FIRST_OPERAND = compile_pattern(r"\s*(\{[^}]*\}|[^,;{]+)")
