@@ -418,7 +418,7 @@ def analyse_module(module, options: FenceOptions | None = None, everything: bool
     for function in functions.values():
         if "call" in _text_of(module, function):  # only a text that names a call can hold one
             for instruction in function.instructions():
-                if head_of(instruction)[2] == "call":  # the opcode alone: the operands only of calls
+                if "call" in instruction.text and head_of(instruction)[2] == "call":  # operands only of calls
                     called.add(call_target(instruction)[0])
     if everything:
         roots = list(functions.values())
