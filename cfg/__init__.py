@@ -7,7 +7,8 @@
 
 Modules: `graph` (basic blocks, `build_cfg`), `dominance`, `loops`, `dataflow` (a
 generic forward solver), `provenance` (where generic pointers point), `proxy` (the
-proxy analysis), `placement` (where fences go), `fence` (the pass and its report),
+proxy analysis), `placement` (where fences go), `options` (the pass's option names and
+the targets it runs on), `fence` (the pass and its report),
 `dot` (Graphviz drawings). The names below are imported on first use.
 """
 

@@ -38,14 +38,12 @@ from typing import NamedTuple
 from ptxkit._gc import paused_gc
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.locations import spaces_text
+from ptxkit.cfg.options import EXTERN_POLICIES, check_target
 from ptxkit.cfg.placement import FENCE_SIDES, PLACEMENTS, VARIANTS, PlannedFence, fence_text_for, plan_fences
 from ptxkit.cfg.proxy import AnalysisOptions, Hazard, KernelAnalysis
 from ptxkit.cfg.registers import PORTABLE_CLUSTER
-from ptxkit.isa import may_need_fence, parse_target
+from ptxkit.isa import may_need_fence
 from ptxkit.syntax import Function
-
-EXTERN_POLICIES = ("none", "clobber", "strict")
-
 
 class _FenceFields(NamedTuple):
     placement: str = "hoist"
@@ -301,26 +299,6 @@ class FenceReport:
         for warning in self.warnings:
             lines.append(f"  warning at line {warning.line}: {warning.text}")
         return "\n".join(lines) + "\n"
-
-
-def check_target(module) -> str | None:
-    """Why the pass must leave `module` alone, or None when it may run.
-
-    >>> import ptxkit
-    >>> check_target(ptxkit.parse(".version 8.0\\n.target sm_80\\n.address_size 64\\n"))
-    'target sm_80 is older than sm_90 (no async proxy)'
-    """
-    targets = [(name, parse_target(name)) for name in module.targets]
-    sm = next(((name, parsed) for name, parsed in targets if parsed is not None), None)
-    if sm is None:
-        return "no sm_XY .target"
-    if sm[1][0] < 90:
-        return f"target {sm[0]} is older than sm_90 (no async proxy)"
-    version = module.version
-    if version is None or version < (8, 0):
-        shown = ".".join(map(str, version)) if version else "missing"
-        return f".version {shown} is older than 8.0 (fence.proxy.async needs PTX ISA 8.0)"
-    return None
 
 
 def fence_module(module, options: FenceOptions | None = None, rewrite: bool = True) -> FenceReport:

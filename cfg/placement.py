@@ -41,12 +41,11 @@ from ptxkit.cfg.events import Kind
 from ptxkit.cfg.graph import ENTRY, EXIT
 from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, alias
 from ptxkit.cfg.loops import Loop, Preheader, branch_region, find_loops, find_preheader
+from ptxkit.cfg.options import FENCE_SIDES, FENCE_VARIANTS, PLACEMENTS
 from ptxkit.cfg.proxy import CROSSED, IMPORTED, IN_FLIGHT, LOCAL, Hazard, KernelAnalysis, Need
 
 #: ``--fence-variant`` values and the spaces each orders.
-VARIANTS = {"shared::cta": SHARED, "shared::cluster": SHARED, "full": SHARED | GLOBAL}
-PLACEMENTS = ("hoist", "inline")
-FENCE_SIDES = ("issuer", "writer")
+VARIANTS = dict(zip(FENCE_VARIANTS, (SHARED, SHARED, SHARED | GLOBAL)))
 
 
 def fence_text_for(cover: int, forced: str | None = None) -> str:

@@ -142,6 +142,28 @@ def test_warnings_and_notes_go_to_stderr(capsys):
                                              "(fence.proxy.async needs PTX ISA 8.0)\n"
 
 
+SM80 = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n\tret;\n}\n"
+
+
+@pytest.mark.parametrize("name", ["layernorm_1024.ptx", "sm_80"])
+@pytest.mark.parametrize("mode", [["--check"], [], ["-o", "OUT"]])
+def test_input_with_nothing_to_fence_gives_what_the_pass_gives(name, mode, tmp_path, capsys, monkeypatch):
+    from ptxkit.cli import fence_cmd
+
+    source = tmp_path / name
+    source.write_text(SM80 if name == "sm_80" else (SAMPLES / "triton" / name).read_text())
+    argv = ["fence", *[str(tmp_path / "out.ptx") if a == "OUT" else a for a in mode], str(source)]
+    taken = []
+    monkeypatch.setattr(fence_cmd, "_nothing_to_fence", lambda *a, f=fence_cmd._nothing_to_fence: taken.append(
+        f(*a)) or taken[-1])
+    fast = main(argv), capsys.readouterr(), (tmp_path / "out.ptx").read_text() if "-o" in mode else None
+    assert taken and taken[-1] is not None  # the pass was not run
+    monkeypatch.setattr(fence_cmd, "_nothing_to_fence", lambda *a: None)
+    full = main(argv), capsys.readouterr(), (tmp_path / "out.ptx").read_text() if "-o" in mode else None
+    assert fast == full
+    assert ("left unchanged: target sm_80" in fast[1].err) == (name == "sm_80")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["fence", "-i", "-"], "-i needs a file"),
     (["fence", "-i", "-o", "x.ptx", "k.ptx"], "not allowed with argument"),

@@ -45,6 +45,14 @@ def test_fence_check_loads_only_what_it_uses():
     assert not unused & modules, unused & modules
 
 
+def test_fence_check_of_ptx_without_async_operations_does_not_load_the_pass():
+    code = (f"from ptxkit.cli.main import main\n"
+            f"main(['fence', '--check', {str(SAMPLES / 'triton' / 'layernorm_1024.ptx')!r}])")
+    modules = imported_by(code)
+    assert "ptxkit.cfg.options" in modules
+    assert not {"ptxkit.cfg.fence", "ptxkit.cfg.placement", "ptxkit.cfg.proxy", "ptxkit.cfg.registers"} & modules
+
+
 def module_imports(path: Path) -> set[str]:
     """The ptxkit modules that `path` imports anywhere in it (functions included)."""
     package = "ptxkit.cli" if path.parent.name == "cli" else "ptxkit"

@@ -49,8 +49,7 @@ def add_pass_arguments(parser, same_as_fence: bool = False) -> None:
     >>> fence_options(parser.parse_args(["--placement", "inline"])).placement
     'inline'
     """
-    from ptxkit.cfg.fence import EXTERN_POLICIES
-    from ptxkit.cfg.placement import FENCE_SIDES, PLACEMENTS, VARIANTS
+    from ptxkit.cfg.options import EXTERN_POLICIES, FENCE_SIDES, FENCE_VARIANTS, PLACEMENTS
 
     def help_(text: str) -> str:
         return "as for ptxkit fence" if same_as_fence else text
@@ -59,7 +58,7 @@ def add_pass_arguments(parser, same_as_fence: bool = False) -> None:
                         help=help_("hoist: one fence in a loop preheader or before a branch where that replaces "
                                    "fences inside (TileLang's placement, default); inline: right before each async "
                                    "op"))
-    parser.add_argument("--fence-variant", choices=tuple(VARIANTS), default=None,
+    parser.add_argument("--fence-variant", choices=FENCE_VARIANTS, default=None,
                         help=help_("force this fence variant instead of the narrowest correct one "
                                    "(full = fence.proxy.async)"))
     parser.add_argument("--extern-policy", choices=EXTERN_POLICIES, default="clobber",
@@ -142,7 +141,6 @@ def fence_one(path: str, args):
     (1, 1, 'error')
     """
     from ptxkit import parse
-    from ptxkit.cfg.fence import fence_module
 
     from .batch import FileResult
     from .common import EXIT_FINDINGS, EXIT_OK, read_input, write_atomically
@@ -150,8 +148,11 @@ def fence_one(path: str, args):
     data, name = read_input(path)
     module = parse(data, name)
     original = module.source.text
-    options = fence_options(args)
-    report = fence_module(module, options, rewrite=not args.check)
+    report = _nothing_to_fence(module, original, args)
+    if report is None:
+        from ptxkit.cfg.fence import fence_module
+
+        report = fence_module(module, fence_options(args), rewrite=not args.check)
     err = [f"{name}:{w.line}:{w.column}: warning: {w.text}\n" for w in report.warnings]
     if report.skipped:
         err.append(f"{name}: note: left unchanged: {report.skipped}\n")
@@ -181,6 +182,32 @@ def fence_one(path: str, args):
         out.append(json.dumps(report.to_json()) + "\n")
     status = EXIT_FINDINGS if args.check and report.fences else EXIT_OK
     return FileResult(name, status, "".join(out), "".join(err), _data(report, path, args), len(report.fences))
+
+
+def _nothing_to_fence(module, text: str, args):
+    """The report of a module no function of which can need a fence, found without
+    loading the pass: no async-proxy opcode or call in its text (`ptxkit.isa.may_need_fence`),
+    no device function the pass would analyse on its own, and an output that is the
+    input with at most a note. None when the pass must run.
+
+    >>> import argparse, ptxkit
+    >>> args = argparse.Namespace(format="text", explain=False, diff=False)
+    >>> plain = ".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n\\tret;\\n}\\n"
+    >>> _nothing_to_fence(ptxkit.parse(plain), plain, args).fences
+    []
+    >>> _nothing_to_fence(ptxkit.parse(plain), plain.replace("ret;", "wgmma.fence.sync.aligned;"), args) is None
+    True
+    """
+    from types import SimpleNamespace
+
+    from ptxkit.isa import may_need_fence
+
+    if args.format != "text" or args.explain or args.diff or may_need_fence(text) \
+            or any(f.kind != "entry" for f in module.functions if not f.is_declaration):
+        return None
+    from ptxkit.cfg.options import check_target
+
+    return SimpleNamespace(fences=[], warnings=[], skipped=check_target(module), changed=False)
 
 
 def _data(report, path: str, args):
