@@ -36,6 +36,7 @@ import math
 from typing import Callable, NamedTuple
 
 from ptxkit._regex import compile as compile_pattern
+from ptxkit.cfg.frames import Frames, StackModel, observed, stack_frames
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.idioms import align_up, remainder
 from ptxkit.cfg.inline import Context
@@ -183,8 +184,27 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
     if not queries:
         return RegisterAnswers({}, set(), lambda query, low, high: None)
     analysis = _Analysis(flow, max_cluster, aligned)
-    values, dead = analysis.solve(queries)
-    return RegisterAnswers(values, dead, analysis.by_thread)
+    frames = stack_frames(flow)
+    if frames is None or not analysis.reads_stack(queries, frames):
+        values, dead = analysis.solve(queries)
+        return RegisterAnswers(values, dead, analysis.by_thread)
+    # a -G build: follow values through its stack frames, first assuming that a store
+    # through an unknown address writes no cell, then checking every access against the
+    # values found, until the check asks for nothing more (cfg/frames.py)
+    probes = {("stack", i): (access.block, access.position, access.memory) for i, access in enumerate(frames.accesses)}
+    plain, plain_dead = analysis.solve({**queries, **probes})
+    answer = RegisterAnswers({key: plain[key] for key in queries}, plain_dead, analysis.by_thread)
+    model = observed(frames, plain, start=True)
+    for _ in range(_STACK_ROUNDS):
+        following = _Analysis(flow, max_cluster, aligned, model)
+        values, dead = following.solve({**queries, **probes})
+        found = observed(frames, values, start=False)
+        if model.settled(found):
+            return RegisterAnswers({key: values[key] for key in queries}, dead, following.by_thread)
+        if model.holds_for(found):
+            answer = RegisterAnswers({key: values[key] for key in queries}, dead, following.by_thread)
+        model = model.advance(found)
+    return answer
 
 
 def symbol_regions(function, context: Context | None = None) -> dict:
@@ -334,9 +354,12 @@ class _Overlay(dict):
 
 
 class _Analysis:
-    def __init__(self, flow, max_cluster: int = PORTABLE_CLUSTER, aligned: dict | None = None):
+    def __init__(self, flow, max_cluster: int = PORTABLE_CLUSTER, aligned: dict | None = None,
+                 stack: StackModel | None = None):
         self.flow = flow
         self.aligned = aligned or {}
+        self.stack = stack
+        self.unknown_cells = stack.unknown if stack is not None else frozenset()
         self.special = special_ranges(flow.function, max_cluster)
         self.symbols: dict[int, dict] = {}  # context id -> symbol values
         self.thresholds: set[int] = set()  # constants compared against: where widening stops
@@ -394,8 +417,16 @@ class _Analysis:
     # -- definitions and the slice ----------------------------------------------------------
     def definitions(self) -> dict:
         """key -> the ``(block, position)`` of every instruction defining it (registers
-        by context, call arguments and results); computed once per graph."""
-        return derived(self.flow, "register definitions", self._definitions)
+        by context, call arguments and results, the stack cells the model follows);
+        the registers' computed once per graph."""
+        found = derived(self.flow, "register definitions", self._definitions)
+        if self.stack is None or not self.stack.exact:
+            return found
+        found = dict(found)
+        for site in self.stack.exact:
+            key = _cell_key(next(iter(self.stack.stores[site])))
+            found[key] = [*found.get(key, ()), site]
+        return found
 
     def _definitions(self) -> dict:
         found: dict[str, list[tuple[int, int]]] = {}
@@ -422,6 +453,13 @@ class _Analysis:
         count = len(operands[1].elements) if len(operands) > 1 and operands[1].kind == "vector" else 1
         offset = int(operands[0].value or 0)
         return [self.param_key(block, operands[0].name, offset + i * width, loading=False) for i in range(count)]
+
+    def reads_stack(self, queries: dict, frames: Frames) -> bool:
+        """True when some query is computed from a load that may read a stack frame."""
+        wanted = {key for block, position, operand in queries.values() for key in self.sources_of(block, operand)}
+        rules: dict = {}
+        self.slice(self.definitions(), wanted, rules, set())
+        return any(access.kind == "load" and (access.block, access.position) in rules for access in frames.accesses)
 
     def solve(self, queries: dict) -> tuple[dict, set]:
         """Values by a sparse fixpoint over the definitions that matter (docs/fence.md
@@ -889,6 +927,23 @@ class _Analysis:
         plain = self.plain(block)
         for operand in operands[1:]:
             sources.extend(prefix + name for name in _reads(operand, plain))
+        stack = self.stack
+        if stack is not None and (block, position) in stack.exact:  # a store of a followed stack cell
+            cell = next(iter(stack.stores[(block, position)]))
+            bits = 8 * cell[2]
+
+            def spill(at, key=_cell_key(cell), value=operands[1]):
+                self.assign(at, key, truncate(self.evaluate(block, value, at), bits), True)
+            return spill, sources
+        if stack is not None and (block, position) in stack.loads:  # a load of one
+            cell = stack.loads[(block, position)]
+            key, bits = _cell_key(cell), 8 * cell[2]
+            target = prefix + _targets(operands[0], plain)[0]
+            known = cell not in self.unknown_cells and not any(m[:1] == "s" for m in modifiers)
+
+            def reload(at):
+                self.assign(at, target, truncate(self.lookup(at, key), bits) if known else TOP, guard is None)
+            return reload, [key]
         if base == "st":  # st.param: a call argument or a return value
             keys = self._param_store_keys(block, instruction)
             values = operands[1].elements if operands[1].kind == "vector" else (operands[1],)
@@ -1424,6 +1479,8 @@ class _Analysis:
 
 #: Updates a definition that is no join may take before it is widened (docs/fence.md §3.1)
 _PATIENCE = 12
+#: Solves of a -G kernel's values with a stack model before the check must hold (cfg/frames.py).
+_STACK_ROUNDS = 8
 
 
 def _last_definition(instructions, heads, position: int, register: str, plain) -> int | None:
@@ -1500,6 +1557,12 @@ def _reads(operand, plain) -> list[str]:
 _INTEGER_TYPES = {f"{kind}{bits}": bits for kind in "bsu" for bits in (8, 16, 32, 64)}
 _OTHER_TYPES = frozenset("f16 f16x2 f32 f64 bf16 bf16x2 tf32 e4m3 e5m2 e4m3x2 e5m2x2 e2m3x2 e3m2x2 e2m1x2 ue8m0x2"
                          .split())
+
+
+def _cell_key(cell: tuple) -> str:
+    """The key a stack cell ``(region, offset, width)`` is followed under (no register's name
+    has a bracket)."""
+    return f"[{cell[0]}+{cell[1]}:{cell[2]}]"
 
 
 def _is_param(modifiers) -> bool:

@@ -8,6 +8,7 @@ PTX unchanged; the pass is idempotent; ptxas accepts the result.
 
 from __future__ import annotations
 
+import difflib
 import subprocess
 
 import pytest
@@ -58,13 +59,36 @@ __global__ void cp_async_then_wgmma(float* out, const __half* in) {
 }
 """
 
+# A struct passed by value: a -G build keeps it, and the pointer in it, in stack frames
+# (the kernel's frame lets its address out, for `d`). The first fill of `tile` is fenced
+# by hand; the second fill writes `scratch`, another buffer: nothing is missing. Written
+# into `tile` instead, the second fill needs a fence before the wgmma (PTX ISA, proxies:
+# a generic write, then an async-proxy read of the same bytes).
+TWO_BUFFERS = PRELUDE + r"""
+struct View { __half* p; int n; };
+__device__ void fill(View v, const __half* in) {
+  for (int i = threadIdx.x; i < v.n; i += blockDim.x) v.p[i] = in[i];
+}
+__global__ void two_buffers(float* out, const __half* in) {
+  __shared__ __align__(128) __half tile[64 * 16];
+  __shared__ __align__(16) __half scratch[256];
+  fill(View{tile, 64 * 16}, in);
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  fill(View{SECOND, 256}, in);
+  float d[4] = {0.f, 0.f, 0.f, 0.f};
+  wgmma(d, desc_of(tile));
+  out[threadIdx.x] = d[0] + d[1] + d[2] + d[3] + __half2float(scratch[threadIdx.x % 256]);
+}
+"""
+
 FENCE = "fence.proxy.async.shared::cta;"
 
 
-def nvcc_ptx(source: str, tmp_path) -> str:
+def nvcc_ptx(source: str, tmp_path, *flags: str) -> str:
     cu = tmp_path / "kernel.cu"
     cu.write_text(source)
-    subprocess.run(["nvcc", "-arch=sm_90a", "-ptx", str(cu), "-o", str(tmp_path / "kernel.ptx")], check=True)
+    subprocess.run(["nvcc", "-arch=sm_90a", *flags, "-ptx", str(cu), "-o", str(tmp_path / "kernel.ptx")], check=True)
     return (tmp_path / "kernel.ptx").read_text()
 
 
@@ -95,3 +119,21 @@ def test_cp_async_then_wgmma(tmp_path):
     assert lines[at + 1].startswith("wgmma.mma_async")
     wait = next(i for i, line in enumerate(lines) if line.startswith("cp.async.wait_group"))
     assert wait < at  # after the wait that completes the cp.async writes
+
+
+@pytest.mark.parametrize("flags", [(), ("-G",)])
+def test_a_struct_passed_by_value_keeps_its_buffer_apart(flags, tmp_path):
+    ptx = nvcc_ptx(TWO_BUFFERS.replace("SECOND", "scratch"), tmp_path, *flags)
+    assert ("%SP" in ptx) == bool(flags)  # -G: the View and its pointer go through stack frames
+    fenced, report = fence_text(ptx, "kernel.ptx")
+    assert report.fences == [] and fenced == ptx
+    from ptxkit.ptxas import assemble
+
+    ptx = nvcc_ptx(TWO_BUFFERS.replace("SECOND", "tile"), tmp_path, *flags)
+    fenced, report = fence_text(ptx, "kernel.ptx")
+    assert [f.text for f in report.fences] == [FENCE]
+    changed = [line for line in difflib.ndiff(ptx.splitlines(), fenced.splitlines()) if line[:2] in ("+ ", "- ")]
+    assert [line.strip() for line in changed] == ["+ " + FENCE]  # one line added, every other byte kept
+    lines = [line.strip() for line in fenced.splitlines()]
+    assert lines[len(lines) - 1 - lines[::-1].index(FENCE) + 1].startswith("wgmma.mma_async")
+    assemble(fenced, "sm_90a", filename="kernel.ptx", cache=False)

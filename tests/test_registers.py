@@ -101,6 +101,35 @@ def test_a_counter_tested_at_the_bottom_of_its_loop_is_bounded():
     assert value_at(counter, "%r2") == "[0, 144] step 16"
 
 
+FRAME = (".local .align 8 .b8 __local_depot0[64];\n.reg .b64 %SP;\n.reg .b64 %SPL;\n\tmov.u64 %SPL, __local_depot0;\n"
+         "\tcvta.local.u64 %SP, %SPL;\n\tmov.u64 %rd1, dyn;\n\tcvta.shared.u64 %rd2, %rd1;\n")
+TAKEN = "\tadd.u64 %rd3, %SP, 16;\n"  # the frame's address leaves its [%SP+c] operands
+RELOAD = "\tld.u64 %rd4, [%SP+8];\n\tadd.s64 %rd5, %rd4, 64;\n"
+
+
+@pytest.mark.parametrize("body, shown", [
+    ("\tst.u64 [%SP+8], %rd2;\n" + TAKEN + RELOAD, "dynamic shared+64 (shared::cta generic)"),
+    # two stores in turn: the load after the second sees the second (cells are versioned like registers)
+    ("\tst.u64 [%SP+8], 0;\n" + TAKEN + "\tst.u64 [%SP+8], %rd2;\n" + RELOAD,
+     "dynamic shared+64 (shared::cta generic)"),
+    # the pointer to the slot stored in another slot and followed back
+    ("\tst.u64 [%SP+8], %rd2;\n\tadd.u64 %rd3, %SP, 8;\n\tst.u64 [%SP+16], %rd3;\n\tld.u64 %rd6, [%SP+16];\n"
+     "\tld.u64 %rd4, [%rd6];\n\tadd.s64 %rd5, %rd4, 64;\n", "dynamic shared+64 (shared::cta generic)"),
+    # overwritten through a pointer to it with a value not known: not known either
+    ("\tst.u64 [%SP+8], %rd2;\n\tadd.u64 %rd3, %SP, 8;\n\tst.u64 [%rd3], %rd9;\n" + RELOAD, "top"),
+    # a store through a pointer loaded from global memory may write any frame whose address is out
+    ("\tst.u64 [%SP+8], %rd2;\n" + TAKEN + "\tld.global.u64 %rd6, [%rd9];\n\tst.u64 [%rd6], %rd9;\n" + RELOAD,
+     "top"),
+    # ... but not a sealed one
+    ("\tst.u64 [%SP+8], %rd2;\n\tld.global.u64 %rd6, [%rd9];\n\tst.u64 [%rd6], %rd9;\n" + RELOAD,
+     "dynamic shared+64 (shared::cta generic)"),
+    # a narrower store into the slot: the slot is not followed
+    ("\tst.u64 [%SP+8], %rd2;\n" + TAKEN + "\tst.u32 [%SP+12], %r1;\n" + RELOAD, "top"),
+])
+def test_values_kept_in_a_debug_build_stack_frame(body, shown):
+    assert value_at(FRAME + body, "%rd5") == shown
+
+
 def test_branch_conditions_narrow_and_dead_paths_are_found():
     body = ("\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r2, %r1, -32;\n\tsetp.gt.u32 %p1, %r2, 15;\n\t@%p1 bra OUT;\n"
             "\tshl.b32 %r3, %r1, 2;\n\t// here\n\tadd.s32 %r4, %r1, 192;\n\tsetp.gt.u32 %p2, %r4, 15;\n"

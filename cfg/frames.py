@@ -1,0 +1,223 @@
+"""Values a ``-G`` build keeps in its stack frames (docs/fence.md §3.2).
+
+A ``-G`` build keeps variables in its functions' stack frames: ``st.u64 [%SP+824], %rd96``
+and later ``ld.u64 %rd402, [%SP+824]``, or through a pointer to the frame that a lambda
+captured. The register analysis follows such a value through memory when a `StackModel`
+says which stores write which *cells* (a frame's bytes ``offset .. offset+width`` that
+one access addresses exactly) and which cell each load reads.
+
+The model is taken from the addresses the analysis itself computes, optimistically:
+first assuming a store whose address is not known writes no cell, then checking every
+store and load against the values found under that assumption, and solving again with
+what the check adds until nothing is added (`registers.analyse_registers`). Once the
+check holds, the values are sound: in any run, the first store that wrote a cell the
+model does not give it (or the first load that read outside its cell) would have used
+an address the analysis had already valued, and the check found none.
+
+A frame whose address never leaves its own ``[%SP+c]`` operands is *sealed*: no pointer
+reaches it, so a store through an unknown pointer writes only the other frames' cells.
+
+>>> empty = StackModel({}, frozenset(), {})
+>>> found = StackModel({(0, 1): frozenset({"c"})}, frozenset({(0, 1)}), {(0, 2): "c"})
+>>> first = empty.advance(found)  # the new load first, the stores as they were
+>>> empty.holds_for(found), first.stores, first.advance(found) == found, found.settled(found)
+(False, {}, True, True)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ptxkit.cfg.graph import derived
+from ptxkit.cfg.values import LOCAL_SPACE, NUM, TOP_FORM
+from ptxkit.isa import access_width
+
+#: The stack pointers of nvcc's -G builds (generic and local-window).
+STACK_POINTERS = frozenset({"%SP", "%SPL"})
+#: State spaces an access names that are not the stack.
+_OTHER_SPACES = ("shared", "global", "const", "param", "tex")
+#: Opcodes that write memory through their first operand other than a scalar ``st``.
+_OTHER_WRITERS = frozenset("atom red cp stmatrix multimem st".split())
+#: Beyond this many stack accesses the stack is not followed (its rounds would cost too much).
+MOST_ACCESSES = 4000
+
+
+class Access(NamedTuple):
+    """One load or store that may touch a stack frame: where, what (`kind`: "load" for a
+    scalar ``ld``, "store" for a scalar ``st``, "write" for anything else that writes
+    through the address), its byte `width` and its memory operand."""
+
+    block: int
+    position: int
+    kind: str
+    width: int
+    memory: object
+
+
+class Frames(NamedTuple):
+    """A graph's stack accesses and the regions of its sealed frames."""
+
+    accesses: tuple
+    sealed: frozenset
+
+
+def stack_frames(flow) -> Frames | None:
+    """The stack accesses of `flow` and its sealed frames, once per graph; None when it
+    has no stack frame or too many accesses to follow."""
+    return derived(flow, "stack frames", lambda: _scan(flow))
+
+
+def _scan(flow) -> Frames | None:
+    accesses = []
+    depots: dict = {}  # context id -> the frame's region name
+    unsealed: set = set()
+    for block in flow.blocks:
+        context = block.context
+        key = context.id if context is not None else 0
+        for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
+            text = instruction.text
+            if "%SP" in text or "__local_depot" in text:
+                _frame_use(instruction, head, key, depots, unsealed)
+            base = head[2]
+            if base not in ("ld", "st") and base not in _OTHER_WRITERS:
+                continue
+            modifiers = head[1].split(".")[1:]
+            if any(m.startswith(_OTHER_SPACES) for m in modifiers):
+                continue
+            operands = instruction.operands
+            at = 1 if base == "ld" else 0
+            if len(operands) <= at or operands[at].kind != "memory":
+                continue
+            scalar = len(operands) == 2 and operands[1 - at].kind in ("register", "immediate")
+            kind = "load" if base == "ld" else "store" if base == "st" and scalar else "write"
+            if kind == "load" and not (scalar and operands[0].kind == "register"):
+                continue  # a vector load: its registers are not followed anyway
+            accesses.append(Access(block.index, position, kind, access_width(modifiers), operands[at]))
+    if not depots or len(accesses) > MOST_ACCESSES:
+        return None
+    suffix = {key: f"@{key}" if key else "" for key in depots}
+    sealed = frozenset(name + suffix[key] for key, name in depots.items() if key not in unsealed)
+    return Frames(tuple(accesses), sealed)
+
+
+def _frame_use(instruction, head, key, depots: dict, unsealed: set) -> None:
+    """Note the frame `instruction` sets up (``mov %SPL, __local_depotN``) or whether it
+    lets the frame's address out (anything but a ``[%SP+c]`` operand of ``ld``/``st``)."""
+    operands = instruction.operands
+    base = head[2]
+    if base == "mov" and len(operands) == 2 and operands[0].name == "%SPL" and operands[1].kind == "symbol":
+        depots[key] = operands[1].name
+        return
+    if base == "cvta" and len(operands) == 2 and operands[0].name == "%SP" and operands[1].name == "%SPL":
+        return
+    for index, operand in enumerate(operands):
+        names = {e.name for e in operand.elements} if operand.kind in ("memory", "vector") else {operand.name}
+        if not (STACK_POINTERS & names or any((n or "").startswith("__local_depot") for n in names)):
+            continue
+        direct = operand.kind == "memory" and len(operand.elements) == 1 and index == (1 if base == "ld" else 0) \
+            and base in ("ld", "st")
+        if not direct:
+            unsealed.add(key)
+
+
+class StackModel(NamedTuple):
+    """Which cells each store writes and each load reads (see the module docstring).
+
+    `stores`: ``{(block, position): frozenset of cells}`` a store may write; `exact`:
+    the stores that write one whole cell with a known value (the others leave their
+    cells unknown); `loads`: ``{(block, position): cell}`` for the loads that read one
+    whole cell. A cell is ``(region name, offset, width)``."""
+
+    stores: dict
+    exact: frozenset
+    loads: dict
+
+    @property
+    def unknown(self) -> frozenset:
+        """The cells some store may write with a value not followed."""
+        return frozenset(cell for site, cells in self.stores.items() if site not in self.exact for cell in cells)
+
+    def advance(self, found: StackModel) -> StackModel:
+        """The next assumption. A load keeps its cell only where the two models agree, or
+        takes the one `found` gives it first. While `found` follows new loads, the stores
+        stay as they were (a store whose address came from such a load may turn out to
+        be known); after that every store writes what either model says."""
+        loads = {site: cell for site, cell in found.loads.items() if self.loads.get(site, cell) == cell}
+        if not found.loads.keys() <= self.loads.keys():
+            return self._replace(loads=loads)
+        stores = {site: self.stores.get(site, frozenset()) | found.stores.get(site, frozenset())
+                  for site in self.stores.keys() | found.stores.keys()}
+        exact = frozenset(site for site, cells in stores.items() if len(cells) == 1
+                          and all(site in model.exact for model in (self, found) if site in model.stores))
+        return StackModel(stores, exact, loads)
+
+    def holds_for(self, found: StackModel) -> bool:
+        """True when `found` (the model the values solved under this one show) asks
+        nothing this model does not already give: no store writes more, no load reads
+        elsewhere. The values are then sound."""
+        for site, cells in found.stores.items():
+            if not cells <= self.stores.get(site, frozenset()) or (site not in found.exact and site in self.exact):
+                return False
+        return all(found.loads.get(site) == cell for site, cell in self.loads.items())
+
+    def settled(self, found: StackModel) -> bool:
+        """`holds_for`, and `found` follows no load this model does not: nothing more to have."""
+        return self.holds_for(found) and found.loads.keys() <= self.loads.keys()
+
+
+def observed(frames: Frames, values: dict, start: bool) -> StackModel:
+    """The model the addresses in `values` show (``values[("stack", i)]`` is the address
+    of access ``i``). With `start`, a store whose address is not known is taken to write
+    no cell (the optimistic first assumption); otherwise it writes every cell of every
+    frame that is not sealed."""
+    located = [(access, _cell_of(access, values.get(("stack", i), ()))) for i, access in enumerate(frames.accesses)]
+    cells: dict = {}  # region -> {(offset, width)}
+    for access, cell in located:
+        if cell is not None:
+            cells.setdefault(cell[0], set()).add(cell[1:])
+    stores, exact, loads = {}, set(), {}
+    for i, (access, cell) in enumerate(located):
+        site = (access.block, access.position)
+        if access.kind == "load":
+            if cell is not None and not _overlapped(cell, cells):
+                loads[site] = cell
+            continue
+        hit = set()
+        for atom in values.get(("stack", i), ()):
+            hit |= _hit(atom, access.width, cells, frames.sealed, start)
+        if access.kind == "store" and cell is not None and hit == {cell}:
+            exact.add(site)
+        if hit:
+            stores[site] = frozenset(hit)
+    return StackModel(stores, frozenset(exact), loads)
+
+
+def _cell_of(access: Access, value: tuple):
+    """The cell an access addresses exactly: one local address with a known offset."""
+    if len(value) != 1:
+        return None
+    atom = value[0]
+    if not atom.is_address or atom.space != LOCAL_SPACE or atom.region is None or atom.lo != atom.hi \
+            or atom.shift or atom.high:
+        return None
+    return atom.region.name, atom.lo, access.width
+
+
+def _overlapped(cell: tuple, cells: dict) -> bool:
+    region, offset, width = cell
+    return any((other, size) != (offset, width) and other < offset + width and offset < other + size
+               for other, size in cells.get(region, ()))
+
+
+def _hit(atom, width: int, cells: dict, sealed: frozenset, start: bool) -> set:
+    """The cells an access of `width` bytes through `atom` may touch."""
+    if atom.form == TOP_FORM or atom.form == NUM or (atom.space == LOCAL_SPACE and atom.region is None):
+        if start:
+            return set()
+        return {(region, *shape) for region, shapes in cells.items() if region not in sealed for shape in shapes}
+    if not atom.is_address or atom.space != LOCAL_SPACE:
+        return set()
+    if atom.shift or atom.high:
+        return {(atom.region.name, *shape) for shape in cells.get(atom.region.name, ())}
+    return {(atom.region.name, offset, size) for offset, size in cells.get(atom.region.name, ())
+            if offset < atom.hi + width and atom.lo < offset + size}

@@ -1,0 +1,71 @@
+"""-G stack frames: which frames are sealed, the cells accesses address, and the rounds'
+assumption (cfg/frames.py)."""
+
+from __future__ import annotations
+
+import ptxkit
+from ptxkit.cfg.frames import StackModel, observed, stack_frames
+from ptxkit.cfg.graph import flow_graph
+from ptxkit.cfg.registers import analyse_registers
+
+HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n"
+FRAME = (".local .align 8 .b8 __local_depot0[64];\n.reg .b64 %SP;\n.reg .b64 %SPL;\n.reg .b64 %rd<9>;\n"
+         "\tmov.u64 %SPL, __local_depot0;\n\tcvta.local.u64 %SP, %SPL;\n")
+
+
+def flow_of(body: str):
+    return flow_graph(ptxkit.parse(f"{HEAD}.visible .entry k()\n{{\n{FRAME}{body}\tret;\n}}\n").function("k"))
+
+
+def test_a_frame_is_sealed_until_its_address_leaves_its_own_operands():
+    assert stack_frames(flow_of("\tst.u64 [%SP+8], %rd1;\n\tld.u64 %rd2, [%SPL+8];\n")).sealed == {"__local_depot0"}
+    for escape in ("\tadd.u64 %rd3, %SP, 8;\n", "\tst.u64 [%rd1], %SP;\n", "\tmov.u64 %rd3, __local_depot0;\n"):
+        assert stack_frames(flow_of("\tst.u64 [%SP+8], %rd1;\n" + escape)).sealed == frozenset(), escape
+
+
+def test_a_kernel_without_a_frame_has_nothing_to_follow():
+    flow = flow_graph(ptxkit.parse(f"{HEAD}.visible .entry k()\n{{\n.reg .b64 %rd<3>;\n\tst.u64 [%rd1], %rd2;\n"
+                                   "\tret;\n}\n").function("k"))
+    assert stack_frames(flow) is None
+
+
+def model_of(body: str, start: bool) -> tuple:
+    """The model the plain values of `body` show, with the accesses' lines for reading it."""
+    flow = flow_of(body)
+    frames = stack_frames(flow)
+    probes = {("stack", i): (a.block, a.position, a.memory) for i, a in enumerate(frames.accesses)}
+    values = analyse_registers(flow, probes).values
+    line = {(a.block, a.position): flow.blocks[a.block].instructions[a.position].text for a in frames.accesses}
+    return observed(frames, values, start), line
+
+
+def test_exact_stores_and_loads_name_their_cell():
+    model, line = model_of("\tst.u64 [%SP+8], %rd1;\n\tadd.u64 %rd3, %SP, 8;\n\tld.u64 %rd2, [%rd3];\n", True)
+    cell = ("__local_depot0", 8, 8)
+    assert {line[s]: c for s, c in model.loads.items()} == {"ld.u64 %rd2, [%rd3];": cell}
+    assert {line[s] for s in model.exact} == {"st.u64 [%SP+8], %rd1;"}
+
+
+def test_a_store_through_an_unknown_address_is_assumed_away_only_at_the_start():
+    body = "\tst.u64 [%SP+8], %rd1;\n\tadd.u64 %rd3, %SP, 16;\n\tld.global.u64 %rd4, [%rd5];\n\tst.u32 [%rd4], 1;\n"
+    first, line = model_of(body, True)
+    later, _ = model_of(body, False)
+    unknown = next(s for s in line if line[s] == "st.u32 [%rd4], 1;")
+    assert unknown not in first.stores
+    assert later.stores[unknown] == {("__local_depot0", 8, 8)} and ("__local_depot0", 8, 8) in later.unknown
+    assert not first.holds_for(later) and first.advance(later).holds_for(later)
+
+
+def test_a_partly_overlapping_store_is_not_exact():
+    model, line = model_of("\tst.u64 [%SP+8], %rd1;\n\tst.u32 [%SP+12], 7;\n\tld.u64 %rd2, [%SP+8];\n", False)
+    assert not model.loads and not model.exact and ("__local_depot0", 8, 8) in model.unknown
+
+
+def test_loads_are_followed_before_stores_grow():
+    load, store = (0, 3), (0, 4)
+    model = StackModel({}, frozenset(), {})
+    found = StackModel({store: frozenset({"a", "b"})}, frozenset(), {load: "a"})
+    step = model.advance(found)
+    assert step.loads == {load: "a"} and step.stores == {}
+    assert step.advance(found) == found and found.settled(found)
+    assert not found.holds_for(StackModel({}, frozenset(), {load: "b"}))  # the load reads elsewhere now
