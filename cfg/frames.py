@@ -85,8 +85,8 @@ def _scan(flow) -> Frames | None:
             if any(m.startswith(_OTHER_SPACES) for m in modifiers):
                 continue
             operands = instruction.operands
-            at = 1 if base == "ld" else 0
-            if len(operands) <= at or operands[at].kind != "memory":
+            at = next((i for i, operand in enumerate(operands) if operand.kind == "memory"), None)
+            if at is None:
                 continue
             scalar = len(operands) == 2 and operands[1 - at].kind in ("register", "immediate")
             kind = "load" if base == "ld" else "store" if base == "st" and scalar else "write"

@@ -123,6 +123,8 @@ RELOAD = "\tld.u64 %rd4, [%SP+8];\n\tadd.s64 %rd5, %rd4, 64;\n"
     # ... but not a sealed one
     ("\tst.u64 [%SP+8], %rd2;\n\tld.global.u64 %rd6, [%rd9];\n\tst.u64 [%rd6], %rd9;\n" + RELOAD,
      "dynamic shared+64 (shared::cta generic)"),
+    # an atomic through a pointer to it writes it too
+    ("\tst.u64 [%SP+8], %rd2;\n\tadd.u64 %rd3, %SP, 8;\n\tatom.add.u64 %rd6, [%rd3], 1;\n" + RELOAD, "top"),
     # a narrower store into the slot: the slot is not followed
     ("\tst.u64 [%SP+8], %rd2;\n" + TAKEN + "\tst.u32 [%SP+12], %r1;\n" + RELOAD, "top"),
 ])
