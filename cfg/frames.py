@@ -26,10 +26,11 @@ reaches it, so a store through an unknown pointer writes only the other frames' 
 
 from __future__ import annotations
 
+import bisect
 from typing import NamedTuple
 
 from ptxkit.cfg.graph import derived
-from ptxkit.cfg.values import LOCAL_SPACE, NUM, TOP_FORM
+from ptxkit.cfg.values import INF, LOCAL_SPACE, NUM, TOP_FORM
 from ptxkit.isa import access_width
 
 #: The stack pointers of nvcc's -G builds (generic and local-window).
@@ -45,13 +46,15 @@ MOST_ACCESSES = 4000
 class Access(NamedTuple):
     """One load or store that may touch a stack frame: where, what (`kind`: "load" for a
     scalar ``ld``, "store" for a scalar ``st``, "write" for anything else that writes
-    through the address), its byte `width` and its memory operand."""
+    through the address), its byte `width`, its memory operand, and the cell a
+    ``[%SP+c]`` operand names (`direct`; None for an address in a register)."""
 
     block: int
     position: int
     kind: str
     width: int
     memory: object
+    direct: tuple | None
 
 
 class Frames(NamedTuple):
@@ -92,11 +95,15 @@ def _scan(flow) -> Frames | None:
             kind = "load" if base == "ld" else "store" if base == "st" and scalar else "write"
             if kind == "load" and not (scalar and operands[0].kind == "register"):
                 continue  # a vector load: its registers are not followed anyway
-            accesses.append(Access(block.index, position, kind, access_width(modifiers), operands[at]))
+            memory = operands[at]
+            direct = (key, memory.value or 0) if memory.name in STACK_POINTERS and len(memory.elements) == 1 else None
+            accesses.append(Access(block.index, position, kind, access_width(modifiers), memory, direct))
     if not depots or len(accesses) > MOST_ACCESSES:
         return None
-    suffix = {key: f"@{key}" if key else "" for key in depots}
-    sealed = frozenset(name + suffix[key] for key, name in depots.items() if key not in unsealed)
+    region = {key: name + (f"@{key}" if key else "") for key, name in depots.items()}
+    accesses = [a._replace(direct=(region[a.direct[0]], a.direct[1], a.width) if a.direct[0] in region else None)
+                if a.direct is not None else a for a in accesses]
+    sealed = frozenset(region[key] for key in depots if key not in unsealed)
     return Frames(tuple(accesses), sealed)
 
 
@@ -165,26 +172,28 @@ class StackModel(NamedTuple):
         return self.holds_for(found) and found.loads.keys() <= self.loads.keys()
 
 
-def observed(frames: Frames, values: dict, start: bool) -> StackModel:
+def observed(frames: Frames, values: dict | None = None) -> StackModel:
     """The model the addresses in `values` show (``values[("stack", i)]`` is the address
-    of access ``i``). With `start`, a store whose address is not known is taken to write
-    no cell (the optimistic first assumption); otherwise it writes every cell of every
-    frame that is not sealed."""
-    located = [(access, _cell_of(access, values.get(("stack", i), ()))) for i, access in enumerate(frames.accesses)]
-    cells: dict = {}  # region -> {(offset, width)}
-    for access, cell in located:
-        if cell is not None:
-            cells.setdefault(cell[0], set()).add(cell[1:])
+    of access ``i``): a store through an address not known writes every cell of every
+    frame that is not sealed. Without `values`, the first assumption: the ``[%SP+c]``
+    accesses name their cells, and every other store is taken to write none."""
+    if values is None:
+        located = [(access, access.direct) for access in frames.accesses]
+    else:
+        located = [(access, _cell_of(access, values.get(("stack", i), ())))
+                   for i, access in enumerate(frames.accesses)]
+    cells = _Cells(cell for _, cell in located if cell is not None)
+    anywhere = frozenset() if values is None else cells.outside(frames.sealed)
     stores, exact, loads = {}, set(), {}
     for i, (access, cell) in enumerate(located):
         site = (access.block, access.position)
         if access.kind == "load":
-            if cell is not None and not _overlapped(cell, cells):
+            if cell is not None and cells.touching(*cell) == {cell}:
                 loads[site] = cell
             continue
-        hit = set()
-        for atom in values.get(("stack", i), ()):
-            hit |= _hit(atom, access.width, cells, frames.sealed, start)
+        hit: set = cells.touching(*cell) if values is None and cell is not None else set()
+        for atom in values.get(("stack", i), ()) if values is not None else ():
+            hit |= cells.hit(atom, access.width, anywhere)
         if access.kind == "store" and cell is not None and hit == {cell}:
             exact.add(site)
         if hit:
@@ -203,21 +212,39 @@ def _cell_of(access: Access, value: tuple):
     return atom.region.name, atom.lo, access.width
 
 
-def _overlapped(cell: tuple, cells: dict) -> bool:
-    region, offset, width = cell
-    return any((other, size) != (offset, width) and other < offset + width and offset < other + size
-               for other, size in cells.get(region, ()))
+class _Cells:
+    """The cells of each frame, sorted by offset, for "which cells do these bytes touch"."""
 
+    def __init__(self, cells):
+        by_region: dict = {}
+        for region, offset, width in set(cells):
+            by_region.setdefault(region, []).append((offset, width))
+        self.shapes = {region: sorted(shapes) for region, shapes in by_region.items()}
+        self.starts = {region: [offset for offset, _ in shapes] for region, shapes in self.shapes.items()}
+        self.widest = {region: max(width for _, width in shapes) for region, shapes in self.shapes.items()}
 
-def _hit(atom, width: int, cells: dict, sealed: frozenset, start: bool) -> set:
-    """The cells an access of `width` bytes through `atom` may touch."""
-    if atom.form == TOP_FORM or atom.form == NUM or (atom.space == LOCAL_SPACE and atom.region is None):
-        if start:
+    def touching(self, region: str, start: int, width: int) -> set:
+        """The cells of `region` that share a byte with ``start .. start+width``."""
+        shapes = self.shapes.get(region)
+        if not shapes:
             return set()
-        return {(region, *shape) for region, shapes in cells.items() if region not in sealed for shape in shapes}
-    if not atom.is_address or atom.space != LOCAL_SPACE:
-        return set()
-    if atom.shift or atom.high:
-        return {(atom.region.name, *shape) for shape in cells.get(atom.region.name, ())}
-    return {(atom.region.name, offset, size) for offset, size in cells.get(atom.region.name, ())
-            if offset < atom.hi + width and atom.lo < offset + size}
+        first = bisect.bisect_left(self.starts[region], start - self.widest[region] + 1)
+        last = bisect.bisect_left(self.starts[region], start + width)
+        return {(region, offset, size) for offset, size in shapes[first:last] if start < offset + size}
+
+    def outside(self, sealed: frozenset) -> frozenset:
+        """Every cell of every frame not sealed: what a store through an unknown address may write."""
+        return frozenset((region, *shape) for region, shapes in self.shapes.items() if region not in sealed
+                         for shape in shapes)
+
+    def hit(self, atom, width: int, anywhere: frozenset) -> set | frozenset:
+        """The cells an access of `width` bytes through `atom` may touch (`anywhere`: what
+        an unknown address may)."""
+        if atom.form == TOP_FORM or atom.form == NUM or (atom.space == LOCAL_SPACE and atom.region is None):
+            return anywhere
+        if not atom.is_address or atom.space != LOCAL_SPACE:
+            return set()
+        region = atom.region.name
+        if atom.shift or atom.high or atom.hi >= INF:
+            return {(region, *shape) for shape in self.shapes.get(region, ())}
+        return self.touching(region, atom.lo, atom.hi - atom.lo + width)

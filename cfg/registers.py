@@ -192,18 +192,20 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
     # through an unknown address writes no cell, then checking every access against the
     # values found, until the check asks for nothing more (cfg/frames.py)
     probes = {("stack", i): (access.block, access.position, access.memory) for i, access in enumerate(frames.accesses)}
-    plain, plain_dead = analysis.solve({**queries, **probes})
-    answer = RegisterAnswers({key: plain[key] for key in queries}, plain_dead, analysis.by_thread)
-    model = observed(frames, plain, start=True)
+    answer = None  # the last round whose values the check found sound
+    model = observed(frames)
     for _ in range(_STACK_ROUNDS):
         following = _Analysis(flow, max_cluster, aligned, model)
         values, dead = following.solve({**queries, **probes})
-        found = observed(frames, values, start=False)
-        if model.settled(found):
-            return RegisterAnswers({key: values[key] for key in queries}, dead, following.by_thread)
+        found = observed(frames, values)
         if model.holds_for(found):
             answer = RegisterAnswers({key: values[key] for key in queries}, dead, following.by_thread)
+            if model.settled(found):
+                return answer
         model = model.advance(found)
+    if answer is None:  # no round held: the values without the stack
+        values, dead = analysis.solve(queries)
+        answer = RegisterAnswers(values, dead, analysis.by_thread)
     return answer
 
 
@@ -360,6 +362,7 @@ class _Analysis:
         self.aligned = aligned or {}
         self.stack = stack
         self.unknown_cells = stack.unknown if stack is not None else frozenset()
+        self._with_cells: dict | None = None  # the definitions with the cells the stack model follows
         self.special = special_ranges(flow.function, max_cluster)
         self.symbols: dict[int, dict] = {}  # context id -> symbol values
         self.thresholds: set[int] = set()  # constants compared against: where widening stops
@@ -422,11 +425,12 @@ class _Analysis:
         found = derived(self.flow, "register definitions", self._definitions)
         if self.stack is None or not self.stack.exact:
             return found
-        found = dict(found)
-        for site in self.stack.exact:
-            key = _cell_key(next(iter(self.stack.stores[site])))
-            found[key] = [*found.get(key, ()), site]
-        return found
+        if self._with_cells is None:
+            self._with_cells = dict(found)
+            for site in self.stack.exact:
+                key = _cell_key(next(iter(self.stack.stores[site])))
+                self._with_cells[key] = [*self._with_cells.get(key, ()), site]
+        return self._with_cells
 
     def _definitions(self) -> dict:
         found: dict[str, list[tuple[int, int]]] = {}

@@ -30,20 +30,23 @@ def test_a_kernel_without_a_frame_has_nothing_to_follow():
 
 
 def model_of(body: str, start: bool) -> tuple:
-    """The model the plain values of `body` show, with the accesses' lines for reading it."""
+    """The model the values of `body` show (or, with `start`, the first assumption), with
+    the accesses' lines for reading it."""
     flow = flow_of(body)
     frames = stack_frames(flow)
     probes = {("stack", i): (a.block, a.position, a.memory) for i, a in enumerate(frames.accesses)}
-    values = analyse_registers(flow, probes).values
     line = {(a.block, a.position): flow.blocks[a.block].instructions[a.position].text for a in frames.accesses}
-    return observed(frames, values, start), line
+    return observed(frames, None if start else analyse_registers(flow, probes).values), line
 
 
 def test_exact_stores_and_loads_name_their_cell():
-    model, line = model_of("\tst.u64 [%SP+8], %rd1;\n\tadd.u64 %rd3, %SP, 8;\n\tld.u64 %rd2, [%rd3];\n", True)
+    body = "\tst.u64 [%SP+8], %rd1;\n\tadd.u64 %rd3, %SP, 8;\n\tld.u64 %rd2, [%rd3];\n\tld.u64 %rd4, [%SP+8];\n"
     cell = ("__local_depot0", 8, 8)
-    assert {line[s]: c for s, c in model.loads.items()} == {"ld.u64 %rd2, [%rd3];": cell}
-    assert {line[s] for s in model.exact} == {"st.u64 [%SP+8], %rd1;"}
+    first, line = model_of(body, True)  # the [%SP+c] operands alone
+    assert {line[s]: c for s, c in first.loads.items()} == {"ld.u64 %rd4, [%SP+8];": cell}
+    model, _ = model_of(body, False)
+    assert {line[s]: c for s, c in model.loads.items()} == {"ld.u64 %rd2, [%rd3];": cell, "ld.u64 %rd4, [%SP+8];": cell}
+    assert {line[s] for s in model.exact} == {line[s] for s in first.exact} == {"st.u64 [%SP+8], %rd1;"}
 
 
 def test_a_store_through_an_unknown_address_is_assumed_away_only_at_the_start():
