@@ -7,9 +7,10 @@ says which stores write which *cells* (a frame's bytes ``offset .. offset+width`
 one access addresses exactly) and which cell each load reads.
 
 The model is taken from the addresses the analysis itself computes, optimistically:
-first assuming a store whose address is not known writes no cell, then checking every
-store and load against the values found under that assumption, and solving again with
-what the check adds until nothing is added (`registers.analyse_registers`). Once the
+first the ``[%SP+c]`` operands name their cells and a store through an address in a
+register is assumed to write none, then every store and load is checked against the
+values found under that assumption, and the values are solved again with what the
+check adds until nothing is added (`registers.analyse_registers`). Once the
 check holds, the values are sound: in any run, the first store that wrote a cell the
 model does not give it (or the first load that read outside its cell) would have used
 an address the analysis had already valued, and the check found none.
@@ -37,7 +38,7 @@ from ptxkit.isa import access_width
 STACK_POINTERS = frozenset({"%SP", "%SPL"})
 #: State spaces an access names that are not the stack.
 _OTHER_SPACES = ("shared", "global", "const", "param", "tex")
-#: Opcodes that write memory through their first operand other than a scalar ``st``.
+#: Opcodes that may write memory through an address operand (a scalar ``st`` among them).
 _OTHER_WRITERS = frozenset("atom red cp stmatrix multimem st".split())
 #: Beyond this many stack accesses the stack is not followed (its rounds would cost too much).
 MOST_ACCESSES = 4000
