@@ -34,11 +34,17 @@ from __future__ import annotations
 
 import bisect
 
-from ptxkit.cfg.registers import _is_param, _reads, _targets, symbol_regions
+from ptxkit.cfg.registers import _is_param, _reads, _targets, symbol_regions, written_and_read
 from ptxkit.isa import access_width
 
 #: The stack pointers of nvcc's -G builds (generic and local-window).
 _STACK_POINTERS = frozenset({"%SP", "%SPL"})
+
+#: Opcodes whose operands the scan reads one by one: stores, and what makes or loads a pointer.
+_STORES = frozenset(("st", "red", "stmatrix", "cp", "multimem"))
+_READ_OPERANDS = _STORES | frozenset(("atom", "cvta", "mapa", "ld", "ldu"))
+#: Opcodes that may step a -G stack address (`_StackAddresses.define`).
+_STACK_STEPS = frozenset(("add", "mov"))
 
 #: Opcodes that define no register a pointer could flow into.
 _NO_TARGET = frozenset("bra brx call ret exit trap bar barrier fence membar prefetch prefetchu nanosleep mbarrier "
@@ -56,6 +62,7 @@ def shared_pointer_registers(flow) -> set[str]:
     param_loads: dict[tuple, list[str]] = {}  # parameter slot -> targets of loads of it (inlined calls)
     stores: list[tuple[str, list[str]]] = []  # ("memory" | "param", stored registers)
     stack = _StackAddresses()
+    on_stack = any("%SP" in instruction.text for block in flow.blocks for instruction in block.instructions)
     for block in flow.blocks:
         context = block.context
         prefix = context.prefix if context is not None else ""
@@ -67,11 +74,22 @@ def shared_pointer_registers(flow) -> set[str]:
         calls = _next_calls(block)
         for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
             opcode, base = head[1], head[2]
+            if base in _NO_TARGET:
+                continue
+            if base not in _READ_OPERANDS and not (on_stack and base in _STACK_STEPS):
+                found = written_and_read(instruction, head, plain)
+                if found is not None:  # arithmetic and the like: its targets follow what it reads
+                    if found[0]:
+                        targets = [prefix + name for name in found[0]]
+                        stack.define_unknown(targets)
+                        for name in found[1]:
+                            uses.setdefault(prefix + name, []).append(targets)
+                    continue
             operands = instruction.operands
             if not operands:
                 continue
             modifiers = opcode.split(".")[1:]
-            if base in ("st", "red", "stmatrix", "cp", "multimem"):
+            if base in _STORES:
                 stored = [prefix + r for operand in operands[1:] if operand.kind != "memory"
                           for r in _reads(operand, plain)]
                 slot = _stack_slot(prefix, operands[0], modifiers) if base == "st" else None
@@ -82,8 +100,6 @@ def shared_pointer_registers(flow) -> set[str]:
                     continue
                 kind = slot or "memory"
                 stores.append((kind, stored))
-                continue
-            if base in _NO_TARGET:
                 continue
             targets = [prefix + name for name in _targets(operands[0], plain)]
             stack.define(prefix, base, operands, targets, flow, block)
@@ -176,6 +192,11 @@ class _StackAddresses:
             how = ("param", slot) if slot is not None else None
         for target in targets:
             self.definitions.setdefault(target, []).append(how)
+
+    def define_unknown(self, targets: list[str]) -> None:
+        """Registers defined by anything but a step of a stack address."""
+        for target in targets:
+            self.definitions.setdefault(target, []).append(None)
 
     def passed(self, slot: tuple, stored: list[str]) -> None:
         self.arguments.setdefault(slot, []).extend(stored if len(stored) == 1 else [None])

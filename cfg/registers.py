@@ -642,6 +642,10 @@ class _Analysis:
                         if target not in blocks:
                             blocks.add(target)
                             work.append(target)
+        defined_here: dict[tuple, list] = {}  # (block, position) -> the keys of `multi` it defines
+        for key in multi:
+            for site in dict.fromkeys(definitions[key]):
+                defined_here.setdefault(site, []).append(key)
         points: dict[int, list] = {}  # block -> [(position, order, kind, key, point)]
         for (block, position), (_, sources) in rules.items():
             point = (block, position)
@@ -649,11 +653,10 @@ class _Analysis:
                 if source in multi:
                     points.setdefault(block, []).append((position, 0, "use", source, point))
             guard = flow.blocks[block].heads[position][0]
-            for key in multi:
-                if (block, position) in self._defined_at.get(key, ()):
-                    if guard is not None:
-                        points.setdefault(block, []).append((position, 1, "keep", key, point))
-                    points.setdefault(block, []).append((position, 2, "def", key, point))
+            for key in defined_here.get(point, ()):
+                if guard is not None:
+                    points.setdefault(block, []).append((position, 1, "keep", key, point))
+                points.setdefault(block, []).append((position, 2, "def", key, point))
         for name, (block, position, operand) in queries.items():
             for source in self.sources_of(block, operand):
                 if source in multi:
@@ -1532,6 +1535,36 @@ def destinations(instruction, head, plain) -> list[str]:
     if not first or first[0] in "[-0123456789":
         return []
     return [name for name in _NAME.findall(first) if name[0] == "%" or name in plain]
+
+
+#: a token of an operand list: a number (0x1f, 0f3F800000, 2.5: skipped) or a name (the group)
+_TOKEN = compile_pattern(r"[0-9][\w.]*|([%A-Za-z_$][\w$]*)")
+
+
+def written_and_read(instruction, head, plain) -> tuple[list[str], list[str]] | None:
+    """`destinations`, and the registers the other operands name (what `_reads` gives
+    for each, a special register by its name before the dot), read from the text
+    without parsing the operands; None when a comment sits among them or the first
+    operand is an address (its brackets may hold commas).
+
+    >>> from ptxkit import parse_statement
+    >>> from ptxkit.instruction import head_of
+    >>> node = parse_statement("mad.lo.s32 %r1, %r2, 0x1f, %r3;")
+    >>> written_and_read(node, head_of(node), frozenset())
+    (['%r1'], ['%r2', '%r3'])
+    """
+    text = instruction.text
+    if "/" in text:
+        return None
+    match = _FIRST_OPERAND.match(text, head[3])
+    if match is None:
+        return [], []
+    first = match.group(1).lstrip()
+    if first[:1] == "[":
+        return None
+    written = [] if not first or first[0] in "-0123456789" else \
+        [name for name in _NAME.findall(first) if name[0] == "%" or name in plain]
+    return written, [name for name in _TOKEN.findall(text, match.end()) if name and (name[0] == "%" or name in plain)]
 
 
 def _is_register(operand, plain) -> bool:
