@@ -38,7 +38,8 @@ class DataflowResult(NamedTuple):
 
 def solve_forward(graph, transfer: Callable[[int, Any], Any], *, entry, bottom, join: Callable[[Any, Any], Any],
                   equal: Callable[[Any, Any], bool] = operator.eq, max_rounds: int | None = None,
-                  merges: dict | None = None) -> DataflowResult:
+                  merges: dict | None = None, since: DataflowResult | None = None,
+                  changed=()) -> DataflowResult:
     """Solve a forward dataflow problem to its least fixpoint (see the module doc).
 
     Every reachable node is visited at least once, in reverse post-order; afterwards
@@ -51,21 +52,40 @@ def solve_forward(graph, transfer: Callable[[int, Any], Any], *, entry, bottom, 
     `merges` maps a node to a function of its predecessors' out-states (a dict by
     predecessor) that replaces the join there.
 
+    `since` resumes from an earlier solution after the transfers of the nodes in
+    `changed` grew (monotone problems only): only those nodes, and what their new
+    out-states reach, are visited again. The answer is the least fixpoint of the new
+    problem, since the old one lies below it.
+
     >>> from types import SimpleNamespace
     >>> line = SimpleNamespace(succ=[[1], []], pred=[[], [0]], rpo=[0, 1], start=0)
     >>> solve_forward(line, lambda n, x: x + [n], entry=[], bottom=[], join=lambda a, b: a or b).outs
     [[0], [0, 1]]
+    >>> loop = SimpleNamespace(succ=[[1], [1, 2], []], pred=[[], [0, 1], [1]], rpo=[0, 1, 2], start=0)
+    >>> gens = [1, 0, 4]
+    >>> make = lambda n, x: x | gens[n]
+    >>> first = solve_forward(loop, make, entry=0, bottom=0, join=int.__or__)
+    >>> gens[1] = 2  # node 1 now makes more: resumed or started over, the same answer
+    >>> solve_forward(loop, make, entry=0, bottom=0, join=int.__or__, since=first, changed=[1])
+    DataflowResult(ins=[0, 3, 3], outs=[1, 3, 7])
+    >>> _ == solve_forward(loop, make, entry=0, bottom=0, join=int.__or__)
+    True
     """
     n = len(graph.succ)
-    ins = [bottom] * n
-    outs = [bottom] * n
     order = graph.rpo
     rank = {node: i for i, node in enumerate(order)}
+    if since is None:
+        ins = [bottom] * n
+        outs = [bottom] * n
+        queued = set(order)
+        heap = list(range(len(order)))
+    else:
+        ins, outs = list(since.ins), list(since.outs)
+        queued = {node for node in changed if node in rank}
+        heap = sorted(rank[node] for node in queued)
     start = graph.start
     pred = graph.pred
     succ = graph.succ
-    queued = set(order)
-    heap = list(range(len(order)))
     visits = [0] * n
     while heap:
         node = order[heapq.heappop(heap)]

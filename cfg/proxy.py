@@ -468,18 +468,19 @@ class KernelAnalysis:
         self.events[block] = [e for e in self.events[block] if e is not event]
 
     # -- the fixpoint -----------------------------------------------------------------------
-    def _handoffs(self) -> tuple[list, dict]:
-        """Wait events, and which arrives each wait hears (computed once: planned fences
-        add no arrive or wait)."""
+    def _handoffs(self) -> tuple[list, dict, dict]:
+        """Wait events, which arrives each wait hears, and the block of each wait
+        (computed once: planned fences add no arrive or wait)."""
         if self._hearing is not None:
             return self._hearing
-        arrives, waits = [], []
-        for events in self.events:
+        arrives, waits, homes = [], [], {}
+        for block, events in enumerate(self.events):
             for event in events:
                 if event.kind in (Kind.ARRIVE, Kind.ARRIVE_WAIT):
                     arrives.append(event)
                 if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
                     waits.append(event)
+                    homes[id(event)] = block
         by_object: dict = {}  # what an arrive can match: its object kind and, where it has one, its key
         for arrive in arrives:
             by_object.setdefault(_object_key(arrive.sync), []).append(arrive)
@@ -489,7 +490,7 @@ class KernelAnalysis:
             candidates = [a for key in _keys_heard(wait.sync, by_object) for a in by_object[key]]
             hears[id(wait)] = [id(a) for a in candidates
                                if _matches(wait.sync, a.sync) and (id(wait), id(a)) not in separate]
-        self._hearing = waits, hears
+        self._hearing = waits, hears, homes
         return self._hearing
 
     def _run(self, needy: dict[int, int]) -> None:
@@ -514,7 +515,7 @@ class KernelAnalysis:
         self._fixpoint(needy)
 
     def _fixpoint(self, needy: dict[int, int]) -> None:
-        waits, hears = self._handoffs()
+        waits, hears, homes = self._handoffs()
         self._kills = {key: self.kill_mask(cover) for key, cover in needy.items()}
         self.imports = imports = {id(w): (0, 0, 0) for w in waits}
         self.exports = exports = {}
@@ -532,11 +533,19 @@ class KernelAnalysis:
         audiences: dict[tuple, list] = {}  # waits that hear the same arrives share one union
         for wait, heard in hears.items():
             audiences.setdefault(tuple(heard), []).append(wait)
+        # without credit, imports only grow from round to round and so do the states: a
+        # round resumes from the last one at the waits whose imports grew
+        resume = not self._crediting and not self._meets
+        result, changed = None, set()
         for _ in range(64):
-            exports.clear()  # what the arrives hand over under the current imports only
-            result = solve_forward(self.flow, transfer, entry=self.put(self._full, UNCREDITED), bottom=0,
-                                   join=int.__or__, merges=self._meets)
-            changed = False
+            if resume and result is not None:
+                result = solve_forward(self.flow, transfer, entry=self.put(self._full, UNCREDITED), bottom=0,
+                                       join=int.__or__, since=result, changed=changed)
+            else:
+                exports.clear()  # what the arrives hand over under the current imports only
+                result = solve_forward(self.flow, transfer, entry=self.put(self._full, UNCREDITED), bottom=0,
+                                       join=int.__or__, merges=self._meets)
+            changed = set()
             for heard, listeners in audiences.items():
                 unpublished = crossed = published = credited = 0
                 for arrive in heard:
@@ -548,8 +557,10 @@ class KernelAnalysis:
                 handed = (unpublished | published & ~credited, crossed, credited)
                 for wait in listeners:
                     if handed != imports[wait]:
+                        if any(old & ~new for old, new in zip(imports[wait], handed)):
+                            resume = False  # an import shrank: the next round starts over
                         imports[wait] = handed
-                        changed = True
+                        changed.add(homes[wait])
             if not changed:
                 break
         else:

@@ -95,3 +95,19 @@ def test_a_merge_replaces_the_join_at_its_node():
     merged = solve_forward(graph, transfer, entry=0, bottom=0, join=int.__or__,
                            merges={2: lambda outs: outs[0] & outs[1]})
     assert united.ins[2] == 0b11 and merged.ins[2] == 0b00
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems(), st.data())
+def test_a_solution_resumed_after_gens_grew_is_the_one_solved_from_scratch(problem, data):
+    graph, gen, kill, entry = problem
+
+    def solve(**resume):
+        return solve_forward(graph, lambda node, state: (state & ~kill[node]) | gen[node], entry=entry, bottom=0,
+                             join=int.__or__, **resume)
+
+    before = solve()
+    grown = data.draw(st.lists(st.integers(0, len(gen) - 1), unique=True))
+    for node in grown:
+        gen[node] |= data.draw(st.integers(0, 2**BITS - 1)) & ~kill[node]
+    assert solve(since=before, changed=grown) == solve()
