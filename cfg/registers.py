@@ -1509,6 +1509,7 @@ def _defines(instruction, head, register: str, plain) -> bool:
 
 
 _FIRST_OPERAND = compile_pattern(r"\s*(\{[^}]*\}|[^,;{]+)")
+_ONE_REGISTER = compile_pattern(r"\s*(%[\w$]+)\s*,")
 _NAME = compile_pattern(r"[%A-Za-z_$][\w$]*")
 
 
@@ -1528,6 +1529,9 @@ def destinations(instruction, head, plain) -> list[str]:
     if "/" in text:  # a comment in the operands: the parser knows where it ends
         operands = instruction.operands
         return _targets(operands[0], plain) if operands else []
+    match = _ONE_REGISTER.match(text, head[3])
+    if match is not None:  # most instructions: one register, then the next operand
+        return [match.group(1)]
     match = _FIRST_OPERAND.match(text, head[3])
     if match is None:
         return []
