@@ -484,7 +484,7 @@ class _Analysis:
         seen: set = set()
         self.slice(definitions, wanted, rules, seen)
         for _, (key, _, _, _, chain), _ in conditions.values():  # conditions that bound what we follow
-            keys = [key] + [source for source, _ in chain]
+            keys = [key] + [source[0] if isinstance(source, tuple) else source for source, _ in chain]
             if any(k in seen for k in keys):
                 self.slice(definitions, set(keys) - seen, rules, seen)
         from ptxkit.cfg.dominance import DominatorTree
@@ -751,7 +751,9 @@ class _Analysis:
         self._memo: dict[int, dict] = {}
         for branch, (negated, (key, comparison, bound, unsigned, chain), _) in conditions.items():
             key = self.uses.get((("branch", branch, branch), key), key)
-            chain = [(source, inverse) for source, inverse in chain if len(definitions.get(source, ())) == 1]
+            chain = [(self.uses.get((source[1], source[0]), source[0]) if isinstance(source, tuple) else source,
+                      inverse) for source, inverse in chain
+                     if isinstance(source, tuple) or len(definitions.get(source, ())) == 1]
             for successor in set(self.flow.succ[branch]):
                 kinds = self.flow.kinds.get((branch, successor), "").split(",")
                 if ("taken" in kinds) == ("fallthrough" in kinds):
@@ -922,6 +924,15 @@ class _Analysis:
             return self.evaluate(block, operand.elements[0], at)
         return TOP
 
+    def _read_cell(self, block: int, position: int) -> tuple | None:
+        """The stack cell the load at (block, position) reads whole, when its register
+        gets the cell's value as it is (an unsigned or untyped load of a followed cell)."""
+        cell = self.stack.loads.get((block, position)) if self.stack is not None else None
+        if cell is None or cell in self.unknown_cells:
+            return None
+        modifiers = self.flow.blocks[block].heads[position][1].split(".")[1:]
+        return None if any(m[:1] == "s" for m in modifiers) else cell
+
     def rule(self, block: int, position: int):
         """``(apply(at), source keys)`` for the instruction at (block, position); `at` is the block
         whose view of the registers it reads (its own)."""
@@ -946,7 +957,7 @@ class _Analysis:
             cell = stack.loads[(block, position)]
             key, bits = _cell_key(cell), 8 * cell[2]
             target = prefix + _targets(operands[0], plain)[0]
-            known = cell not in self.unknown_cells and not any(m[:1] == "s" for m in modifiers)
+            known = self._read_cell(block, position) is not None
 
             def reload(at):
                 self.assign(at, target, truncate(self.lookup(at, key), bits) if known else TOP, guard is None)
@@ -1237,7 +1248,10 @@ class _Analysis:
         in the function (so the relation holds wherever it is read) to be ``add``/``sub``
         of a constant, ``shr`` by a constant, ``mov``, or the warp-uniform broadcast
         ``shfl.sync.idx`` from lane 0 of ``%tid.x >> k`` (k >= 5) in a kernel whose
-        blocks are one-dimensional, where every lane holds the same value."""
+        blocks are one-dimensional, where every lane holds the same value. A register
+        loaded from a followed ``-G`` stack cell ends the chain with ``((cell key, load
+        site), identity)``: the version of the cell that load read holds the same value
+        (`_refinements` narrows that version, so a second load of it is bounded too)."""
         chain = []
         current = key
         for _ in range(8):
@@ -1245,6 +1259,10 @@ class _Analysis:
             if len(sites) != 1:
                 break
             where, at = sites[0]
+            cell = self._read_cell(where, at)
+            if cell is not None:  # reloaded from a -G stack cell: the version it read is bounded too
+                chain.append(((_cell_key(cell), (where, at)), lambda value: value))
+                break
             head = self.flow.blocks[where].heads[at]
             operands = self.flow.blocks[where].instructions[at].operands
             if head[0] is not None or len(operands) < 2 or operands[1].kind != "register":

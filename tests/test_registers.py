@@ -132,6 +132,23 @@ def test_values_kept_in_a_debug_build_stack_frame(body, shown):
     assert value_at(FRAME + body, "%rd5") == shown
 
 
+RING = ("\tst.u32 [%SP+0], 0;\n\tst.u32 [%SP+4], 0;\nL:\n\tld.u32 %r1, [%SP+0];\n\tsetp.eq.s32 %p1, %r1, 4;\n"
+        "\t@%p1 bra Z;\n{reload}\tadd.s32 %r3, %r2, 1;\n\tbra.uni J;\nZ:\n\tmov.u32 %r3, 0;\nJ:\n"
+        "\tst.u32 [%SP+0], %r3;\n\tst.u32 [%SP+4], %r3;\n\tld.u32 %r4, [%SP+0];\n\tshl.b32 %r5, %r4, 14;\n"
+        "\t// here\n\tsetp.lt.u32 %p2, %r9, 100;\n\t@%p2 bra L;\n")
+
+
+@pytest.mark.parametrize("reload, shown", [
+    ("\tld.u32 %r2, [%SP+0];\n", "[0, 65536] step 16384"),  # -G loads the tested stage again
+    ("\tadd.u64 %rd3, %SP, 0;\n\tld.u32 %r2, [%rd3];\n", "[0, 65536] step 16384"),  # through a pointer
+    ("\tld.u32 %r2, [%SP+4];\n", "[0, 70368744161280] step 16384"),  # a copy elsewhere: not bounded (32 bits)
+])
+def test_a_ring_index_kept_in_a_debug_build_stack_frame(reload, shown):
+    # stage = stage == 4 ? 0 : stage + 1 with the stage in a stack cell, loaded again
+    # after the test: the cell version the test read is bounded where the test holds
+    assert value_at(FRAME + RING.format(reload=reload), "%r5") == shown
+
+
 def test_branch_conditions_narrow_and_dead_paths_are_found():
     body = ("\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r2, %r1, -32;\n\tsetp.gt.u32 %p1, %r2, 15;\n\t@%p1 bra OUT;\n"
             "\tshl.b32 %r3, %r1, 2;\n\t// here\n\tadd.s32 %r4, %r1, 192;\n\tsetp.gt.u32 %p2, %r4, 15;\n"
