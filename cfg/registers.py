@@ -43,7 +43,7 @@ from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
     Atom, Region, add, address, and_, anywhere, compare, constant, join, meet, mul, neg, number, or_, pack, refine,
-    shl, shr, sub, truncate, unpack, widen, xor,
+    refine_by, shl, shr, sub, truncate, unpack, widen, xor,
 )
 from ptxkit.syntax import Directive, Function
 
@@ -483,8 +483,9 @@ class _Analysis:
         rules: dict = {}
         seen: set = set()
         self.slice(definitions, wanted, rules, seen)
-        for _, (key, _, _, _, chain), _ in conditions.values():  # conditions that bound what we follow
-            keys = [key] + [source[0] if isinstance(source, tuple) else source for source, _ in chain]
+        for _, (key, _, bound, _, chain), _ in conditions.values():  # conditions that bound what we follow
+            keys = [key] + [source[0] if isinstance(source, tuple) else source for source, _ in chain] + \
+                ([bound] if isinstance(bound, str) else [])
             if any(k in seen for k in keys):
                 self.slice(definitions, set(keys) - seen, rules, seen)
         from ptxkit.cfg.dominance import DominatorTree
@@ -661,9 +662,10 @@ class _Analysis:
             for source in self.sources_of(block, operand):
                 if source in multi:
                     points.setdefault(block, []).append((position, 0, "use", source, ("query", name, block)))
-        for block, (_, (key, *_), at) in conditions.items():
-            if key in multi:
-                points.setdefault(block, []).append((at, 0, "use", key, ("branch", block, block)))
+        for block, (_, (key, _, bound, *_), at) in conditions.items():
+            for used in (key, bound) if isinstance(bound, str) else (key,):
+                if used in multi:
+                    points.setdefault(block, []).append((at, 0, "use", used, ("branch", block, block)))
         for items in points.values():
             items.sort(key=lambda item: (item[0], item[1]))
         children: dict[int, list] = {}
@@ -754,6 +756,9 @@ class _Analysis:
             chain = [(self.uses.get((source[1], source[0]), source[0]) if isinstance(source, tuple) else source,
                       inverse) for source, inverse in chain
                      if isinstance(source, tuple) or len(definitions.get(source, ())) == 1]
+            if isinstance(bound, str):  # the other register's version at the test; narrowing follows it
+                bound = (bound, self.uses.get((("branch", branch, branch), bound), bound))
+                self.depends.setdefault(bound[1], set()).update([key] + [source for source, _ in chain])
             for successor in set(self.flow.succ[branch]):
                 kinds = self.flow.kinds.get((branch, successor), "").split(",")
                 if ("taken" in kinds) == ("fallthrough" in kinds):
@@ -769,6 +774,10 @@ class _Analysis:
     def _narrowing(self, branch: int, key: str, comparison, bound, unsigned, holds, chain) -> list:
         """``[(key, narrow)]`` for the compared register and each register of its chain."""
         def compared(value):
+            if isinstance(bound, tuple):  # (key, version) of the register compared against
+                other = self.values.get(bound[1])
+                other = (() if bound[0] in self.defined else TOP) if other is None else other
+                return refine_by(value, comparison, self._narrowed(branch, bound[1], other), holds, unsigned)
             return refine(value, comparison, bound, holds, unsigned)
 
         out = [(key, compared)]
@@ -1147,7 +1156,9 @@ class _Analysis:
         """Block -> (negated, (key, comparison, bound, unsigned, chain), setp position)
         for blocks ending in ``@p bra`` whose ``p`` comes from a ``setp`` of a register
         and a constant: in the same block, or anywhere when ``p`` and the register are
-        each defined once (a test made early and branched on later). The `chain` lists
+        each defined once (a test made early and branched on later). In the same block
+        the bound may be another register too (`bound` is then its key: ``i < n`` bounds
+        ``i`` by what ``n`` may be, `ptxkit.cfg.values.refine_by`). The `chain` lists
         ``(key, inverse)`` for the registers the compared one was computed from (see
         `_inverse_chain`): each is narrowed too."""
         found = {}
@@ -1179,17 +1190,21 @@ class _Analysis:
             if len(compare) != 3 or len(parts) != 3 or compare[0].kind != "register":
                 continue
             comparison, unsigned = parts[1], parts[2][0] in "ub"
+            prefix = self.prefix(block.index)
             if compare[1].kind == "register" and compare[2].kind == "immediate":
                 register, bound = compare[1].name, compare[2].value
             elif compare[2].kind == "register" and compare[1].kind == "immediate":
                 register, bound, comparison = compare[2].name, compare[1].value, _SWAPPED.get(comparison)
+            elif compare[1].kind == "register" and compare[2].kind == "register" and not _redefined(
+                    instructions, heads, at + 1, len(instructions) - 1, compare[2].name, plain):
+                register, bound = compare[1].name, prefix + compare[2].name  # bounded by the other's value
             else:
                 continue
-            if comparison is None or not isinstance(bound, int) or \
+            if comparison is None or not isinstance(bound, (int, str)) or \
                     _redefined(instructions, heads, at + 1, len(instructions) - 1, register, plain):
                 continue
-            prefix = self.prefix(block.index)
-            self.thresholds.update((bound - 1, bound, bound + 1))
+            if isinstance(bound, int):
+                self.thresholds.update((bound - 1, bound, bound + 1))
             chain = self._inverse_chain(block.index, at, prefix + register, definitions)
             found[block.index] = (negated, (prefix + register, comparison, bound, unsigned, chain), at)
         return found

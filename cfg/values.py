@@ -860,6 +860,33 @@ def refine(value: tuple, comparison: str, bound: int, holds: bool, unsigned: boo
     return _lift(value, one)
 
 
+def refine_by(value: tuple, comparison: str, other: tuple, holds: bool, unsigned: bool = False) -> tuple:
+    """`refine` against another register, whose value is `other`: ``x < y`` keeps `value`
+    below y's largest number, ``x > y`` above its smallest, ``x == y`` between the two;
+    nothing while `other` has no value yet (the empty tuple), `value` as it is when
+    `other` is not one bounded interval.
+
+    >>> show(refine_by(number(-32, 10**9), "lt", number(16, 32, 16), True, unsigned=True))
+    '[0, 31]'
+    >>> show(refine_by(number(0, 100), "lt", number(16, 32), False)), refine_by(number(0, 9), "lt", (), True)
+    ('[16, 100]', ())
+    """
+    if not other:
+        return ()
+    if not holds:
+        comparison = _NEGATION.get(comparison)
+    if comparison is None or len(other) != 1 or other[0].form != NUM:
+        return value
+    lo, hi = other[0].lo, other[0].hi
+    if (unsigned or comparison in ("lo", "ls", "hi", "hs")) and lo < 0:
+        return value  # y may be a huge unsigned number
+    if comparison in ("lt", "le", "lo", "ls", "eq") and hi < INF:
+        value = refine(value, "le" if comparison == "eq" else comparison, hi, True, unsigned)
+    if comparison in ("gt", "ge", "hi", "hs", "eq") and lo > -INF and value:
+        value = refine(value, "ge" if comparison == "eq" else comparison, lo, True, unsigned)
+    return value
+
+
 def compare(value: tuple, comparison: str, bound: int, unsigned: bool = False) -> tuple:
     """What ``setp.<comparison> p, value, bound`` leaves in ``p``: 1 when it holds for
     every number of `value`, 0 when for none, ``[0, 1]`` when it may go either way.

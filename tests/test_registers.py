@@ -149,6 +149,18 @@ def test_a_ring_index_kept_in_a_debug_build_stack_frame(reload, shown):
     assert value_at(FRAME + RING.format(reload=reload), "%r5") == shown
 
 
+@pytest.mark.parametrize("count, shown", [
+    ("\tand.b32 %r3, %r9, 1;\n\tadd.s32 %r4, %r3, 1;\n\tshl.b32 %r5, %r4, 4;\n", "[0, 124] step 4"),  # n: 16 or 32
+    ("\tmov.u32 %r5, %r9;\n", "[0, 17179869176] step 4"),  # any 32-bit n: i below 2^32 - 1
+])
+def test_a_loop_bounded_by_a_register_is_bounded_by_its_value(count, shown):
+    # for (i = tid - 32; i < n; i += 128): i < n bounds i by the largest n
+    body = ("\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r2, %r1, -32;\n\tld.param.u32 %r9, [k_n];\n" + count +
+            "L:\n\tsetp.lt.u32 %p1, %r2, %r5;\n\t@!%p1 bra E;\n\tshl.b32 %r6, %r2, 2;\n\t// here\n"
+            "\tadd.s32 %r2, %r2, 128;\n\tbra.uni L;\nE:\n")
+    assert value_at(body, "%r6", params=".param .u32 k_n") == shown
+
+
 def test_branch_conditions_narrow_and_dead_paths_are_found():
     body = ("\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r2, %r1, -32;\n\tsetp.gt.u32 %p1, %r2, 15;\n\t@%p1 bra OUT;\n"
             "\tshl.b32 %r3, %r1, 2;\n\t// here\n\tadd.s32 %r4, %r1, 192;\n\tsetp.gt.u32 %p2, %r4, 15;\n"
