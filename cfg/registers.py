@@ -1729,6 +1729,8 @@ def _divisor(b: tuple) -> tuple[int, int] | None:
 
 def _div(a: tuple, b: tuple, width: int) -> tuple:
     """``a / b`` for a non-negative `a` and a positive `b`."""
+    if not a or not b:  # an operand not known yet: nothing yet (TOP would stick)
+        return ()
     divisor = _divisor(b)
     if divisor is None or len(a) != 1 or a[0].form != 0 or a[0].lo < 0:
         return TOP
@@ -1739,6 +1741,8 @@ def _div(a: tuple, b: tuple, width: int) -> tuple:
 def _rem(a: tuple, b: tuple, width: int, signed: bool = False) -> tuple:
     """``a % b`` for a positive `b`: below b, and `a` itself when it is already below; a
     signed remainder of a dividend that may be negative is negative or zero too."""
+    if not a or not b:
+        return ()
     divisor = _divisor(b)
     if divisor is None:
         return TOP
@@ -1753,6 +1757,8 @@ def _rem(a: tuple, b: tuple, width: int, signed: bool = False) -> tuple:
 
 def _extreme(pick):
     def combine(a: tuple, b: tuple, width: int) -> tuple:
+        if not a or not b:
+            return ()
         if len(a) == 1 == len(b) and a[0].form == 0 == b[0].form:
             return number(pick(a[0].lo, b[0].lo), pick(a[0].hi, b[0].hi))
         return TOP

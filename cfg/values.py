@@ -795,7 +795,11 @@ def unpack(a: tuple, count: int, bits: int) -> list[tuple]:
     >>> r = Region("s", SHARED_CTA_SPACE, 4096, 16)
     >>> [show(p) for p in unpack(pack([shr(address(r, 32), number(4)), number(64)], 32), 2, 32)]
     ['s+32 (shared::cta window) >> 4', '64']
+    >>> unpack((), 2, 32)
+    [(), ()]
     """
+    if not a:  # not known yet: nothing yet
+        return [()] * count
     mask = (1 << bits) - 1
     if len(a) == 1:
         x = a[0]
@@ -893,9 +897,11 @@ def compare(value: tuple, comparison: str, bound: int, unsigned: bool = False) -
 
     >>> show(compare(number(32), "eq", 0)), show(compare(number(0, 31), "lt", 32))
     ('0', '1')
-    >>> show(compare(number(0, 63), "ne", 0))
-    '[0, 1]'
+    >>> show(compare(number(0, 63), "ne", 0)), compare((), "eq", 0)  # a value not known yet: nothing yet
+    ('[0, 1]', ())
     """
+    if not value:  # not known yet: nothing yet
+        return ()
     holds, fails = refine(value, comparison, bound, True, unsigned), refine(value, comparison, bound, False, unsigned)
     return number(0 if not holds else 1 if not fails else 0, 1 if holds else 0)
 

@@ -161,6 +161,17 @@ def test_a_loop_bounded_by_a_register_is_bounded_by_its_value(count, shown):
     assert value_at(body, "%r6", params=".param .u32 k_n") == shown
 
 
+@pytest.mark.parametrize("operation, shown", [
+    ("div.u32 %r3, %r2, 8", "[0, 1]"), ("rem.u32 %r3, %r2, 4", "[0, 3]"), ("min.u32 %r3, %r2, 9", "[0, 9]"),
+])
+def test_an_operand_not_known_yet_leaves_nothing_behind(operation, shown):
+    # the loop's join is evaluated after the body on the first pass: an operation that
+    # saw its operand empty then must give nothing, not a top that stays
+    body = ("\tmov.u32 %r1, 0;\nL:\n\tmov.u32 %r2, %r1;\n\tsetp.lt.s32 %p1, %r2, 16;\n\t@!%p1 bra E;\n"
+            f"\t{operation};\n\t// here\n\tadd.s32 %r1, %r2, 1;\n\tbra.uni L;\nE:\n")
+    assert value_at(body, "%r3") == shown
+
+
 def test_branch_conditions_narrow_and_dead_paths_are_found():
     body = ("\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r2, %r1, -32;\n\tsetp.gt.u32 %p1, %r2, 15;\n\t@%p1 bra OUT;\n"
             "\tshl.b32 %r3, %r1, 2;\n\t// here\n\tadd.s32 %r4, %r1, 192;\n\tsetp.gt.u32 %p2, %r4, 15;\n"
