@@ -867,16 +867,14 @@ def refine(value: tuple, comparison: str, bound: int, holds: bool, unsigned: boo
 def refine_by(value: tuple, comparison: str, other: tuple, holds: bool, unsigned: bool = False) -> tuple:
     """`refine` against another register, whose value is `other`: ``x < y`` keeps `value`
     below y's largest number, ``x > y`` above its smallest, ``x == y`` between the two;
-    nothing while `other` has no value yet (the empty tuple), `value` as it is when
-    `other` is not one bounded interval.
+    `value` as it is when `other` is not one bounded interval, or has no value (a
+    register whose definitions seem unreachable still holds something).
 
     >>> show(refine_by(number(-32, 10**9), "lt", number(16, 32, 16), True, unsigned=True))
     '[0, 31]'
-    >>> show(refine_by(number(0, 100), "lt", number(16, 32), False)), refine_by(number(0, 9), "lt", (), True)
-    ('[16, 100]', ())
+    >>> show(refine_by(number(0, 100), "lt", number(16, 32), False)), show(refine_by(number(0, 9), "lt", (), True))
+    ('[16, 100]', '[0, 9]')
     """
-    if not other:
-        return ()
     if not holds:
         comparison = _NEGATION.get(comparison)
     if comparison is None or len(other) != 1 or other[0].form != NUM:
