@@ -1274,13 +1274,15 @@ class _Analysis:
             if len(sites) != 1:
                 break
             where, at = sites[0]
+            head = self.flow.blocks[where].heads[at]
+            if head[0] is not None:  # a guarded definition may leave an older value
+                break
             cell = self._read_cell(where, at)
             if cell is not None:  # reloaded from a -G stack cell: the version it read is bounded too
                 chain.append(((_cell_key(cell), (where, at)), lambda value: value))
                 break
-            head = self.flow.blocks[where].heads[at]
             operands = self.flow.blocks[where].instructions[at].operands
-            if head[0] is not None or len(operands) < 2 or operands[1].kind != "register":
+            if len(operands) < 2 or operands[1].kind != "register":
                 break
             source = self.prefix(where) + operands[1].name
             if len(definitions.get(source, ())) != 1 and not source.endswith("%tid.x"):

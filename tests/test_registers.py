@@ -147,6 +147,9 @@ def test_a_ring_index_kept_in_a_debug_build_stack_frame(reload, shown):
     # stage = stage == 4 ? 0 : stage + 1 with the stage in a stack cell, loaded again
     # after the test: the cell version the test read is bounded where the test holds
     assert value_at(FRAME + RING.format(reload=reload), "%r5") == shown
+    # a guarded load may leave an older value in the tested register: the cell is not bounded
+    guarded = RING.replace("\tld.u32 %r1, [%SP+0];", "\t@%p5 ld.u32 %r1, [%SP+0];").format(reload=reload)
+    assert value_at(FRAME + guarded, "%r5") == "[0, 70368744161280] step 16384"
 
 
 @pytest.mark.parametrize("count, shown", [
