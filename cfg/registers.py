@@ -1177,13 +1177,15 @@ class _Analysis:
                 if found_elsewhere is not None:
                     found[block.index] = found_elsewhere
                 continue
-            if at is not None and heads[at][1] == "not.pred":
+            if heads[at][0] is not None:  # a guarded definition may leave an older predicate
+                continue
+            if heads[at][1] == "not.pred":
                 source = instructions[at].operands[1]
                 if source.kind != "register" or _redefined(instructions, heads, at + 1, position, source.name, plain):
                     continue
                 negated = not negated
                 position, at = at, _last_definition(instructions, heads, at, source.name, plain)
-            if at is None or heads[at][2] != "setp":
+            if at is None or heads[at][2] != "setp" or heads[at][0] is not None:
                 continue
             compare = instructions[at].operands
             parts = heads[at][1].split(".")
@@ -1246,7 +1248,8 @@ class _Analysis:
         head = self.flow.blocks[where].heads[at]
         compare = self.flow.blocks[where].instructions[at].operands
         parts = head[1].split(".")
-        if head[2] != "setp" or len(compare) != 3 or len(parts) != 3 or compare[0].kind != "register" \
+        if head[0] is not None or head[2] != "setp" or len(compare) != 3 or len(parts) != 3 \
+                or compare[0].kind != "register" \
                 or compare[1].kind != "register" or compare[2].kind != "immediate" \
                 or not isinstance(compare[2].value, int) or compare[1].name == guard.register \
                 or len(definitions.get(prefix + compare[1].name, ())) != 1:

@@ -80,6 +80,17 @@ def test_a_ring_index_advanced_in_one_block_and_selected_in_another():
     assert value_at(guarded, "%r1") == "[0, inf]"
 
 
+@pytest.mark.parametrize("guarded", [
+    "\t@%p6 setp.lt.u32 %p1, %r1, 4;\n\t@%p1 bra L;\n",  # the setp may not run: p1 keeps an older value
+    "\tsetp.lt.u32 %p2, %r1, 4;\n\t@%p6 not.pred %p1, %p2;\n\t@!%p1 bra L;\n",  # nor may the not
+])
+def test_a_guarded_test_narrows_nothing(guarded):
+    body = "\tld.param.u32 %r1, [k_n];\n" + guarded + "\tret;\nL:\n\t// here\n\tmov.u32 %r2, %r1;\n"
+    assert value_at(body, "%r1", params=".param .u32 k_n") == "[0, 4294967295]"
+    unguarded = body.replace("@%p6 ", "")
+    assert value_at(unguarded, "%r1", params=".param .u32 k_n") == "[0, 3]"
+
+
 def test_a_counter_without_a_bound_is_widened():
     body = "\tmov.u32 %r1, 0;\nL:\n\tadd.s32 %r1, %r1, 1;\n\tsetp.lt.u32 %p2, %r1, %r9;\n\t@%p2 bra L;\n"
     assert value_at(body, "%r1") == "[1, inf]"
