@@ -1475,7 +1475,7 @@ class _Analysis:
                 return None
             comparison = compare[3]
         else:
-            if heads[setp_at][2] != "setp":
+            if heads[setp_at][2] != "setp" or heads[setp_at][0] is not None:  # guarded: p may be older
                 return None
             compare = instructions[setp_at].operands
             comparison = heads[setp_at][1].split(".")[1]

@@ -66,6 +66,8 @@ def test_ring_index_stays_in_its_range():
             "\tselp.b32 %r1, 0, %r3, %p1;\n\tsetp.lt.u32 %p2, %r2, 99;\n\t@%p2 bra L;\n")
     assert value_at(body, "%r1") == "[0, 6]"
     assert value_at(body, "%r2") == "[99, 6144]"  # leaving the loop: the branch was not taken
+    guarded = body.replace("\tsetp.eq.s32 %p1", "\t@%p5 setp.eq.s32 %p1")  # p1 may be an older test's
+    assert value_at(guarded, "%r1") == "[0, inf]"
 
 
 def test_a_ring_index_advanced_in_one_block_and_selected_in_another():
