@@ -262,7 +262,11 @@ class _Classifier:
             pointer = self._pointer(block, operands[at]) if generic else None
             access = (position, event_kind, guard, address, width, named, generic, pointer)
             self.accesses[(block, position)] = access
-            parts.append(lambda c: c._located(*access))
+            lanes = _address_lanes(base, modifiers)
+            if lanes is not None:  # only some lanes' addresses count: locate those
+                parts.append(lambda c: c._located(*access, value=c.by_thread(address, 0, lanes - 1, "%laneid")))
+            else:
+                parts.append(lambda c: c._located(*access))
         elif kind is Effect.CP_ASYNC_WAIT:
             complete = opcode.startswith("cp.async.wait_all") or (
                 bool(operands) and operands[0].kind == "immediate" and operands[0].value == 0)
@@ -666,6 +670,21 @@ def _one_start_per_object(by_block: list) -> None:
                 events[index] = event._replace(
                     locations=tuple(map(unify, event.locations)), writes=tuple(map(unify, event.writes)),
                     mbarrier=unify(event.mbarrier) if event.mbarrier is not None else None, sync=sync)
+
+
+def _address_lanes(base: str, modifiers: list) -> int | None:
+    """How many lanes give addresses to an ``ldmatrix``/``stmatrix`` of 8x8 matrices that
+    does not use them all: lanes 0-7 the rows of the first matrix, 8-15 those of the
+    second (PTX ISA, ``ldmatrix`` and ``stmatrix``: with ``.x1`` and ``.x2`` the other
+    lanes' addresses are not used); None when every lane's counts.
+
+    >>> _address_lanes("stmatrix", ["sync", "aligned", "x2", "m8n8", "shared", "b16"]), _address_lanes("ldmatrix",
+    ...     ["sync", "aligned", "m8n8", "x4", "shared", "b16"])
+    (16, None)
+    """
+    if base not in ("ldmatrix", "stmatrix") or "m8n8" not in modifiers:
+        return None
+    return 8 if "x1" in modifiers else 16 if "x2" in modifiers else None
 
 
 #: Opcodes with an event beside their proxy effect and hand-off (see `classify`).

@@ -156,13 +156,13 @@ def register_values(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER) ->
 class RegisterAnswers(NamedTuple):
     """What `analyse_registers` found: the value of each query, the blocks the branch
     conditions prove unreachable (their queries answer the empty value: no value ever
-    gets there), and `by_thread(query, low, high)`: the query's value for the threads
-    whose ``%tid.x`` lies in ``[low, high]``, or None where it does not depend on
-    ``%tid.x`` (docs/fence.md §3.6)."""
+    gets there), and `by_thread(query, low, high[, register])`: the query's value for the
+    threads whose ``%tid.x`` (or `register`, such as ``%laneid``) lies in ``[low, high]``,
+    or None where it does not depend on it (docs/fence.md §3.6)."""
 
     values: dict
     dead: set
-    by_thread: Callable[[object, int, int], tuple | None]
+    by_thread: Callable[..., tuple | None]
 
 
 def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
@@ -182,7 +182,7 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
     ({'r': ()}, {1})
     """
     if not queries:
-        return RegisterAnswers({}, set(), lambda query, low, high: None)
+        return RegisterAnswers({}, set(), lambda query, low, high, register="%tid.x": None)
     analysis = _Analysis(flow, max_cluster, aligned)
     frames = stack_frames(flow)
     if frames is None or not analysis.reads_stack(queries, frames):
@@ -537,26 +537,27 @@ class _Analysis:
         return answers, dead
 
     # -- values by thread ---------------------------------------------------------------------
-    def by_thread(self, name, low: int, high: int) -> tuple | None:
-        """Query `name`'s value for the threads whose ``%tid.x`` lies in ``[low, high]``,
-        or None when it does not depend on ``%tid.x`` (docs/fence.md §3.6): the
-        definitions it is computed from, back to the joins, are evaluated again with
-        that range; everything else keeps the value the fixpoint gave it for all threads.
-        Two terms that both follow a bit of the thread index (a swizzle and a ``selp``
-        on the same bit) then stop adding their extremes."""
-        cone = self._cones.get(name, False)
+    def by_thread(self, name, low: int, high: int, register: str = "%tid.x") -> tuple | None:
+        """Query `name`'s value for the threads whose ``%tid.x`` (or another special
+        `register`, such as ``%laneid``) lies in ``[low, high]``, or None when it does not
+        depend on it (docs/fence.md §3.6): the definitions it is computed from, back to
+        the joins, are evaluated again with that range; everything else keeps the value
+        the fixpoint gave it for all threads. Two terms that both follow a bit of the
+        thread index (a swizzle and a ``selp`` on the same bit) then stop adding their
+        extremes."""
+        cone = self._cones.get((name, register), False)
         if cone is False:
-            cone = self._cones[name] = self._thread_cone(name)
+            cone = self._cones[(name, register)] = self._thread_cone(name, register)
         if cone is None:
             return None
         sites, versions = cone
-        found = self._by_thread.get((low, high))
+        found = self._by_thread.get((register, low, high))
         if found is None:  # what earlier accesses computed for this range
-            found = self._by_thread[(low, high)] = (set(), _Overlay(self.values), {})
+            found = self._by_thread[(register, low, high)] = (set(), _Overlay(self.values), {})
         done, overlay, counts = found
         values, updates, special = self.values, self.updates, self.special
         try:
-            self.values, self.updates, self.special = overlay, counts, {**special, "%tid.x": (low, high)}
+            self.values, self.updates, self.special = overlay, counts, {**special, register: (low, high)}
             if not done.issuperset(sites):
                 for version in versions:
                     if version not in overlay:
@@ -573,10 +574,10 @@ class _Analysis:
 
     _CONE_LIMIT = 256
 
-    def _thread_cone(self, name) -> tuple[tuple, frozenset] | None:
+    def _thread_cone(self, name, register: str) -> tuple[tuple, frozenset] | None:
         """The definitions query `name` is computed from, back to joins, loads and
         registers defined nowhere, in the order they run, and the versions they define;
-        None when none of them reads ``%tid.x``, when there are more than `_CONE_LIMIT`,
+        None when none of them reads `register`, when there are more than `_CONE_LIMIT`,
         or when one reads a version defined after it (a register read before its only
         definition, around a loop)."""
         block, _, operand = self.queries[name]
@@ -605,7 +606,7 @@ class _Analysis:
         order = {site: (self._rank.get(site[0], -1), site[1]) for site in sites}
         if any(order[source] >= order[reader] for reader, source in reads):
             return None
-        if not any(operand.kind == "special" and operand.name == "%tid.x"
+        if not any(operand.kind == "special" and operand.name == register
                    for b, p in sites for operand in self.flow.blocks[b].instructions[p].operands[1:]):
             return None
         return tuple(sorted(sites, key=order.__getitem__)), frozenset(versions)

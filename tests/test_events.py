@@ -182,3 +182,15 @@ def test_the_leader_ctas_barrier_of_a_cta_pair_is_a_known_mbarrier():
     body = ("\tadd.s32 %r4, %r2, 0;\n\tand.b32 %r5, %r4, -16777224;\n"
             "\tmbarrier.arrive.shared::cta.b64 _, [%r5];\n")
     assert events(body) == [("arrive", "mbarrier bar[0:8]")]
+
+
+def test_a_matrix_store_of_one_or_two_matrices_uses_the_addresses_of_lanes_0_to_15():
+    # PTX ISA, stmatrix/ldmatrix: .x1 takes row addresses from lanes 0-7, .x2 from 0-15;
+    # a row of 16 bytes at dyn + lane * 128 then ends within the first 16 rows
+    rows = "\tmov.u32 %r5, %laneid;\n\tshl.b32 %r6, %r5, 7;\n\tadd.s32 %r7, %r1, %r6;\n"
+    store = "\tstmatrix.sync.aligned.{}.m8n8.shared.b16 [%r7], {};\n"
+    assert events(rows + store.format("x1", "{%r3}")) == [("write", "dynamic shared[0:912]")]
+    assert events(rows + store.format("x2", "{%r3, %r3}")) == [("write", "dynamic shared[0:1936]")]
+    assert events(rows + store.format("x4", "{%r3, %r3, %r3, %r3}")) == [("write", "dynamic shared[0:3984]")]
+    load = "\tldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r8, %r9}, [%r7];\n"
+    assert events(rows + load) == [("read", "dynamic shared[0:1936]")]
