@@ -45,6 +45,7 @@ from ptxkit.cfg.registers import PORTABLE_CLUSTER
 from ptxkit.isa import may_need_fence
 from ptxkit.syntax import Function
 
+
 class _FenceFields(NamedTuple):
     placement: str = "hoist"
     fence_variant: str | None = None

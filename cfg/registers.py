@@ -475,7 +475,6 @@ class _Analysis:
         against."""
         definitions = self.definitions()
         self.defined = set(definitions)
-        self._defined_at = {key: set(sites) for key, sites in definitions.items()}
         wanted = set()
         for block, position, operand in queries.values():
             wanted.update(self.sources_of(block, operand))
@@ -529,7 +528,7 @@ class _Analysis:
                         work.append(reader)
         self.queries, self._rank = queries, rank
         self._cones: dict = {}
-        self._by_thread: dict = {}  # (low, high) -> (definitions evaluated for it, their values, update counts)
+        self._by_thread: dict = {}  # (register, low, high) -> (definitions evaluated, their values, update counts)
         dead = self._dead_blocks()
         answers = {}
         for key, (block, position, operand) in queries.items():
@@ -590,8 +589,9 @@ class _Analysis:
             at, key = work.pop()
             version = self.uses.get((at, key), key)
             site = site_of.get(version)
-            if site is None and version == key and len(self._defined_at.get(key, ())) == 1:
-                site = next(iter(self._defined_at[key]))
+            only = set(self.definitions().get(key, ())) if site is None and version == key else ()
+            if len(only) == 1:
+                site = next(iter(only))
             if site is None or site not in self.rules:
                 continue  # a join, an entry value, or nothing defines it: its value stands
             if at[0] != "query":
