@@ -9,11 +9,14 @@ that runs it: two such operations with different counts never meet. A thread tha
 reaches an operation such a one dominates went through it already, so its arrival there
 counts for a later phase: the prologue's ``bar.sync`` does not hear the epilogue's.
 
-The same holds around a loop that every thread of a CTA runs the same number of times
-(its one exit tests values the whole CTA shares: parameters, ``%ctaid``, a counter):
-a ``bar.sync`` run once in every iteration belongs to the loop's phases, an operation on
-the same barrier after the loop (or before it) to a later (or earlier) one, provided
-the threads that use the barrier keep its phases in step, which a correct kernel does.
+The same holds around a loop that every thread entering it runs the same number of
+times (its one exit tests values the whole CTA shares: parameters, ``%ctaid``, a
+counter): a ``bar.sync`` run once in every iteration belongs to the loop's phases, and an
+operation on the same barrier that exactly the threads entering the loop run, after the
+loop (or before it), to a later (or earlier) one, provided the threads that use the
+barrier keep its phases in step, which a correct kernel does. An operation that only
+some of them run, or that threads which skip the loop run (one role's code after
+another's, in two ``if``s), may meet any iteration.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ def _around_uniform_loops(flow, named: list, matches, dominators, forest) -> set
     if not any(e.kind is Kind.ARRIVE_WAIT for _, _, e in named):
         return pairs
     innermost = forest.innermost()
-    defined = None
+    defined = post_dominators = None
     for loop in forest.loops:
         inside = [e for block, _, e in named if innermost.get(block) is loop and e.kind is Kind.ARRIVE_WAIT
                   and e.guard is None and all(dominators.dominates(block, latch) for latch in loop.latches)]
@@ -92,14 +95,24 @@ def _around_uniform_loops(flow, named: list, matches, dominators, forest) -> set
             continue
         after = reachable(flow.succ, exits[0][1])
         before = reachable(flow.pred, loop.header)
+        post_dominators = DominatorTree.post_of(flow) if post_dominators is None else post_dominators
         for block, _, event in named:
             if block in loop.blocks or (block in after) == (block in before):
                 continue  # in the loop, around it, or unrelated
+            first, second = (block, loop.header) if block in before else (loop.header, block)
+            if not _runs_with(first, second, dominators, post_dominators):
+                continue  # some threads run one and not the other (two roles, one after the other)
             for inner in inside:
                 if matches(inner.sync, event.sync):
                     pairs.add((id(inner), id(event)))
                     pairs.add((id(event), id(inner)))
     return pairs
+
+
+def _runs_with(first: int, second: int, dominators, post_dominators) -> bool:
+    """Whether every thread that runs block `first` runs `second` later and every
+    thread that runs `second` ran `first` before (the two are control equivalent)."""
+    return dominators.dominates(first, second) and post_dominators.dominates(second, first)
 
 
 def _fixed_phases(flow, named: list, forest) -> dict[int, int]:

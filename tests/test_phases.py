@@ -68,3 +68,32 @@ def test_operations_every_path_reaches_after_as_many_others_have_their_own_phase
 def test_a_guarded_operation_leaves_the_count_open():
     pairs, _ = syncs("\tsetp.eq.u32 %p1, %r1, 0;\n\t@%p1 bar.sync 0;\n\tbar.sync 0;\n\tbar.sync 0;\n")
     assert pairs == set()
+
+
+
+#: Warpgroup 0 runs the first loop, warpgroup 1 the second (two ``if``s one after the other).
+ROLES_IN_SEQUENCE = (
+    "\tld.param.u32 %r1, [n];\n\tmov.u32 %r3, %tid.x;\n\tsetp.lt.u32 %p0, %r3, 128;\n\t@!%p0 bra CONSUMER;\n"
+    "\tmov.u32 %r2, 0;\nPRODUCER:\n\tbar.arrive 1, 256;\n\tadd.s32 %r2, %r2, 1;\n"
+    "\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra PRODUCER;\n"
+    "CONSUMER:\n\t@%p0 bra END;\n"
+    "\tmov.u32 %r2, 0;\nLOOP:\n\tbar.sync 1, 256;\n\tadd.s32 %r2, %r2, 1;\n"
+    "\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra LOOP;\nEND:\n")
+
+
+def test_roles_in_sequence_keep_their_pairs():
+    """The producer's loop precedes the consumer's in the graph, but no thread runs
+    both, so the i-th arrive meets the i-th sync."""
+    pairs, found = syncs(ROLES_IN_SEQUENCE)
+    assert len(found) == 2 and pairs == set()
+
+
+def test_an_operation_only_some_threads_run_before_the_loop_keeps_its_pairs():
+    """``if (producer) bar.arrive`` before a loop every thread runs: the consumers'
+    first iteration can meet it; an operation after the loop that every thread runs
+    stays apart from the loop."""
+    guarded = ("\tmov.u32 %r3, %tid.x;\n\tsetp.lt.u32 %p0, %r3, 128;\n\t@%p0 bra SKIP;\n"
+               "\tbar.arrive 1, 256;\nSKIP:\n")
+    pairs, (before, inside, after) = syncs(guarded + LOOP)
+    assert (id(before), id(inside)) not in pairs and (id(inside), id(before)) not in pairs
+    assert (id(inside), id(after)) in pairs
