@@ -75,12 +75,13 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
 
 def _around_uniform_loops(flow, named: list, matches, dominators, forest) -> set[tuple[int, int]]:
     """Pairs of a ``bar.sync`` run once per iteration of a CTA-uniform loop and an
-    operation on the same barrier outside it, before or after (not around) it."""
+    operation on the same barrier outside it, before or after (not around) it, that the
+    threads entering the loop run."""
     pairs: set[tuple[int, int]] = set()
     if not any(e.kind is Kind.ARRIVE_WAIT for _, _, e in named):
         return pairs
     innermost = forest.innermost()
-    defined = post_dominators = None
+    defined = threads = None
     for loop in forest.loops:
         inside = [e for block, _, e in named if innermost.get(block) is loop and e.kind is Kind.ARRIVE_WAIT
                   and e.guard is None and all(dominators.dominates(block, latch) for latch in loop.latches)]
@@ -95,24 +96,88 @@ def _around_uniform_loops(flow, named: list, matches, dominators, forest) -> set
             continue
         after = reachable(flow.succ, exits[0][1])
         before = reachable(flow.pred, loop.header)
-        post_dominators = DominatorTree.post_of(flow) if post_dominators is None else post_dominators
+        threads = _Threads(flow, dominators, defined, innermost) if threads is None else threads
         for block, _, event in named:
             if block in loop.blocks or (block in after) == (block in before):
                 continue  # in the loop, around it, or unrelated
-            first, second = (block, loop.header) if block in before else (loop.header, block)
-            if not _runs_with(first, second, dominators, post_dominators):
+            heard = [inner for inner in inside if matches(inner.sync, event.sync)]
+            if not heard or not threads.same(block, loop.header):
                 continue  # some threads run one and not the other (two roles, one after the other)
-            for inner in inside:
-                if matches(inner.sync, event.sync):
-                    pairs.add((id(inner), id(event)))
-                    pairs.add((id(event), id(inner)))
+            for inner in heard:
+                pairs.add((id(inner), id(event)))
+                pairs.add((id(event), id(inner)))
     return pairs
 
 
-def _runs_with(first: int, second: int, dominators, post_dominators) -> bool:
-    """Whether every thread that runs block `first` runs `second` later and every
-    thread that runs `second` ran `first` before (the two are control equivalent)."""
-    return dominators.dominates(first, second) and post_dominators.dominates(second, first)
+class _Threads:
+    """Which threads of a CTA run a block. Whether a thread runs it is decided by the
+    branches it is control dependent on (an edge into the blocks it post-dominates,
+    from a block it does not strictly post-dominate). A branch on a CTA-uniform
+    predicate sends every thread the same way, so a block decided by one such edge is
+    run by the threads that run the branch (or by none), and the uniform back edges of
+    a loop around it decide only how often. Two blocks decided by the same edges of the
+    other branches are run by the same threads, or one of them by none."""
+
+    def __init__(self, flow, dominators, defined: dict, innermost: dict):
+        self.flow, self.dominators, self.defined, self.innermost = flow, dominators, defined, innermost
+        self.post_dominators = DominatorTree.post_of(flow)
+        self._branches: list[int] | None = None
+        self._uniform: dict[int, bool] = {}
+
+    def same(self, one: int, other: int) -> bool:
+        """Whether the threads that run block `one` are those that run `other`."""
+        if self._equivalent(one, other) or self._equivalent(other, one):
+            return True
+        mine = self._decided_by(one, frozenset())
+        return mine is not None and mine == self._decided_by(other, frozenset())
+
+    def _equivalent(self, first: int, second: int) -> bool:
+        """`first` dominates `second` and `second` post-dominates `first`."""
+        return self.dominators.dominates(first, second) and self.post_dominators.dominates(second, first)
+
+    def _decided_by(self, block: int, seen: frozenset) -> frozenset | None:
+        """The edges of branches that may split a CTA which decide whether `block` runs,
+        through uniform branches that decide it alone; None when that is not known."""
+        edges = self._control_dependences(block)
+        if edges is None or block in seen:
+            return None
+        uniform = [edge for edge in edges if self._uniform_branch(edge[0])]
+        if not uniform:
+            return frozenset(edges)
+        if len(edges) == 1:
+            return self._decided_by(uniform[0][0], seen | {block})
+        return None
+
+    def _control_dependences(self, block: int) -> list | None:
+        """The edges `block` is control dependent on, less the uniform back edges of the
+        loops around it; None when it cannot reach the exit."""
+        post = self.post_dominators
+        if block not in post:
+            return None
+        if self._branches is None:
+            self._branches = [b for b in range(len(self.flow)) if len(set(self.flow.succ[b])) > 1]
+        headers, loop = set(), self.innermost.get(block)
+        while loop is not None:
+            headers.add(loop.header)
+            loop = loop.parent
+        found = []
+        for branch in self._branches:
+            if branch != block and post.dominates(block, branch):
+                continue
+            for successor in set(self.flow.succ[branch]):
+                if not post.dominates(block, successor):
+                    continue
+                if successor in headers and self.dominators.dominates(successor, branch) \
+                        and self._uniform_branch(branch):
+                    continue  # another round of a uniform loop around the block
+                found.append((branch, successor))
+        return found
+
+    def _uniform_branch(self, branch: int) -> bool:
+        if branch not in self._uniform:
+            guard = self.flow.blocks[branch].heads[-1][0]
+            self._uniform[branch] = guard is not None and cta_uniform(guard.register, self.defined, self.flow)
+        return self._uniform[branch]
 
 
 def _fixed_phases(flow, named: list, forest) -> dict[int, int]:

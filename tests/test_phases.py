@@ -97,3 +97,17 @@ def test_an_operation_only_some_threads_run_before_the_loop_keeps_its_pairs():
     pairs, (before, inside, after) = syncs(guarded + LOOP)
     assert (id(before), id(inside)) not in pairs and (id(inside), id(before)) not in pairs
     assert (id(inside), id(after)) in pairs
+
+
+def test_a_loop_behind_a_uniform_guard_keeps_its_phases_apart_from_the_code_after_it():
+    """``if (n > 0) { loop }`` then an operation every thread runs: the guard sends the
+    whole CTA one way, so the operation after the loop is run by the threads of the
+    loop; with a guard on the thread index it is not."""
+    guarded = ("\tld.param.u32 %r1, [n];\n\tsetp.eq.u32 %p0, %r1, 0;\n\t@%p0 bra AFTER;\n\tmov.u32 %r2, 0;\n"
+               "LOOP:\n\tbar.sync 1;\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra LOOP;\n"
+               "AFTER:\n\tbar.sync 1;\n")
+    pairs, (inside, after) = syncs(guarded)
+    assert pairs == {(id(inside), id(after)), (id(after), id(inside))}
+    by_thread = guarded.replace("\tsetp.eq.u32 %p0, %r1, 0;\n", "\tmov.u32 %r3, %tid.x;\n\tsetp.eq.u32 %p0, %r3, 0;\n")
+    pairs, _ = syncs(by_thread)
+    assert pairs == set()
