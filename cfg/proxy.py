@@ -50,6 +50,7 @@ from typing import NamedTuple
 
 from ptxkit.cfg.dataflow import solve_forward
 from ptxkit.cfg.divergence import thread_meets
+from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Event, EventOptions, Kind, classify
 from ptxkit.cfg.inline import inlined_graph
 from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, covers, overlaps, spaces_text
@@ -380,6 +381,31 @@ class KernelAnalysis:
             return frozenset()
         return fences
 
+    def _imported_before_in_round(self) -> dict[int, int]:
+        """block -> the facts imported by the waits on the paths from the entry to it
+        that take no loop's back edge (before it in its round). A fence credits only
+        those: what a wait after it imported in the previous round may come again, a new
+        instance, in the phase where the fencing thread's arrives still carry the old
+        credit (docs/fence.md §4.4). A block reached first over an edge that retreats
+        without being a back edge (irreducible flow) misses those paths' facts, which
+        only credits less."""
+        dominators = DominatorTree.of(self.flow)
+        before: dict[int, int] = {}
+        for block in self.flow.rpo:
+            facts = 0
+            for previous in self.flow.pred[block]:
+                if previous in before and not dominators.dominates(block, previous):
+                    facts |= before[previous] | self._block_imports(previous)
+            before[block] = facts
+        return before
+
+    def _block_imports(self, block: int) -> int:
+        """The facts the waits of `block` import (same CTA)."""
+        facts = 0
+        for event in self.events[block]:
+            facts |= self.imports.get(id(event), _NO_IMPORT)[0]
+        return facts
+
     def _thread_merges(self) -> dict:
         """The merges at the blocks where thread-index splits meet: there a fact is
         uncredited only where every path from the split left it so (§4.4)."""
@@ -506,8 +532,14 @@ class KernelAnalysis:
             ids, self._crediting_ids = self._crediting_ids, frozenset()
             self._fixpoint(needy)
             credits = dict.fromkeys(ids, 0)
-            for _, state, event in self.walk(ids):
-                credits[id(event)] |= self.plane(state & self._fence_kill(event), IMPORTED)
+            before = self._imported_before_in_round()
+            for block, state, event in self.walk(ids):
+                earlier = before[block]
+                for other in self.events[block]:
+                    if other is event:
+                        break
+                    earlier |= self.imports.get(id(other), _NO_IMPORT)[0]
+                credits[id(event)] |= self.plane(state & self._fence_kill(event), IMPORTED) & earlier
             self._crediting = {key: mask for key, mask in credits.items() if mask}
             if not self._crediting:  # no fence orders another thread's access: this solution stands
                 return
