@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.inline import call_target
+from ptxkit.instruction import head_of
 from ptxkit.cfg.locations import (
     CLUSTER, CTA, GLOBAL, SHARED, SPACE_BITS, Location, bounded, descriptor_location, everywhere, in_root, of_atom,
     overlaps, space_bits,
@@ -158,6 +159,7 @@ class _Classifier:
         self.warnings: list = []
         self.inlined = {(u, len(flow.blocks[u].instructions) - 1) for (u, v), kind in flow.kinds.items()
                         if "call" in kind.split(",")}
+        self.inert: dict[str, bool] = {}  # .func name -> whether a call of it does nothing tracked (`inert`)
         self._plain_names: dict[int, frozenset] = {}
         self._shared_pointers: set | None = None
         self.open_boxes = False  # a tensor copy whose box no expect_tx bounds
@@ -531,6 +533,8 @@ class _Classifier:
             f.name == callee and not f.is_declaration for f in module.functions)
         if callee is not None and not defined and is_benign_extern(callee):
             return None
+        if defined and inert(module, callee, self.inert):  # not inlined (the graph is too large), does nothing here
+            return None
         policy = self.options.extern_policy
         if policy == "none":
             keys = [self.ask(block, position, f"{context.prefix if context else ''}param:{name}+0")
@@ -812,3 +816,39 @@ def _most(value: tuple) -> int | None:
 def classify(flow, options: EventOptions) -> Events:
     """The events of every block of `flow` (see the module docstring)."""
     return _Classifier(flow, options).run()
+
+
+def inert(module, name: str, known: dict, seen: frozenset = frozenset()) -> bool:
+    """True when the ``.func`` `name` of `module`, with the functions it calls, accesses
+    no memory but its parameters and local frame, synchronizes with nothing and starts
+    no async op: a call of it that was not inlined does nothing the analysis tracks
+    (nvcc ``-G`` keeps helpers such as ``__cvta_generic_to_shared`` as calls). `known`
+    keeps the answers by name.
+
+    >>> import ptxkit
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+    ...     ".func (.param .b64 r) f(.param .b64 p)\\n{\\n.reg .b64 %rd<3>;\\n\\tld.param.u64 %rd1, [p];\\n"
+    ...     "\\tcvta.to.shared.u64 %rd2, %rd1;\\n\\tst.param.b64 [r], %rd2;\\n\\tret;\\n}\\n"
+    ...     ".func g(.param .b64 p)\\n{\\n.reg .b64 %rd<2>;\\n\\tld.param.u64 %rd1, [p];\\n"
+    ...     "\\tst.u32 [%rd1], 0;\\n\\tret;\\n}\\n")
+    >>> inert(m, "f", {}), inert(m, "g", {})
+    (True, False)
+    """
+    if name in known:
+        return known[name]
+    function = next((f for f in module.functions if f.name == name and not f.is_declaration), None)
+    found = function is not None and name not in seen
+    for instruction in function.instructions() if found else ():
+        opcode = head_of(instruction)[1]
+        if sync_effect(opcode) is not None:
+            found = False
+        elif proxy_effect(opcode).kind is Effect.CALL:
+            callee = call_target(instruction)[0]
+            found = callee is not None and inert(module, callee, known, seen | {name})
+        else:
+            found = proxy_effect(opcode).kind is Effect.NONE
+        if not found:
+            break
+    known[name] = found
+    return found
+

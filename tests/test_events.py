@@ -194,3 +194,22 @@ def test_a_matrix_store_of_one_or_two_matrices_uses_the_addresses_of_lanes_0_to_
     assert events(rows + store.format("x4", "{%r3, %r3, %r3, %r3}")) == [("write", "dynamic shared[0:3984]")]
     load = "\tldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r8, %r9}, [%r7];\n"
     assert events(rows + load) == [("read", "dynamic shared[0:1936]")]
+
+
+def test_a_call_left_out_of_a_full_graph_does_nothing_when_its_function_touches_only_its_frame(monkeypatch):
+    """Past `MAX_BLOCKS` calls stay calls; one of a function that only reads its
+    parameters (``__cvta_generic_to_shared`` in a -G build) is no extern write."""
+    import ptxkit.cfg.inline as inline
+
+    monkeypatch.setattr(inline, "MAX_BLOCKS", 0)
+    functions = (".func (.param .b64 r) pure(.param .b64 p)\n{\n.reg .b64 %rd<3>;\n\tld.param.u64 %rd1, [p];\n"
+                 "\tcvta.to.shared.u64 %rd2, %rd1;\n\tst.param.b64 [r], %rd2;\n\tret;\n}\n"
+                 ".func writes(.param .b64 p)\n{\n.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [p];\n"
+                 "\tst.u32 [%rd1], 0;\n\tret;\n}\n")
+    body = ("\t{\n\t.param .b64 a;\n\t.param .b64 b;\n\tst.param.b64 [a], %rd1;\n"
+            "\tcall.uni (b), pure, (a);\n\t}\n\t{\n\t.param .b64 c;\n\tst.param.b64 [c], %rd1;\n"
+            "\tcall.uni writes, (c);\n\t}\n")
+    text = (f"{HEAD}{functions}.visible .entry k()\n{{\n{REGS}{body}\tret;\n}}\n")
+    flow = inlined_graph(ptxkit.parse(text).function("k"))
+    found = [(e.kind, e.detail) for block in classify(flow, EventOptions()).by_block for e in block]
+    assert found == [(Kind.EXTERN, ("writes", "clobber"))]
