@@ -18,8 +18,9 @@ from __future__ import annotations
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.registers import destinations
+from ptxkit.isa import is_special_register
 
-__all__ = ["cta_uniform", "definitions", "thread_meets", "thread_only"]
+__all__ = ["cta_uniform", "definitions", "guard_of", "qualified", "thread_meets", "thread_only"]
 
 #: special registers that name the thread within its CTA
 _THREAD_INDEX = ("%tid.", "%laneid", "%warpid")
@@ -27,8 +28,10 @@ _THREAD_INDEX = ("%tid.", "%laneid", "%warpid")
 _CTA_WIDE = ("%ctaid.", "%nctaid.", "%ntid.", "%cluster_", "%clusterid.", "%nclusterid.", "%smid", "%nsmid",
              "%dynamic_smem_size", "%total_smem_size", "%gridid")
 #: opcodes whose result depends on nothing but their operands
+#: state-space modifiers: a load that names one does not go through a generic pointer
+_SPACES = frozenset({"param", "global", "shared", "local", "const", "shared::cta", "shared::cluster"})
 _PURE = frozenset({"mov", "and", "or", "xor", "not", "shr", "shl", "add", "sub", "mul", "mad", "div", "rem",
-                   "setp", "cvt", "bfe", "min", "max"})
+                   "setp", "cvt", "cvta", "bfe", "min", "max"})
 
 
 def thread_meets(flow) -> dict[int, frozenset]:
@@ -55,7 +58,7 @@ def thread_meets(flow) -> dict[int, frozenset]:
             continue
         if defined is None:
             defined = definitions(flow)
-        if not thread_only(block.heads[-1][0].register, defined, flow):
+        if not thread_only(guard_of(flow, block.index), defined, flow):
             continue
         if post is None:
             post = DominatorTree.post_of(flow).idom
@@ -97,7 +100,7 @@ def _thread_only(register: str, definitions: dict, flow, depth: int):
             continue
         if operand.kind not in ("register", "special") or operand.name is None:
             return False
-        source = _thread_only(operand.name, definitions, flow, depth + 1)
+        source = _thread_only(qualified(flow, block, operand.name), definitions, flow, depth + 1)
         if source is False:
             return False
         if source is True:
@@ -106,9 +109,11 @@ def _thread_only(register: str, definitions: dict, flow, depth: int):
 
 
 def cta_uniform(register: str, definitions: dict, flow, seen: frozenset = frozenset()) -> bool:
-    """True when every thread of a CTA computes the same value for `register`: from
-    kernel parameters, CTA-wide special registers and constants, through pure opcodes;
-    a register defined in a loop counts when all its definitions do.
+    """True when every thread of a CTA computes the same value for `register` (a name
+    `qualified` by its inlined copy): from kernel parameters (loaded with ``ld.param`` or,
+    as ``-G`` builds do, through a generic pointer made by ``cvta.param``), CTA-wide
+    special registers, symbols' addresses and constants, through pure opcodes; a register
+    defined in a loop counts when all its definitions do.
 
     >>> cta_uniform("%ctaid.x", {}, None), cta_uniform("%tid.x", {}, None)
     (True, False)
@@ -125,27 +130,86 @@ def cta_uniform(register: str, definitions: dict, flow, seen: frozenset = frozen
     seen = seen | {register}
     for block, position in where:
         head = flow.blocks[block].heads[position]
-        if head[0] is not None and not cta_uniform(head[0].register, definitions, flow, seen):
+        if head[0] is not None and not cta_uniform(qualified(flow, block, head[0].register), definitions, flow,
+                                                   seen):
             return False
         instruction = flow.blocks[block].instructions[position]
         if head[2] == "ld":  # a kernel parameter, at an address the same in every thread
             context = flow.blocks[block].context
-            if ".param" not in head[1] or context is not None and context.parent is not None:
+            if context is not None and context.parent is not None:
+                return False
+            if ".param" not in head[1] and not _reads_kernel_parameters(flow, block, instruction, definitions):
                 return False
             bases = [e for operand in instruction.operands[1:] for e in operand.elements if e.kind == "register"]
-            if not all(cta_uniform(base.name, definitions, flow, seen) for base in bases):
+            if not all(cta_uniform(qualified(flow, block, base.name), definitions, flow, seen) for base in bases):
                 return False
             continue
         if head[2] not in _PURE and head[2] != "selp":
             return False
         targets = set(destinations(instruction, head, frozenset()))
         for operand in instruction.operands:
-            if operand.kind == "immediate" or operand.name in targets:
-                continue
+            if operand.kind in ("immediate", "symbol") or operand.name in targets:
+                continue  # a symbol's address is the same in every thread of a CTA
             if operand.kind not in ("register", "special") or operand.name is None \
-                    or not cta_uniform(operand.name, definitions, flow, seen):
+                    or not cta_uniform(qualified(flow, block, operand.name), definitions, flow, seen):
                 return False
     return True
+
+
+def _reads_kernel_parameters(flow, block: int, instruction, definitions: dict) -> bool:
+    """True for a generic ``ld`` through a pointer into the kernel's parameters:
+    ``cvta.param`` of a parameter's address, plus constants (read-only memory, the same
+    for every thread)."""
+    parameters = {p.name for p in flow.blocks[0].context.function.signature.params} \
+        if flow.blocks and flow.blocks[0].context is not None else set()
+    if any(part in _SPACES for part in instruction.view.opcode.split(".")[1:]):
+        return False
+    bases = [e for operand in instruction.operands[1:] for e in operand.elements if e.kind == "register"]
+    return len(bases) == 1 and _parameter_pointer(qualified(flow, block, bases[0].name), parameters, definitions,
+                                                  flow, 0)
+
+
+def _parameter_pointer(register: str, parameters: set, definitions: dict, flow, depth: int) -> bool:
+    """True when every definition of `register` gives a generic address inside a kernel
+    parameter: ``cvta.param`` of one's address, or such an address plus a constant."""
+    where = definitions.get(register)
+    if not where or depth > 8:
+        return False
+    for block, position in where:
+        head = flow.blocks[block].heads[position]
+        operands = flow.blocks[block].instructions[position].operands[1:]
+        if head[0] is not None:
+            return False
+        if head[2] == "mov" and len(operands) == 1 and operands[0].kind == "symbol":
+            if operands[0].name not in parameters:
+                return False
+            continue
+        sources = [o for o in operands if o.kind != "immediate"]
+        if head[2] not in ("mov", "add", "cvta") or len(sources) != 1 or sources[0].kind != "register" \
+                or head[2] == "cvta" and ".param" not in head[1]:
+            return False
+        if not _parameter_pointer(qualified(flow, block, sources[0].name), parameters, definitions, flow, depth + 1):
+            return False
+    return True
+
+
+def qualified(flow, block: int, name: str) -> str:
+    """`name` as read in `block`: a register of an inlined copy carries the copy's prefix
+    (``ptxkit.cfg.inline.Context``); special registers are the same in every copy.
+
+    >>> qualified(None, 0, "%tid.x")
+    '%tid.x'
+    """
+    if is_special_register(name):
+        return name
+    context = flow.blocks[block].context
+    return context.prefix + name if context is not None else name
+
+
+def guard_of(flow, block: int) -> str | None:
+    """The qualified predicate the branch ending `block` tests, or None."""
+    guard = flow.blocks[block].heads[-1][0]
+    return qualified(flow, block, guard.register) if guard is not None else None
 
 
 def _conditional(flow, block: int) -> bool:
@@ -160,8 +224,8 @@ def _region_ends(flow, split: int, meet: int, definitions: dict) -> set:
     stack = [split]
     while stack:
         block = stack.pop()
-        if block != split and _conditional(flow, block) and not thread_only(
-                flow.blocks[block].heads[-1][0].register, definitions, flow):
+        if block != split and _conditional(flow, block) and not thread_only(guard_of(flow, block), definitions,
+                                                                            flow):
             return set()
         if block in flow.exits or not flow.succ[block]:
             return set()
@@ -175,9 +239,8 @@ def _region_ends(flow, split: int, meet: int, definitions: dict) -> set:
 
 
 def definitions(flow) -> dict:
-    """register -> the ``(block, position)`` pairs that write it (names of every inlined
-    copy together: a name written in two copies counts as written twice); computed once
-    per graph.
+    """register -> the ``(block, position)`` pairs that write it, its name qualified by
+    the inlined copy that writes it (`qualified`); computed once per graph.
 
     >>> import ptxkit
     >>> from ptxkit.cfg.inline import inlined_graph
@@ -189,9 +252,10 @@ def definitions(flow) -> dict:
     def scan() -> dict:
         found: dict = {}
         for block in flow.blocks:
+            prefix = block.context.prefix if block.context is not None else ""
             for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
                 for name in destinations(instruction, head, frozenset()):
-                    found.setdefault(name, []).append((block.index, position))
+                    found.setdefault(prefix + name, []).append((block.index, position))
         return found
 
     return derived(flow, "definitions", scan)

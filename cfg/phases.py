@@ -21,7 +21,7 @@ another's, in two ``if``s), may meet any iteration.
 
 from __future__ import annotations
 
-from ptxkit.cfg.divergence import cta_uniform, definitions
+from ptxkit.cfg.divergence import cta_uniform, definitions, guard_of
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Kind
 from ptxkit.cfg.loops import find_loops, reachable
@@ -90,9 +90,9 @@ def _around_uniform_loops(flow, named: list, matches, dominators, forest) -> set
         exits = [(u, v) for u in loop.blocks for v in flow.succ[u] if v not in loop.blocks]
         if len(exits) != 1 or any(u in flow.exits for u in loop.blocks) or len(flow.succ[exits[0][0]]) != 2:
             continue
-        guard = flow.blocks[exits[0][0]].heads[-1][0]
+        guard = guard_of(flow, exits[0][0])
         defined = definitions(flow) if defined is None else defined
-        if guard is None or not cta_uniform(guard.register, defined, flow):
+        if guard is None or not cta_uniform(guard, defined, flow):
             continue
         after = reachable(flow.succ, exits[0][1])
         before = reachable(flow.pred, loop.header)
@@ -175,8 +175,8 @@ class _Threads:
 
     def _uniform_branch(self, branch: int) -> bool:
         if branch not in self._uniform:
-            guard = self.flow.blocks[branch].heads[-1][0]
-            self._uniform[branch] = guard is not None and cta_uniform(guard.register, self.defined, self.flow)
+            guard = guard_of(self.flow, branch)
+            self._uniform[branch] = guard is not None and cta_uniform(guard, self.defined, self.flow)
         return self._uniform[branch]
 
 

@@ -76,7 +76,26 @@ def test_a_data_dependent_split_does_not_count():
     ("\tmov.u32 %r1, 0;\nL:\n\tadd.s32 %r1, %r1, 1;\n\tsetp.lt.u32 %p1, %r1, 9;\n\t@%p1 bra L;\n", True),
     ("\tmov.u32 %r1, %tid.x;\n\tsetp.lt.u32 %p1, %r1, 9;\n", False),
     ("\tld.shared.u32 %r1, [%r2];\n\tsetp.lt.u32 %p1, %r1, 9;\n", False),  # memory may differ by thread
+    # -G: a field of the kernel's parameter read through a generic pointer (cvta.param)
+    (".reg .b64 %rd<4>;\n\tmov.b64 %rd1, n;\n\tcvta.param.u64 %rd2, %rd1;\n\tadd.s64 %rd3, %rd2, 0;\n"
+     "\tld.u32 %r1, [%rd3];\n\tsetp.lt.u32 %p1, %r1, 9;\n", True),
+    (".reg .b64 %rd<4>;\n\tmov.b64 %rd1, n;\n\tcvta.param.u64 %rd2, %rd1;\n\tld.global.u32 %r1, [%rd2];\n"
+     "\tsetp.lt.u32 %p1, %r1, 9;\n", False),
+    (".reg .b64 %rd<4>;\n\tcvta.param.u64 %rd2, %rd1;\n\tld.u32 %r1, [%rd2];\n\tsetp.lt.u32 %p1, %r1, 9;\n",
+     False),  # %rd1 is no parameter's address
 ])
 def test_cta_uniform(body, expected):
     flow = flow_of(body + "\tret;\n")
     assert cta_uniform("%p1", definitions(flow), flow) is expected
+
+
+def test_a_register_of_an_inlined_function_is_not_the_callers():
+    """-G builds reuse register names in every function: the callee's %r1 (the thread
+    index) does not make the kernel's %r1 (a parameter) differ by thread."""
+    text = (".version 8.0\n.target sm_90a\n.address_size 64\n"
+            ".func f()\n{\n.reg .b32 %r<2>;\n\tmov.u32 %r1, %tid.x;\n\tret;\n}\n" + HEAD + REGS
+            + "\tld.param.u32 %r1, [n];\n\tcall.uni f, ();\n\tsetp.lt.u32 %p1, %r1, 9;\n\tret;\n}\n")
+    flow = inlined_graph(ptxkit.parse(text).function("k"))
+    defined = definitions(flow)
+    assert cta_uniform("%p1", defined, flow)
+    assert len(defined["%r1"]) == 1 and sum(key.endswith(":%r1") for key in defined) == 1
