@@ -484,6 +484,9 @@ def _site(analysis: KernelAnalysis, plan: PlannedFence, variant: str, text: str,
             elif basic.instructions and basic.instructions[0] is not step.instruction:
                 path.append(Place.of(basic.instructions[0], ""))
         place = Place.of(step.instruction)
+        if step.what == "origin":  # handed on through other threads: no path shown up to the arrive
+            write = place
+            continue
         if step.what in ("arrive", "wait"):
             handoff.append(place)
         elif step.what != "op":

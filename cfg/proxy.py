@@ -151,7 +151,9 @@ class Step:
     """One stop of a witness path: an access, an arrive, a wait or the async op
     (`what`), at `instruction` in `block`, with the blocks passed since the last stop
     in `via`, and the thread (1: the one that made the access, 2: the one that waited);
-    `explain` fills `via` and `thread` as it traces the path back."""
+    `explain` fills `via` and `thread` as it traces the path back. An access handed on
+    through more threads than the witness follows is an ``origin``: its path to the
+    arrive is not shown."""
 
     __slots__ = ("what", "block", "instruction", "thread", "via")
 
@@ -872,8 +874,13 @@ class KernelAnalysis:
                 for arrive_block, arrive_event, plane in self._arrivals(wait_event, fact, which):
                     arrive = Step("arrive", arrive_block,
                                   self.flow.blocks[arrive_block].instructions[arrive_event.position])
-                    if plane in (IMPORTED, CROSSED):  # handed on again: show the arrive only
-                        return [arrive, wait, target]
+                    if plane in (IMPORTED, CROSSED):  # handed on again: the access, then the last hand-off
+                        origins = self.facts[fact].origins
+                        if not origins:
+                            return [arrive, wait, target]
+                        origin = self._access_step(origins[0], fact)
+                        origin.what = "origin"
+                        return [origin, arrive, wait, target]
                     traced = self._trace(self._bit(plane, fact), arrive_block, arrive_event)
                     if traced is not None:
                         origin, arrive.via = traced

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import ptxkit
-from ptxkit.cfg.fence import FenceOptions, analyse_module
+from ptxkit.cfg.fence import FenceOptions, analyse_module, fence_text
 from ptxkit.cfg.proxy import AnalysisOptions, Hazard, KernelAnalysis
 from ptxkit.cfg.locations import spaces_text
 
@@ -272,3 +272,21 @@ def test_state_text():
     assert analysis.state_text(0) == "nothing pending"
     assert "1 write made here (shared::cta)" in analysis.state_text(analysis.outs[analysis.flow.start + 1])
     assert Hazard.RAW.value == "raw" and analysis.state_text(analysis.ins[last]) != ""
+
+
+def test_witness_of_an_access_handed_on_twice_names_the_access():
+    """Warpgroup 0 writes and arrives on barrier 1; warpgroup 1 waits there and arrives
+    on barrier 2; warpgroup 2 waits on barrier 2 and runs the wgmma. The witness shows
+    the write and the last hand-off."""
+    head, _, rest = kernel("", "").partition("\tsetp.lt.u32")
+    body = ("\tshr.u32 %r6, %r5, 7;\n\tsetp.eq.u32 %p1, %r6, 0;\n\t@%p1 bra WRITER;\n\tsetp.eq.u32 %p2, %r6, 1;\n"
+            "\t@%p2 bra RELAY;\n\tbar.sync 2, 256;\n" + WG + "\tbra.uni DONE;\n"
+            "WRITER:\n\tst.shared.b16 [%r1+64], %h0;\n\tbar.arrive 1, 256;\n\tbra.uni DONE;\n"
+            "RELAY:\n\tbar.sync 1, 256;\n\tbar.arrive 2, 256;\nDONE:\n\tret;\n}\n")
+    text = head + body
+    assert witness(text) == ["origin: st.shared.b16", "arrive: bar.arrive", "wait: bar.sync",
+                             "op: wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"]
+    site, = fence_text(text, "k.ptx", rewrite=False)[1].missing
+    assert site.write.line == line_of(text, "st.shared.b16")
+    assert "generic-proxy write at line" in site.message() and site.path_text().startswith("line ")
+    assert "st.shared" not in site.path_text()  # its way to the relay's arrive is not traced
