@@ -63,7 +63,7 @@ the pass credits another thread's fence, docs/fence.md §4.4, but not a thread's
 that comes back to it).
 
 Properties: (a) inline, issuer-side fencing inserts a fence iff the explorer finds a
-violation; (b) in every mode the output has none left and the pass adds nothing to
+violation, for roles that loop too; (b) in every mode the output has none left and the pass adds nothing to
 it, loops and roles in sequence included (there the pass may fence more than needed:
 it does not know that no thread runs both roles); (c) with ``war=False`` WAR alone never gets a fence; every fence inline placement
 inserts is needed; hand-written examples; and ptxas assembles what the test makes.
@@ -651,6 +651,21 @@ def test_pass_fences_exactly_the_programs_with_a_violation(program, war):
     text = render(program)
     exploration = explore(text)
     assert exploration.finished
+    assume(not fenced_on_one_path_only(exploration, war))  # docs/fence.md §8, a fence on one causality path
+    expected = counted(exploration.violations, war)
+    _, report = fence_text(text, "k.ptx", placement="inline", fence_side="issuer", war=war)
+    assert bool(report.fences) == bool(expected), (text, expected, [f.message() for f in report.fences])
+    assert {f.hazard for f in report.fences} <= {v.hazard for v in expected}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(loops=True), st.booleans())
+def test_pass_fences_exactly_the_looping_programs_with_a_violation(program, war):
+    """(a) for roles that loop (roles in sequence aside: there the pass follows paths
+    from one role's code into the other's that no thread takes)."""
+    assume(not program.in_sequence)
+    text = render(program)
+    exploration = explore(text)
     assume(not fenced_on_one_path_only(exploration, war))  # docs/fence.md §8, a fence on one causality path
     expected = counted(exploration.violations, war)
     _, report = fence_text(text, "k.ptx", placement="inline", fence_side="issuer", war=war)
