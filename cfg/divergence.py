@@ -27,9 +27,9 @@ _THREAD_INDEX = ("%tid.", "%laneid", "%warpid")
 #: special registers that every thread of a CTA reads alike
 _CTA_WIDE = ("%ctaid.", "%nctaid.", "%ntid.", "%cluster_", "%clusterid.", "%nclusterid.", "%smid", "%nsmid",
              "%dynamic_smem_size", "%total_smem_size", "%gridid")
-#: opcodes whose result depends on nothing but their operands
 #: state-space modifiers: a load that names one does not go through a generic pointer
 _SPACES = frozenset({"param", "global", "shared", "local", "const", "shared::cta", "shared::cluster"})
+#: opcodes whose result depends on nothing but their operands
 _PURE = frozenset({"mov", "and", "or", "xor", "not", "shr", "shl", "add", "sub", "mul", "mad", "div", "rem",
                    "setp", "cvt", "cvta", "bfe", "min", "max"})
 
@@ -138,7 +138,8 @@ def cta_uniform(register: str, definitions: dict, flow, seen: frozenset = frozen
             context = flow.blocks[block].context
             if context is not None and context.parent is not None:
                 return False
-            if ".param" not in head[1] and not _reads_kernel_parameters(flow, block, instruction, definitions):
+            if ".param" not in head[1] and not _reads_kernel_parameters(flow, block, head[1], instruction,
+                                                                        definitions):
                 return False
             bases = [e for operand in instruction.operands[1:] for e in operand.elements if e.kind == "register"]
             if not all(cta_uniform(qualified(flow, block, base.name), definitions, flow, seen) for base in bases):
@@ -156,14 +157,14 @@ def cta_uniform(register: str, definitions: dict, flow, seen: frozenset = frozen
     return True
 
 
-def _reads_kernel_parameters(flow, block: int, instruction, definitions: dict) -> bool:
-    """True for a generic ``ld`` through a pointer into the kernel's parameters:
-    ``cvta.param`` of a parameter's address, plus constants (read-only memory, the same
-    for every thread)."""
+def _reads_kernel_parameters(flow, block: int, opcode: str, instruction, definitions: dict) -> bool:
+    """True for a generic ``ld`` (`opcode`) through a pointer into the kernel's
+    parameters: ``cvta.param`` of a parameter's address, plus constants (read-only
+    memory, the same for every thread)."""
+    if any(part in _SPACES for part in opcode.split(".")[1:]):
+        return False
     parameters = {p.name for p in flow.blocks[0].context.function.signature.params} \
         if flow.blocks and flow.blocks[0].context is not None else set()
-    if any(part in _SPACES for part in instruction.view.opcode.split(".")[1:]):
-        return False
     bases = [e for operand in instruction.operands[1:] for e in operand.elements if e.kind == "register"]
     return len(bases) == 1 and _parameter_pointer(qualified(flow, block, bases[0].name), parameters, definitions,
                                                   flow, 0)

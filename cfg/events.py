@@ -26,7 +26,6 @@ from typing import NamedTuple
 
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.inline import call_target
-from ptxkit.instruction import head_of
 from ptxkit.cfg.locations import (
     CLUSTER, CTA, GLOBAL, SHARED, SPACE_BITS, Location, bounded, descriptor_location, everywhere, in_root, of_atom,
     overlaps, space_bits,
@@ -39,6 +38,7 @@ from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP_FORM,
     WINDOW, Atom, constant, integers,
 )
+from ptxkit.instruction import head_of
 from ptxkit.isa import (
     SPACE_OF_MODIFIER, AsyncForm, Effect, Sync, SyncObject, access_width, async_form, is_benign_extern, proxy_effect,
     sync_effect,
@@ -851,4 +851,3 @@ def inert(module, name: str, known: dict, seen: frozenset = frozenset()) -> bool
             break
     known[name] = found
     return found
-

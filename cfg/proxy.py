@@ -401,10 +401,13 @@ class KernelAnalysis:
             before[block] = facts
         return before
 
-    def _block_imports(self, block: int) -> int:
-        """The facts the waits of `block` import (same CTA)."""
+    def _block_imports(self, block: int, until: Event | None = None) -> int:
+        """The facts the waits of `block` (before event `until`, when given) import from
+        the same CTA."""
         facts = 0
         for event in self.events[block]:
+            if event is until:
+                break
             facts |= self.imports.get(id(event), _NO_IMPORT)[0]
         return facts
 
@@ -536,11 +539,7 @@ class KernelAnalysis:
             credits = dict.fromkeys(ids, 0)
             before = self._imported_before_in_round()
             for block, state, event in self.walk(ids):
-                earlier = before[block]
-                for other in self.events[block]:
-                    if other is event:
-                        break
-                    earlier |= self.imports.get(id(other), _NO_IMPORT)[0]
+                earlier = before[block] | self._block_imports(block, until=event)
                 credits[id(event)] |= self.plane(state & self._fence_kill(event), IMPORTED) & earlier
             self._crediting = {key: mask for key, mask in credits.items() if mask}
             if not self._crediting:  # no fence orders another thread's access: this solution stands
