@@ -18,7 +18,7 @@ from __future__ import annotations
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.registers import destinations
-from ptxkit.isa import is_special_register
+from ptxkit.isa import STATE_SPACES, is_special_register
 
 __all__ = ["cta_uniform", "definitions", "guard_of", "qualified", "thread_meets", "thread_only"]
 
@@ -27,8 +27,6 @@ _THREAD_INDEX = ("%tid.", "%laneid", "%warpid")
 #: special registers that every thread of a CTA reads alike
 _CTA_WIDE = ("%ctaid.", "%nctaid.", "%ntid.", "%cluster_", "%clusterid.", "%nclusterid.", "%smid", "%nsmid",
              "%dynamic_smem_size", "%total_smem_size", "%gridid")
-#: state-space modifiers: a load that names one does not go through a generic pointer
-_SPACES = frozenset({"param", "global", "shared", "local", "const", "shared::cta", "shared::cluster"})
 #: opcodes whose result depends on nothing but their operands
 _PURE = frozenset({"mov", "and", "or", "xor", "not", "shr", "shl", "add", "sub", "mul", "mad", "div", "rem",
                    "setp", "cvt", "cvta", "bfe", "min", "max"})
@@ -161,10 +159,9 @@ def _reads_kernel_parameters(flow, block: int, opcode: str, instruction, definit
     """True for a generic ``ld`` (`opcode`) through a pointer into the kernel's
     parameters: ``cvta.param`` of a parameter's address, plus constants (read-only
     memory, the same for every thread)."""
-    if any(part in _SPACES for part in opcode.split(".")[1:]):
+    if any(part in STATE_SPACES for part in opcode.split(".")[1:]):
         return False
-    parameters = {p.name for p in flow.blocks[0].context.function.signature.params} \
-        if flow.blocks and flow.blocks[0].context is not None else set()
+    parameters = {p.name for p in flow.function.signature.params} if flow.function is not None else set()
     bases = [e for operand in instruction.operands[1:] for e in operand.elements if e.kind == "register"]
     return len(bases) == 1 and _parameter_pointer(qualified(flow, block, bases[0].name), parameters, definitions,
                                                   flow, 0)

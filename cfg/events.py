@@ -840,13 +840,14 @@ def inert(module, name: str, known: dict, seen: frozenset = frozenset()) -> bool
     found = function is not None and name not in seen
     for instruction in function.instructions() if found else ():
         opcode = head_of(instruction)[1]
+        effect = proxy_effect(opcode).kind
         if sync_effect(opcode) is not None:
             found = False
-        elif proxy_effect(opcode).kind is Effect.CALL:
+        elif effect is Effect.CALL:
             callee = call_target(instruction)[0]
             found = callee is not None and inert(module, callee, known, seen | {name})
         else:
-            found = proxy_effect(opcode).kind is Effect.NONE
+            found = effect is Effect.NONE
         if not found:
             break
     known[name] = found

@@ -393,12 +393,14 @@ class KernelAnalysis:
         only credits less."""
         dominators = DominatorTree.of(self.flow)
         before: dict[int, int] = {}
+        through: dict[int, int] = {}  # block -> what is imported up to its end
         for block in self.flow.rpo:
             facts = 0
             for previous in self.flow.pred[block]:
-                if previous in before and not dominators.dominates(block, previous):
-                    facts |= before[previous] | self._block_imports(previous)
+                if previous in through and not dominators.dominates(block, previous):
+                    facts |= through[previous]
             before[block] = facts
+            through[block] = facts | self._block_imports(block)
         return before
 
     def _block_imports(self, block: int, until: Event | None = None) -> int:
