@@ -834,14 +834,11 @@ class _Analysis:
         if not dead_starts:
             return set()
         dead = set()
-        for block in self.flow.rpo:
-            node = block
-            while isinstance(node, int):
-                if node in dead_starts:
-                    dead.add(block)
-                    break
-                parent = self.dominators.idom.get(node)
-                node = parent if parent != node else None
+        idom = self.dominators.idom
+        for block in self.flow.rpo:  # a block's immediate dominator comes before it
+            parent = idom.get(block)
+            if block in dead_starts or (parent in dead and parent != block):
+                dead.add(block)
         return dead
 
     def lookup(self, at, key: str) -> tuple:
