@@ -202,6 +202,22 @@ def test_branch_conditions_narrow_and_dead_paths_are_found():
     assert dead == {dead_block} and values["q"] == ()
 
 
+def test_everything_an_unreachable_block_dominates_is_unreachable():
+    """A branch condition no thread meets (tid.x + 192 <= 15) cuts off a region whose
+    blocks are dominated one by the next; the block where the paths meet again is not."""
+    body = ("\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r4, %r1, 192;\n\tsetp.gt.u32 %p2, %r4, 15;\n\t@%p2 bra OUT;\n"
+            "\tmov.u32 %r5, %r4;\n\tsetp.eq.u32 %p3, %r5, 7;\n\t@%p3 bra INNER;\n"
+            "\tmov.u32 %r6, 1;\n\tsetp.eq.u32 %p4, %r5, 9;\n\t@%p4 bra INNER;\n"
+            "\tmov.u32 %r8, 2;\nINNER:\n\tmov.u32 %r7, %r5;\nOUT:\n\tmov.u32 %r9, %r1;\n")
+    text = f"{HEAD}.visible .entry k()\n{{\n{REGS}{body}\tret;\n}}\n"
+    flow = flow_graph(ptxkit.parse(text).function("k"))
+    first = {b.instructions[0].text: b.index for b in flow.blocks if b.instructions}
+    last = flow.blocks[first["mov.u32 %r9, %r1;"]].instructions[0]
+    _, dead, _ = analyse_registers(flow, {"q": (first["mov.u32 %r9, %r1;"], 0, last.operands[1])})
+    assert dead == {first[text] for text in ("mov.u32 %r5, %r4;", "mov.u32 %r6, 1;", "mov.u32 %r8, 2;",
+                                              "mov.u32 %r7, %r5;")}
+
+
 def test_warp_group_index_from_a_uniform_shuffle_bounds_the_thread_index():
     body = ("\tmov.u32 %r1, %tid.x;\n\tshr.u32 %r2, %r1, 7;\n\tmov.u32 %r3, 0;\n"
             "\tshfl.sync.idx.b32 %r4|%p1, %r2, %r3, 31, -1;\n\tsetp.eq.s32 %p2, %r4, 0;\n\t@%p2 bra OUT;\n"
