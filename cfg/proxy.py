@@ -54,6 +54,7 @@ from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Event, EventOptions, Kind, classify
 from ptxkit.cfg.inline import inlined_graph
 from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, covers, overlaps, spaces_text
+from ptxkit.cfg.once import export_limits
 from ptxkit.cfg.phases import separate_phases
 from ptxkit.cfg.registers import PORTABLE_CLUSTER
 from ptxkit.isa import SyncObject
@@ -245,6 +246,7 @@ class KernelAnalysis:
         self._touches = events.touches
         self.facts: list[Fact] = []
         self._make_facts()
+        self._export_limits = export_limits(self.flow, self.events, self.facts) if self._count else {}
         self._crediting_ids = self._crediting_fences()
         self._meets: dict = {}  # block -> its merge, where thread-index splits meet (with credit only)
         self._crediting: dict[int, int] = {}  # id(fence) -> the facts it credits, once `_run` knows them
@@ -638,6 +640,10 @@ class KernelAnalysis:
                 crossed |= self.plane(state, REMOTE) | same
                 if strong:
                     state &= ~self.put(self._full, REMOTE)
+            limit = self._export_limits.get(key)
+            if limit is not None:  # an arrive before its mbarrier's one completion (docs/fence.md §4.5)
+                same &= limit
+                unpublished &= limit
             old = self.exports.get(key, _NO_EXPORT)
             self.exports[key] = (old[0] | unpublished, old[1] | crossed, old[2] | same & ~unpublished,
                                  old[3] | self._full & ~self.plane(state, UNCREDITED))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import ptxkit
@@ -153,123 +155,47 @@ def test_mbarrier_init_before_an_async_op_that_completes_on_it():
     assert needs(kernel("\tmbarrier.init.shared::cta.b64 [%r4], 1;\n" + TMA, "")) == []
 
 
-#: A producer arrives on `order` once, in the first trip of its loop (a do-once flag,
-#: `%p5`, false on entry and set on the way round), as CUTLASS's Blackwell kernels do on
-#: their load-order barrier; the loader waits on `order` once (parity 0) before its
-#: loop of TMA loads of `tileC`; the readers wait on `cfull`, read the tile, arrive on
-#: `acc` with the read unfenced, fence and release the tile on `cempty`. The producer's
-#: waits on `acc` import the read, but its one arrive on `order` comes before any read:
-#: the first trip's wait on `acc` passes at once (parity 1 on a fresh barrier), and every
-#: read follows a wait on `cfull`, which only the loader's arrives after its wait on
-#: `order` complete. So the read is never handed to the loader through `order`, and the
-#: loads need no fence (the tile's own release is fenced). The pass cannot tell: it does
-#: not know that the arrive runs once nor in what order the phases complete.
-ONCE_PER_KERNEL = """\
-.version 8.0
-.target sm_90a
-.address_size 64
 
-.visible .entry k(
-	.param .u32 k_param_0,
-	.param .align 64 .b8 k_tmap[128]
-)
-.reqntid 96, 1, 1
-{
-	.reg .pred 	%p<12>;
-	.reg .b32 	%r<60>;
-	.reg .b64 	%rd<4>;
-	.shared .align 128 .b8 tileC[2048];
-	.shared .align 8 .b64 order;
-	.shared .align 8 .b64 acc;
-	.shared .align 8 .b64 cfull;
-	.shared .align 8 .b64 cempty;
-
-	mov.u32 	%r1, %tid.x;
-	mov.u32 	%r2, tileC;
-	mov.u32 	%r3, order;
-	mov.u32 	%r4, acc;
-	mov.u32 	%r5, cfull;
-	mov.u32 	%r6, cempty;
-	ld.param.u32 	%r7, [k_param_0];
-	setp.eq.u32 	%p1, %r1, 0;
-	@%p1 mbarrier.init.shared::cta.b64 	[%r3], 1;
-	@%p1 mbarrier.init.shared::cta.b64 	[%r4], 32;
-	@%p1 mbarrier.init.shared::cta.b64 	[%r5], 1;
-	@%p1 mbarrier.init.shared::cta.b64 	[%r6], 32;
-	fence.mbarrier_init.release.cluster;
-	bar.sync 	0;
-	shr.u32 	%r8, %r1, 5;
-	setp.eq.u32 	%p2, %r8, 2;
-	@%p2 bra 	READERS;
-	and.b32 	%r9, %r1, 31;
-	setp.ne.u32 	%p3, %r9, 0;
-	@%p3 bra 	DONE;
-	setp.eq.u32 	%p4, %r8, 1;
-	@%p4 bra 	LOADER;
-	mov.pred 	%p5, 0;
-	mov.b32 	%r10, 1;
-	mov.b32 	%r11, 0;
-PRODUCER_LOOP:
-	mbarrier.try_wait.parity.shared::cta.b64 	%p6, [%r4], %r10;
-	@!%p6 bra 	PRODUCER_LOOP;
-	@%p5 bra 	PRODUCER_NEXT;
-	mbarrier.arrive.shared::cta.b64 	_, [%r3];
-PRODUCER_NEXT:
-	mov.pred 	%p5, -1;
-	xor.b32 	%r10, %r10, 1;
-	add.s32 	%r11, %r11, 1;
-	setp.lt.u32 	%p7, %r11, %r7;
-	@%p7 bra 	PRODUCER_LOOP;
-	bra.uni 	DONE;
-LOADER:
-	mov.b32 	%r20, 0;
-WAIT_ORDER:
-	mbarrier.try_wait.parity.shared::cta.b64 	%p8, [%r3], %r20;
-	@!%p8 bra 	WAIT_ORDER;
-	mov.u64 	%rd1, k_tmap;
-	mov.u32 	%r21, %ctaid.x;
-	mov.b32 	%r22, 1;
-	mov.b32 	%r23, 0;
-LOADER_LOOP:
-	mbarrier.try_wait.parity.shared::cta.b64 	%p9, [%r6], %r22;
-	@!%p9 bra 	LOADER_LOOP;
-	shl.b32 	%r24, %r23, 5;
-	mbarrier.arrive.expect_tx.shared::cta.b64 	_, [%r5], 2048;
-	cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes 	[%r2], [%rd1, {%r24, %r21}], [%r5];
-	xor.b32 	%r22, %r22, 1;
-	add.s32 	%r23, %r23, 1;
-	setp.lt.u32 	%p10, %r23, %r7;
-	@%p10 bra 	LOADER_LOOP;
-	bra.uni 	DONE;
-READERS:
-	and.b32 	%r30, %r1, 31;
-	shl.b32 	%r31, %r30, 4;
-	add.s32 	%r32, %r2, %r31;
-	mov.b32 	%r33, 0;
-	mov.b32 	%r34, 0;
-	mov.b32 	%r35, 0;
-READER_LOOP:
-	mbarrier.try_wait.parity.shared::cta.b64 	%p11, [%r5], %r33;
-	@!%p11 bra 	READER_LOOP;
-	ld.shared.v4.b32 	{%r36, %r37, %r38, %r39}, [%r32];
-	add.s32 	%r35, %r35, %r36;
-	mbarrier.arrive.shared::cta.b64 	_, [%r4];
-	fence.proxy.async.shared::cta;
-	mbarrier.arrive.shared::cta.b64 	_, [%r6];
-	xor.b32 	%r33, %r33, 1;
-	add.s32 	%r34, %r34, 1;
-	setp.lt.u32 	%p10, %r34, %r7;
-	@%p10 bra 	READER_LOOP;
-DONE:
-	ret;
-}
-"""
+#: samples/fence/h18: a producer arrives on `order` only in the first trip of its loop
+#: (CUTLASS's load-order barrier); the loader waits there once before its TMA loads of
+#: `tileC`; the readers read the tile, arrive on `acc` unfenced, fence and release it.
+ONCE = (Path(__file__).parent.parent / "samples" / "fence" / "h18_arrive_once_before_the_reads.ptx").read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="docs/fence.md §8: an arrive run once, before the accesses it would hand over")
+REMOTE_AFTER = "\tfence.proxy.async.shared::cta;\n"
+
+
 def test_an_arrive_run_once_before_the_reads_hands_none_of_them_over():
-    assert needs(ONCE_PER_KERNEL) == []
+    assert needs(ONCE) == []
+    # an arrive through the cluster window on the CTA's own rank is the CTA's own
+    own = ONCE.replace(REMOTE_AFTER, REMOTE_AFTER + "\tmov.u32 \t%r12, %cluster_ctarank;\n"
+                       "\tmapa.shared::cluster.u32 \t%r13, %r5, %r12;\n\tmbarrier.arrive.shared::cluster.b64 \t_, [%r13];\n")
+    assert own != ONCE and needs(own) == []
 
+
+@pytest.mark.parametrize("change", [
+    # the loader's wait on `order` passes at once (parity 1): a read may come first
+    ("\tmov.b32 \t%r20, 0;", "\tmov.b32 \t%r20, 1;"),
+    # the producer arrives on `order` in every trip, after reads it waited for
+    ("\t@%p5 bra \tPRODUCER_NEXT;\n", ""),
+    # the readers' first wait on `cfull` passes at once: they may read before any load
+    ("\tmov.b32 \t%r33, 0;", "\tmov.b32 \t%r33, 1;"),
+    # the producer also arrives on `cfull`: the readers need not wait for the loader
+    ("\tmbarrier.arrive.shared::cta.b64 \t_, [%r3];", "\tmbarrier.arrive.shared::cta.b64 \t_, [%r3];\n"
+     "\tmbarrier.arrive.shared::cta.b64 \t_, [%r5];"),
+    # the readers also arrive on `cfull` of a CTA whose rank the analysis does not know:
+    # another CTA's readers may arrive on this CTA's `cfull` at any time
+    (REMOTE_AFTER, REMOTE_AFTER + "\tmapa.shared::cluster.u32 \t%r12, %r5, %r7;\n"
+     "\tmbarrier.arrive.shared::cluster.b64 \t_, [%r12];\n"),
+    # the do-once predicate is cleared again in the loop
+    ("\txor.b32 \t%r10, %r10, 1;", "\txor.b32 \t%r10, %r10, 1;\n\tmov.pred \t%p5, 0;"),
+], ids=["loader-parity-1", "arrive-every-trip", "reader-parity-1", "other-arrive-on-cfull", "remote-arrive",
+        "flag-cleared"])
+def test_an_arrive_that_may_follow_a_read_still_hands_it_over(change):
+    old, new = change
+    assert old in ONCE
+    changed = ONCE.replace(old, new, 1)
+    assert [(line, hazard) for line, hazard, _ in needs(changed)] == [(line_of(changed, "cp.async.bulk.tensor"), "war")]
 
 # -- a fence another thread ran (docs/fence.md §4.4) ------------------------------------------
 

@@ -1,0 +1,619 @@
+"""Arrives on an mbarrier that completes once (docs/fence.md §4.5).
+
+CUTLASS's Blackwell kernels start their C loads only after the first A/B loads: the
+producer arrives on a "load-order" mbarrier in the first trip of its tile loop alone (a
+do-once predicate, false on entry and set on every way round), and the loader waits on
+it once, for parity 0. Whatever the producer has pending there, it made before that
+barrier completed, so no access that must follow the completion (the epilogue's reads of
+C, which wait for loads that wait for the barrier) is handed over by that arrive.
+
+`export_limits` finds, for every mbarrier B whose arrives each run at most once per
+thread (such a barrier completes one phase, docs/fence.md §8, and each of its arrives
+comes before that completion), the blocks a run of the CTA can reach before B completes:
+from the entry, over the edges the do-once predicates allow, and past a wait only when
+it can pass. A wait for parity 0 (the first time each thread reaches it) on B never
+passes there; one on another mbarrier passes once an arrive on that mbarrier is
+reachable, or when another CTA may arrive on it. The arrives on B then hand over only
+the accesses made in those blocks.
+
+>>> import ptxkit
+>>> from ptxkit.cfg.inline import inlined_graph
+>>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+...     ".reg .pred %p<3>;\\n\\tmov.pred %p1, 0;\\nL:\\n\\t@%p1 bra N;\\n\\tbar.sync 1;\\nN:\\n"
+...     "\\tmov.pred %p1, -1;\\n\\t@%p2 bra L;\\n\\tret;\\n}\\n")
+>>> flow = inlined_graph(m.function("k"))
+>>> trips = Trips(flow)
+>>> [(block, trips.runs_once(block)) for block in range(len(flow))]
+[(0, True), (1, False), (2, True), (3, False), (4, True)]
+"""
+
+from __future__ import annotations
+
+from ptxkit.cfg.divergence import definitions, qualified
+from ptxkit.cfg.dominance import DominatorTree
+from ptxkit.cfg.events import Kind
+from ptxkit.cfg.graph import derived
+from ptxkit.cfg.locations import CLUSTER, overlaps
+from ptxkit.cfg.loops import find_loops
+from ptxkit.cfg.registers import destinations
+from ptxkit.isa import SyncObject
+
+__all__ = ["Trips", "export_limits"]
+
+_MASK = 0xFFFFFFFF
+#: Constant sets kept per block before they merge, and registers followed at most.
+_SETS, _TRACKED = 8, 4096
+#: Operand kinds that name a register (one declared inside an inline-asm scope, such as
+#: CUTLASS's ``.reg .pred P1``, has no ``%`` and reads as a symbol).
+_NAMED = ("register", "symbol")
+#: How many definitions deep a wait's parity is followed, and how many values it may take.
+_DEPTH, _WIDTH = 24, 8
+_COMPARE = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+            "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+_ARITHMETIC = {"xor": lambda a, b: a ^ b, "and": lambda a, b: a & b, "or": lambda a, b: a | b,
+               "add": lambda a, b: a + b, "sub": lambda a, b: a - b}
+#: The opcodes `_fold` evaluates; `reach` leaves out the additive ones (a loop counter
+#: would take a new constant every trip).
+_FOLDED = frozenset(("mov", "selp", "setp", "not", *_ARITHMETIC))
+_PROPAGATED = _FOLDED - {"add", "sub"}
+
+
+class Trips:
+    """What runs once per thread, which waits cannot pass before a barrier completes,
+    and what a wait's parity is, on one (inlined) flow graph.
+
+    `reach` propagates constants: of the predicates the branches test, the results
+    and parities of mbarrier waits, and the registers they are computed from (``mov``,
+    ``selp``, ``setp``, logic), a few sets of them per block, so that a do-once
+    predicate keeps a loop's later trips out of its first-trip code and a wait that
+    fails keeps the code behind it out.
+    """
+
+    def __init__(self, flow):
+        self.flow = flow
+        self.definitions = definitions(flow)
+        self.dominators = DominatorTree.of(flow)
+        self.forest = derived(flow, "loops", lambda: find_loops(flow))
+        self.innermost = self.forest.innermost()
+        self.waits: dict[tuple, str] = {}  # (block, position) of an mbarrier wait -> its result predicate
+        roots = set()
+        self.tests: dict[int, tuple] = {}  # block -> (predicate, negated) of the branch ending it
+        for block in range(len(flow)):
+            if self._conditional(block):
+                guard = flow.blocks[block].heads[-1][0]
+                self.tests[block] = (qualified(flow, block, guard.register), guard.negated)
+                roots.add(self.tests[block][0])
+            for position, head in enumerate(flow.blocks[block].heads):
+                if head[2] == "mbarrier" and (".try_wait" in head[1] or ".test_wait" in head[1]):
+                    operands = flow.blocks[block].instructions[position].operands
+                    if operands and operands[0].kind in _NAMED:
+                        self.waits[(block, position)] = qualified(flow, block, operands[0].name)
+                    if len(operands) > 2 and operands[2].kind in _NAMED:
+                        roots.add(qualified(flow, block, operands[2].name))
+        tracked = self._closure(roots)
+        self.effects: dict[int, list] = {}  # block -> [(position, wait result, targets, guard, names)]
+        sites = {site for name in tracked for site in self.definitions.get(name, ())} | set(self.waits)
+        for block, position in sorted(sites):
+            instruction, head = flow.blocks[block].instructions[position], flow.blocks[block].heads[position]
+            names = {o.name: qualified(flow, block, o.name) for o in instruction.operands if o.kind in _NAMED}
+            targets = [qualified(flow, block, n) for n in destinations(instruction, head, frozenset())]
+            guard = None if head[0] is None else (qualified(flow, block, head[0].register), head[0].negated)
+            self.effects.setdefault(block, []).append((position, self.waits.get((block, position)), targets,
+                                                       guard, names))
+        self.live = self._liveness()
+        self._entry_states: dict | None = None
+        self._parities: dict[tuple, int | None] = {}
+        self._flags: dict[int, set] = {}  # loop header -> the predicates it tests and sets to constants
+        self._once: dict[int, bool] = {}  # block -> `runs_once`
+
+    def _liveness(self) -> list[frozenset]:
+        """Block -> the followed registers read on some way from its entry before being
+        written: only those are kept in its constants (fewer, and fewer different, sets)."""
+        flow = self.flow
+        uses: list[set] = [set() for _ in range(len(flow))]
+        kills: list[set] = [set() for _ in range(len(flow))]
+        for block, effects in self.effects.items():
+            for position, wait, targets, guard, names in effects:
+                operands = flow.blocks[block].instructions[position].operands
+                read = {names[o.name] for o in (operands[2:3] if wait is not None else operands[1:])
+                        if o.kind in _NAMED}
+                if guard is not None:
+                    read.add(guard[0])
+                uses[block] |= read - kills[block]
+                if guard is None:
+                    kills[block] |= {wait} if wait is not None else set(targets)
+        for block, (name, _) in self.tests.items():
+            if name not in kills[block]:
+                uses[block].add(name)
+        live = [frozenset(u) for u in uses]
+        work = list(range(len(flow)))
+        while work:
+            block = work.pop()
+            out = set().union(*(live[s] for s in flow.succ[block])) if flow.succ[block] else set()
+            new = frozenset(uses[block] | (out - kills[block]))
+            if new != live[block]:
+                live[block] = new
+                work.extend(flow.pred[block])
+        return live
+
+    def _closure(self, roots: set) -> set:
+        """The registers `roots` are computed from through the operations `reach` follows."""
+        tracked, work = set(), list(roots)
+        while work and len(tracked) < _TRACKED:
+            name = work.pop()
+            if name in tracked:
+                continue
+            tracked.add(name)
+            for block, position in self.definitions.get(name, ()):
+                if self.flow.blocks[block].heads[position][2] in _PROPAGATED:
+                    for operand in self.flow.blocks[block].instructions[position].operands[1:]:
+                        if operand.kind in _NAMED:
+                            work.append(qualified(self.flow, block, operand.name))
+        return tracked
+
+    def _conditional(self, block: int) -> bool:
+        heads = self.flow.blocks[block].heads
+        return (bool(heads) and heads[-1][0] is not None and heads[-1][2] == "bra"
+                and len(set(self.flow.succ[block])) == 2)
+
+    def _run(self, block: int, state: dict, blocked=frozenset(), stop: int | None = None) -> dict:
+        """`state` after the instructions of `block` (before position `stop`, when given)."""
+        effects = self.effects.get(block)
+        if not effects:
+            return state
+        state = dict(state)
+        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
+        for position, wait, targets, guard, names in effects:
+            if stop is not None and position >= stop:
+                break
+            if wait is not None:
+                if (block, position) in blocked:
+                    state[wait] = 0
+                else:
+                    state.pop(wait, None)
+                continue
+            taken = None if guard is None else state.get(guard[0])
+            if taken is not None and taken == guard[1]:
+                continue  # a guard known false: the instruction does nothing
+            value = None
+            if len(targets) == 1:
+                value = _fold(heads[position], instructions[position].operands,
+                              lambda operand: _constant(operand, names, state), _PROPAGATED)
+            for name in targets:
+                new = next(iter(value)) if value is not None and len(value) == 1 else None
+                if new is None or (guard is not None and taken is None and new != state.get(name)):
+                    state.pop(name, None)
+                else:
+                    state[name] = new
+        return state
+
+    def _edges(self, block: int, state: dict) -> list[tuple[int, dict]]:
+        """(successor, constants on the edge) for the edges the constants allow; a branch
+        on a predicate whose value is open tells each edge its value."""
+        test = self.tests.get(block)
+        live = self.live
+        if test is None:
+            return [(successor, _kept(state, live[successor])) for successor in self.flow.succ[block]]
+        name, negated = test
+        value = state.get(name)
+        edges = []
+        for successor in self.flow.succ[block]:
+            implied = int((self.flow.kinds.get((block, successor)) == "taken") != negated)
+            if value is None:
+                edges.append((successor, _kept({**state, name: implied}, live[successor])))
+            elif value == implied:
+                edges.append((successor, _kept(state, live[successor])))
+        return edges
+
+    def reach(self, starts: dict, blocked=frozenset(), inside=None, resume=None, again=()) -> dict:
+        """Block -> the sets of constants on entry (at most `_SETS`; more are merged), for
+        the blocks reached from `starts` (block -> a set of constants there) over the edges
+        the constants allow, staying in `inside` when given; the waits at `blocked`
+        positions fail. `resume` continues an earlier result (fewer waits blocked), running
+        the blocks `again` anew.
+
+        >>> import ptxkit
+        >>> from ptxkit.cfg.inline import inlined_graph
+        >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+        ...     ".reg .pred %p<2>;\\n\\tmov.pred %p1, 0;\\n\\t@%p1 bra N;\\n\\tbar.sync 1;\\nN:\\n\\tret;\\n}\\n")
+        >>> flow = inlined_graph(m.function("k"))
+        >>> Trips(flow).reach({0: {}})  # %p1 is not read after the branch: it is not kept
+        {0: [{}], 1: [{}], 2: [{}]}
+        """
+        if resume is None:
+            states = _Reached({block: [dict(state)] for block, state in starts.items()})
+            work = [(block, state) for block, found in states.items() for state in found]
+        else:
+            states = resume
+            work = [(block, state) for block in again for state in states.get(block, ())]
+        merged = states.merged
+        while work:
+            block, state = work.pop()
+            for successor, out in self._edges(block, self._run(block, state, blocked)):
+                if inside is not None and successor not in inside:
+                    continue
+                old = states.get(successor)
+                if old is None:
+                    states[successor] = [out]
+                elif out in old:
+                    continue
+                elif len(old) >= _SETS or successor in merged:  # one set from now on: what they share
+                    merged.add(successor)
+                    out = {k: v for k, v in out.items() if all(o.get(k) == v for o in old)}
+                    if [out] == old:
+                        continue
+                    states[successor] = [out]
+                else:
+                    old.append(out)
+                work.append((successor, out))
+        return states
+
+    def runs_once(self, block: int) -> bool:
+        """True when no thread runs `block` twice: no way leads from it back to it over
+        the edges the constants it starts with allow."""
+        found = self._once.get(block)
+        if found is None:
+            found = self._once[block] = self._runs_once(block)
+        return found
+
+    def _runs_once(self, block: int) -> bool:
+        if block not in self.innermost and block not in self.forest.irreducible:
+            return True
+        loops = [loop for loop in self.forest.loops if block in loop.blocks]
+        if block in self.forest.irreducible or not all(self._guarded(block, loop) for loop in loops):
+            return False
+        if self._entry_states is None:
+            self._entry_states = self.reach({self.flow.start: {}})
+        around = max((loop.blocks for loop in self.forest.loops if block in loop.blocks), key=len, default=None)
+        for state in self._entry_states.get(block, ()):
+            for successor, out in self._edges(block, self._run(block, state)):
+                if block in self.reach({successor: out}, inside=around):
+                    return False
+        return True
+
+    def _guarded(self, block: int, loop) -> bool:
+        """True when a branch inside `loop` on a predicate the loop also sets to a constant
+        leads to `block` (the edge dominates it): what a do-once predicate needs, the
+        cheap test before `runs_once` follows the loop."""
+        flags = self._flags.get(loop.header)
+        if flags is None:
+            flags = self._flags[loop.header] = {
+                name for name, _ in (self.tests[b] for b in loop.blocks if b in self.tests)
+                if any(b in loop.blocks and self.flow.blocks[b].heads[p][1] == "mov.pred"
+                       and self.flow.blocks[b].instructions[p].operands[1].kind == "immediate"
+                       for b, p in self.definitions.get(name, ()))}
+        node = block
+        while node != loop.header:
+            parent = self.dominators.idom.get(node)
+            if not isinstance(parent, int) or parent == node:
+                return False
+            if parent in self.tests and self.tests[parent][0] in flags and all(
+                    p == parent or self.dominators.dominates(node, p) for p in self.flow.pred[node]):
+                return True
+            node = parent
+        return False
+
+    def own_cta(self, block: int, position: int) -> bool:
+        """True when the mbarrier operand at (block, position) is made in its block by
+        ``mapa`` of the CTA's own rank (``%cluster_ctarank``): CUTLASS's arrive through
+        ``shared::cluster`` on its own CTA's barrier."""
+        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
+        memory = [o for o in instructions[position].operands if o.kind == "memory"]
+        if len(memory) != 1 or memory[0].value:
+            return False
+        for at in range(position - 1, -1, -1):
+            operands = instructions[at].operands
+            if operands and operands[0].kind in _NAMED and operands[0].name == memory[0].name:
+                if heads[at][2] != "mapa" or len(operands) != 3 or operands[2].kind != "register":
+                    return False
+                sites = self.definitions.get(qualified(self.flow, block, operands[2].name), ())
+                return bool(sites) and all(_reads_own_rank(self.flow, site) for site in sites)
+        return False
+
+    # -- a wait's parity ---------------------------------------------------------------------
+    def waits_for_zero(self, block: int, position: int, states: list, blocked=frozenset()) -> bool:
+        """True when the wait at (block, position), reached with constant `states` at its
+        block's entry, waits for parity 0 every time a thread runs it: by the constants,
+        or because its parity is 0 the first time (`first_parity`) and no loop around
+        the wait changes it."""
+        guard, opcode, _, _ = self.flow.blocks[block].heads[position]
+        operands = self.flow.blocks[block].instructions[position].operands
+        if guard is not None or ".parity" not in opcode or len(operands) < 3:
+            return False
+        parity = operands[2]
+        names = {parity.name: qualified(self.flow, block, parity.name)} if parity.kind in _NAMED else {}
+        if all(_constant(parity, names, self._run(block, state, blocked, stop=position)) == {0} for state in states):
+            return True
+        if parity.kind not in _NAMED or self.first_parity(block, position) != 0:
+            return False
+        loops = [loop.blocks for loop in self.forest.loops if block in loop.blocks]
+        return not any(site[0] in blocks for site in self.definitions.get(qualified(self.flow, block, parity.name), ())
+                       for blocks in loops)
+
+    def first_parity(self, block: int, position: int) -> int | None:
+        """The phase parity an unguarded ``mbarrier.try_wait.parity``/``test_wait.parity``
+        waits for the first time each thread reaches it, when every thread that reaches it
+        waits for the same one; else None. Definitions are followed on the paths that take
+        no back edge of a loop around the wait, and a register that the branches leading
+        to the wait compare with a constant (a role's warp index) has that constant."""
+        key = (block, position)
+        if key in self._parities:
+            return self._parities[key]
+        guard, opcode, _, _ = self.flow.blocks[block].heads[position]
+        operands = self.flow.blocks[block].instructions[position].operands
+        parity = None
+        if guard is None and ".parity" in opcode and len(operands) >= 3:
+            cut = {(latch, loop.header) for loop in self.forest.loops if block in loop.blocks
+                   for latch in loop.latches}
+            values = _Evaluation(self, cut, self._branch_facts(block)).operand(operands[2], block, position, _DEPTH)
+            if values is not None and len({v & 1 for v in values}) == 1:
+                parity = next(iter(values)) & 1
+        self._parities[key] = parity
+        return parity
+
+    def _branch_facts(self, block: int) -> dict:
+        """Registers known equal to a constant in `block` because every way there takes
+        one edge of a branch (other edges into its target come back from inside) whose
+        predicate, through ``not``/``and``/``or``, says so of a ``setp.eq``/``setp.ne`` of
+        that register and a constant (each defined once, outside loops: one value per
+        thread)."""
+        facts: dict = {}
+        idom = self.dominators.idom
+        node = block
+        while True:
+            parent = idom.get(node)
+            if not isinstance(parent, int) or parent == node:
+                return facts
+            kind = self.flow.kinds.get((parent, node))
+            entered = all(p == parent or self.dominators.dominates(node, p) for p in self.flow.pred[node])
+            if entered and self._conditional(parent) and kind in ("taken", "fallthrough"):
+                guard = self.flow.blocks[parent].heads[-1][0]
+                self._implied(qualified(self.flow, parent, guard.register), (kind == "taken") != guard.negated,
+                              facts, 8)
+            node = parent
+
+    def _implied(self, predicate: str, holds: bool, facts: dict, depth: int) -> None:
+        """Add to `facts` what `predicate` having the value `holds` says of registers."""
+        site = self._single_outside_loops(predicate)
+        if site is None or depth <= 0:
+            return
+        block, position = site
+        _, opcode, base, _ = self.flow.blocks[block].heads[position]
+        parts = opcode.split(".")
+        operands = self.flow.blocks[block].instructions[position].operands
+        names = [qualified(self.flow, block, o.name) for o in operands[1:] if o.kind in _NAMED]
+        if base == "not" and len(operands) == 2 and len(names) == 1:
+            self._implied(names[0], not holds, facts, depth - 1)
+        elif (base, holds) in (("and", True), ("or", False)) and len(operands) == 3 and len(names) == 2:
+            for name in names:
+                self._implied(name, holds, facts, depth - 1)
+        elif base == "setp" and len(parts) == 3 and parts[1] in ("eq", "ne") and len(operands) == 3:
+            left, right = operands[1], operands[2]
+            if left.kind == "immediate":
+                left, right = right, left
+            if left.kind == "register" and right.kind == "immediate" and isinstance(right.value, int) \
+                    and (parts[1] == "eq") == holds:
+                register = qualified(self.flow, block, left.name)
+                if self._single_outside_loops(register) is not None:
+                    facts.setdefault(register, right.value & _MASK)
+
+    def _single_outside_loops(self, register: str):
+        sites = self.definitions.get(register, ())
+        if len(sites) != 1 or sites[0][0] in self.innermost or sites[0][0] in self.forest.irreducible:
+            return None
+        return sites[0]
+
+class _Reached(dict):
+    """`Trips.reach`'s answer: block -> constant sets, and the blocks whose sets were
+    merged into one (they stay one when the reach is resumed)."""
+
+    def __init__(self, states: dict):
+        super().__init__(states)
+        self.merged: set = set()
+
+
+class _Evaluation:
+    """The values a register may have the first time a thread reaches one point: its
+    definitions on the paths that avoid the `cut` edges, folded where they are constants,
+    copies, ``selp``, ``setp`` or bitwise and additive arithmetic; None when unknown."""
+
+    def __init__(self, trips: Trips, cut: set, facts: dict):
+        self.trips, self.flow, self.cut, self.facts = trips, trips.flow, cut, facts
+        self.sites: dict[str, dict] = {}  # register -> block -> its definitions' positions
+        self.values: dict[tuple, frozenset | None] = {}  # definition site -> its values (None while it runs)
+
+    def operand(self, operand, block: int, position: int, depth: int):
+        if operand.kind == "immediate":
+            return frozenset((int(operand.value) & _MASK,)) if isinstance(operand.value, int) else None
+        if operand.kind != "register" or depth <= 0:
+            return None
+        name = qualified(self.flow, block, operand.name)
+        if name in self.facts:
+            return frozenset((self.facts[name],))
+        values: set = set()
+        for site in self._reaching(name, block, position):
+            found = self._defined(site, depth - 1)
+            if found is None:
+                return None
+            values |= found
+            if len(values) > _WIDTH:
+                return None
+        return frozenset(values) if values else None
+
+    def _reaching(self, name: str, block: int, position: int) -> list:
+        """The definitions of `name` that reach (block, position) avoiding `cut`; a way
+        back to the function's start without one adds None."""
+        by_block = self.sites.get(name)
+        if by_block is None:
+            by_block = self.sites[name] = {}
+            for site_block, site_position in self.trips.definitions.get(name, ()):
+                by_block.setdefault(site_block, []).append(site_position)
+        earlier = [p for p in by_block.get(block, ()) if p < position]
+        if earlier:
+            return [(block, max(earlier))]
+        found, seen, work = [], set(), [block]
+        while work:
+            at = work.pop()
+            if at == self.flow.start or not self.flow.pred[at]:
+                found.append(None)
+            for previous in self.flow.pred[at]:
+                if (previous, at) in self.cut or previous in seen:
+                    continue
+                seen.add(previous)
+                positions = by_block.get(previous)
+                if positions:
+                    found.append((previous, max(positions)))
+                else:
+                    work.append(previous)
+        return found
+
+    def _defined(self, site, depth: int):
+        if site is None or site in self.values:  # a definition met again on its own way: unknown
+            return self.values.get(site)
+        block, position = site
+        head = self.flow.blocks[block].heads[position]
+        self.values[site] = None
+        if head[0] is None:
+            self.values[site] = _fold(head, self.flow.blocks[block].instructions[position].operands,
+                                      lambda operand: self.operand(operand, block, position, depth))
+        return self.values[site]
+
+
+def _reads_own_rank(flow, site) -> bool:
+    """True when the instruction at `site` is ``mov R, %cluster_ctarank``."""
+    block, position = site
+    operands = flow.blocks[block].instructions[position].operands
+    return (flow.blocks[block].heads[position][2] == "mov" and len(operands) == 2 and operands[1].kind == "special"
+            and operands[1].name == "%cluster_ctarank")
+
+
+def _kept(state: dict, live: frozenset) -> dict:
+    return {name: value for name, value in state.items() if name in live}
+
+
+def _constant(operand, names: dict, state: dict):
+    """An operand's value under constant `state` ({value}), or None when unknown."""
+    if operand.kind == "immediate":
+        return frozenset((int(operand.value) & _MASK,)) if isinstance(operand.value, int) else None
+    value = state.get(names.get(operand.name)) if operand.kind in _NAMED else None
+    return None if value is None else frozenset((value,))
+
+
+def _fold(head, operands, value, folded=_FOLDED):
+    """The values the instruction's first operand may get, from `value(operand)` (a set
+    of numbers, or None when unknown) of its sources; None when unknown. Predicates are
+    0 or 1.
+
+    >>> from ptxkit import parse_statement
+    >>> from ptxkit.instruction import head_of
+    >>> node = parse_statement("selp.b32 %r1, 1, 0, %p1;")
+    >>> sorted(_fold(head_of(node), node.operands, lambda o: None if o.kind == "register" else {o.value}))
+    [0, 1]
+    """
+    _, opcode, base, _ = head
+    parts = opcode.split(".")
+    if base not in folded or not operands or operands[0].kind not in _NAMED:
+        return None
+    if base == "mov" and len(operands) == 2:
+        found = value(operands[1])
+    elif base == "selp" and len(operands) == 4:
+        chosen = value(operands[3])
+        if chosen == {1}:
+            found = value(operands[1])
+        elif chosen == {0}:
+            found = value(operands[2])
+        else:
+            left, right = value(operands[1]), value(operands[2])
+            found = left | right if left is not None and right is not None else None
+    elif base == "setp" and len(parts) == 3 and parts[1] in _COMPARE and len(operands) == 3:
+        left, right = value(operands[1]), value(operands[2])
+        if left is None or right is None:
+            return None
+        signed, test = parts[2].startswith("s"), _COMPARE[parts[1]]
+        found = frozenset(int(test(_signed(a, signed), _signed(b, signed))) for a in left for b in right)
+    elif base == "not" and len(operands) == 2:
+        found = value(operands[1])
+        found = frozenset((~v) & _MASK for v in found) if found is not None else None
+    elif base in _ARITHMETIC and len(operands) == 3:
+        left, right = value(operands[1]), value(operands[2])
+        if left is None or right is None or len(left) * len(right) > _WIDTH:
+            return None
+        found = frozenset(_ARITHMETIC[base](a, b) & _MASK for a in left for b in right)
+    else:
+        return None
+    if found is not None and parts[-1] == "pred":
+        found = frozenset(int(v & 1) for v in found)
+    return found
+
+
+def _signed(value: int, signed: bool) -> int:
+    return value - (1 << 32) if signed and value & 0x80000000 else value
+
+
+def export_limits(flow, events: list, facts: list) -> dict[int, int]:
+    """id(arrive event) -> the facts (bits) that arrive may hand to threads of its own
+    CTA, for the arrives on an mbarrier that completes once (see the module docstring).
+    Facts in the cluster window are never limited: they may come from another CTA.
+
+    >>> export_limits(None, [[]], [])
+    {}
+    """
+    arrives, waits = [], []
+    for block, found in enumerate(events):
+        for event in found:
+            if event.sync is None or event.sync[0] is not SyncObject.MBARRIER:
+                continue
+            if event.kind in (Kind.ARRIVE, Kind.ARRIVE_WAIT):
+                arrives.append((block, event))
+            if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
+                waits.append((block, event))
+    # only a barrier with an arrive in a loop (behind a do-once predicate) is worth the
+    # cost: what an arrive outside loops hands over the phases of §4.2 mostly settle
+    looped = set(derived(flow, "loops", lambda: find_loops(flow)).innermost()) if arrives else set()
+    barriers = {event.sync[1] for block, event in arrives if block in looped
+                and event.sync[1].region is not None and event.sync[1].end - event.sync[1].start <= 8}
+    if not barriers or not any(head[1] == "mov.pred" for block in looped for head in flow.blocks[block].heads):
+        return {}  # no loop sets a predicate: no do-once predicate
+    trips = Trips(flow)
+    limits: dict[int, int] = {}
+    for barrier in barriers:
+        if not any(event.sync[1] == barrier and trips.first_parity(block, event.position) == 0
+                   for block, event in waits):
+            continue  # no wait on it stops a run before it completes: the limit would be everything
+        on_it = [(block, event) for block, event in arrives if overlaps(event.sync[1], barrier)]
+        if not all(trips.runs_once(block) for block, _ in on_it):
+            continue
+        reached = _before_completion(trips, barrier, arrives, waits)
+        allowed = 0
+        for fact in facts:
+            if fact.location.space & CLUSTER or any(block in reached for block, _ in fact.origins):
+                allowed |= 1 << fact.index
+        for block, event in on_it:  # an arrive on another CTA's barrier: that CTA's run is not this one
+            if event.sync[1] == barrier and (not event.cross or trips.own_cta(block, event.position)):
+                limits[id(event)] = allowed
+    return limits
+
+
+def _before_completion(trips: Trips, barrier, arrives: list, waits: list) -> set:
+    """The blocks some thread of a CTA may reach before `barrier` completes there: a
+    wait for parity 0 fails on `barrier` itself, and on another mbarrier until an
+    arrive on it is reachable (or another CTA may arrive on it)."""
+    remote = [event.sync[1] for block, event in arrives if event.cross and not trips.own_cta(block, event.position)]
+    location = {(block, event.position): event.sync[1] for block, event in waits
+                if (block, event.position) in trips.waits}
+    blocked = set(location)
+    states = trips.reach({trips.flow.start: {}}, blocked=frozenset(blocked))
+    while True:
+        still = set()
+        for block, position in blocked:
+            on = location[(block, position)]
+            if block in states and not trips.waits_for_zero(block, position, states[block], blocked):
+                continue
+            if on == barrier or not (any(overlaps(other, on) for other in remote) or any(
+                    arriving in states and overlaps(event.sync[1], on) for arriving, event in arrives)):
+                still.add((block, position))
+        if still == blocked:
+            return set(states)
+        again = {block for block, _ in blocked - still}
+        blocked = still
+        states = trips.reach({}, blocked=frozenset(blocked), resume=states, again=again)

@@ -1,0 +1,94 @@
+"""ptxkit.cfg.once: what runs once per thread, a wait's parity, the run before a barrier completes."""
+
+from __future__ import annotations
+
+import pytest
+
+import ptxkit
+from ptxkit.cfg.inline import inlined_graph
+from ptxkit.cfg.once import Trips
+
+HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.shared .align 8 .b64 bar;\n"
+REGS = ".reg .pred %p<8>;\n.reg .b32 %r<16>;\n"
+
+
+def trips(body: str, params: str = "") -> Trips:
+    text = f"{HEAD}.visible .entry k({params})\n{{\n{REGS}{body}\tret;\n}}\n"
+    return Trips(inlined_graph(ptxkit.parse(text, "k.ptx").function("k")))
+
+
+def at(t: Trips, fragment: str) -> tuple[int, int]:
+    """(block, position) of the first instruction containing `fragment`."""
+    return next((b.index, i) for b in t.flow.blocks for i, x in enumerate(b.instructions) if fragment in x.text)
+
+
+LOOP = ("\tmov.u32 %r1, 0;\n{set}L:\n\t@%p1 bra N;\n\tbar.arrive 1, 64;\nN:\n{reset}\tadd.s32 %r1, %r1, 1;\n"
+        "\tsetp.lt.u32 %p2, %r1, 8;\n\t@%p2 bra L;\n")
+
+
+@pytest.mark.parametrize("entry, way_round, once", [
+    ("\tmov.pred %p1, 0;\n", "\tmov.pred %p1, -1;\n", True),  # a do-once flag
+    ("\tsetp.eq.u32 %p1, %r1, 3;\n\tnot.pred %p1, %p1;\n", "\tmov.pred %p1, -1;\n", True),  # unknown at first
+    ("\tmov.pred %p1, 0;\n", "", False),  # never set: every trip
+    ("\tmov.pred %p1, 0;\n", "\tmov.pred %p1, -1;\n\tmov.pred %p1, 0;\n", False),  # cleared again
+])
+def test_a_block_behind_a_do_once_predicate_runs_once(entry, way_round, once):
+    t = trips(LOOP.format(set=entry, reset=way_round))
+    block, _ = at(t, "bar.arrive")
+    assert t.runs_once(block) is once
+    assert t.runs_once(at(t, "add.s32")[0]) is False and t.runs_once(0) is True
+
+
+def test_a_retry_loop_at_the_loop_head_keeps_the_flag():
+    """The wait's own retry edge goes back to the loop's head too; the flag is unchanged
+    on it, so the first-trip block still runs once."""
+    body = ("\tmov.pred %p1, 0;\nL:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p3, [bar], 1;\n\t@!%p3 bra L;\n"
+            "\t@%p1 bra N;\n\tbar.arrive 1, 64;\nN:\n\tmov.pred %p1, -1;\n\tbra.uni L;\n")
+    t = trips(body)
+    assert t.runs_once(at(t, "bar.arrive")[0])
+
+
+ROLE = ("\tmov.u32 %r1, %tid.x;\n\tshr.u32 %r2, %r1, 5;\n\tsetp.eq.s32 %p1, %r2, 2;\n\tselp.u32 %r3, 1, 0, %p1;\n"
+        "\tsetp.ne.s32 %p2, %r2, 3;\n\tnot.pred %p3, %p4;\n\tor.pred %p5, %p2, %p3;\n\t@%p5 bra DONE;\n"
+        "W:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p6, [bar], %r3;\n\t@!%p6 bra W;\nDONE:\n")
+
+
+def test_a_parity_chosen_by_warp_is_known_under_the_role_branch():
+    """CUTLASS: parity = (warp == 2); the wait runs only where warp == 3 (and a flag)."""
+    t = trips(ROLE)
+    assert t.first_parity(*at(t, "try_wait")) == 0
+    other = trips(ROLE.replace("%r2, 3;", "%r2, 2;"))  # the role of warp 2 waits for parity 1
+    assert other.first_parity(*at(other, "try_wait")) == 1
+    both = trips(ROLE.replace("\tor.pred %p5, %p2, %p3;\n", "\tand.pred %p5, %p2, %p3;\n"))  # says nothing
+    assert both.first_parity(*at(both, "try_wait")) is None
+
+
+def test_a_loop_carried_parity_is_taken_at_its_first_trip():
+    body = ("\tmov.b32 %r4, 1;\n\tmov.u32 %r1, 0;\nL:\n\txor.b32 %r4, %r4, 1;\nW:\n"
+            "\tmbarrier.try_wait.parity.shared::cta.b64 %p6, [bar], %r4;\n\t@!%p6 bra W;\n"
+            "\tadd.s32 %r1, %r1, 1;\n\tsetp.lt.u32 %p2, %r1, 8;\n\t@%p2 bra L;\n")
+    t = trips(body)
+    assert t.first_parity(*at(t, "try_wait")) == 0
+    unknown = trips(body.replace("\tmov.b32 %r4, 1;\n", "\tld.param.u32 %r4, [k_p];\n"), ".param .u32 k_p")
+    assert unknown.first_parity(*at(unknown, "try_wait")) is None
+
+
+def test_a_failed_wait_keeps_the_code_behind_it_out():
+    """CUTLASS's probe: try_wait into a register, then a branch on it past the blocking wait."""
+    body = ("\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [bar], 0;\n\tselp.b32 %r1, 1, 0, %p1;\n"
+            "\tsetp.ne.s32 %p2, %r1, 0;\n\t@%p2 bra READ;\nW:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p3, [bar], 0;\n"
+            "\t@!%p3 bra W;\nREAD:\n\tbar.arrive 1, 64;\n")
+    t = trips(body)
+    waits = {at(t, "try_wait"), at(t, "%p3, [bar]")}
+    read = at(t, "bar.arrive")[0]
+    assert read in t.reach({t.flow.start: {}})
+    assert read not in t.reach({t.flow.start: {}}, blocked=frozenset(waits))
+    assert read in t.reach({t.flow.start: {}}, blocked=frozenset(list(waits)[:1]))
+
+
+def test_an_arrive_through_the_cluster_window_on_the_own_rank():
+    body = ("\tmov.u32 %r1, %cluster_ctarank;\n\tmov.u32 %r2, bar;\n\tmapa.shared::cluster.u32 %r3, %r2, %r1;\n"
+            "\tmbarrier.arrive.shared::cluster.b64 _, [%r3];\n\tmapa.shared::cluster.u32 %r5, %r2, %r4;\n"
+            "\tmbarrier.arrive.shared::cluster.b64 _, [%r5];\n")
+    t = trips(body)
+    assert t.own_cta(*at(t, "[%r3]")) and not t.own_cta(*at(t, "[%r5]"))
