@@ -53,24 +53,24 @@ ROLE = ("\tmov.u32 %r1, %tid.x;\n\tshr.u32 %r2, %r1, 5;\n\tsetp.eq.s32 %p1, %r2,
         "W:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p6, [bar], %r3;\n\t@!%p6 bra W;\nDONE:\n")
 
 
+def first_parity(body: str, params: str = "") -> int | None:
+    t = trips(body, params)
+    return t.first_parity(*at(t, "try_wait"))
+
+
 def test_a_parity_chosen_by_warp_is_known_under_the_role_branch():
     """CUTLASS: parity = (warp == 2); the wait runs only where warp == 3 (and a flag)."""
-    t = trips(ROLE)
-    assert t.first_parity(*at(t, "try_wait")) == 0
-    other = trips(ROLE.replace("%r2, 3;", "%r2, 2;"))  # the role of warp 2 waits for parity 1
-    assert other.first_parity(*at(other, "try_wait")) == 1
-    both = trips(ROLE.replace("\tor.pred %p5, %p2, %p3;\n", "\tand.pred %p5, %p2, %p3;\n"))  # says nothing
-    assert both.first_parity(*at(both, "try_wait")) is None
+    assert first_parity(ROLE) == 0
+    assert first_parity(ROLE.replace("%r2, 3;", "%r2, 2;")) == 1  # the role of warp 2 waits for parity 1
+    assert first_parity(ROLE.replace("\tor.pred %p5, %p2, %p3;\n", "\tand.pred %p5, %p2, %p3;\n")) is None
 
 
 def test_a_loop_carried_parity_is_taken_at_its_first_trip():
     body = ("\tmov.b32 %r4, 1;\n\tmov.u32 %r1, 0;\nL:\n\txor.b32 %r4, %r4, 1;\nW:\n"
             "\tmbarrier.try_wait.parity.shared::cta.b64 %p6, [bar], %r4;\n\t@!%p6 bra W;\n"
             "\tadd.s32 %r1, %r1, 1;\n\tsetp.lt.u32 %p2, %r1, 8;\n\t@%p2 bra L;\n")
-    t = trips(body)
-    assert t.first_parity(*at(t, "try_wait")) == 0
-    unknown = trips(body.replace("\tmov.b32 %r4, 1;\n", "\tld.param.u32 %r4, [k_p];\n"), ".param .u32 k_p")
-    assert unknown.first_parity(*at(unknown, "try_wait")) is None
+    assert first_parity(body) == 0
+    assert first_parity(body.replace("\tmov.b32 %r4, 1;\n", "\tld.param.u32 %r4, [k_p];\n"), ".param .u32 k_p") is None
 
 
 def test_a_failed_wait_keeps_the_code_behind_it_out():
