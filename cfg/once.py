@@ -76,35 +76,51 @@ class Trips:
         self.forest = derived(flow, "loops", lambda: find_loops(flow))
         self.innermost = self.forest.innermost()
         self.waits: dict[tuple, str] = {}  # (block, position) of an mbarrier wait -> its result predicate
-        roots = set()
+        self._roots = set()  # what the branches test, and the waits' parities
         self.tests: dict[int, tuple] = {}  # block -> (predicate, negated) of the branch ending it
         for block in range(len(flow)):
             if self._conditional(block):
                 guard = flow.blocks[block].heads[-1][0]
                 self.tests[block] = (qualified(flow, block, guard.register), guard.negated)
-                roots.add(self.tests[block][0])
+                self._roots.add(self.tests[block][0])
             for position, head in enumerate(flow.blocks[block].heads):
                 if head[2] == "mbarrier" and (".try_wait" in head[1] or ".test_wait" in head[1]):
                     operands = flow.blocks[block].instructions[position].operands
                     if operands and operands[0].kind in _NAMED:
                         self.waits[(block, position)] = qualified(flow, block, operands[0].name)
                     if len(operands) > 2 and operands[2].kind in _NAMED:
-                        roots.add(qualified(flow, block, operands[2].name))
-        tracked = self._closure(roots)
-        self.effects: dict[int, list] = {}  # block -> [(position, wait result, targets, guard, names)]
-        sites = {site for name in tracked for site in self.definitions.get(name, ())} | set(self.waits)
-        for block, position in sorted(sites):
-            instruction, head = flow.blocks[block].instructions[position], flow.blocks[block].heads[position]
-            names = {o.name: qualified(flow, block, o.name) for o in instruction.operands if o.kind in _NAMED}
-            targets = [qualified(flow, block, n) for n in destinations(instruction, head, frozenset())]
-            guard = None if head[0] is None else (qualified(flow, block, head[0].register), head[0].negated)
-            self.effects.setdefault(block, []).append((position, self.waits.get((block, position)), targets,
-                                                       guard, names))
-        self.live = self._liveness()
+                        self._roots.add(qualified(flow, block, operands[2].name))
+        self._effects: dict[int, list] | None = None  # `effects`, once asked for
+        self._live: list | None = None
         self._entry_states: dict | None = None
         self._parities: dict[tuple, int | None] = {}
         self._flags: dict[int, set] = {}  # loop header -> the predicates it tests and sets to constants
         self._once: dict[int, bool] = {}  # block -> `runs_once`
+
+    @property
+    def effects(self) -> dict[int, list]:
+        """Block -> [(position, wait result, targets, guard, names)]: the instructions that
+        write what `reach` follows (built the first time a reach needs them)."""
+        if self._effects is None:
+            flow = self.flow
+            self._effects = {}
+            tracked = self._closure(self._roots)
+            sites = {site for name in tracked for site in self.definitions.get(name, ())} | set(self.waits)
+            for block, position in sorted(sites):
+                instruction, head = flow.blocks[block].instructions[position], flow.blocks[block].heads[position]
+                names = {o.name: qualified(flow, block, o.name) for o in instruction.operands if o.kind in _NAMED}
+                targets = [qualified(flow, block, n) for n in destinations(instruction, head, frozenset())]
+                guard = None if head[0] is None else (qualified(flow, block, head[0].register), head[0].negated)
+                self._effects.setdefault(block, []).append((position, self.waits.get((block, position)), targets,
+                                                            guard, names))
+        return self._effects
+
+    @property
+    def live(self) -> list[frozenset]:
+        """`_liveness`, computed once."""
+        if self._live is None:
+            self._live = self._liveness()
+        return self._live
 
     def _liveness(self) -> list[frozenset]:
         """Block -> the followed registers read on some way from its entry before being
