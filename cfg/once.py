@@ -309,6 +309,15 @@ class Trips:
             node = parent
         return False
 
+    def remote(self, block: int, event) -> bool:
+        """True when the arrive `event` may land on another CTA's mbarrier (by symmetry, other
+        CTAs' copies of it may land on this CTA's): through the cluster window to a rank
+        other than the CTA's own, or a multicast or CTA-pair ``tcgen05.commit``."""
+        opcode = self.flow.blocks[block].heads[event.position][1]
+        if "multicast" in opcode or "cta_group::2" in opcode:
+            return True
+        return event.cross and not self.own_cta(block, event.position)
+
     def own_cta(self, block: int, position: int) -> bool:
         """True when the mbarrier operand at (block, position) is made in its block by
         ``mapa`` of the CTA's own rank (``%cluster_ctarank``): CUTLASS's arrive through
@@ -605,7 +614,7 @@ def export_limits(flow, events: list, facts: list) -> dict[int, int]:
             if fact.location.space & CLUSTER or any(block in reached for block, _ in fact.origins):
                 allowed |= 1 << fact.index
         for block, event in on_it:  # an arrive on another CTA's barrier: that CTA's run is not this one
-            if event.sync[1] == barrier and (not event.cross or trips.own_cta(block, event.position)):
+            if event.sync[1] == barrier and not trips.remote(block, event):
                 limits[id(event)] = allowed
     return limits
 
@@ -614,7 +623,7 @@ def _before_completion(trips: Trips, barrier, arrives: list, waits: list) -> set
     """The blocks some thread of a CTA may reach before `barrier` completes there: a
     wait for parity 0 fails on `barrier` itself, and on another mbarrier until an
     arrive on it is reachable (or another CTA may arrive on it)."""
-    remote = [event.sync[1] for block, event in arrives if event.cross and not trips.own_cta(block, event.position)]
+    remote = [event.sync[1] for block, event in arrives if trips.remote(block, event)]
     location = {(block, event.position): event.sync[1] for block, event in waits
                 if (block, event.position) in trips.waits}
     blocked = set(location)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import ptxkit
+from ptxkit.cfg.events import EventOptions, classify
 from ptxkit.cfg.inline import inlined_graph
 from ptxkit.cfg.once import Trips
 
@@ -92,3 +93,11 @@ def test_an_arrive_through_the_cluster_window_on_the_own_rank():
             "\tmbarrier.arrive.shared::cluster.b64 _, [%r5];\n")
     t = trips(body)
     assert t.own_cta(*at(t, "[%r3]")) and not t.own_cta(*at(t, "[%r5]"))
+
+
+def test_a_multicast_commit_may_arrive_on_another_cta():
+    body = "\tmov.u32 %r2, bar;\n\ttcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%r2], 3;\n"
+    t = trips(body)
+    commit = at(t, "tcgen05.commit")
+    events = [e for e in classify(t.flow, EventOptions()).by_block[commit[0]] if e.position == commit[1]]
+    assert events and t.remote(commit[0], events[0])
