@@ -394,12 +394,13 @@ class Trips:
             if entered and self._conditional(parent) and kind in ("taken", "fallthrough"):
                 guard = self.flow.blocks[parent].heads[-1][0]
                 self._implied(qualified(self.flow, parent, guard.register), (kind == "taken") != guard.negated,
-                              facts, 8)
+                              facts, 8, parent)
             node = parent
 
-    def _implied(self, predicate: str, holds: bool, facts: dict, depth: int) -> None:
-        """Add to `facts` what `predicate` having the value `holds` says of registers."""
-        site = self._single_outside_loops(predicate)
+    def _implied(self, predicate: str, holds: bool, facts: dict, depth: int, used: int) -> None:
+        """Add to `facts` what `predicate` having the value `holds` where block `used` reads
+        it says of registers (each definition must come before its reader on every way)."""
+        site = self._defined_before(predicate, used)
         if site is None or depth <= 0:
             return
         block, position = site
@@ -408,10 +409,10 @@ class Trips:
         operands = self.flow.blocks[block].instructions[position].operands
         names = [qualified(self.flow, block, o.name) for o in operands[1:] if o.kind in _NAMED]
         if base == "not" and len(operands) == 2 and len(names) == 1:
-            self._implied(names[0], not holds, facts, depth - 1)
+            self._implied(names[0], not holds, facts, depth - 1, block)
         elif (base, holds) in (("and", True), ("or", False)) and len(operands) == 3 and len(names) == 2:
             for name in names:
-                self._implied(name, holds, facts, depth - 1)
+                self._implied(name, holds, facts, depth - 1, block)
         elif base == "setp" and len(parts) == 3 and parts[1] in ("eq", "ne") and len(operands) == 3:
             left, right = operands[1], operands[2]
             if left.kind == "immediate":
@@ -419,8 +420,13 @@ class Trips:
             if left.kind == "register" and right.kind == "immediate" and isinstance(right.value, int) \
                     and (parts[1] == "eq") == holds:
                 register = qualified(self.flow, block, left.name)
-                if self._single_outside_loops(register) is not None:
+                if self._defined_before(register, block) is not None:
                     facts.setdefault(register, right.value & _MASK)
+
+    def _defined_before(self, register: str, used: int):
+        """The one definition of `register`, outside loops, when it dominates block `used`."""
+        site = self._single_outside_loops(register)
+        return site if site is not None and self.dominators.dominates(site[0], used) else None
 
     def _single_outside_loops(self, register: str):
         sites = self.definitions.get(register, ())
