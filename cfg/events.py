@@ -583,8 +583,9 @@ class _Classifier:
             def mbarrier(c):
                 value = c.value(address)
                 location = c._mbarrier(address)
+                # a multicast tcgen05.commit arrives on the barrier at this offset in every CTA of its mask
                 cross = any(atom.space == SHARED_CLUSTER_SPACE and atom.form == WINDOW for atom in value) or (
-                    ".shared::cluster" in opcode and location.region is None)
+                    ".shared::cluster" in opcode and location.region is None) or ".multicast" in opcode
                 return [Event(position, kind, guard, sync=(obj, location), cross=cross, detail=detail)]
 
             return mbarrier

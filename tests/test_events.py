@@ -123,6 +123,13 @@ def test_hand_offs():
     (arrive,) = [e for b in classify(inlined_graph(ptxkit.parse(text).function("k")), EventOptions()).by_block
                  for e in b]
     assert arrive.cross and arrive.sync[0] is SyncObject.MBARRIER  # a remote mbarrier: across CTAs
+    commits = text.replace("\tmbarrier.arrive.shared::cluster.b64 _, [%r3];\n",
+                           "\ttcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r2];\n"
+                           "\ttcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64"
+                           " [%r2], 3;\n")
+    own, multicast = [e for b in classify(inlined_graph(ptxkit.parse(commits).function("k")), EventOptions()).by_block
+                      for e in b if e.sync is not None]
+    assert not own.cross and multicast.cross  # a multicast commit arrives in every CTA of its mask
 
 
 def test_wgmma_reads_only_its_descriptors():
