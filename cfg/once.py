@@ -311,10 +311,10 @@ class Trips:
 
     def remote(self, block: int, event) -> bool:
         """True when the arrive `event` may land on another CTA's mbarrier (by symmetry, other
-        CTAs' copies of it may land on this CTA's): through the cluster window to a rank
-        other than the CTA's own, or a multicast or CTA-pair ``tcgen05.commit``."""
-        opcode = self.flow.blocks[block].heads[event.position][1]
-        if "multicast" in opcode or "cta_group::2" in opcode:
+        CTAs' copies of it may land on this CTA's): one that crosses CTAs (through the
+        cluster window to a rank other than the CTA's own, a multicast commit) or a
+        CTA-pair ``tcgen05.commit``."""
+        if "cta_group::2" in self.flow.blocks[block].heads[event.position][1]:
             return True
         return event.cross and not self.own_cta(block, event.position)
 
