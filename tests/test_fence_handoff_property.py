@@ -16,8 +16,9 @@ one. A arrives on the forward object before it waits on the backward one, so no
 program can deadlock; each object is used once per role. Some programs (`programs`
 with `loops`) run each role in a loop of ``k_rounds`` iterations (one hand-off each way
 per round, B waiting before it releases A, so the roles keep the objects' phases in
-step; the mbarrier waits expect the round's parity), and some put the roles one after
-the other: ``if (A) {...}`` then ``if (B) {...}``, where the control-flow graph has a
+step; the mbarrier waits expect the round's parity; in some the forward mbarrier
+hand-off runs in the first round only, behind a do-once predicate), and some put the
+roles one after the other: ``if (A) {...}`` then ``if (B) {...}``, where the control-flow graph has a
 path from A's code into B's that no thread takes.
 
 **The model the explorer checks** (PTX ISA, chapter "Memory Consistency Model": the
@@ -53,7 +54,8 @@ The explorer reads only the PTX text (it never imports ``ptxkit.cfg``): two thre
 one per role (the representatives ``%tid.x`` 0 and 128), step by step in every
 interleaving, once for each ``k_rounds`` in `ROUNDS` (a loop's counter and bound are
 known; each execution of an access is its own); a branch on the other kernel parameter
-takes both ways; a thread tracks the
+takes both ways, one on a do-once predicate the way its ``mov.pred`` constant says; a
+thread tracks the
 set of accesses that precede it in causality order (its *view*) and the subset with a
 proxy fence on the way (*fenced*); an arrive records both sets on the object, a wait
 that completes adds the recorded sets to its own. Beside them it keeps the pending
@@ -173,13 +175,16 @@ class Program(NamedTuple):
     direction, kind)``; `init_fenced` says whether the prologue fences its inits.
     With `rounds` each role runs its statements in a loop of ``k_rounds`` iterations;
     with `in_sequence` the roles are two ``if``s one after the other (role A's code
-    falls through to the test that skips role B's) instead of the two arms of one."""
+    falls through to the test that skips role B's) instead of the two arms of one; with
+    `once` the forward hand-off (an mbarrier) runs in the first round only, behind a
+    do-once predicate (CUTLASS's load-order barrier, docs/fence.md §4.5)."""
 
     role_a: tuple
     role_b: tuple
     init_fenced: bool = True
     rounds: bool = False
     in_sequence: bool = False
+    once: bool = False
 
 
 @st.composite
@@ -229,7 +234,8 @@ def programs(draw, reads_only: bool = False, loops: bool = False) -> Program:
         first, second = syncs if rounds or draw(st.booleans()) else syncs[::-1]
         role_b = segment() + [first] + segment() + [second] + segment()
     init_fenced = reads_only or draw(st.sampled_from([True] * 4 + [False]))
-    return Program(tuple(role_a), tuple(role_b), init_fenced, rounds, in_sequence)
+    once = rounds and forward in ("mbarrier", "mbarrier-noinc") and draw(st.booleans())
+    return Program(tuple(role_a), tuple(role_b), init_fenced, rounds, in_sequence, once)
 
 
 def render(program: Program) -> str:
@@ -244,11 +250,17 @@ def render(program: Program) -> str:
         else:
             lines.append("ROLE_B:")
         if program.rounds:  # %r20 counts the rounds, %r22 is the parity the mbarrier waits expect
-            lines += ["mov.u32 %r20, 0;", f"ROUND_{name}:", "and.b32 %r22, %r20, 1;"]
+            lines += ["mov.pred %p4, 0;"] * program.once + ["mov.u32 %r20, 0;", f"ROUND_{name}:",
+                                                             "and.b32 %r22, %r20, 1;"]
         for statement in role:
-            lines += render_statement(statement, labels)
+            if program.once and statement[0] in ("arrive", "wait") and statement[1] == "forward":
+                n = next(labels)  # the first round only: %p4 is set on the way round
+                lines += [f"@%p4 bra ONCE{n};", *render_statement(statement, labels), f"ONCE{n}:"]
+            else:
+                lines += render_statement(statement, labels)
         if program.rounds:
-            lines += ["add.u32 %r20, %r20, 1;", "setp.lt.u32 %p3, %r20, %r21;", f"@%p3 bra ROUND_{name};"]
+            lines += ["mov.pred %p4, -1;"] * program.once + ["add.u32 %r20, %r20, 1;", "setp.lt.u32 %p3, %r20, %r21;",
+                                                              f"@%p3 bra ROUND_{name};"]
         if not program.in_sequence:
             lines.append("ret;")
     if program.in_sequence:
@@ -421,6 +433,9 @@ def effect(statement: str, origins) -> Effect:
         return Effect("try_wait", operands[0], predicate=statement.split()[1].rstrip(","))
     if opcode.startswith("setp"):
         return setp_effect(statement, origins)
+    if opcode == "mov.pred":  # a do-once predicate's constant
+        value = statement.split()[-1].rstrip(";") != "0"
+        return Effect("setp", predicate=statement.split()[1].rstrip(","), test=lambda tid, registers: value)
     if statement == f"ld.param.u32 {BOUND}, [k_rounds];":
         return Effect("rounds", BOUND)
     if statement == f"mov.u32 {COUNTER}, 0;":
@@ -866,7 +881,7 @@ def test_examples_assemble(name):
 
 @pytest.mark.ptxas
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(programs(), st.sampled_from(PASS_MODES))
+@given(programs(loops=True), st.sampled_from(PASS_MODES))
 def test_generated_programs_assemble(program, mode):
     text = render(program)
     assemble(text, "generated")
