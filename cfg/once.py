@@ -434,6 +434,7 @@ class Trips:
             return None
         return sites[0]
 
+
 class _Reached(dict):
     """`Trips.reach`'s answer: block -> constant sets, and the blocks whose sets were
     merged into one (they stay one when the reach is resumed)."""
