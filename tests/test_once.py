@@ -77,7 +77,8 @@ def test_a_loop_carried_parity_is_taken_at_its_first_trip():
 def test_a_failed_wait_keeps_the_code_behind_it_out():
     """CUTLASS's probe: try_wait into a register, then a branch on it past the blocking wait."""
     body = ("\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [bar], 0;\n\tselp.b32 %r1, 1, 0, %p1;\n"
-            "\tsetp.ne.s32 %p2, %r1, 0;\n\t@%p2 bra READ;\nW:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p3, [bar], 0;\n"
+            "\tsetp.ne.s32 %p2, %r1, 0;\n\t@%p2 bra READ;\n"
+            "W:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p3, [bar], 0;\n"
             "\t@!%p3 bra W;\nREAD:\n\tbar.arrive 1, 64;\n")
     t = trips(body)
     waits = {at(t, "try_wait"), at(t, "%p3, [bar]")}
@@ -96,7 +97,8 @@ def test_an_arrive_through_the_cluster_window_on_the_own_rank():
 
 
 def test_a_multicast_commit_may_arrive_on_another_cta():
-    body = "\tmov.u32 %r2, bar;\n\ttcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%r2], 3;\n"
+    body = ("\tmov.u32 %r2, bar;\n"
+            "\ttcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%r2], 3;\n")
     t = trips(body)
     commit = at(t, "tcgen05.commit")
     events = [e for e in classify(t.flow, EventOptions()).by_block[commit[0]] if e.position == commit[1]]

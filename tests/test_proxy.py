@@ -169,7 +169,8 @@ def test_an_arrive_run_once_before_the_reads_hands_none_of_them_over():
     assert needs(ONCE) == []
     # an arrive through the cluster window on the CTA's own rank is the CTA's own
     own = ONCE.replace(REMOTE_AFTER, REMOTE_AFTER + "\tmov.u32 \t%r12, %cluster_ctarank;\n"
-                       "\tmapa.shared::cluster.u32 \t%r13, %r5, %r12;\n\tmbarrier.arrive.shared::cluster.b64 \t_, [%r13];\n")
+                       "\tmapa.shared::cluster.u32 \t%r13, %r5, %r12;\n"
+                       "\tmbarrier.arrive.shared::cluster.b64 \t_, [%r13];\n")
     assert own != ONCE and needs(own) == []
 
 
