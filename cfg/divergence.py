@@ -52,7 +52,7 @@ def thread_meets(flow) -> dict[int, frozenset]:
     post = None
     meets: dict[int, set] = {}
     for block in flow.blocks:
-        if not _conditional(flow, block.index):
+        if not conditional(flow, block.index):
             continue
         if defined is None:
             defined = definitions(flow)
@@ -210,7 +210,12 @@ def guard_of(flow, block: int) -> str | None:
     return qualified(flow, block, guard.register) if guard is not None else None
 
 
-def _conditional(flow, block: int) -> bool:
+def conditional(flow, block: int) -> bool:
+    """True when `block` ends in a guarded ``bra`` with two different successors.
+
+    >>> conditional(type("G", (), {"blocks": [type("B", (), {"heads": []})()], "succ": [[]]})(), 0)
+    False
+    """
     heads = flow.blocks[block].heads
     return bool(heads) and heads[-1][0] is not None and heads[-1][2] == "bra" and len(flow.succ[block]) == 2
 
@@ -222,7 +227,7 @@ def _region_ends(flow, split: int, meet: int, definitions: dict) -> set:
     stack = [split]
     while stack:
         block = stack.pop()
-        if block != split and _conditional(flow, block) and not thread_only(guard_of(flow, block), definitions,
+        if block != split and conditional(flow, block) and not thread_only(guard_of(flow, block), definitions,
                                                                             flow):
             return set()
         if block in flow.exits or not flow.succ[block]:

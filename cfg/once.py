@@ -29,7 +29,7 @@ the accesses made in those blocks.
 
 from __future__ import annotations
 
-from ptxkit.cfg.divergence import definitions, qualified
+from ptxkit.cfg.divergence import conditional, definitions, guard_of, qualified
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Kind
 from ptxkit.cfg.graph import derived
@@ -79,9 +79,8 @@ class Trips:
         self._roots = set()  # what the branches test, and the waits' parities
         self.tests: dict[int, tuple] = {}  # block -> (predicate, negated) of the branch ending it
         for block in range(len(flow)):
-            if self._conditional(block):
-                guard = flow.blocks[block].heads[-1][0]
-                self.tests[block] = (qualified(flow, block, guard.register), guard.negated)
+            if conditional(flow, block):
+                self.tests[block] = (guard_of(flow, block), flow.blocks[block].heads[-1][0].negated)
                 self._roots.add(self.tests[block][0])
             for position, head in enumerate(flow.blocks[block].heads):
                 if head[2] == "mbarrier" and (".try_wait" in head[1] or ".test_wait" in head[1]):
@@ -166,11 +165,6 @@ class Trips:
                         if operand.kind in _NAMED:
                             work.append(qualified(self.flow, block, operand.name))
         return tracked
-
-    def _conditional(self, block: int) -> bool:
-        heads = self.flow.blocks[block].heads
-        return (bool(heads) and heads[-1][0] is not None and heads[-1][2] == "bra"
-                and len(set(self.flow.succ[block])) == 2)
 
     def _run(self, block: int, state: dict, blocked=frozenset(), stop: int | None = None) -> dict:
         """`state` after the instructions of `block` (before position `stop`, when given)."""
@@ -391,10 +385,9 @@ class Trips:
                 return facts
             kind = self.flow.kinds.get((parent, node))
             entered = all(p == parent or self.dominators.dominates(node, p) for p in self.flow.pred[node])
-            if entered and self._conditional(parent) and kind in ("taken", "fallthrough"):
-                guard = self.flow.blocks[parent].heads[-1][0]
-                self._implied(qualified(self.flow, parent, guard.register), (kind == "taken") != guard.negated,
-                              facts, 8, parent)
+            if entered and conditional(self.flow, parent) and kind in ("taken", "fallthrough"):
+                negated = self.flow.blocks[parent].heads[-1][0].negated
+                self._implied(guard_of(self.flow, parent), (kind == "taken") != negated, facts, 8, parent)
             node = parent
 
     def _implied(self, predicate: str, holds: bool, facts: dict, depth: int, used: int) -> None:
