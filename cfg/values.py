@@ -54,6 +54,9 @@ SHARED_WINDOW_LIMIT = 1 << 18
 MAX_DYNAMIC_SHARED = 232448
 _MAX_ATOMS = 8
 
+#: The bits of a 64-bit register.
+_WORD = (1 << 64) - 1
+
 NUM, WINDOW, GENERIC, TOP_FORM = 0, 1, 2, 3
 _FORM_NAMES = {WINDOW: "window", GENERIC: "generic"}
 
@@ -391,6 +394,11 @@ def _add_atoms(x: Atom, y: Atom) -> tuple:
         x, y = y, x
     if y.form != NUM:
         return TOP  # address + address: no longer an address into one region
+    bits = _limit_bits(x)
+    if bits is not None and y.lo == y.hi and y.lo >> bits > 0:  # a constant above the address field too
+        low = y.lo & ((1 << bits) - 1)  # (A >> s | h) + (u + l) == (A + l * 2**s) >> s | (h + u)
+        moved = _add_atoms(x, Atom(NUM, lo=low, hi=low))
+        return tuple(atom._replace(high=(atom.high + y.lo - low) & _WORD) for atom in moved)
     scale = 1 << x.shift  # (A + k) >> s  +  n  ==  (A + k + n * 2**s) >> s
     return _shifted(x, x.lo + y.lo * scale, x.hi + y.hi * scale, gcd(_stride(x), _stride(y) * scale))
 

@@ -141,6 +141,10 @@ def test_wgmma_reads_only_its_descriptors():
           " %p1, 1, 1, 0;\n")
     assert events(descriptor + ss) == [("async", "dynamic shared[0:2048], dynamic shared[4096:4352]")]
     assert events(descriptor + rs) == [("async", "dynamic shared[4096:4352]")]  # A comes from registers
+    # Triton's later k-steps add the fields and the step in one constant: the same bytes, moved
+    added = ("\tshr.u32 %r5, %r1, 4;\n\tcvt.u64.u32 %rd5, %r5;\n\tadd.s64 %rd6, %rd5, 68720001026;\n"
+             "\tadd.s64 %rd8, %rd5, 68720001280;\n")
+    assert events(added + ss) == [("async", "dynamic shared[32:2080], dynamic shared[4096:4352]")]
 
 
 def test_unknown_and_dead_code():

@@ -158,6 +158,10 @@ def test_packing_descriptor_halves():
     assert [show(v) for v in unpack(packed, 2, 32)] == ["smem+32 (shared::cta window) >> 4", "1073741888"]
     # adding to the start-address field moves the address by 16 bytes a step
     assert show(add(packed, number(2))) == "smem+64 (shared::cta window) >> 4 | 0x4000004000000000"
+    # the fields added rather than or-ed in, with the step (Triton's later k-steps): the same descriptor
+    assert show(add(low, number(0x4000004000000002))) == "smem+64 (shared::cta window) >> 4 | 0x4000004000000000"
+    assert show(add(add(low, number(0x4000004000000000)), number(0x10000))) == \
+        "smem+32 (shared::cta window) >> 4 | 0x4000004000010000"
     assert show(pack([number(5), number(1)], 16)) == "65541"
     assert unpack(TOP, 2, 32) == [TOP, TOP]
 
