@@ -1090,7 +1090,17 @@ class _Analysis:
         if base in _COUNTS:
             return lambda at: [number(0, 64)] + [TOP] * (count - 1)
         if base == "bfe" and len(args) == 3:
-            return lambda at: [_bit_field(evaluate(block, args[2], at))]
+            position, length = (a.value if a.kind == "immediate" and isinstance(a.value, int) else None
+                                for a in args[1:])
+            if not signed and position is not None and length and position + length <= width:
+                mask = (1 << length) - 1  # unsigned: (a >> position) & mask, as a descriptor's start field
+
+                def field(at):
+                    return [_at_most(and_(shr(evaluate(block, args[0], at), number(position)), number(mask), width),
+                                     mask)]
+
+                return field
+            return lambda at: [_bit_field(evaluate(block, args[2], at), signed)]
         if base == "bfi" and len(args) == 4 and args[2].kind == args[3].kind == "immediate":
             return lambda at: [_bit_insert(evaluate(block, args[0], at), evaluate(block, args[1], at),
                                            args[2].value, args[3].value, width)]
@@ -1684,9 +1694,12 @@ def _mapa(value: tuple, modifiers: list) -> tuple:
     return out
 
 
-def _bit_field(length: tuple) -> tuple:
+def _bit_field(length: tuple, signed: bool) -> tuple:
+    """What ``bfe`` extracts: a field of `length` bits, sign-extended when `signed`."""
     bits = constant(length)
-    return number(0, (1 << bits) - 1) if bits is not None and 0 < bits <= 64 else number(*_WORD)
+    if bits is None or not 0 < bits <= 64:
+        return TOP if signed else number(*_WORD)
+    return number(-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else number(0, (1 << bits) - 1)
 
 
 def _at_most(value: tuple, most: int) -> tuple:

@@ -282,6 +282,16 @@ def test_a_signed_remainder_shifted_past_its_mask_is_exact():
     assert value_at(body.replace("14;", "13;"), "%r6") == "top"  # 2**18 << 13 stays in 32 bits
 
 
+def test_descriptor_built_like_triton_for_tcgen05():
+    body = ("\tmov.u32 %r1, dyn;\n\tadd.s32 %r2, %r1, 98304;\n\tbfe.u32 %r3, %r2, 4, 14;\n"
+            "\tcvt.u64.u32 %rd1, %r3;\n\tor.b64 %rd2, %rd1, 4611756662049472512;\n")
+    # the start field extracted with bfe (bits 4..17 of the address); 0x4000404000000000 is
+    # tcgen05's 128-byte swizzle, version 1, SBO 1024 bytes
+    assert value_at(body, "%rd2") == "dynamic shared+98304 (shared::cta window) >> 4 | 0x4000404000000000"
+    assert value_at("\tmov.u32 %r1, %tid.x;\n\tbfe.u32 %r2, %r1, 2, 3;\n", "%r2") == "[0, 7]"
+    assert value_at("\tmov.u32 %r1, %tid.x;\n\tbfe.s32 %r2, %r1, 2, 3;\n", "%r2") == "[-4, 3]"  # sign-extended
+
+
 def test_bit_field_insert():
     body = ("\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 3;\n\tshr.u32 %r3, %r1, 6;\n\tand.b32 %r4, %r3, 3;\n"
             "\tbfi.b32 %r5, %r4, %r2, 10, 22;\n")
