@@ -53,16 +53,17 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
         return set()
     dominators = DominatorTree.of(flow)
     forest = find_loops(flow, dominators)
-    pairs = _around_uniform_loops(flow, named, matches, dominators, forest)
-    fixed = _fixed_phases(flow, named, forest)
+    threads = _Threads(flow, dominators, forest.innermost())
+    pairs = _around_uniform_loops(flow, named, matches, dominators, forest, threads)
+    counted = _counted_phases(flow, named, forest, dominators, threads)
     for block, index, event in named:
         for other_block, other_index, other in named:
             if other is event or not matches(event.sync, other.sync):
                 continue
-            mine, theirs = fixed.get(id(event)), fixed.get(id(other))
+            mine, theirs = counted.get(id(event)), counted.get(id(other))
             if mine is not None and theirs is not None:
-                apart = mine != theirs
-            else:  # one with a fixed phase ran before the other in the thread that runs both
+                apart = _before(mine, theirs) or _before(theirs, mine)
+            else:  # one with a counted phase ran before the other in the thread that runs both
                 first = (block, index) if mine is not None else (other_block, other_index) if theirs is not None \
                     else None
                 second = (other_block, other_index) if first == (block, index) else (block, index)
@@ -73,30 +74,25 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
     return pairs
 
 
-def _around_uniform_loops(flow, named: list, matches, dominators, forest) -> set[tuple[int, int]]:
+def _around_uniform_loops(flow, named: list, matches, dominators, forest, threads: "_Threads") -> set[tuple[int, int]]:
     """Pairs of a ``bar.sync`` run once per iteration of a CTA-uniform loop and an
     operation on the same barrier outside it, before or after (not around) it, that the
     threads entering the loop run."""
     pairs: set[tuple[int, int]] = set()
     if not any(e.kind is Kind.ARRIVE_WAIT for _, _, e in named):
         return pairs
-    innermost = forest.innermost()
-    defined = threads = None
+    innermost = threads.innermost
     for loop in forest.loops:
         inside = [e for block, _, e in named if innermost.get(block) is loop and e.kind is Kind.ARRIVE_WAIT
                   and e.guard is None and all(dominators.dominates(block, latch) for latch in loop.latches)]
         if not inside:
             continue
-        exits = [(u, v) for u in loop.blocks for v in flow.succ[u] if v not in loop.blocks]
-        if len(exits) != 1 or any(u in flow.exits for u in loop.blocks) or len(flow.succ[exits[0][0]]) != 2:
+        exit_edge = _uniform_exit(flow, loop, threads.defined)
+        if exit_edge is None:
             continue
-        guard = guard_of(flow, exits[0][0])
-        defined = definitions(flow) if defined is None else defined
-        if guard is None or not cta_uniform(guard, defined, flow):
-            continue
-        after = reachable(flow.succ, exits[0][1])
+        pairs |= _apart_in_the_body(named, loop, inside, matches)
+        after = reachable(flow.succ, exit_edge[1])
         before = reachable(flow.pred, loop.header)
-        threads = _Threads(flow, dominators, defined, innermost) if threads is None else threads
         for block, _, event in named:
             if block in loop.blocks or (block in after) == (block in before):
                 continue  # in the loop, around it, or unrelated
@@ -109,6 +105,23 @@ def _around_uniform_loops(flow, named: list, matches, dominators, forest) -> set
     return pairs
 
 
+def _apart_in_the_body(named: list, loop, inside: list, matches) -> set[tuple[int, int]]:
+    """Pairs of two different ``bar.sync`` of `inside` (each run once in every iteration
+    of a CTA-uniform `loop`) on a barrier that no other operation in the loop uses: every
+    thread runs them in the same order, so the k-th of an iteration never shares a phase
+    with the l-th of any iteration (Gluon's loops sync before each TMA issue and after
+    the reads, and fence in between)."""
+    pairs: set[tuple[int, int]] = set()
+    in_loop = [event for block, _, event in named if block in loop.blocks]
+    kept = {id(event) for event in inside}
+    for event in inside:
+        same_barrier = [other for other in in_loop if matches(event.sync, other.sync)]
+        if any(id(other) not in kept for other in same_barrier):
+            continue  # a conditional operation could shift one thread's count
+        pairs.update((id(event), id(other)) for other in same_barrier if other is not event)
+    return pairs
+
+
 class _Threads:
     """Which threads of a CTA run a block. Whether a thread runs it is decided by the
     branches it is control dependent on (an edge into the blocks it post-dominates,
@@ -118,11 +131,25 @@ class _Threads:
     a loop around it decide only how often. Two blocks decided by the same edges of the
     other branches are run by the same threads, or one of them by none."""
 
-    def __init__(self, flow, dominators, defined: dict, innermost: dict):
-        self.flow, self.dominators, self.defined, self.innermost = flow, dominators, defined, innermost
-        self.post_dominators = DominatorTree.post_of(flow)
+    def __init__(self, flow, dominators, innermost: dict):
+        self.flow, self.dominators, self.innermost = flow, dominators, innermost
+        self._defined: dict | None = None
+        self._post_dominators = None
         self._branches: list[int] | None = None
         self._uniform: dict[int, bool] = {}
+
+    @property
+    def defined(self) -> dict:
+        """The definitions of each register (`ptxkit.cfg.divergence.definitions`), on demand."""
+        if self._defined is None:
+            self._defined = definitions(self.flow)
+        return self._defined
+
+    @property
+    def post_dominators(self):
+        if self._post_dominators is None:
+            self._post_dominators = DominatorTree.post_of(self.flow)
+        return self._post_dominators
 
     def same(self, one: int, other: int) -> bool:
         """Whether the threads that run block `one` are those that run `other`."""
@@ -180,28 +207,89 @@ class _Threads:
         return self._uniform[branch]
 
 
-def _fixed_phases(flow, named: list, forest) -> dict[int, int]:
-    """``id(event) -> n`` for the operations on a named barrier with one id that every
-    path reaches after exactly `n` operations on it, none of them in a loop."""
+def _counted_phases(flow, named: list, forest, dominators, threads: "_Threads") -> dict[int, tuple]:
+    """``id(event) -> (n, loops)`` for the operations on a named barrier with one id that
+    every path reaches after exactly `n` operations on it outside loops and after the
+    loops in `loops` (their headers): loops that every thread entering runs alike
+    (`_alike`), so that they add the same count in every thread."""
     by_block: dict[int, list] = {}
     for block, _, event in named:
         by_block.setdefault(block, []).append(event)
-    found: dict[int, int] = {}
+    found: dict[int, tuple] = {}
+    start = (0, frozenset())
     for barrier in {next(iter(e.sync[1])) for _, _, e in named if e.sync[1] is not None and len(e.sync[1]) == 1}:
         on = {block: [e for e in found_here if e.sync[1] is None or barrier in e.sync[1]]
               for block, found_here in by_block.items()}
         on = {block: ops for block, ops in on.items() if ops}
-        looping = set().union(*(loop.blocks for loop in forest.loops if any(b in on for b in loop.blocks)))
-        counts: dict[int, int | None] = {}  # operations passed at the end of a block; None: not one number
+        looping = {loop for loop in forest.loops if any(b in on for b in loop.blocks)}
+        outermost = [loop for loop in looping if not _inside_any(loop, looping)]
+        owner = {block: loop for loop in outermost for block in loop.blocks}
+        counts: dict[int, tuple | None] = {}  # the count at the end of a block; None: not one count
         for block in flow.rpo:
-            incoming = {counts[p] for p in flow.pred[block] if p in counts}
-            if block == flow.start:
-                incoming.add(0)
-            passed = incoming.pop() if len(incoming) == 1 and block not in looping else None
+            loop = owner.get(block)
+            if loop is not None and block != loop.header:
+                counts[block] = counts[loop.header]  # what leaves the loop: what its header gives
+                continue
+            incoming = [counts[p] for p in flow.pred[block] if p in counts and (loop is None or p not in loop.blocks)]
+            state = _join(incoming + [start] * (block == flow.start), block, threads)
+            if loop is not None:
+                alike = state is not None and _alike(flow, loop, on, barrier, dominators, threads)
+                counts[block] = (state[0], state[1] | {loop.header}) if alike else None
+                continue
             for event in on.get(block, ()):
                 certain = event.guard is None and event.sync[1] == {barrier}
-                if passed is not None and certain:
-                    found[id(event)] = passed
-                passed = passed + 1 if passed is not None and certain else None
-            counts[block] = passed
+                if state is not None and certain:
+                    found[id(event)] = state
+                state = (state[0] + 1, state[1]) if state is not None and certain else None
+            counts[block] = state
     return found
+
+
+def _before(first: tuple, second: tuple) -> bool:
+    """Whether every thread's operation counted `first` comes in an earlier phase than
+    any thread's counted `second`: fewer operations outside loops, and loops that the
+    second follows too (each adds as many in every thread, zero or more)."""
+    return first[1] <= second[1] and first[0] < second[0]
+
+
+def _inside_any(loop, loops: set) -> bool:
+    parent = loop.parent
+    while parent is not None:
+        if parent in loops:
+            return True
+        parent = parent.parent
+    return False
+
+
+def _join(states: list, block: int, threads: "_Threads") -> tuple | None:
+    """The count where `states` meet: one count; a loop that some ways skip only when
+    the threads that run it are those that run `block` (the skip is the whole CTA's)."""
+    if not states or any(state is None for state in states) or len({n for n, _ in states}) != 1:
+        return None
+    loops = [found for _, found in states]
+    union, common = frozenset().union(*loops), frozenset.intersection(*loops)
+    if any(not threads.same(header, block) for header in union - common):
+        return None
+    return states[0][0], union
+
+
+def _alike(flow, loop, on: dict, barrier, dominators, threads: "_Threads") -> bool:
+    """Whether every thread entering `loop` runs it alike: one exit on a CTA-uniform
+    test, taken by the threads that enter it, and every operation on `barrier` in it
+    unguarded and run once in every iteration."""
+    exit_edge = _uniform_exit(flow, loop, threads.defined)
+    if exit_edge is None or not threads.same(loop.header, exit_edge[1]):
+        return False
+    innermost = threads.innermost
+    return all(innermost.get(block) is loop and event.guard is None and event.sync[1] == {barrier}
+               and all(dominators.dominates(block, latch) for latch in loop.latches)
+               for block in loop.blocks for event in on.get(block, ()))
+
+
+def _uniform_exit(flow, loop, defined: dict) -> tuple[int, int] | None:
+    """The one exit edge of `loop` when its branch tests a CTA-uniform predicate."""
+    exits = [(u, v) for u in loop.blocks for v in flow.succ[u] if v not in loop.blocks]
+    if len(exits) != 1 or any(u in flow.exits for u in loop.blocks) or len(flow.succ[exits[0][0]]) != 2:
+        return None
+    guard = guard_of(flow, exits[0][0])
+    return exits[0] if guard is not None and cta_uniform(guard, defined, flow) else None

@@ -99,6 +99,7 @@ EXPECTED = {
     "h16b_thread_bit_offsets_reach_tile": [(CTA, "cp.async.bulk.tensor.2d.shared::cluster")],
     "h17_roles_in_sequence_loop_handoff": [(CTA, "wgmma.mma_async")],
     "h18_arrive_once_before_the_reads": [],
+    "h19_sync_after_the_reads_then_fence": [],
     "h04b_cp_async_writer_side_option": [(CTA, "wgmma.mma_async")],
     "h10a_war_ld_shared_then_tma_load": [(CTA, "cp.async.bulk.tensor")],
     "h11a_mbarrier_init_then_tma": [(CTA, "bar.sync")],

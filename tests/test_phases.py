@@ -26,9 +26,9 @@ def test_the_prologue_barrier_does_not_meet_the_epilogue_one():
 def test_other_barriers_and_loops_keep_their_pairs():
     pairs, _ = syncs("\tbar.sync 0;\n\tbar.sync 1;\n")
     assert pairs == set()  # different barriers: nothing to separate
-    pairs, _ = syncs("LOOP:\n\tbar.sync 0;\n\tbar.sync 0;\n\tld.param.u32 %r1, [n];\n"
-                     "\tsetp.ne.u32 %p1, %r1, 0;\n\t@%p1 bra LOOP;\n")
-    assert pairs == set()  # in a loop the first is not first in every round
+    pairs, _ = syncs("\tmov.u32 %r1, %tid.x;\nLOOP:\n\tbar.sync 0;\n\tbar.sync 0;\n\tadd.u32 %r1, %r1, 1;\n"
+                     "\tsetp.lt.u32 %p1, %r1, 32;\n\t@%p1 bra LOOP;\n")
+    assert pairs == set()  # each thread goes round its own number of times: no phase is certain
 
 
 def test_a_barrier_after_a_branch_is_first_only_if_nothing_before_it_syncs():
@@ -46,6 +46,22 @@ LOOP = ("\tld.param.u32 %r1, [n];\n\tmov.u32 %r2, 0;\nLOOP:\n\tbar.sync 1;\n\tad
 def test_a_loop_every_thread_runs_alike_keeps_its_phases_apart_from_the_code_after_it():
     pairs, (inside, after) = syncs(LOOP)
     assert pairs == {(id(inside), id(after)), (id(after), id(inside))}
+
+
+TWO_IN_A_LOOP = LOOP.replace("LOOP:\n\tbar.sync 1;\n", "LOOP:\n\tbar.sync 1;\n\tbar.sync 1;\n")
+
+
+def test_two_barriers_every_iteration_runs_in_order_never_meet():
+    pairs, (first, second, after) = syncs(TWO_IN_A_LOOP)
+    assert {(id(first), id(second)), (id(second), id(first))} <= pairs
+    assert (id(first), id(first)) not in pairs  # the same one, an iteration later: the next phase of both
+
+
+def test_two_barriers_in_a_loop_with_a_conditional_third_may_meet():
+    third = TWO_IN_A_LOOP.replace("\tadd.s32 %r2, %r2, 1;\n", "\tsetp.eq.u32 %p2, %r2, 3;\n\t@%p2 bra SKIP;\n"
+                                                                "\tbar.sync 1;\nSKIP:\n\tadd.s32 %r2, %r2, 1;\n")
+    pairs, (first, second, _, _) = syncs(third)
+    assert (id(first), id(second)) not in pairs and (id(second), id(first)) not in pairs
 
 
 def test_a_loop_whose_count_depends_on_the_thread_does_not():
@@ -111,3 +127,19 @@ def test_a_loop_behind_a_uniform_guard_keeps_its_phases_apart_from_the_code_afte
     by_thread = guarded.replace("\tsetp.eq.u32 %p0, %r1, 0;\n", "\tmov.u32 %r3, %tid.x;\n\tsetp.eq.u32 %p0, %r3, 0;\n")
     pairs, _ = syncs(by_thread)
     assert pairs == set()
+
+
+def test_operations_on_either_side_of_a_loop_run_alike_have_their_own_phases():
+    """Triton's attention: a ``bar.sync`` between two loops and one after the second
+    (behind ``if (n > 0)``): every thread passes as many operations in the first loop,
+    so the one between has a count and the one after comes later in every thread; when
+    each thread goes round the first loop its own number of times, no count is certain."""
+    second = ("\tbar.sync 1;\n\tsetp.eq.u32 %p0, %r1, 0;\n\t@%p0 bra AFTER;\n\tmov.u32 %r2, 0;\n"
+              "SECOND:\n\tbar.sync 1;\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra SECOND;\n"
+              "AFTER:\n\tbar.sync 1;\n")
+    pairs, (_, _, between, _, last) = syncs(LOOP + second)
+    assert (id(between), id(last)) in pairs and (id(last), id(between)) in pairs
+    by_thread = LOOP.replace("\tld.param.u32 %r1, [n];\n", "\tmov.u32 %r1, %tid.x;\n")
+    pairs, (_, _, between, _, last) = syncs(by_thread + second.replace("%r1", "%r3").replace(
+        "\tbar.sync 1;\n\tsetp", "\tbar.sync 1;\n\tld.param.u32 %r3, [n];\n\tsetp", 1))
+    assert (id(between), id(last)) not in pairs and (id(last), id(between)) not in pairs

@@ -198,6 +198,29 @@ def test_an_arrive_that_may_follow_a_read_still_hands_it_over(change):
     changed = ONCE.replace(old, new, 1)
     assert [(line, hazard) for line, hazard, _ in needs(changed)] == [(line_of(changed, "cp.async.bulk.tensor"), "war")]
 
+#: samples/fence/h19: every round syncs before thread 0's TMA issue and after the reads,
+#: then fences; the sync after the reads never hands them straight to the next issue
+SYNCED = (Path(__file__).parent.parent / "samples" / "fence" / "h19_sync_after_the_reads_then_fence.ptx").read_text()
+FENCE_AFTER_READS = "\tbar.sync \t0;\n\tfence.proxy.async.shared::cta;\n"
+
+
+@pytest.mark.parametrize("change", [
+    # no fence: the reads reach the next issue of their stage unfenced
+    (FENCE_AFTER_READS, "\tbar.sync \t0;\n"),
+    # thread 0 may sync once more after the reads: the counts of barrier 0 drift apart
+    (FENCE_AFTER_READS, "\tbar.sync \t0;\n\t@%p1 bar.sync \t0;\n\tfence.proxy.async.shared::cta;\n"),
+    # the round count depends on the thread: one thread's sync after its reads may be
+    # another's sync before an issue
+    ("\tld.param.u32 \t%r4, [k_param_0];", "\tld.param.u32 \t%r4, [k_param_0];\n\tadd.s32 \t%r4, %r4, %r1;"),
+], ids=["no-fence", "extra-sync", "rounds-by-thread"])
+def test_a_read_handed_straight_to_the_issue_needs_a_fence(change):
+    assert needs(SYNCED) == []
+    old, new = change
+    assert old in SYNCED
+    changed = SYNCED.replace(old, new, 1)
+    assert [(line, hazard) for line, hazard, _ in needs(changed)] == [(line_of(changed, "cp.async.bulk.tensor"), "war")]
+
+
 # -- a fence another thread ran (docs/fence.md §4.4) ------------------------------------------
 
 #: the consumers write `tile`, meet, thread 128 fences (and would store the tile), then lane 0
