@@ -431,7 +431,10 @@ class _Classifier:
     def _matrix(self, block, position, operands, modifiers, form, guard, spaces):
         shape = next((_SHAPE.match(m) for m in modifiers if _SHAPE.match(m)), None)
         sparse = "sp" in modifiers
-        k_bytes = 64 if sparse or form is not AsyncForm.WGMMA else 32
+        # K of one dense MMA is 32 bytes (wgmma; tcgen05 of every kind, PTX ISA "tcgen05 Matrix
+        # Shape": f16 K=16, tf32 K=8, f8f6f4 and i8 K=32, mxf4 K=64 packed); sparse doubles it
+        dense = form is AsyncForm.WGMMA or any(m in _DENSE_32_BYTE_KINDS for m in modifiers)
+        k_bytes = 64 if sparse or not dense else 32
         descriptors = []  # (operand key, rows, mn_major)
         if form is AsyncForm.TCGEN05_CP:
             descriptors.append((self.ask(block, position, operands[1]), 128, False))
@@ -774,6 +777,11 @@ def _tensor_load_siblings(flow) -> dict:
                 group, key = [], None
         close(block.index, group)
     return found
+
+
+#: tcgen05.mma kinds whose dense shapes read 32 bytes of K from each row of A and B
+_DENSE_32_BYTE_KINDS = frozenset(["kind::f16", "kind::tf32", "kind::f8f6f4", "kind::i8", "kind::mxf8f6f4",
+                                  "kind::mxf4", "kind::mxf4nvf4"])
 
 
 def _instruction_shape(value: tuple) -> tuple[int, int, bool, bool] | None:

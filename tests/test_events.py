@@ -175,16 +175,20 @@ def test_an_access_is_asked_thread_by_thread_whether_it_touches_a_location():
 
 
 def test_tcgen05_mma_takes_its_shape_from_a_constant_instruction_descriptor():
-    # descriptors with SBO 256 bytes and LBO 16 (no swizzle): an operand of R rows spans
-    # (R / 8 - 1) * 256 + 512 bytes; idesc: N >> 3 in bits 17-22, M >> 4 in bits 24-28
+    # descriptors with SBO 256 bytes and LBO 128 (no swizzle): an operand of R rows and
+    # K = 32 bytes (kind::f16, K = 16) spans (R / 8 - 1) * 256 + 256 bytes; idesc: N >> 3 in
+    # bits 17-22, M >> 4 in bits 24-28
     descriptor = ("\tshr.u32 %r5, %r1, 4;\n\tcvt.u64.u32 %rd5, %r5;\n\tor.b64 %rd6, %rd5, 68720001024;\n"
                   "\tadd.s32 %r6, %r1, 65536;\n\tshr.u32 %r7, %r6, 4;\n\tcvt.u64.u32 %rd7, %r7;\n"
                   "\tor.b64 %rd8, %rd7, 68720001024;\n")
     mma = "\ttcgen05.mma.cta_group::1.kind::f16 [%r3], %rd6, %rd8, {}, %p1;\n"
     unknown = events(descriptor + mma.format("%r9"))
     m128_n64 = events(descriptor + f"\tmov.b32 %r10, {(8 << 24) | (8 << 17)};\n" + mma.format("%r10"))
-    assert unknown == [("async", "dynamic shared[0:8448], dynamic shared[65536:73984]")]  # 256 rows each
-    assert m128_n64 == [("async", "dynamic shared[0:4352], dynamic shared[65536:67840]")]
+    assert unknown == [("async", "dynamic shared[0:8192], dynamic shared[65536:73728]")]  # 256 rows each
+    assert m128_n64 == [("async", "dynamic shared[0:4096], dynamic shared[65536:67584]")]
+    # a sparse MMA reads twice the K
+    sparse = events(descriptor + "\ttcgen05.mma.sp.cta_group::1.kind::f16 [%r3], %rd6, %rd8, [%r4], %r9, %p1;\n")
+    assert sparse == [("async", "dynamic shared[0:8448], dynamic shared[65536:73984]")]
 
 
 def test_the_leader_ctas_barrier_of_a_cta_pair_is_a_known_mbarrier():
