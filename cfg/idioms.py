@@ -13,7 +13,10 @@ two ``x`` and answers "anything"; these patterns give the exact range (docs/fenc
 - ``sub d, x, y`` (or ``mad.lo d, q, -C, x``) with ``y = q * C`` and ``q`` computed
   from ``x`` alone: when ``q`` equals ``x // C`` on every probe value (`PROBES`:
   both ends of the 32-bit range, around every multiple of ``C`` near them, and
-  evenly spread values), ``d = x mod C`` is in ``[0, C - 1]`` for ``x >= 0``.
+  evenly spread values), ``d = x mod C`` is in ``[0, C - 1]`` for ``x >= 0``;
+- the same with ``q = z // D`` computed from another register ``z`` and ``C = k * D``:
+  ``d = k * (z mod D)`` when ``x`` is ``k * z`` (LLVM keeps ``8 * i`` as a counter of its
+  own beside ``i``; the register analysis checks how both are set, `counts_alike`).
 
 The second check evaluates the division sequence on concrete numbers; the
 sequences compilers emit are exact for every input or wrong on whole ranges, which
@@ -34,7 +37,7 @@ A pointer rounded up to a power of two without the ``(x + N - 1) & -N`` form
 >>> from ptxkit.cfg.graph import flow_graph
 >>> block = flow_graph(m.function("k")).blocks[0]
 >>> remainder(block.instructions, block.heads, 8, frozenset())
-Remainder(x='%r1', bias=None, modulus=7, kind='division', limit=None)
+Remainder(x='%r1', bias=None, modulus=7, kind='division', limit=None, counter=None, scale=1)
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class Remainder(NamedTuple):
     modulus: int
     kind: str
     limit: int | None = None
+    counter: str | None = None  # a division of this register instead, `x` its multiple by `scale`
+    scale: int = 1
 
 
 def _defining(instructions, heads, position: int, register: str, plain) -> int | None:
@@ -165,7 +170,49 @@ def _division(instructions, heads, at: int, x: str, factors, sign: int, position
             continue  # x changed between the division and the subtraction
         if _divides(tree, c.value * sign):
             return Remainder(x, None, c.value * sign, "division")
+    return _scaled_division(instructions, heads, at, x, factors, sign, position, plain)
+
+
+def _scaled_division(instructions, heads, at: int, x: str, factors, sign: int, position: int, plain) -> Remainder | None:
+    """``x - (z / d) * (k * d)`` where the division reads another register `z` (LLVM keeps
+    ``x = k * z`` as a counter of its own, Gluon's ``8 * (i % 3)``): the remainder of `z`
+    scaled by `k`, which holds when `x` is `k` times `z` (the caller checks)."""
+    for q, c in (factors, factors[::-1]):
+        if c.kind != "immediate" or not isinstance(c.value, int) or q.kind != "register" or c.value * sign <= 1:
+            continue
+        leaves: set = set()
+        if not _leaves(instructions, heads, at, q.name, leaves, 0) or len(leaves) != 1 or x in leaves:
+            continue
+        z = leaves.pop()
+        used: list[int] = []
+        tree = _tree(instructions, heads, at, q.name, z, used, 0)
+        if tree is None or not used:
+            continue
+        changed = [_defining(instructions, heads, position, name, plain) for name in (x, z)]
+        if any(index is not None and index >= min(used) for index in changed):
+            continue  # x or z changed between the division and the subtraction
+        total = c.value * sign
+        for divisor in range(2, total + 1):
+            if total % divisor == 0 and total // divisor > 1 and _divides(tree, divisor):
+                return Remainder(x, None, divisor, "division", counter=z, scale=total // divisor)
     return None
+
+
+def _leaves(instructions, heads, position: int, register: str, found: set, depth: int) -> bool:
+    """Collect into `found` the registers an arithmetic expression for `register` in the
+    block starts from; False when it is not one."""
+    if depth > _MAX_DEPTH:
+        return False
+    at = _defining(instructions, heads, position, register, frozenset())
+    if at is None or heads[at][0] is not None or heads[at][2] not in _ARITHMETIC:
+        found.add(register)
+        return depth > 0
+    for operand in instructions[at].operands[1:]:
+        if operand.kind == "register" and not _leaves(instructions, heads, at, operand.name, found, depth + 1):
+            return False
+        if operand.kind not in ("register", "immediate"):
+            return False
+    return True
 
 
 def _tree(instructions, heads, position: int, register: str, x: str, used: list, depth: int):

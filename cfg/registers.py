@@ -982,7 +982,7 @@ class _Analysis:
         compute = self.computation(block, opcode, base, modifiers, operands, targets)
         if base in ("sub", "mad"):
             found = remainder(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position, plain)
-            if found is not None:
+            if found is not None and (found.counter is None or self.counts_alike(block, position, found)):
                 compute = self.remainder_range(block, found)
                 sources.append(prefix + found.x)
         if base == "mul" and len(operands) == 3:
@@ -1345,7 +1345,7 @@ class _Analysis:
         """The range of a recognised remainder idiom (`ptxkit.cfg.idioms`); `wrapped`:
         up to a multiple of the mask's limit, which a following shift discards."""
         if found.kind == "division":
-            return lambda at: [number(0, found.modulus - 1)]
+            return lambda at: [number(0, found.scale * (found.modulus - 1), found.scale)]
         x_key = self.prefix(block) + found.x
 
         def aligned(at):
@@ -1362,6 +1362,48 @@ class _Analysis:
             return [number(-bias[0].hi, found.modulus - 1 - bias[0].lo)]
 
         return aligned
+
+    def counts_alike(self, block: int, position: int, found) -> bool:
+        """Whether register ``found.x`` holds ``found.scale`` times ``found.counter`` where
+        the instruction at `position` reads them: each is set twice, by a ``mov`` of a
+        constant and by an ``add`` of a constant, the two movs in one block and the two
+        adds in one block (so they run together), the constants in that ratio, and the
+        reads not between the two adds or the two movs."""
+        prefix = self.prefix(block)
+        pairs = [self._counter(prefix, name) for name in (found.x, found.counter)]
+        if None in pairs:
+            return False
+        (start_x, step_x, init_x, add_x), (start_z, step_z, init_z, add_z) = pairs
+        mask = (1 << 64) - 1
+        if (start_x - found.scale * start_z) & mask or (step_x - found.scale * step_z) & mask:
+            return False
+        for first, second in ((init_x, init_z), (add_x, add_z)):
+            if first[0] != second[0]:
+                return False
+            if first[0] == block and min(first[1], second[1]) < position < max(first[1], second[1]) + 1:
+                return False  # the reads may fall between the two
+        return True
+
+    def _counter(self, prefix: str, name: str) -> tuple | None:
+        """``(start, step, mov site, add site)`` of a register set once by a ``mov`` of a
+        constant (or of a register just set to one) and once by ``add r, r, step``."""
+        sites = self.definitions().get(prefix + name, [])
+        if len(sites) != 2:
+            return None
+        start = step = init = increment = None
+        for site in sites:
+            instructions, heads = self.flow.blocks[site[0]].instructions, self.flow.blocks[site[0]].heads
+            head, args = heads[site[1]], instructions[site[1]].operands
+            if head[0] is not None or len(args) < 2:
+                return None
+            if head[2] == "add" and len(args) == 3 and args[1].kind == "register" and args[1].name == name \
+                    and args[2].kind == "immediate" and isinstance(args[2].value, int):
+                step, increment = args[2].value, site
+            elif head[2] == "mov":
+                start, init = _constant_operand(instructions, heads, site[1], args[1]), site
+        if start is None or step is None:
+            return None
+        return start, step, init, increment
 
     def slice_offset(self, block: int, operands, otherwise):
         """``mul d, q, r`` where ``q = C / y`` and ``r = x % y`` (each register set once,
@@ -1692,6 +1734,20 @@ def _mapa(value: tuple, modifiers: list) -> tuple:
         else:
             out = join(out, anywhere(SHARED_CLUSTER_SPACE, form))
     return out
+
+
+def _constant_operand(instructions, heads, position: int, operand) -> int | None:
+    """An immediate, or a register whose last definition before `position` in the block
+    moves one into it."""
+    if operand.kind == "immediate":
+        return operand.value if isinstance(operand.value, int) else None
+    if operand.kind != "register":
+        return None
+    at = _last_definition(instructions, heads, position, operand.name, frozenset())
+    if at is None or heads[at][2] != "mov" or heads[at][0] is not None:
+        return None
+    source = instructions[at].operands[1]
+    return source.value if source.kind == "immediate" and isinstance(source.value, int) else None
 
 
 def _bit_field(length: tuple, signed: bool) -> tuple:

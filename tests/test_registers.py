@@ -241,6 +241,34 @@ def test_remainder_idioms(body, expected):
     assert value_at(body, "%r8") == expected
 
 
+#: Gluon's ring of three stages: i counts rounds, LLVM keeps 8 * i and 32768 * i as counters
+#: of their own and takes i / 3 by a multiply-high; 8 * i - 24 * (i / 3) is 8 * (i % 3)
+SCALED = ("\tld.param.u32 %r1, [n];\n\tmov.b32 %r7, 0;\n\tmov.b32 %r8, %r7;\n\tmov.b32 %r9, %r7;\n"
+          "\tmov.b32 %r10, %r7;\nLOOP:\n\tmul.hi.u32 %r2, %r10, -1431655765;\n\tshr.u32 %r3, %r2, 1;\n"
+          "\tmul.lo.s32 %r4, %r3, 24;\n\tsub.s32 %r5, %r9, %r4;\n\tmul.lo.s32 %r6, %r3, 98304;\n"
+          "\tsub.s32 %r11, %r8, %r6;\n\tmov.u32 %r12, dyn;\n\tadd.s32 %r13, %r12, %r11;\n"
+          "\tadd.s32 %r10, %r10, 1;\n\tadd.s32 %r9, %r9, 8;\n\tadd.s32 %r8, %r8, 32768;\n"
+          "\tsetp.lt.u32 %p1, %r10, %r1;\n\t@%p1 bra LOOP;\n")
+
+
+@pytest.mark.parametrize("old, new", [
+    # the multiple steps by 16, not 8
+    ("\tadd.s32 %r9, %r9, 8;\n", "\tadd.s32 %r9, %r9, 16;\n"),
+    # the multiple starts at 8, not 0
+    ("\tmov.b32 %r9, %r7;\n", "\tmov.b32 %r9, 8;\n"),
+    # the multiple advances in another block than the counter
+    ("\tadd.s32 %r9, %r9, 8;\n", "\tbra.uni NEXT;\nNEXT:\n\tadd.s32 %r9, %r9, 8;\n"),
+    # the counter advances between the division and the subtraction
+    ("\tmul.lo.s32 %r4, %r3, 24;\n", "\tadd.s32 %r10, %r10, 1;\n\tmul.lo.s32 %r4, %r3, 24;\n"),
+], ids=["other-step", "other-start", "other-block", "counter-moved"])
+def test_a_remainder_of_a_counter_kept_scaled_in_another(old, new):
+    assert value_at(SCALED, "%r5", params=".param .u32 n") == "[0, 16] step 8"
+    assert value_at(SCALED, "%r13", params=".param .u32 n") == \
+        "dynamic shared+[0, 65536] step 32768 (shared::cta window)"
+    assert old in SCALED
+    assert value_at(SCALED.replace(old, new, 1), "%r5", params=".param .u32 n") != "[0, 16] step 8"
+
+
 LOW_ALIGNED = ".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 16 .b8 low[];\n"
 #: ThunderKittens' allocator: the dynamic base rounded up to 1024 through a select, then
 #: the next buffer 32 KB on, rounded up again (a no-op once the start is aligned)
