@@ -54,7 +54,8 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
     dominators = DominatorTree.of(flow)
     forest = find_loops(flow, dominators)
     threads = _Threads(flow, dominators, forest.innermost())
-    pairs = _around_uniform_loops(flow, named, matches, dominators, forest, threads)
+    pairs = _around_uniform_loops(flow, named, matches, forest, threads)
+    pairs |= _apart_across_arms(flow, named, dominators, threads)
     counted = _counted_phases(flow, named, forest, dominators, threads)
     for block, index, event in named:
         for other_block, other_index, other in named:
@@ -74,21 +75,26 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
     return pairs
 
 
-def _around_uniform_loops(flow, named: list, matches, dominators, forest, threads: "_Threads") -> set[tuple[int, int]]:
-    """Pairs of a ``bar.sync`` run once per iteration of a CTA-uniform loop and an
-    operation on the same barrier outside it, before or after (not around) it, that the
-    threads entering the loop run."""
+def _around_uniform_loops(flow, named: list, matches, forest, threads: "_Threads") -> set[tuple[int, int]]:
+    """Pairs of a ``bar.sync`` in a CTA-uniform loop, run by the threads that run the
+    loop (in the iterations the CTA-uniform branches in it choose), and an operation on
+    the same barrier outside it, before or after (not around) it, that those threads run;
+    and pairs of two such ``bar.sync`` (`_apart_in_the_body`)."""
     pairs: set[tuple[int, int]] = set()
     if not any(e.kind is Kind.ARRIVE_WAIT for _, _, e in named):
         return pairs
     innermost = threads.innermost
     for loop in forest.loops:
-        inside = [e for block, _, e in named if innermost.get(block) is loop and e.kind is Kind.ARRIVE_WAIT
-                  and e.guard is None and all(dominators.dominates(block, latch) for latch in loop.latches)]
-        if not inside:
+        syncs = [(block, e) for block, _, e in named if innermost.get(block) is loop and e.kind is Kind.ARRIVE_WAIT
+                 and e.guard is None]
+        if not syncs:
             continue
         exit_edge = _uniform_exit(flow, loop, threads.defined)
         if exit_edge is None:
+            continue
+        # run by the threads that run the loop, in the rounds the CTA-uniform branches in it choose
+        inside = [e for block, e in syncs if threads.same(block, loop.header)]
+        if not inside:
             continue
         pairs |= _apart_in_the_body(named, loop, inside, matches)
         after = reachable(flow.succ, exit_edge[1])
@@ -105,12 +111,31 @@ def _around_uniform_loops(flow, named: list, matches, dominators, forest, thread
     return pairs
 
 
+def _apart_across_arms(flow, named: list, dominators, threads: "_Threads") -> set[tuple[int, int]]:
+    """Pairs of operations on the two sides of a CTA-uniform branch outside loops, each
+    side entered from the branch alone: the whole CTA takes one side, so no CTA runs
+    both (Triton's persistent GEMM has a path for K = 0 beside its main loop)."""
+    pairs: set[tuple[int, int]] = set()
+    for branch in range(len(flow.blocks)):
+        sides = sorted(set(flow.succ[branch]))
+        if len(sides) != 2 or branch in threads.innermost or any(flow.pred[side] != [branch] for side in sides) \
+                or not threads.uniform_branch(branch):
+            continue
+        one, other = ([event for block, _, event in named if dominators.dominates(side, block)] for side in sides)
+        for first in one:
+            for second in other:
+                pairs.add((id(first), id(second)))
+                pairs.add((id(second), id(first)))
+    return pairs
+
+
 def _apart_in_the_body(named: list, loop, inside: list, matches) -> set[tuple[int, int]]:
-    """Pairs of two different ``bar.sync`` of `inside` (each run once in every iteration
-    of a CTA-uniform `loop`) on a barrier that no other operation in the loop uses: every
-    thread runs them in the same order, so the k-th of an iteration never shares a phase
-    with the l-th of any iteration (Gluon's loops sync before each TMA issue and after
-    the reads, and fence in between)."""
+    """Pairs of two different ``bar.sync`` of `inside` (in a CTA-uniform `loop`, each run
+    by every thread that runs the loop, in the iterations the CTA-uniform branches in it
+    choose) on a barrier that no other operation in the loop uses: every thread runs them
+    in the same order, so the k-th of an iteration never shares a phase with the l-th of
+    any iteration (Gluon's loops sync before each TMA issue and after the reads, and
+    fence in between; Triton's persistent loops skip a tile the whole CTA skips)."""
     pairs: set[tuple[int, int]] = set()
     in_loop = [event for block, _, event in named if block in loop.blocks]
     kept = {id(event) for event in inside}
@@ -168,7 +193,7 @@ class _Threads:
         edges = self._control_dependences(block)
         if edges is None or block in seen:
             return None
-        uniform = [edge for edge in edges if self._uniform_branch(edge[0])]
+        uniform = [edge for edge in edges if self.uniform_branch(edge[0])]
         if not uniform:
             return frozenset(edges)
         if len(edges) == 1:
@@ -195,12 +220,12 @@ class _Threads:
                 if not post.dominates(block, successor):
                     continue
                 if successor in headers and self.dominators.dominates(successor, branch) \
-                        and self._uniform_branch(branch):
+                        and self.uniform_branch(branch):
                     continue  # another round of a uniform loop around the block
                 found.append((branch, successor))
         return found
 
-    def _uniform_branch(self, branch: int) -> bool:
+    def uniform_branch(self, branch: int) -> bool:
         if branch not in self._uniform:
             guard = guard_of(self.flow, branch)
             self._uniform[branch] = guard is not None and cta_uniform(guard, self.defined, self.flow)

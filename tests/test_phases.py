@@ -57,10 +57,16 @@ def test_two_barriers_every_iteration_runs_in_order_never_meet():
     assert (id(first), id(first)) not in pairs  # the same one, an iteration later: the next phase of both
 
 
-def test_two_barriers_in_a_loop_with_a_conditional_third_may_meet():
-    third = TWO_IN_A_LOOP.replace("\tadd.s32 %r2, %r2, 1;\n", "\tsetp.eq.u32 %p2, %r2, 3;\n\t@%p2 bra SKIP;\n"
-                                                                "\tbar.sync 1;\nSKIP:\n\tadd.s32 %r2, %r2, 1;\n")
-    pairs, (first, second, _, _) = syncs(third)
+def test_a_third_barrier_the_whole_cta_skips_or_not_keeps_them_apart():
+    """A third ``bar.sync`` behind a test of the round (CTA-uniform): every thread runs
+    the same ones in each round, so none meets another; behind a test of the thread
+    index one thread's third may be another's first of the next round."""
+    skip = "\tsetp.eq.u32 %p2, {}, 3;\n\t@%p2 bra SKIP;\n\tbar.sync 1;\nSKIP:\n\tadd.s32 %r2, %r2, 1;\n"
+    uniform = TWO_IN_A_LOOP.replace("\tadd.s32 %r2, %r2, 1;\n", skip.format("%r2"))
+    pairs, (first, second, third, _) = syncs(uniform)
+    assert {(id(first), id(second)), (id(second), id(third)), (id(third), id(first))} <= pairs
+    by_thread = TWO_IN_A_LOOP.replace("\tadd.s32 %r2, %r2, 1;\n", "\tmov.u32 %r3, %tid.x;\n" + skip.format("%r3"))
+    pairs, (first, second, _, _) = syncs(by_thread)
     assert (id(first), id(second)) not in pairs and (id(second), id(first)) not in pairs
 
 
@@ -69,10 +75,14 @@ def test_a_loop_whose_count_depends_on_the_thread_does_not():
     assert pairs == set()
 
 
-def test_a_barrier_skipped_in_some_iterations_does_not():
-    skipped = LOOP.replace("LOOP:\n\tbar.sync 1;\n", "LOOP:\n\tsetp.eq.u32 %p2, %r2, 3;\n\t@%p2 bra SKIP;\n"
-                                                    "\tbar.sync 1;\nSKIP:\n")
-    pairs, _ = syncs(skipped)
+def test_a_barrier_some_threads_skip_in_some_iterations_does_not():
+    """Skipped in the round the whole CTA skips, it still comes before the code after
+    the loop in every thread; skipped by some threads only, it may meet it."""
+    skip = "LOOP:\n\tsetp.eq.u32 %p2, {}, 3;\n\t@%p2 bra SKIP;\n\tbar.sync 1;\nSKIP:\n"
+    pairs, (inside, after) = syncs(LOOP.replace("LOOP:\n\tbar.sync 1;\n", skip.format("%r2")))
+    assert pairs == {(id(inside), id(after)), (id(after), id(inside))}
+    by_thread = "\tmov.u32 %r3, %tid.x;\n" + LOOP.replace("LOOP:\n\tbar.sync 1;\n", skip.format("%r3"))
+    pairs, _ = syncs(by_thread)
     assert pairs == set()
 
 
