@@ -153,3 +153,14 @@ def test_operations_on_either_side_of_a_loop_run_alike_have_their_own_phases():
     pairs, (_, _, between, _, last) = syncs(by_thread + second.replace("%r1", "%r3").replace(
         "\tbar.sync 1;\n\tsetp", "\tbar.sync 1;\n\tld.param.u32 %r3, [n];\n\tsetp", 1))
     assert (id(between), id(last)) not in pairs and (id(last), id(between)) not in pairs
+
+
+def test_the_two_sides_of_a_branch_the_whole_cta_takes_never_meet():
+    """``if (n == 0) { sync } else { sync }``: a CTA runs one side; with the test on the
+    thread index one thread's sync meets another's."""
+    arms = ("\tsetp.eq.u32 %p0, {}, 0;\n\t@%p0 bra OTHER;\n\tbar.sync 1;\n\tbra.uni END;\n"
+            "OTHER:\n\tbar.sync 1;\nEND:\n")
+    pairs, (one, other) = syncs("\tld.param.u32 %r1, [n];\n" + arms.format("%r1"))
+    assert pairs == {(id(one), id(other)), (id(other), id(one))}
+    pairs, _ = syncs("\tmov.u32 %r1, %tid.x;\n" + arms.format("%r1"))
+    assert pairs == set()
