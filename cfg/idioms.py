@@ -192,10 +192,20 @@ def _scaled_division(instructions, heads, at: int, x: str, factors, sign: int, p
         if any(index is not None and index >= min(used) for index in changed):
             continue  # x or z changed between the division and the subtraction
         total = c.value * sign
-        for divisor in range(2, total + 1):
-            if total % divisor == 0 and total // divisor > 1 and _divides(tree, divisor):
+        for divisor in _divisors(total):
+            if 1 < divisor < total and _divides(tree, divisor):
                 return Remainder(x, None, divisor, "division", counter=z, scale=total // divisor)
     return None
+
+
+def _divisors(number: int) -> list[int]:
+    """The divisors of a positive `number`, smallest first.
+
+    >>> _divisors(24)
+    [1, 2, 3, 4, 6, 8, 12, 24]
+    """
+    small = [d for d in range(1, int(number ** 0.5) + 1) if number % d == 0]
+    return small + [number // d for d in reversed(small) if d * d != number]
 
 
 def _leaves(instructions, heads, position: int, register: str, found: set, depth: int) -> bool:
