@@ -137,6 +137,7 @@ def describe(event: Event) -> str:
 # -- operand shapes ----------------------------------------------------------------------------
 
 _SHAPE = compile_pattern(r"m(\d+)n(\d+)k(\d+)")
+_COPY_SHAPE = compile_pattern(r"(\d+)x(\d+)b$")
 _SIXTEEN_BIT = frozenset({"f16", "bf16"})
 
 
@@ -436,8 +437,10 @@ class _Classifier:
         dense = form is AsyncForm.WGMMA or any(m in _DENSE_32_BYTE_KINDS for m in modifiers)
         k_bytes = 64 if sparse or not dense else 32
         descriptors = []  # (operand key, rows, mn_major)
-        if form is AsyncForm.TCGEN05_CP:
-            descriptors.append((self.ask(block, position, operands[1]), 128, False))
+        if form is AsyncForm.TCGEN05_CP:  # rows x bits of the source matrix: .128x256b, .32x128b, ...
+            copied = next((_COPY_SHAPE.match(m) for m in modifiers if _COPY_SHAPE.match(m)), None)
+            rows, k_bytes = (int(copied.group(1)), int(copied.group(2)) // 8) if copied else (128, 64)
+            descriptors.append((self.ask(block, position, operands[1]), rows, False))
         else:
             a, b = operands[1], operands[2]
             rows_a = int(shape.group(1)) if shape else 256

@@ -191,6 +191,15 @@ def test_tcgen05_mma_takes_its_shape_from_a_constant_instruction_descriptor():
     assert sparse == [("async", "dynamic shared[0:8448], dynamic shared[65536:73984]")]
 
 
+def test_tcgen05_cp_reads_the_rows_and_bits_its_shape_names():
+    # the source descriptor: SBO 256 bytes, LBO 128, no swizzle; R rows of B bytes span
+    # (R / 8 - 1) * 256 + (B / 16 - 1) * 128 + 128 bytes
+    descriptor = "\tshr.u32 %r5, %r1, 4;\n\tcvt.u64.u32 %rd5, %r5;\n\tor.b64 %rd6, %rd5, 68720001024;\n"
+    copy = "\ttcgen05.cp.cta_group::1.{} [%r3], %rd6;\n"
+    assert events(descriptor + copy.format("128x256b")) == [("async", "dynamic shared[0:4096]")]
+    assert events(descriptor + copy.format("warpx4.32x128b")) == [("async", "dynamic shared[0:896]")]
+
+
 def test_the_leader_ctas_barrier_of_a_cta_pair_is_a_known_mbarrier():
     # sm_100 clears the peer-CTA bit 24 (and keeps 8-byte alignment) to name the barrier
     # of the pair's leader: the same bytes of the same variable
