@@ -72,6 +72,7 @@ SAMPLES = {
     for s in (
         Sample("gemm_store_once", n=64, k=128),
         Sample("gemm_store_in_loop", n=64, k=256),
+        Sample("gemm_added_descriptors", n=64, k=256),
         Sample("gemm_cp_async", n=128, k=256),
         Sample("gemm_store_branch", n=64, k=64),
         Sample("epilogue_tma_store", n=64, k=64, uses_tma=True, out_dtype=np.float16),
@@ -734,7 +735,7 @@ def test_store_once_fence_is_hoisted_to_the_preheader():
     assert model(sample, fenced).fences == [1] * 128
 
 
-@pytest.mark.parametrize("name", ["gemm_store_in_loop", "gemm_cp_async"])
+@pytest.mark.parametrize("name", ["gemm_store_in_loop", "gemm_added_descriptors", "gemm_cp_async"])
 def test_fence_stays_in_the_k_loop(name):
     """(b), (c) The writes are in the loop, so is the fence: right before the first wgmma
     of the iteration, after the writes are complete (bar.sync, and cp.async.wait_group)."""
