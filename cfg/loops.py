@@ -42,10 +42,19 @@ class Loop:
     @property
     def depth(self) -> int:
         """1 for an outermost loop, 2 for a loop inside it, …"""
-        depth, loop = 1, self.parent
+        return 1 + sum(1 for _ in self.enclosing())
+
+    def enclosing(self):
+        """The loops around this one, innermost first.
+
+        >>> outer = Loop(0, {0, 1}, [1])
+        >>> [loop.header for loop in Loop(1, {1}, [1], parent=outer).enclosing()]
+        [0]
+        """
+        loop = self.parent
         while loop is not None:
-            depth, loop = depth + 1, loop.parent
-        return depth
+            yield loop
+            loop = loop.parent
 
     def __repr__(self) -> str:
         return f"<Loop header={self.header} blocks={len(self.blocks)} depth={self.depth}>"

@@ -278,12 +278,7 @@ def _before(first: tuple, second: tuple) -> bool:
 
 
 def _inside_any(loop, loops: set) -> bool:
-    parent = loop.parent
-    while parent is not None:
-        if parent in loops:
-            return True
-        parent = parent.parent
-    return False
+    return any(parent in loops for parent in loop.enclosing())
 
 
 def _join(states: list, block: int, threads: "_Threads") -> tuple | None:
