@@ -156,46 +156,38 @@ def _alignment_mask(mask: int) -> tuple[int, int | None] | None:
 
 
 def _division(instructions, heads, at: int, x: str, factors, sign: int, position: int, plain) -> Remainder | None:
+    """``x - (x / C) * C``, or ``x - (z / D) * (k * D)`` where the division reads another
+    register `z` (LLVM keeps ``x = k * z`` as a counter of its own, Gluon's ``8 * (i % 3)``):
+    the remainder of `z` scaled by `k`, which holds when `x` is `k` times `z` (the caller
+    checks, `Remainder.counter`)."""
     if len(factors) != 2:
         return None
     for q, c in (factors, factors[::-1]):
         if c.kind != "immediate" or not isinstance(c.value, int) or q.kind != "register" or c.value * sign <= 1:
             continue
-        used: list[int] = []
-        tree = _tree(instructions, heads, at, q.name, x, used, 0)
-        if tree is None or not used:
-            continue
-        last_x = _defining(instructions, heads, position, x, plain)
-        if last_x is not None and last_x >= min(used):
-            continue  # x changed between the division and the subtraction
-        if _divides(tree, c.value * sign):
-            return Remainder(x, None, c.value * sign, "division")
-    return _scaled_division(instructions, heads, at, x, factors, sign, position, plain)
-
-
-def _scaled_division(instructions, heads, at: int, x: str, factors, sign: int, position: int, plain) -> Remainder | None:
-    """``x - (z / d) * (k * d)`` where the division reads another register `z` (LLVM keeps
-    ``x = k * z`` as a counter of its own, Gluon's ``8 * (i % 3)``): the remainder of `z`
-    scaled by `k`, which holds when `x` is `k` times `z` (the caller checks)."""
-    for q, c in (factors, factors[::-1]):
-        if c.kind != "immediate" or not isinstance(c.value, int) or q.kind != "register" or c.value * sign <= 1:
-            continue
-        leaves: set = set()
-        if not _leaves(instructions, heads, at, q.name, leaves, 0) or len(leaves) != 1 or x in leaves:
-            continue
-        z = leaves.pop()
-        used: list[int] = []
-        tree = _tree(instructions, heads, at, q.name, z, used, 0)
-        if tree is None or not used:
-            continue
-        changed = [_defining(instructions, heads, position, name, plain) for name in (x, z)]
-        if any(index is not None and index >= min(used) for index in changed):
-            continue  # x or z changed between the division and the subtraction
         total = c.value * sign
-        for divisor in _divisors(total):
-            if 1 < divisor < total and _divides(tree, divisor):
-                return Remainder(x, None, divisor, "division", counter=z, scale=total // divisor)
+        for z in _dividends(instructions, heads, at, q.name, x):
+            used: list[int] = []
+            tree = _tree(instructions, heads, at, q.name, z, used, 0)
+            if tree is None or not used:
+                continue
+            if any(index is not None and index >= min(used)
+                   for index in (_defining(instructions, heads, position, name, plain) for name in {x, z})):
+                continue  # x or z changed between the division and the subtraction
+            if z == x and _divides(tree, total):
+                return Remainder(x, None, total, "division")
+            for divisor in _divisors(total) if z != x else ():
+                if 1 < divisor < total and _divides(tree, divisor):
+                    return Remainder(x, None, divisor, "division", counter=z, scale=total // divisor)
     return None
+
+
+def _dividends(instructions, heads, at: int, quotient: str, x: str):
+    """`x`, then the one other register the expression for `quotient` starts from."""
+    yield x
+    leaves: set = set()
+    if _leaves(instructions, heads, at, quotient, leaves, 0) and len(leaves) == 1 and x not in leaves:
+        yield leaves.pop()
 
 
 def _divisors(number: int) -> list[int]:
