@@ -367,7 +367,6 @@ def derived(flow, key: str, compute):
     cache = getattr(flow, "derived", None)
     if cache is None:
         return compute()
-    found = cache.get(key)
-    if found is None:
-        found = cache[key] = compute()
-    return found
+    if key not in cache:  # None is an answer too (a graph with no stack frame)
+        cache[key] = compute()
+    return cache[key]

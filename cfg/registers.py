@@ -355,6 +355,26 @@ class _Overlay(dict):
         return self[key] if key in self else self.base.get(key, default)
 
 
+def _frontiers(flow, idom: dict) -> tuple[dict, dict]:
+    """The dominance frontier of each block (where a definition in it needs a join) and
+    the dominator tree's children, of one graph."""
+    frontier: dict[int, set] = {}
+    for block in flow.rpo:
+        preds = [p for p in flow.pred[block] if p in idom]
+        if len(preds) < 2:
+            continue
+        for runner in preds:
+            while runner != idom.get(block) and runner is not None:
+                frontier.setdefault(runner, set()).add(block)
+                parent = idom.get(runner)
+                runner = parent if parent != runner else None
+    children: dict[int, list] = {}
+    for node, parent in idom.items():
+        if node != parent:
+            children.setdefault(parent, []).append(node)
+    return frontier, children
+
+
 class _Analysis:
     def __init__(self, flow, max_cluster: int = PORTABLE_CLUSTER, aligned: dict | None = None,
                  stack: StackModel | None = None):
@@ -622,16 +642,7 @@ class _Analysis:
             return {}
         flow = self.flow
         idom = self.dominators.idom
-        frontier: dict[int, set] = {}
-        for block in flow.rpo:
-            preds = [p for p in flow.pred[block] if p in idom]
-            if len(preds) < 2:
-                continue
-            for runner in preds:
-                while runner != idom.get(block) and runner is not None:
-                    frontier.setdefault(runner, set()).add(block)
-                    parent = idom.get(runner)
-                    runner = parent if parent != runner else None
+        frontier, children = derived(flow, "dominance frontiers", lambda: _frontiers(flow, idom))
         phi_at: dict[int, list] = {}
         for key in multi:
             blocks = {b for b, _ in definitions[key]}
@@ -669,10 +680,6 @@ class _Analysis:
                     points.setdefault(block, []).append((at, 0, "use", used, ("branch", block, block)))
         for items in points.values():
             items.sort(key=lambda item: (item[0], item[1]))
-        children: dict[int, list] = {}
-        for node, parent in idom.items():
-            if node != parent:
-                children.setdefault(parent, []).append(node)
         phis: dict[str, list] = {}
         pushed_at: dict[int, list] = {}
         stacks = {key: [key + "@entry"] for key in multi}
