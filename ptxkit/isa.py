@@ -56,25 +56,50 @@ def is_special_register(name: str) -> bool:
     return _SPECIAL_REGISTER.fullmatch(name) is not None
 
 
-#: Text that every function needing a proxy fence contains: an async-proxy opcode (also
-#: the fail-closed unknown ones: ``.async``, ``wgmma.``, ``tcgen05.``) or a call (the
-#: opcode, followed by a modifier, a space or a parenthesis: not the ``DW_AT_call_file``
-#: of a debug section).
-ASYNC_MARKERS = (".async", "mma_async", "wgmma.", "tcgen05.", "call.", "call ", "call\t", "call\n", "call\r",
-                 "call(")
+#: Text that every function needing a proxy fence contains unless it has an async-proxy
+#: opcode with ``.async`` in its name: the other async-proxy opcodes (also the
+#: fail-closed unknown ones: ``wgmma.``, ``tcgen05.``, ``clusterlaunchcontrol.``) or a
+#: call (the opcode, followed by a modifier, a space or a parenthesis: not the
+#: ``DW_AT_call_file`` of a debug section).
+ASYNC_MARKERS = ("mma_async", "wgmma.", "tcgen05.", "clusterlaunchcontrol.", "call.", "call ", "call\t", "call\n",
+                 "call\r", "call(")
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$.:")
 
 
 def may_need_fence(text: str) -> bool:
-    """False when `text` holds none of `ASYNC_MARKERS`: no function in it can need a
-    proxy fence (a plain substring search, comments included, so it errs only towards
-    analysing).
+    """False when `text` holds none of `ASYNC_MARKERS` and no word with ``.async`` in it
+    that `proxy_effect` takes for an async-proxy access (``cp.async.cg``,
+    ``cp.async.wait_group``, ``fence.proxy.async`` and ``st.async`` are not): no function
+    in it can need a proxy fence. A plain text search, comments included, so it errs
+    only towards analysing.
 
     >>> may_need_fence("ld.global.f32 %f1, [%rd1];"), may_need_fence("wgmma.fence.sync.aligned;")
     (False, True)
     >>> may_need_fence(".b8 88 // DW_AT_call_file"), may_need_fence("call.uni (retval0), f, (param0);")
     (False, True)
+    >>> may_need_fence("cp.async.cg.shared.global [%r1], [%rd1], 16;\\ncp.async.wait_group 0;")
+    False
+    >>> may_need_fence("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 16, [%r2];")
+    True
     """
-    return any(marker in text for marker in ASYNC_MARKERS)
+    if any(marker in text for marker in ASYNC_MARKERS):
+        return True
+    return any(proxy_effect(word).kind is Effect.ASYNC for word in _words_with_async(text))
+
+
+def _words_with_async(text: str) -> set:
+    """The distinct dotted words (opcodes, in code) of `text` that contain ``.async``."""
+    words = set()
+    at = text.find(".async")
+    while at >= 0:
+        start, end = at, at + len(".async")
+        while start and text[start - 1] in _WORD:
+            start -= 1
+        while end < len(text) and text[end] in _WORD:
+            end += 1
+        words.add(text[start:end])
+        at = text.find(".async", end)
+    return words
 
 
 def parse_target(target: str) -> tuple[int, str] | None:

@@ -145,7 +145,7 @@ def test_warnings_and_notes_go_to_stderr(capsys):
 SM80 = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n\tret;\n}\n"
 
 
-@pytest.mark.parametrize("name", ["layernorm_1024.ptx", "sm_80"])
+@pytest.mark.parametrize("name", ["layernorm_1024.ptx", "softmax_4096.ptx", "sm_80"])
 @pytest.mark.parametrize("mode", [["--check"], [], ["-o", "OUT"]])
 def test_input_with_nothing_to_fence_gives_what_the_pass_gives(name, mode, tmp_path, capsys, monkeypatch):
     from ptxkit.cli import fence_cmd

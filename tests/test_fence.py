@@ -347,3 +347,18 @@ def test_kernels_without_async_ops_or_calls_are_not_analysed():
     assert [r.analysis.function.name for r in analyse_module(module)] == ["k2"]
     assert [r.analysis.function.name for r in analyse_module(module, everything=True)] == ["k", "k2"]
     assert len(fence_module(module).fences) == 1
+
+
+def _skipped_by_the_text_shortcut() -> list:
+    from ptxkit.isa import may_need_fence
+
+    return [path for path in sorted(SAMPLES.rglob("*.ptx")) if not may_need_fence(path.read_text())]
+
+
+@pytest.mark.parametrize("path", _skipped_by_the_text_shortcut(), ids=lambda path: str(path.relative_to(SAMPLES)))
+def test_the_text_shortcut_never_hides_a_fence(path):
+    """Where `may_need_fence` lets the CLI skip the pass (no async-proxy opcode or call
+    in the text: plain and cp.async kernels, the target and version gates), the pass
+    itself finds nothing to fence or warn about."""
+    _, report = fence_text(path.read_text(), rewrite=False)
+    assert not report.fences and not report.warnings

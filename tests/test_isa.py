@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ptxkit.isa import (
-    PROXY_TABLE, SYNC_TABLE, AsyncForm, Sync, SyncObject, async_form, is_special_register, parse_target,
-    proxy_effect, sync_effect,
+    PROXY_TABLE, SYNC_TABLE, AsyncForm, Effect, Sync, SyncObject, async_form, is_special_register,
+    may_need_fence, parse_target, proxy_effect, sync_effect,
 )
 
 CTA_S, CL_S, G_S = "shared::cta", "shared::cluster", "global"
@@ -137,3 +137,26 @@ def test_special_registers_and_targets():
     assert is_special_register("%tid.x") and is_special_register("%cluster_ctarank")
     assert not is_special_register("%r1") and not is_special_register("%tidx")
     assert parse_target("sm_90a") == (90, "a") and parse_target("compute_90") is None
+
+
+@pytest.mark.parametrize("opcode", [p for prefixes, kind, _ in PROXY_TABLE if kind is Effect.ASYNC for p in prefixes])
+def test_every_async_proxy_opcode_needs_the_pass(opcode):
+    """The text shortcut in front of the pass sees every async-proxy row of the table,
+    guarded or not, and an unknown ``.async`` opcode (fail closed)."""
+    assert may_need_fence(f"\t@%p1 {opcode}.shared::cta [%r1], [%rd1];\n")
+    assert may_need_fence("\tmultimem.cp.async.future.shared::cta [%r1];\n")
+
+
+@pytest.mark.parametrize("text", [
+    "\tcp.async.cg.shared.global [%r1], [%rd1], 16;\n\tcp.async.commit_group;\n\tcp.async.wait_group 0;\n",
+    "\tcp.async.ca.shared.global.L2::128B [%r1], [%rd1], 4;\n\tcp.async.wait_all;\n",
+    "\tcp.async.mbarrier.arrive.noinc.shared.b64 [%r2];\n\tfence.proxy.async.shared::cta;\n",
+    "\tst.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%r1], %r2, [%r3];\n",
+])
+def test_generic_async_forms_do_not(text):
+    """``cp.async`` (non-bulk) writes through the generic proxy, and a fence or
+    ``st.async`` alone orders nothing against an async-proxy access: no fence can be
+    missing, so the pass is not loaded (PTX ISA, proxies of ``cp.async`` and
+    ``cp.async.bulk``)."""
+    assert not may_need_fence(text)
+    assert may_need_fence(text + "\tcp.async.bulk.shared::cta.global [%r1], [%rd1], 16, [%r2];\n")
