@@ -1,7 +1,5 @@
 """``python -m ptxkit``: the same as the ``ptxkit`` command."""
 
-import sys
+from ptxkit.cli.main import console_main
 
-from ptxkit.cli.main import main
-
-sys.exit(main())
+console_main()

@@ -17,6 +17,7 @@ False
 from __future__ import annotations
 
 import gc
+import sys
 from contextlib import contextmanager
 
 
@@ -39,3 +40,22 @@ def paused_gc():
             gc.freeze()
             gc.unfreeze()
             gc.enable()
+
+
+def exit_keeping_objects(status: int) -> None:
+    """End a command-line process with `status` without the interpreter's last garbage
+    collection over everything the command built (a parsed module and its analysis:
+    about a quarter of a ``ptxkit fence --check`` process on a 1.5 MB kernel, and 30 ms
+    on a 30 KB one, measured here). They are frozen first (``gc.freeze``), so the final
+    collection skips them; the process's memory goes back to the system as it ends.
+    Flushing and ``atexit`` handlers run as in any exit.
+
+    >>> import pytest
+    >>> with pytest.raises(SystemExit) as ended:
+    ...     exit_keeping_objects(3)
+    >>> ended.value.code, gc.get_freeze_count() > 0
+    (3, True)
+    >>> gc.unfreeze()
+    """
+    gc.freeze()
+    sys.exit(status)

@@ -28,7 +28,7 @@ def test_the_hook_is_declared_as_pre_commit_expects(hook):
     assert files.search("kernels/gemm.ptx") and not files.search("gemm.ptx.o") and not files.search("gemm.py")
     program = shlex.split(hook["entry"])[0]
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts[program] == "ptxkit.cli.main:main"  # what pre-commit's pip install puts on PATH
+    assert scripts[program] == "ptxkit.cli.main:console_main"  # what pre-commit's pip install puts on PATH
 
 
 def run_hook(hook: dict, *files) -> subprocess.CompletedProcess:

@@ -67,5 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     return run_command(importlib.import_module(COMMANDS[args.command][0]).run, args)
 
 
+def console_main() -> None:
+    """The ``ptxkit`` console script and ``python -m ptxkit``: `main` on ``sys.argv``,
+    then the process ends without collecting what the command built
+    (`ptxkit._gc.exit_keeping_objects`)."""
+    from ptxkit._gc import exit_keeping_objects
+
+    exit_keeping_objects(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -527,5 +527,13 @@ def _status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+def console_main() -> None:
+    """The ``ptxkit-ptxas`` console script: `main` as a program, then the process ends
+    without collecting what the fence pass built (`ptxkit._gc.exit_keeping_objects`)."""
+    from ptxkit._gc import exit_keeping_objects
+
+    exit_keeping_objects(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()
