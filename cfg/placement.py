@@ -169,7 +169,11 @@ def _after_inits(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFen
     """For the async ops that need a fence only because of an ``mbarrier.init``: one
     fence right after the last initialisation of each block that makes them (the CUDA
     programming guide's placement: once, at the start, instead of before every copy that
-    completes on the barriers, some of them in loops). Inits inside inlined functions
+    completes on the barriers, some of them in loops). Where the block hands some inits
+    on before its last one (Triton publishes each init with a ``bar.sync``), that one
+    fence still serves when every thread they were handed to passes it too; when the
+    analysis, solved again, says it does not, the block gets one fence after each run of
+    the inits the needs wait on that no arrive separates. Inits inside inlined functions
     keep their fences at the ops."""
     inits = analysis.hazard_mask(Hazard.INIT)
     served = [n for n in needs if n.pending and not n.pending & ~inits]
@@ -183,18 +187,40 @@ def _after_inits(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFen
                 context = flow.blocks[block].context
                 if context is None or context.parent is None:
                     wanted.setdefault(block, set()).add(event.position)
-    plans = []
+    last: dict[int, int] = {}  # block -> the position of its last init
+    for fact in analysis.fact_list(inits):
+        for block, event in fact.origins:
+            if block in wanted:
+                last[block] = max(last.get(block, event.position), event.position)
     cover = analysis.spaces_of(inits)
-    for block in sorted(wanted):
-        for position in _group_ends(analysis.events[block], wanted[block]):
-            users = [n for n in served if any(b == block and e.position <= position
-                                              for f in analysis.fact_list(n.pending) for b, e in f.origins)]
-            plans.append(PlannedFence("init", block, position + 1, cover, None, users,
-                                      witness=analysis.explain(users[0])))
-    for plan in plans:
-        plan.event = analysis.add_fence(plan.block, plan.position, plan.cover)
+    plans = [_init_fence(analysis, served, cover, block, last[block]) for block in sorted(wanted)]
     analysis.solve()
+    split = {plan.block for plan in plans if _still_waits_on_inits(analysis, inits, plan.block)}
+    if split:  # one fence at the end is not enough there: one after each run of inits
+        for plan in [plan for plan in plans if plan.block in split]:
+            analysis.remove_event(plan.block, plan.event)
+            plans.remove(plan)
+        for block in sorted(split):
+            ends = _group_ends(analysis.events[block], wanted[block])
+            plans += [_init_fence(analysis, served, cover, block, position) for position in ends]
+        analysis.solve()
     return plans
+
+
+def _init_fence(analysis: KernelAnalysis, served: list[Need], cover: int, block: int, position: int) -> PlannedFence:
+    """The fence after the init at (block, position), added to the analysis's events."""
+    users = [n for n in served if any(b == block and e.position <= position
+                                      for f in analysis.fact_list(n.pending) for b, e in f.origins)]
+    plan = PlannedFence("init", block, position + 1, cover, None, users, witness=analysis.explain(users[0]))
+    plan.event = analysis.add_fence(plan.block, plan.position, plan.cover)
+    return plan
+
+
+def _still_waits_on_inits(analysis: KernelAnalysis, inits: int, block: int) -> bool:
+    """True when some async op, in the solved analysis, still needs a fence for an
+    ``mbarrier.init`` of `block`."""
+    return any(origin == block for need in analysis.needs() if need.pending & inits
+               for fact in analysis.fact_list(need.pending & inits) for origin, _ in fact.origins)
 
 
 def _writer_side(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFence]:

@@ -100,6 +100,8 @@ EXPECTED = {
     "h17_roles_in_sequence_loop_handoff": [(CTA, "wgmma.mma_async")],
     "h18_arrive_once_before_the_reads": [],
     "h19_sync_after_the_reads_then_fence": [],
+    "h20a_inits_published_one_by_one": [(CTA, "bar.sync")],
+    "h20b_init_used_before_the_next_init": [(CTA, "bar.sync"), (CTA, "bar.sync")],
     "h04b_cp_async_writer_side_option": [(CTA, "wgmma.mma_async")],
     "h10a_war_ld_shared_then_tma_load": [(CTA, "cp.async.bulk.tensor")],
     "h11a_mbarrier_init_then_tma": [(CTA, "bar.sync")],
