@@ -22,6 +22,16 @@ The second check evaluates the division sequence on concrete numbers; the
 sequences compilers emit are exact for every input or wrong on whole ranges, which
 the probes cover.
 
+Offsets that LLVM adds and takes back again (`linear`): ``t = a + 8184 * i`` then
+``u = t - 8184 * i`` (Triton's warp-specialized loaders move from an mbarrier's
+address to a tile's and back) leave ``u = a``, but intervals add the two ranges of
+``8184 * i`` instead of cancelling them:
+
+- an ``add``/``sub``/``mad.lo``/``mul.lo``/``shl`` of 32-bit integers is expanded
+  through the definitions earlier in its block (each read where nothing redefines its
+  own operands in between) into a sum of registers times constants; when a register
+  comes twice, the register analysis values the sum instead, each register once.
+
 A pointer rounded up to a power of two without the ``(x + N - 1) & -N`` form
 (ThunderKittens' shared-memory allocator) is recognised too (`align_up`):
 
@@ -394,3 +404,111 @@ def _linear(instructions, heads, before: int, register: str, coefficient: int, s
         return False  # computed some other way, or changed before the selp reads the sum
     terms[register] = terms.get(register, 0) + coefficient
     return True
+
+
+# -- sums of registers times constants ---------------------------------------------------------
+
+#: The 32-bit integer types a `linear` expansion goes through (wrap-around aside, the
+#: register analysis's sums are the same whatever the spelling).
+_WORD_TYPES = frozenset(("s32", "u32", "b32"))
+_LINEAR_DEPTH = 6
+
+
+class Linear(NamedTuple):
+    """``constant + sum(coefficient * register)``: `terms` maps each register (as
+    named at the instruction that was expanded) to its coefficient."""
+
+    terms: dict
+    constant: int
+
+
+def linear(instructions, heads, position: int, plain) -> Linear | None:
+    """The instruction at `position` as a `Linear` sum over the definitions earlier in
+    its block, when that sum names some register fewer times than the instruction's
+    own operands and the definitions behind them do (a register met twice, or a
+    coefficient that cancels); None otherwise.
+
+    >>> from ptxkit import parse
+    >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...           ".reg .b32 %r<9>;\\n\\tmul.lo.s32 %r3, %r2, 8184;\\n\\tadd.s32 %r4, %r1, %r3;\\n"
+    ...           "\\tmad.lo.s32 %r5, %r2, -8184, %r4;\\n\\tret;\\n}\\n")
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> block = flow_graph(m.function("k")).blocks[0]
+    >>> linear(block.instructions, block.heads, 2, frozenset())
+    Linear(terms={'%r1': 1}, constant=0)
+    """
+    if heads[position][0] is not None or not _word(heads[position]):
+        return None
+    counted = [0]
+    found = _expand(instructions, heads, position, position, plain, _LINEAR_DEPTH, counted)
+    if found is None:
+        return None
+    terms, constant = found
+    terms = {name: coefficient for name, coefficient in terms.items() if coefficient}
+    if counted[0] <= len(terms):
+        return None  # every register met once: intervals are already exact
+    return Linear(terms, constant)
+
+
+def _word(head) -> bool:
+    parts = head[1].split(".")
+    return head[2] in ("add", "sub", "mad", "mul", "shl", "mov") and parts[-1] in _WORD_TYPES and \
+        (head[2] not in ("mad", "mul") or "lo" in parts)
+
+
+def _expand(instructions, heads, at: int, top: int, plain, depth: int, counted: list):
+    """``(terms, constant)`` of the instruction at `at`; its register operands are
+    expanded further when defined earlier in the block by such an instruction whose
+    own registers nothing redefines before `top`. None when it is not a sum."""
+    operands = instructions[at].operands
+    base = heads[at][2]
+    parts = []  # (coefficient, operand)
+    if base in ("add", "sub") and len(operands) == 3:
+        parts = [(1, operands[1]), (-1 if base == "sub" else 1, operands[2])]
+    elif base == "mov" and len(operands) == 2:
+        parts = [(1, operands[1])]
+    elif base in ("mul", "mad", "shl") and len(operands) >= 3:
+        factor, other = (operands[2], operands[1]) if operands[2].kind == "immediate" else (operands[1], operands[2])
+        if factor.kind != "immediate" or not isinstance(factor.value, int):
+            return None
+        scale = 1 << factor.value if base == "shl" else factor.value
+        if base == "shl" and not 0 <= factor.value < 32:
+            return None
+        parts = [(scale, other)] + ([(1, operands[3])] if base == "mad" and len(operands) == 4 else [])
+        if base != "mad" and len(operands) != 3:
+            return None
+    else:
+        return None
+    terms: dict = {}
+    constant = 0
+    for coefficient, operand in parts:
+        if operand.kind == "immediate" and isinstance(operand.value, int):
+            constant += coefficient * operand.value
+            continue
+        if operand.kind != "register":
+            return None
+        inner = _inner(instructions, heads, at, top, operand.name, plain, depth, counted)
+        if inner is None:
+            counted[0] += 1
+            terms[operand.name] = terms.get(operand.name, 0) + coefficient
+            continue
+        for name, value in inner[0].items():
+            terms[name] = terms.get(name, 0) + coefficient * value
+        constant += coefficient * inner[1]
+    return terms, constant
+
+
+def _inner(instructions, heads, at: int, top: int, register: str, plain, depth: int, counted: list):
+    """The expansion of `register` as the instruction at `at` reads it, or None to keep
+    it as it is."""
+    if depth <= 0:
+        return None
+    where = _defining(instructions, heads, at, register, plain)
+    if where is None or heads[where][0] is not None or not _word(heads[where]):
+        return None
+    trial = [0]
+    found = _expand(instructions, heads, where, top, plain, depth - 1, trial)
+    if found is None or any(not _unchanged(instructions, heads, where, top, name, plain) for name in found[0]):
+        return None  # one of its registers holds another value at `top` than where it was read
+    counted[0] += trial[0]
+    return found

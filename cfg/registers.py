@@ -38,7 +38,7 @@ from typing import Callable, NamedTuple
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.frames import Frames, StackModel, observed, stack_frames
 from ptxkit.cfg.graph import derived
-from ptxkit.cfg.idioms import align_up, remainder
+from ptxkit.cfg.idioms import align_up, linear, remainder
 from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
@@ -986,7 +986,7 @@ class _Analysis:
 
             return store, sources
         targets = [prefix + name for name in _targets(operands[0], plain)]
-        compute = self.computation(block, opcode, base, modifiers, operands, targets)
+        compute = plain_compute = self.computation(block, opcode, base, modifiers, operands, targets)
         if base in ("sub", "mad"):
             found = remainder(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position, plain)
             if found is not None and (found.counter is None or self.counts_alike(block, position, found)):
@@ -1007,6 +1007,11 @@ class _Analysis:
             if refined is not None:
                 compute, extra = refined
                 sources.extend(extra)
+        if base in _LINEAR and len(targets) == 1 and compute is plain_compute:
+            found = linear(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position, plain)
+            if found is not None:
+                compute = self.linear_range(block, found)
+                sources.extend(prefix + name for name in found.terms)
         if base == "ld" and _is_param(modifiers):
             sources = [k for k in self._param_load_keys(block, operands, opcode) if k is not None]
         strong = guard is None
@@ -1347,6 +1352,24 @@ class _Analysis:
         function = self.flow.blocks[block].context.function if self.flow.blocks[block].context else self.flow.function
         return len(source) == 2 and source[1].kind == "special" and source[1].name == "%tid.x" and _one_dimensional(
             function)
+
+    def linear_range(self, block: int, found):
+        """The value of a `ptxkit.cfg.idioms.Linear` sum, each register read once where
+        the instruction is (nothing redefines them in between, `linear` checked)."""
+        prefix = self.prefix(block)
+        terms = [(prefix + name, coefficient) for name, coefficient in found.terms.items()]
+        constant = number(found.constant)
+
+        def summed(at):
+            total = constant
+            for key, coefficient in terms:
+                value = self.lookup(at, key)
+                if not value:
+                    return [()]  # not evaluated yet
+                total = add(total, value if coefficient == 1 else mul(value, number(coefficient)))
+            return [total]
+
+        return summed
 
     def remainder_range(self, block: int, found, wrapped: bool = False):
         """The range of a recognised remainder idiom (`ptxkit.cfg.idioms`); `wrapped`:
@@ -1844,6 +1867,8 @@ def _extreme(pick):
     return combine
 
 
+#: The opcodes `ptxkit.cfg.idioms.linear` may expand.
+_LINEAR = frozenset(("add", "sub", "mad", "mul", "shl"))
 _BINARY = {
     "add": lambda a, b, w: add(a, b), "sub": lambda a, b, w: sub(a, b), "mul": lambda a, b, w: mul(a, b),
     "shl": lambda a, b, w: shl(a, b), "shr": lambda a, b, w: shr(a, b), "and": and_,

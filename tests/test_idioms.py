@@ -6,7 +6,7 @@ import pytest
 
 import ptxkit
 from ptxkit.cfg.graph import flow_graph
-from ptxkit.cfg.idioms import _alignment_mask, _divides, _tree, align_up, remainder
+from ptxkit.cfg.idioms import Linear, _alignment_mask, _divides, _tree, align_up, linear, remainder
 
 
 def block_of(body: str):
@@ -88,3 +88,30 @@ def test_align_up_through_a_select():
 def test_what_is_not_an_align_up(body):
     block = align_up_block(body)
     assert align_up(block.instructions, block.heads, len(block.instructions) - 2, frozenset()) is None
+
+
+#: Triton's warp-specialized loader: from an mbarrier's address (a + 8 * i) to a tile's
+#: (a + 8192 * i) and back, LLVM adding 8184 * i and taking it away again
+MOVED = ("\tshl.b32 %r3, %r2, 3;\n\tadd.s32 %r4, %r1, %r3;\n\tmul.lo.s32 %r5, %r2, 8184;\n"
+         "\tadd.s32 %r6, %r4, %r5;\n\tmad.lo.s32 %r7, %r2, -8184, %r6;\n")
+
+
+def test_offsets_added_and_taken_back_cancel():
+    block = block_of(MOVED)
+    assert linear(block.instructions, block.heads, 4, frozenset()) == Linear({"%r1": 1, "%r2": 8}, 0)
+    assert linear(block.instructions, block.heads, 3, frozenset()) == Linear({"%r1": 1, "%r2": 8192}, 0)
+    block = block_of(MOVED + "\tadd.s32 %r8, %r7, 164096;\n\tsub.s32 %r9, %r8, %r7;\n")
+    assert linear(block.instructions, block.heads, 6, frozenset()) == Linear({}, 164096)
+
+
+@pytest.mark.parametrize("body, position", [
+    (MOVED.replace("\tadd.s32 %r4", "\t@%p1 add.s32 %r4").replace("\tmul.lo.s32 %r5", "\t@%p1 mul.lo.s32 %r5")
+     .replace("\tadd.s32 %r6", "\t@%p1 add.s32 %r6"), 4),  # guarded definitions: the old value may stay
+    (MOVED.replace("\tmad.lo.s32 %r7", "\tadd.s32 %r2, %r2, 1;\n\tmad.lo.s32 %r7"), 5),  # i moved on
+    ("\tadd.s32 %r3, %r1, %r2;\n\tmul.lo.s32 %r4, %r2, 4;\n\tadd.s32 %r5, %r1, %r4;\n", 2),  # no register twice
+    ("\tmul.hi.s32 %r3, %r2, 8184;\n\tsub.s32 %r4, %r3, %r2;\n", 1),  # mul.hi is not a sum
+    ("\tadd.s64 %rd1, %rd2, %rd3;\n\tsub.s64 %rd4, %rd1, %rd3;\n", 1),  # 64-bit: not followed
+])
+def test_what_does_not_cancel(body, position):
+    block = block_of(body)
+    assert linear(block.instructions, block.heads, position, frozenset()) is None

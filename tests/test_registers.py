@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -521,3 +523,23 @@ def test_written_and_read_from_the_text_agree_with_the_parsed_operands():
         assert written_and_read(node, head_of(node), plain) == (
             _targets(operands[0], plain), [n.split(".")[0] for o in operands[1:] for n in _reads(o, plain)]), text
     assert checked > 5000
+
+
+@pytest.mark.parametrize("between, shown", [
+    ("", "dynamic shared+[0, 24] step 8 (shared::cta window)"),  # 8184 * i added and taken back
+    ("\tbra.uni NEXT;\nNEXT:\n", "dynamic shared+[-24552, 24576] step 8 (shared::cta window)"),  # across blocks: not
+])
+def test_an_offset_added_and_taken_back(between, shown):
+    body = ("\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 3;\n\tmov.u32 %r9, dyn;\n\tshl.b32 %r3, %r2, 3;\n"
+            "\tadd.s32 %r4, %r9, %r3;\n\tmad.lo.s32 %r6, %r2, 8184, %r4;\n" + between +
+            "\tmad.lo.s32 %r7, %r2, -8184, %r6;\n")
+    assert value_at(body, "%r7") == shown
+
+
+def test_an_offset_taken_back_after_the_index_moved_on_is_not_cancelled():
+    """i + 1 between the two: the real value is a + 8 * i - 8184, which the range must hold."""
+    body = ("\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 3;\n\tmov.u32 %r9, dyn;\n\tshl.b32 %r3, %r2, 3;\n"
+            "\tadd.s32 %r4, %r9, %r3;\n\tmad.lo.s32 %r6, %r2, 8184, %r4;\n\tadd.s32 %r2, %r2, 1;\n"
+            "\tmad.lo.s32 %r7, %r2, -8184, %r6;\n")
+    low, high = map(int, re.search(r"\[(-?\d+), (-?\d+)\]", value_at(body, "%r7")).groups())
+    assert low <= -8184 and high >= 8 * 3 - 8184
