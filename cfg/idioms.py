@@ -411,22 +411,32 @@ def _linear(instructions, heads, before: int, register: str, coefficient: int, s
 #: The 32-bit integer types a `linear` expansion goes through (wrap-around aside, the
 #: register analysis's sums are the same whatever the spelling).
 _WORD_TYPES = frozenset(("s32", "u32", "b32"))
-_LINEAR_DEPTH = 6
+#: How many definitions deep, and how many in all, one `linear` expansion goes.
+_LINEAR_DEPTH, _LINEAR_BUDGET = 16, 64
 
 
 class Linear(NamedTuple):
     """``constant + sum(coefficient * register)``: `terms` maps each register (as
-    named at the instruction that was expanded) to its coefficient."""
+    named at the instruction that was expanded) to its coefficient. `crossed` lists the
+    definitions expanded from other blocks, each as ``(block read in, block defined in,
+    the registers its expansion reads)``: the caller must check that those registers
+    hold the same values along every way between the two blocks."""
 
     terms: dict
     constant: int
+    crossed: tuple = ()
 
 
-def linear(instructions, heads, position: int, plain) -> Linear | None:
+def linear(instructions, heads, position: int, plain, outside=None, block=None, defining=None) -> Linear | None:
     """The instruction at `position` as a `Linear` sum over the definitions earlier in
     its block, when that sum names some register fewer times than the instruction's
     own operands and the definitions behind them do (a register met twice, or a
-    coefficient that cancels); None otherwise.
+    coefficient that cancels); None otherwise. `outside(block, register)`, when given,
+    may offer a register's one definition in another block, as ``(instructions, heads,
+    position, block)``, for a register the block does not define before reading it
+    (`block` names the instruction's own block to it). `defining(block, position,
+    register)`, when given, answers where the block last defines a register before a
+    position (else the block's instructions are scanned).
 
     >>> from ptxkit import parse
     >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
@@ -435,19 +445,19 @@ def linear(instructions, heads, position: int, plain) -> Linear | None:
     >>> from ptxkit.cfg.graph import flow_graph
     >>> block = flow_graph(m.function("k")).blocks[0]
     >>> linear(block.instructions, block.heads, 2, frozenset())
-    Linear(terms={'%r1': 1}, constant=0)
+    Linear(terms={'%r1': 1}, constant=0, crossed=())
     """
     if heads[position][0] is not None or not _word(heads[position]):
         return None
-    counted = [0]
-    found = _expand(instructions, heads, position, position, plain, _LINEAR_DEPTH, counted)
+    expansion = _Expansion(plain, outside, defining)
+    found = expansion.expand((instructions, heads, block), position, position, _LINEAR_DEPTH)
     if found is None:
         return None
-    terms, constant = found
+    terms, constant, _ = found
     terms = {name: coefficient for name, coefficient in terms.items() if coefficient}
-    if counted[0] <= len(terms):
+    if expansion.counted <= len(terms):
         return None  # every register met once: intervals are already exact
-    return Linear(terms, constant)
+    return Linear(terms, constant, tuple(expansion.crossed))
 
 
 def _word(head) -> bool:
@@ -456,59 +466,93 @@ def _word(head) -> bool:
         (head[2] not in ("mad", "mul") or "lo" in parts)
 
 
-def _expand(instructions, heads, at: int, top: int, plain, depth: int, counted: list):
-    """``(terms, constant)`` of the instruction at `at`; its register operands are
-    expanded further when defined earlier in the block by such an instruction whose
-    own registers nothing redefines before `top`. None when it is not a sum."""
-    operands = instructions[at].operands
-    base = heads[at][2]
-    parts = []  # (coefficient, operand)
-    if base in ("add", "sub") and len(operands) == 3:
-        parts = [(1, operands[1]), (-1 if base == "sub" else 1, operands[2])]
-    elif base == "mov" and len(operands) == 2:
-        parts = [(1, operands[1])]
-    elif base in ("mul", "mad", "shl") and len(operands) >= 3:
-        factor, other = (operands[2], operands[1]) if operands[2].kind == "immediate" else (operands[1], operands[2])
-        if factor.kind != "immediate" or not isinstance(factor.value, int):
-            return None
-        scale = 1 << factor.value if base == "shl" else factor.value
-        if base == "shl" and not 0 <= factor.value < 32:
-            return None
-        parts = [(scale, other)] + ([(1, operands[3])] if base == "mad" and len(operands) == 4 else [])
-        if base != "mad" and len(operands) != 3:
-            return None
-    else:
-        return None
-    terms: dict = {}
-    constant = 0
-    for coefficient, operand in parts:
-        if operand.kind == "immediate" and isinstance(operand.value, int):
-            constant += coefficient * operand.value
-            continue
-        if operand.kind != "register":
-            return None
-        inner = _inner(instructions, heads, at, top, operand.name, plain, depth, counted)
-        if inner is None:
-            counted[0] += 1
-            terms[operand.name] = terms.get(operand.name, 0) + coefficient
-            continue
-        for name, value in inner[0].items():
-            terms[name] = terms.get(name, 0) + coefficient * value
-        constant += coefficient * inner[1]
-    return terms, constant
+def _after(position: int | None, where: int) -> bool:
+    return position is not None and position >= where
 
 
-def _inner(instructions, heads, at: int, top: int, register: str, plain, depth: int, counted: list):
-    """The expansion of `register` as the instruction at `at` reads it, or None to keep
-    it as it is."""
-    if depth <= 0:
-        return None
-    where = _defining(instructions, heads, at, register, plain)
-    if where is None or heads[where][0] is not None or not _word(heads[where]):
-        return None
-    trial = [0]
-    found = _expand(instructions, heads, where, top, plain, depth - 1, trial)
-    if found is None or any(not _unchanged(instructions, heads, where, top, name, plain) for name in found[0]):
-        return None  # one of its registers holds another value at `top` than where it was read
-    counted[0] += trial[0]
-    return found
+class _Expansion:
+    """One `linear` expansion: how many register occurrences it met, and what it
+    expanded from other blocks."""
+
+    def __init__(self, plain, outside, defining):
+        self.plain, self.outside = plain, outside
+        self.defining = defining or (lambda code, at, register: _defining(code[0], code[1], at, register, plain))
+        self.counted = 0
+        self.crossed: list = []
+        self.budget = _LINEAR_BUDGET
+
+    def expand(self, code, at: int, top: int, depth: int):
+        """``(terms, constant, registers read)`` of the instruction at `at` of `code`
+        (``(instructions, heads, block)``); its register operands are expanded further
+        when defined earlier in the block by such an instruction whose own registers
+        nothing redefines before `top`, or (through `outside`) in another block. None
+        when it is not a sum."""
+        instructions, heads, _ = code
+        operands = instructions[at].operands
+        base = heads[at][2]
+        if base in ("add", "sub") and len(operands) == 3:
+            parts = [(1, operands[1]), (-1 if base == "sub" else 1, operands[2])]
+        elif base == "mov" and len(operands) == 2:
+            parts = [(1, operands[1])]
+        elif base in ("mul", "mad", "shl") and len(operands) == (4 if base == "mad" else 3):
+            factor, other = (operands[2], operands[1]) if operands[2].kind == "immediate" else (operands[1], operands[2])
+            if factor.kind != "immediate" or not isinstance(factor.value, int) or \
+                    (base == "shl" and not 0 <= factor.value < 32):
+                return None
+            scale = 1 << factor.value if base == "shl" else factor.value
+            parts = [(scale, other)] + ([(1, operands[3])] if base == "mad" else [])
+        else:
+            return None
+        terms: dict = {}
+        constant = 0
+        read: set = set()
+        for coefficient, operand in parts:
+            if operand.kind == "immediate" and isinstance(operand.value, int):
+                constant += coefficient * operand.value
+                continue
+            if operand.kind != "register":
+                return None
+            inner = self._inner(code, at, top, operand.name, depth)
+            if inner is None:
+                self.counted += 1
+                terms[operand.name] = terms.get(operand.name, 0) + coefficient
+                read.add(operand.name)
+                continue
+            for name, value in inner[0].items():
+                terms[name] = terms.get(name, 0) + coefficient * value
+            constant += coefficient * inner[1]
+            read |= inner[2]
+        return terms, constant, read
+
+    def _inner(self, code, at: int, top: int, register: str, depth: int):
+        """The expansion of `register` as the instruction at `at` reads it, or None to
+        keep it as it is."""
+        if depth <= 0 or self.budget <= 0:
+            return None
+        self.budget -= 1
+        block = code[2]
+        where = self.defining(code, at, register)
+        if where is None:
+            offered = self.outside(block, register) if self.outside is not None else None
+            if offered is None:
+                return None
+            there = offered[:2] + offered[3:]
+            return self._from(there, offered[2], len(offered[0]), depth,
+                              lambda read: self.crossed.append((block, offered[3], frozenset(read))))
+        return self._from(code, where, top, depth, None)
+
+    def _from(self, code, where: int, top: int, depth: int, crossing):
+        heads = code[1]
+        if heads[where][0] is not None or not _word(heads[where]):
+            return None
+        counted, crossed = self.counted, len(self.crossed)
+        self.counted = 0
+        found = self.expand(code, where, top, depth - 1)
+        if found is None or any(_after(self.defining(code, top, name), where) for name in found[2]):
+            self.counted = counted  # one of its registers holds another value at `top` than where it was read
+            del self.crossed[crossed:]
+            return None
+        self.counted += counted
+        if crossing is not None:
+            crossing(found[2])
+        return found

@@ -32,11 +32,13 @@ its ``setp``; parameters and results of inlined calls.
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Callable, NamedTuple
 
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.frames import Frames, StackModel, observed, stack_frames
+from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.idioms import align_up, linear, remainder
 from ptxkit.cfg.inline import Context
@@ -355,6 +357,17 @@ class _Overlay(dict):
         return self[key] if key in self else self.base.get(key, default)
 
 
+def _by_block(definitions: dict) -> dict:
+    """(block, key) -> the sorted positions of the block's definitions of key."""
+    found: dict = {}
+    for key, sites in definitions.items():
+        for block, position in sites:
+            found.setdefault((block, key), []).append(position)
+    for positions in found.values():
+        positions.sort()
+    return found
+
+
 def _frontiers(flow, idom: dict) -> tuple[dict, dict]:
     """The dominance frontier of each block (where a definition in it needs a join) and
     the dominator tree's children, of one graph."""
@@ -383,6 +396,7 @@ class _Analysis:
         self.stack = stack
         self.unknown_cells = stack.unknown if stack is not None else frozenset()
         self._with_cells: dict | None = None  # the definitions with the cells the stack model follows
+        self._definitions_by_block: dict | None = None  # `_definition_index`, once asked for
         self.special = special_ranges(flow.function, max_cluster)
         self.symbols: dict[int, dict] = {}  # context id -> symbol values
         self.thresholds: set[int] = set()  # constants compared against: where widening stops
@@ -507,8 +521,6 @@ class _Analysis:
                 ([bound] if isinstance(bound, str) else [])
             if any(k in seen for k in keys):
                 self.slice(definitions, set(keys) - seen, rules, seen)
-        from ptxkit.cfg.dominance import DominatorTree
-
         self.dominators = DominatorTree.of(self.flow)
         self.values: dict[str, tuple] = {}
         self.updates: dict[str, int] = {}
@@ -1008,7 +1020,7 @@ class _Analysis:
                 compute, extra = refined
                 sources.extend(extra)
         if base in _LINEAR and len(targets) == 1 and compute is plain_compute:
-            found = linear(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position, plain)
+            found = self.linear_sum(block, position, plain)
             if found is not None:
                 compute = self.linear_range(block, found)
                 sources.extend(prefix + name for name in found.terms)
@@ -1352,6 +1364,66 @@ class _Analysis:
         function = self.flow.blocks[block].context.function if self.flow.blocks[block].context else self.flow.function
         return len(source) == 2 and source[1].kind == "special" and source[1].name == "%tid.x" and _one_dimensional(
             function)
+
+    def linear_sum(self, block: int, position: int, plain):
+        """`ptxkit.cfg.idioms.linear` of the instruction at (block, position), also through
+        a register's one definition in a block that dominates where it is read, when no
+        register that definition reads is written on any way between the two blocks."""
+        blocks = self.flow.blocks
+        instructions, heads = blocks[block].instructions, blocks[block].heads
+        definitions, context = self.definitions(), blocks[block].context
+        dominators = DominatorTree.of(self.flow)
+
+        def outside(reading: int, register: str):
+            sites = definitions.get(self.prefix(reading) + register, ())
+            if len(sites) != 1 or sites[0][0] == reading or blocks[sites[0][0]].context is not context \
+                    or not dominators.dominates(sites[0][0], reading):
+                return None
+            there, at = sites[0]
+            return blocks[there].instructions, blocks[there].heads, at, there
+
+        index = self._definition_index()
+
+        def defining(code, at: int, register: str):
+            positions = index.get((code[2], self.prefix(code[2]) + register))
+            found = bisect.bisect_left(positions, at) if positions else 0
+            return positions[found - 1] if found else None
+
+        found = linear(instructions, heads, position, plain, outside, block, defining)
+        if found is not None and not all(self._unwritten_between(there, reading, read)
+                                         for reading, there, read in found.crossed):
+            found = linear(instructions, heads, position, plain, None, block, defining)
+        return found
+
+    def _definition_index(self) -> dict:
+        """(block, key) -> the positions, in order, of the block's definitions of key
+        (once per graph, or per stack model when it follows cells)."""
+        if self._definitions_by_block is None:
+            definitions = self.definitions()
+            self._definitions_by_block = derived(self.flow, "register definitions by block",
+                                                 lambda: _by_block(definitions)) \
+                if self.stack is None or not self.stack.exact else _by_block(definitions)
+        return self._definitions_by_block
+
+    def _unwritten_between(self, there: int, reading: int, registers) -> bool:
+        """True when no definition of `registers` lies in a block on a way from block
+        `there` to block `reading` (`reading` included) that does not pass `there`
+        again (a way through `there` defines them anew before reaching `reading`)."""
+        succ, pred = self.flow.succ, self.flow.pred
+
+        def closure(start, step):
+            seen, work = set(), list(start)
+            while work:
+                node = work.pop()
+                if node != there and node not in seen:
+                    seen.add(node)
+                    work.extend(step[node])
+            return seen
+
+        between = closure(succ[there], succ) & (closure(pred[reading], pred) | {reading})
+        prefix = self.prefix(reading)
+        return not any(site[0] in between for name in registers
+                       for site in self.definitions().get(prefix + name, ()))
 
     def linear_range(self, block: int, found):
         """The value of a `ptxkit.cfg.idioms.Linear` sum, each register read once where

@@ -527,7 +527,13 @@ def test_written_and_read_from_the_text_agree_with_the_parsed_operands():
 
 @pytest.mark.parametrize("between, shown", [
     ("", "dynamic shared+[0, 24] step 8 (shared::cta window)"),  # 8184 * i added and taken back
-    ("\tbra.uni NEXT;\nNEXT:\n", "dynamic shared+[-24552, 24576] step 8 (shared::cta window)"),  # across blocks: not
+    # across blocks, through a register's one definition in a block that dominates the use
+    ("\tbra.uni NEXT;\nNEXT:\n", "dynamic shared+[0, 24] step 8 (shared::cta window)"),
+    ("\tsetp.eq.u32 %p1, %r1, 0;\n\t@%p1 bra SKIP;\n\tmov.u32 %r20, 1;\nSKIP:\n",
+     "dynamic shared+[0, 24] step 8 (shared::cta window)"),
+    # i written on a way between the two blocks: each keeps its own range
+    ("\tsetp.eq.u32 %p1, %r1, 0;\n\t@%p1 bra SKIP;\n\tmov.u32 %r2, 1;\nSKIP:\n",
+     "dynamic shared+[-24552, 24576] step 8 (shared::cta window)"),
 ])
 def test_an_offset_added_and_taken_back(between, shown):
     body = ("\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 3;\n\tmov.u32 %r9, dyn;\n\tshl.b32 %r3, %r2, 3;\n"
