@@ -37,8 +37,8 @@ import math
 from typing import Callable, NamedTuple
 
 from ptxkit._regex import compile as compile_pattern
-from ptxkit.cfg.frames import Frames, StackModel, observed, stack_frames
 from ptxkit.cfg.dominance import DominatorTree
+from ptxkit.cfg.frames import Frames, StackModel, observed, stack_frames
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.idioms import align_up, linear, remainder
 from ptxkit.cfg.inline import Context
