@@ -461,9 +461,11 @@ def linear(instructions, heads, position: int, plain, outside=None, block=None, 
 
 
 def _word(head) -> bool:
+    """An integer ``add``/``sub``/``mad.lo``/``mul.lo``/``shl``/``mov`` of 32 bits that
+    does not saturate."""
     parts = head[1].split(".")
     return head[2] in ("add", "sub", "mad", "mul", "shl", "mov") and parts[-1] in _WORD_TYPES and \
-        (head[2] not in ("mad", "mul") or "lo" in parts)
+        (head[2] not in ("mad", "mul") or "lo" in parts) and "sat" not in parts
 
 
 def _after(position: int | None, where: int) -> bool:

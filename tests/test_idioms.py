@@ -111,6 +111,7 @@ def test_offsets_added_and_taken_back_cancel():
     ("\tadd.s32 %r3, %r1, %r2;\n\tmul.lo.s32 %r4, %r2, 4;\n\tadd.s32 %r5, %r1, %r4;\n", 2),  # no register twice
     ("\tmul.hi.s32 %r3, %r2, 8184;\n\tsub.s32 %r4, %r3, %r2;\n", 1),  # mul.hi is not a sum
     ("\tadd.s64 %rd1, %rd2, %rd3;\n\tsub.s64 %rd4, %rd1, %rd3;\n", 1),  # 64-bit: not followed
+    ("\tadd.sat.s32 %r3, %r1, %r2;\n\tsub.s32 %r4, %r3, %r2;\n", 1),  # a saturating add is not a sum
 ])
 def test_what_does_not_cancel(body, position):
     block = block_of(body)
