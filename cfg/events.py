@@ -139,6 +139,9 @@ def describe(event: Event) -> str:
 _SHAPE = compile_pattern(r"m(\d+)n(\d+)k(\d+)")
 _COPY_SHAPE = compile_pattern(r"(\d+)x(\d+)b$")
 _SIXTEEN_BIT = frozenset({"f16", "bf16"})
+#: tcgen05.mma kinds whose dense shapes read 32 bytes of K from each row of A and B
+_DENSE_32_BYTE_KINDS = frozenset(["kind::f16", "kind::tf32", "kind::f8f6f4", "kind::i8", "kind::mxf8f6f4",
+                                  "kind::mxf4", "kind::mxf4nvf4"])
 
 
 def _memory_index(operands, start: int = 0) -> int | None:
@@ -780,11 +783,6 @@ def _tensor_load_siblings(flow) -> dict:
                 group, key = [], None
         close(block.index, group)
     return found
-
-
-#: tcgen05.mma kinds whose dense shapes read 32 bytes of K from each row of A and B
-_DENSE_32_BYTE_KINDS = frozenset(["kind::f16", "kind::tf32", "kind::f8f6f4", "kind::i8", "kind::mxf8f6f4",
-                                  "kind::mxf4", "kind::mxf4nvf4"])
 
 
 def _instruction_shape(value: tuple) -> tuple[int, int, bool, bool] | None:

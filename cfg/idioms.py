@@ -388,11 +388,10 @@ def _linear(instructions, heads, before: int, register: str, coefficient: int, s
     at = _defining(instructions, heads, before, register, frozenset())
     if at is not None and at > start and register not in kept and depth < _MAX_DEPTH \
             and heads[at][0] is None and heads[at][2] in ("add", "sub", "mov"):
-        operands = instructions[at].operands[1:]
-        if heads[at][2] == "mov" and len(operands) != 1 or heads[at][2] != "mov" and len(operands) != 2:
+        parts = _summands(instructions[at].operands, heads[at][2])
+        if parts is None:
             return False
-        for index, operand in enumerate(operands):
-            sign = -1 if heads[at][2] == "sub" and index == 1 else 1
+        for sign, operand in parts:
             if operand.kind == "immediate" and isinstance(operand.value, int):
                 terms[None] = terms.get(None, 0) + sign * coefficient * operand.value
             elif operand.kind != "register" or not _linear(instructions, heads, at, operand.name, sign * coefficient,
@@ -460,6 +459,28 @@ def linear(instructions, heads, position: int, plain, outside=None, block=None, 
     return Linear(terms, constant, tuple(expansion.crossed))
 
 
+def _summands(operands, base: str) -> list | None:
+    """``[(coefficient, operand)]`` whose sum an ``add``/``sub``/``mov``/``mul``/``mad``/
+    ``shl`` (a constant multiplier or shift) computes; None for anything else.
+
+    >>> from ptxkit import parse_statement
+    >>> [(c, o.text) for c, o in _summands(parse_statement("mad.lo.s32 %r3, %r1, -8, %r2;").operands, "mad")]
+    [(-8, '%r1'), (1, '%r2')]
+    """
+    if base in ("add", "sub") and len(operands) == 3:
+        return [(1, operands[1]), (-1 if base == "sub" else 1, operands[2])]
+    if base == "mov" and len(operands) == 2:
+        return [(1, operands[1])]
+    if base in ("mul", "mad", "shl") and len(operands) == (4 if base == "mad" else 3):
+        factor, other = (operands[2], operands[1]) if operands[2].kind == "immediate" else (operands[1], operands[2])
+        if factor.kind != "immediate" or not isinstance(factor.value, int) or \
+                (base == "shl" and not 0 <= factor.value < 32):
+            return None
+        scale = 1 << factor.value if base == "shl" else factor.value
+        return [(scale, other)] + ([(1, operands[3])] if base == "mad" else [])
+    return None
+
+
 def _word(head) -> bool:
     """An integer ``add``/``sub``/``mad.lo``/``mul.lo``/``shl``/``mov`` of 32 bits that
     does not saturate."""
@@ -489,21 +510,8 @@ class _Expansion:
         when defined earlier in the block by such an instruction whose own registers
         nothing redefines before `top`, or (through `outside`) in another block. None
         when it is not a sum."""
-        instructions, heads, _ = code
-        operands = instructions[at].operands
-        base = heads[at][2]
-        if base in ("add", "sub") and len(operands) == 3:
-            parts = [(1, operands[1]), (-1 if base == "sub" else 1, operands[2])]
-        elif base == "mov" and len(operands) == 2:
-            parts = [(1, operands[1])]
-        elif base in ("mul", "mad", "shl") and len(operands) == (4 if base == "mad" else 3):
-            factor, other = (operands[2], operands[1]) if operands[2].kind == "immediate" else (operands[1], operands[2])
-            if factor.kind != "immediate" or not isinstance(factor.value, int) or \
-                    (base == "shl" and not 0 <= factor.value < 32):
-                return None
-            scale = 1 << factor.value if base == "shl" else factor.value
-            parts = [(scale, other)] + ([(1, operands[3])] if base == "mad" else [])
-        else:
+        parts = _summands(code[0][at].operands, code[1][at][2])
+        if parts is None:
             return None
         terms: dict = {}
         constant = 0
