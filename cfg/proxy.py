@@ -52,8 +52,10 @@ from ptxkit.cfg.dataflow import solve_forward
 from ptxkit.cfg.divergence import thread_meets
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Event, EventOptions, Kind, classify
+from ptxkit.cfg.graph import derived
 from ptxkit.cfg.inline import inlined_graph
 from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, covers, overlaps, spaces_text
+from ptxkit.cfg.loops import find_loops
 from ptxkit.cfg.once import export_limits
 from ptxkit.cfg.phases import separate_phases
 from ptxkit.cfg.registers import PORTABLE_CLUSTER
@@ -250,6 +252,7 @@ class KernelAnalysis:
         self._crediting_ids = self._crediting_fences()
         self._meets: dict = {}  # block -> its merge, where thread-index splits meet (with credit only)
         self._crediting: dict[int, int] = {}  # id(fence) -> the facts it credits, once `_run` knows them
+        self._own_credit = 0  # the facts a thread may be credited of its own (made once), with credit only
         self.needy: dict[int, int] = {}
         self._kills: dict[int, int] = {}
         self.ins: list[int] = []
@@ -549,7 +552,19 @@ class KernelAnalysis:
             if not self._crediting:  # no fence orders another thread's access: this solution stands
                 return
             self._meets = self._thread_merges()
+            self._own_credit = self._made_once()
         self._fixpoint(needy)
+
+    def _made_once(self) -> int:
+        """The facts made only outside loops (and irreducible cycles): one instance per
+        thread. Only for those is another thread's credit sure to be of the instance this
+        thread still has pending: in a loop, the credit an arrive carries may be of the
+        previous round's instance while this round's was handed on only to threads that
+        never fenced it (docs/fence.md §4.4)."""
+        forest = derived(self.flow, "loops", lambda: find_loops(self.flow))
+        cyclic = set(forest.innermost()) | forest.irreducible
+        return sum(1 << fact.index for fact in self.facts
+                   if not any(block in cyclic for block, _ in fact.origins))
 
     def _fixpoint(self, needy: dict[int, int]) -> None:
         waits, hears, homes = self._handoffs()
@@ -654,7 +669,8 @@ class KernelAnalysis:
             # this thread's own accesses, handed on and fenced by another thread: only a
             # named barrier's wait is sure to see that thread's arrive (an mbarrier's
             # parity wait passes at once on the phase before the first)
-            own = credited & ~self.plane(state, UNPUBLISHED) if event.sync[0] is SyncObject.NAMED_BARRIER else 0
+            own = credited & ~self.plane(state, UNPUBLISHED) & self._own_credit \
+                if event.sync[0] is SyncObject.NAMED_BARRIER else 0
             if own:
                 state &= ~(self.put(own, LOCAL) | self.put(own, IMPORTED))
             state |= self.put(same, IMPORTED) | self.put(crossed, CROSSED) | self.put(same, UNCREDITED)

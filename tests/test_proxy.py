@@ -265,6 +265,34 @@ def test_a_thread_is_credited_its_own_access_only_through_a_named_barrier(back, 
     assert needs(text) == expected
 
 
+#: Rounds of a loop: the producer loads `tile`, releases it on barrier 1, writes it itself,
+#: loads `other` and waits on barrier 2; the consumer takes barrier 1, writes `tile`,
+#: fences, answers on 2.
+PRODUCER_ROUNDS = ("\tmov.u32 %r8, 0;\nROUND_P:\n" + TMA + "\tbar.arrive 1, 256;\n\tst.shared.b16 [%r1+64], %h0;\n"
+                   + TMA.replace("[%r1]", "[%r2]")
+                   + "\tbar.sync 2, 256;\n\tadd.u32 %r8, %r8, 1;\n\tsetp.lt.u32 %p1, %r8, 4;\n\t@%p1 bra ROUND_P;\n")
+CONSUMER_ROUNDS = ("\tmov.u32 %r8, 0;\nROUND_C:\n\tbar.sync 1, 256;\n\tst.shared.b16 [%r1+128], %h0;\n"
+                   "\tfence.proxy.async.shared::cta;\n\tbar.arrive 2, 256;\n\tadd.u32 %r8, %r8, 1;\n"
+                   "\tsetp.lt.u32 %p1, %r8, 4;\n\t@%p1 bra ROUND_C;\n")
+
+
+def test_a_thread_is_not_credited_its_own_access_made_again_in_a_loop():
+    """The consumer's fence in round r orders the producer's write of round r - 1 (handed
+    over at the producer's bar.arrive 1 of round r). The producer's write of round r goes
+    out only with its load of `other` (its completion arrives on `full`) and at its
+    bar.sync 2, on which the consumer merely arrives: no fence lies on any
+    causality path from it to the producer's load of round r + 1 into the same bytes (PTX
+    ISA, memory consistency model: proxy fences order along causality order), so the load
+    needs a fence, although the answer on barrier 2 carries a credit for the same write."""
+    text = kernel(PRODUCER_ROUNDS, CONSUMER_ROUNDS)
+    assert needs(text) == [(line_of(text, "[%r1], [%rd9"), "raw", "shared::cta")]
+    # the producer fencing its own write needs nothing more
+    fenced = kernel(PRODUCER_ROUNDS.replace("\tst.shared.b16 [%r1+64], %h0;\n",
+                                            "\tst.shared.b16 [%r1+64], %h0;\n\tfence.proxy.async.shared::cta;\n"),
+                    CONSUMER_ROUNDS)
+    assert needs(fenced) == []
+
+
 def test_across_ctas_only_the_issuers_fence_counts():
     producer = "\tst.shared.b16 [%r1+64], %h0;\n\tfence.proxy.async.shared::cta;\n\tbarrier.cluster.arrive;\n"
     multicast = TMA.replace("complete_tx::bytes", "complete_tx::bytes.multicast::cluster").replace(
