@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import heapq
 import operator
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+
+from ptxkit._records import record
 
 
-class DataflowResult(NamedTuple):
+@record
+class DataflowResult:
     """In- and out-states by node number (`bottom` for unreachable nodes).
 
     >>> from types import SimpleNamespace
@@ -36,8 +39,9 @@ class DataflowResult(NamedTuple):
     outs: list
 
 
-def solve_forward(graph, transfer: Callable[[int, Any], Any], *, entry, bottom, join: Callable[[Any, Any], Any],
-                  equal: Callable[[Any, Any], bool] = operator.eq, max_rounds: int | None = None,
+def solve_forward(graph, transfer: Callable[[int, object], object], *, entry, bottom,
+                  join: Callable[[object, object], object],
+                  equal: Callable[[object, object], bool] = operator.eq, max_rounds: int | None = None,
                   merges: dict | None = None, since: DataflowResult | None = None,
                   changed=()) -> DataflowResult:
     """Solve a forward dataflow problem to its least fixpoint (see the module doc).

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import bisect
 import enum
-from typing import NamedTuple
 
+from ptxkit._records import record
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.inline import call_target
 from ptxkit.cfg.locations import (
@@ -67,7 +67,8 @@ class Kind(enum.Enum):
     INSERTED = "inserted fence"  # a fence the pass plans to insert (hoisted or writer side)
 
 
-class Event(NamedTuple):
+@record
+class Event:
     """One effect of one instruction (`position` in its block).
 
     `locations`: what a write/read/init/cp.async touches, or what an async op reads;
@@ -92,7 +93,8 @@ class Event(NamedTuple):
     detail: object = None
 
 
-class EventOptions(NamedTuple):
+@record
+class EventOptions:
     """What the classification models: `tracked` proxy spaces (bits), what an extern
     call may do (`extern_policy`: none, clobber, strict), whether a forced
     ``.shared::cta`` fence variant counts for both shared windows, and how many CTAs a
@@ -108,7 +110,8 @@ class EventOptions(NamedTuple):
     max_cluster: int = PORTABLE_CLUSTER
 
 
-class Events(NamedTuple):
+@record
+class Events:
     """The events of every block, the warnings met on the way, the blocks the branch
     conditions prove unreachable, and `touches(block, event, targets)`: may some
     thread's access `event` overlap one of `targets`, its address taken thread by

@@ -33,9 +33,8 @@ False
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from ptxkit._gc import paused_gc
+from ptxkit._records import record
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.locations import spaces_text
 from ptxkit.cfg.options import EXTERN_POLICIES, check_target
@@ -46,7 +45,8 @@ from ptxkit.isa import may_need_fence
 from ptxkit.syntax import Function
 
 
-class _FenceFields(NamedTuple):
+@record
+class _FenceFields:
     placement: str = "hoist"
     fence_variant: str | None = None
     extern_policy: str = "clobber"
@@ -111,7 +111,8 @@ class FenceOptions(_FenceFields):
                                self.max_cluster)
 
 
-class Place(NamedTuple):
+@record
+class Place:
     """A point of the input: 1-based line and column, and a short text.
 
     >>> str(Place(12, 5, "st.shared.u32")), str(Place(None, None, "an inserted block"))
@@ -134,7 +135,8 @@ class Place(NamedTuple):
         return f"line {self.line} ({self.text})" if self.text else f"line {self.line}"
 
 
-class FenceSite(NamedTuple):
+@record
+class FenceSite:
     """One inserted fence, or one missing fence in check mode, with its reason.
 
     `line`/`column`: the input statement the fence goes `where` ("before"/"after") it.
@@ -357,7 +359,8 @@ def fence_text(text: str, filename: str = "<input>", rewrite: bool = True, **opt
 # -- analysis of every kernel -----------------------------------------------------------------
 
 
-class FunctionResult(NamedTuple):
+@record
+class FunctionResult:
     """One function's analysis (solved with its planned fences), its plan, report
     entries and the edits that apply it.
 

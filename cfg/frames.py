@@ -28,8 +28,8 @@ reaches it, so a store through an unknown pointer writes only the other frames' 
 from __future__ import annotations
 
 import bisect
-from typing import NamedTuple
 
+from ptxkit._records import record
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.values import INF, LOCAL_SPACE, NUM, TOP_FORM
 from ptxkit.isa import access_width
@@ -44,7 +44,8 @@ _OTHER_WRITERS = frozenset("atom red cp stmatrix multimem st".split())
 MOST_ACCESSES = 4000
 
 
-class Access(NamedTuple):
+@record
+class Access:
     """One load or store that may touch a stack frame: where, what (`kind`: "load" for a
     scalar ``ld``, "store" for a scalar ``st``, "write" for anything else that writes
     through the address), its byte `width`, its memory operand, and the cell a
@@ -58,7 +59,8 @@ class Access(NamedTuple):
     direct: tuple | None
 
 
-class Frames(NamedTuple):
+@record
+class Frames:
     """A graph's stack accesses and the regions of its sealed frames."""
 
     accesses: tuple
@@ -128,7 +130,8 @@ def _frame_use(instruction, head, key, depots: dict, unsealed: set) -> None:
             unsealed.add(key)
 
 
-class StackModel(NamedTuple):
+@record
+class StackModel:
     """Which cells each store writes and each load reads (see the module docstring).
 
     `stores`: ``{(block, position): frozenset of cells}`` a store may write; `exact`:

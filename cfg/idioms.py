@@ -53,7 +53,8 @@ Remainder(x='%r1', bias=None, modulus=7, kind='division', limit=None, counter=No
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+
+from ptxkit._records import record
 
 _MASK32 = (1 << 32) - 1
 _MASK64 = (1 << 64) - 1
@@ -62,7 +63,8 @@ _ARITHMETIC = frozenset("mul mad shr shl add sub cvt mov div and".split())
 _MAX_DEPTH = 12
 
 
-class Remainder(NamedTuple):
+@record
+class Remainder:
     """A recognised remainder: ``kind`` is ``alignment`` (``x - align_down(x + bias,
     modulus)``, `bias` the operand holding ``c`` or None; when `limit` is set the mask
     keeps bits only below it, so ``x + c`` must lie in ``[0, limit)``) or
@@ -310,7 +312,8 @@ def _divides(tree, divisor: int) -> bool:
     return all(function(x) & _MASK32 == x // divisor for x in values)
 
 
-class AlignUp(NamedTuple):
+@record
+class AlignUp:
     """A recognised ``selp`` that rounds register `x` up to a multiple of `modulus`.
     The rounded arm adds `constant` and each ``(coefficient, register)`` of `others`
     to ``x - (x & (modulus - 1))``; the idiom holds when they add up to `modulus`,
@@ -414,7 +417,8 @@ _WORD_TYPES = frozenset(("s32", "u32", "b32"))
 _LINEAR_DEPTH, _LINEAR_BUDGET = 16, 64
 
 
-class Linear(NamedTuple):
+@record
+class Linear:
     """``constant + sum(coefficient * register)``: `terms` maps each register (as
     named at the instruction that was expanded) to its coefficient. `crossed` lists the
     definitions expanded from other blocks, each as ``(block read in, block defined in,

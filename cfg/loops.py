@@ -18,8 +18,7 @@ and the fence pass does not hoist into or out of them.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
+from ptxkit._records import record
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.graph import EXIT
 
@@ -60,7 +59,8 @@ class Loop:
         return f"<Loop header={self.header} blocks={len(self.blocks)} depth={self.depth}>"
 
 
-class LoopForest(NamedTuple):
+@record
+class LoopForest:
     """All natural loops of a graph, outermost first (by header position).
 
     >>> import ptxkit
@@ -166,7 +166,8 @@ def reachable(adjacency, start: int) -> set[int]:
 # -- preheaders -------------------------------------------------------------------------
 
 
-class Preheader(NamedTuple):
+@record
+class Preheader:
     """Where code that must run once before a loop goes.
 
     Either `block`, an existing block outside the loop whose only successor is the
@@ -247,7 +248,8 @@ def _sees(node, scope) -> bool:
 # -- branch regions ---------------------------------------------------------------------
 
 
-class BranchRegion(NamedTuple):
+@record
+class BranchRegion:
     """A conditional branch up to its immediate post-dominator `join`.
 
     `arms` are the branch block's distinct successors (``EXIT`` for a guarded return);

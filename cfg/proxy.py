@@ -46,8 +46,8 @@ from __future__ import annotations
 import bisect
 import enum
 import re
-from typing import NamedTuple
 
+from ptxkit._records import record
 from ptxkit.cfg.dataflow import solve_forward
 from ptxkit.cfg.divergence import thread_meets
 from ptxkit.cfg.dominance import DominatorTree
@@ -79,7 +79,8 @@ class Hazard(enum.Enum):
 _ACCESS = {Hazard.RAW: "generic-proxy write", Hazard.WAR: "generic-proxy read", Hazard.INIT: "mbarrier.init"}
 
 
-class AnalysisOptions(NamedTuple):
+@record
+class AnalysisOptions:
     """What the analysis models.
 
     track_global:
@@ -128,7 +129,8 @@ class Fact:
         self.origins: list = []
 
 
-class Need(NamedTuple):
+@record
+class Need:
     """An async op (or, under the strict extern policy, a call) that needs a fence.
 
     `pending`: the mask of facts that overlap it; `cover`: the spaces the fence must

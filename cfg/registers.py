@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
 
+from ptxkit._records import record
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.frames import Frames, StackModel, observed, stack_frames
@@ -155,7 +156,8 @@ def register_values(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER) ->
     return analyse_registers(flow, queries, max_cluster)[0]
 
 
-class RegisterAnswers(NamedTuple):
+@record
+class RegisterAnswers:
     """What `analyse_registers` found: the value of each query, the blocks the branch
     conditions prove unreachable (their queries answer the empty value: no value ever
     gets there), and `by_thread(query, low, high[, register])`: the query's value for the

@@ -39,7 +39,8 @@ to the region (`Atom.location`).
 from __future__ import annotations
 
 from math import gcd
-from typing import NamedTuple
+
+from ptxkit._records import record
 
 #: A bound larger than any offset or integer the analysis meets.
 INF = 1 << 80
@@ -61,7 +62,8 @@ NUM, WINDOW, GENERIC, TOP_FORM = 0, 1, 2, 3
 _FORM_NAMES = {WINDOW: "window", GENERIC: "generic"}
 
 
-class Region(NamedTuple):
+@record
+class Region:
     """One memory object whose address the analysis follows.
 
     `size` in bytes (None when unknown, as for dynamic shared memory), `align` the
@@ -97,7 +99,8 @@ class Region(NamedTuple):
         return MAX_DYNAMIC_SHARED if self.space.startswith("shared") else INF
 
 
-class Atom(NamedTuple):
+@record
+class Atom:
     """One member of an abstract value (see the module docstring).
 
     >>> Atom(WINDOW, SHARED_CTA_SPACE, None, 0, INF).location(4)

@@ -20,7 +20,8 @@ silent the difference is named in the docstring:
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+
+from ptxkit._records import record
 
 from .dtypes import DType, dtype as as_dtype
 from .layout import Iter, LayoutError, TileLayout, box, laneid, split_index
@@ -70,7 +71,8 @@ def get_indices(nth: int, start, extent) -> list[int]:
 
 
 # ---- per-dim analysis ---------------------------------------------------------------------------
-class DimInfo(NamedTuple):
+@record
+class DimInfo:
     """One dim of a grouped layout: thread and local extents, and the thread iters' (stride, extent).
 
     >>> from ptxkit.generators.layout import TileLayout, S, laneid
@@ -252,7 +254,8 @@ def analyze_shuffle_reduce(src_layout: TileLayout, dst_layout: TileLayout):
     return width, math.prod(it.extent for it in src.shard if it.axis != laneid)
 
 
-class ShufflePlan(NamedTuple):
+@record
+class ShufflePlan:
     """A checked Path-2 reduction: xor masks (descending), elements per lane, and the
     bits of the lane index that the reduction runs over (``replica_bits``).
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+
+from ptxkit._records import record
 
 
 class LayoutError(ValueError):
@@ -100,7 +101,8 @@ tx = Axis("tx", True)
 THREAD_STEP = {"laneid": 1, "warpid": 32, "tid_in_wg": 1, "wid_in_wg": 32, "wgid": 128, "tx": 1}
 
 
-class OnAxis(NamedTuple):
+@record
+class OnAxis:
     """A stride on an axis, written ``stride @ axis``; added to a layout it is an offset.
 
     >>> 4 @ laneid, (4 @ laneid).stride

@@ -14,7 +14,7 @@ warp-uniform branch (§4.12, TVM's multi-warp loop, the 144th local-variant test
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

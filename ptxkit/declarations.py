@@ -16,8 +16,8 @@
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
+from ._records import record
 from ._regex import compile
 from .isa import LINKAGES
 
@@ -34,7 +34,8 @@ _TYPE = compile(
 _POINTER_SPACES = (".global", ".shared", ".const", ".local")
 
 
-class Param(NamedTuple):
+@record
+class Param:
     """A function parameter: ``.param .u64 .ptr .global .align 16 name`` or ``.reg .b32 x``.
 
     >>> from ptxkit import parse
@@ -53,7 +54,8 @@ class Param(NamedTuple):
     pointer_align: int | None = None
 
 
-class Signature(NamedTuple):
+@record
+class Signature:
     """A parsed function header.
 
     >>> from ptxkit import parse
@@ -74,7 +76,8 @@ class Signature(NamedTuple):
         return any(name == ".noreturn" for name, _ in self.directives)
 
 
-class Declaration(NamedTuple):
+@record
+class Declaration:
     """A ``.reg`` or variable declaration: one state space and type, several names.
 
     >>> from ptxkit import parse_statement

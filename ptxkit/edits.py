@@ -18,14 +18,15 @@ lines, and a diff can be printed without running anything twice.
 from __future__ import annotations
 
 import bisect
-from typing import NamedTuple
 
+from ._records import record
 from ._regex import compile as compile_pattern
 
 _LABEL_OPERAND = compile_pattern(r"([A-Za-z_$%][\w$]*)(\s*;)$")
 
 
-class Insert(NamedTuple):
+@record
+class Insert:
     """Insert `text` (one statement) before `anchor`, or after it when `after` is set.
 
     `label`: a new label to put right before the inserted statement (a created block);
@@ -39,7 +40,8 @@ class Insert(NamedTuple):
     indent: str | None = None
 
 
-class Retarget(NamedTuple):
+@record
+class Retarget:
     """Make branch `branch` jump to `label` instead."""
 
     branch: object

@@ -14,13 +14,14 @@ printing large files never pays for it.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
 
+from ._records import record
 from ._regex import compile as compile_pattern
 from .isa import SPECIAL_REGISTER_PATTERN, STATE_SPACES
 
 
-class Guard(NamedTuple):
+@record
+class Guard:
     """An instruction's predicate guard: ``@%p`` or ``@!%p``.
 
     >>> from ptxkit import parse_statement
@@ -36,7 +37,8 @@ class Guard(NamedTuple):
         return f"@{'!' if self.negated else ''}{self.register}"
 
 
-class Operand(NamedTuple):
+@record
+class Operand:
     """One operand, with its kind and exact text.
 
     kind:
@@ -74,7 +76,8 @@ class Operand(NamedTuple):
         return tuple(found)
 
 
-class InstructionView(NamedTuple):
+@record
+class InstructionView:
     """Everything an analysis needs to know about an instruction's text.
 
     >>> from ptxkit import parse_statement
@@ -146,7 +149,8 @@ _SPLIT_FAST = compile_pattern(r"[\[\]{}()]")
 _new = tuple.__new__  # builds the named tuples below without their Python-level __new__
 
 
-class Head(NamedTuple):
+@record
+class Head:
     """The cheap part of an instruction: guard, full opcode, base, where its operands start.
 
     >>> from ptxkit import parse_statement

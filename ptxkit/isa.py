@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import NamedTuple
 
+from ._records import record
 from ._regex import compile
 
 #: State-space names as they appear as opcode modifiers (without the dot).
@@ -145,7 +145,8 @@ class Effect(enum.Enum):
     CALL = "call"
 
 
-class ProxyEffect(NamedTuple):
+@record
+class ProxyEffect:
     """An opcode's `Effect` and the proxy spaces it names.
 
     unknown:
@@ -317,7 +318,8 @@ class SyncObject(enum.Enum):
     WARP = "warp"  # bar.warp.sync (__syncwarp)
 
 
-class SyncEffect(NamedTuple):
+@record
+class SyncEffect:
     """An opcode's part in a hand-off: `kind` and `object`; `operand` is the index of
     the operand naming the object (the barrier id or the mbarrier address), or None.
 

@@ -17,8 +17,8 @@ from a node's text only when asked for.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import cached_property
-from typing import Iterator
 
 from ._gc import paused_gc
 from ._regex import compile as compile_pattern
