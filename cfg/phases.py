@@ -96,7 +96,7 @@ def _around_uniform_loops(flow, named: list, matches, forest, threads: "_Threads
         inside = [e for block, e in syncs if threads.same(block, loop.header)]
         if not inside:
             continue
-        pairs |= _apart_in_the_body(named, loop, inside, matches)
+        pairs |= _apart_in_the_body(named, loop, inside + _in_step_inner_loops(flow, named, loop, threads), matches)
         after = reachable(flow.succ, exit_edge[1])
         before = reachable(flow.pred, loop.header)
         for block, _, event in named:
@@ -129,13 +129,39 @@ def _apart_across_arms(flow, named: list, dominators, threads: "_Threads") -> se
     return pairs
 
 
+def _in_step_inner_loops(flow, named: list, loop, threads: "_Threads") -> list:
+    """The unguarded ``bar.sync`` in loops nested in `loop` that every thread running
+    `loop` runs alike: each loop from theirs out to `loop` is entered by those threads
+    and left by one CTA-uniform exit they all take, and each ``bar.sync`` is run by the
+    threads that run its loop (Triton's persistent GEMM syncs in its K loop too)."""
+    found = []
+    for block, _, event in named:
+        inner = threads.innermost.get(block)
+        if inner is loop or block not in loop.blocks or event.kind is not Kind.ARRIVE_WAIT or event.guard is not None \
+                or not threads.same(block, inner.header):
+            continue
+        chain = [inner, *inner.enclosing()]
+        if loop in chain and all(_runs_alike(flow, nested, loop, threads) for nested in chain[:chain.index(loop)]):
+            found.append(event)
+    return found
+
+
+def _runs_alike(flow, nested, loop, threads: "_Threads") -> bool:
+    """`nested` (inside `loop`) is entered by the threads that run `loop` and left by one
+    CTA-uniform exit that they all take: each of them runs it as often."""
+    exit_edge = _uniform_exit(flow, nested, threads.defined)
+    return exit_edge is not None and threads.same(nested.header, exit_edge[1]) \
+        and threads.same(nested.header, loop.header)
+
+
 def _apart_in_the_body(named: list, loop, inside: list, matches) -> set[tuple[int, int]]:
-    """Pairs of two different ``bar.sync`` of `inside` (in a CTA-uniform `loop`, each run
-    by every thread that runs the loop, in the iterations the CTA-uniform branches in it
-    choose) on a barrier that no other operation in the loop uses: every thread runs them
-    in the same order, so the k-th of an iteration never shares a phase with the l-th of
-    any iteration (Gluon's loops sync before each TMA issue and after the reads, and
-    fence in between; Triton's persistent loops skip a tile the whole CTA skips)."""
+    """Pairs of two different ``bar.sync`` of `inside` (in a CTA-uniform `loop`, or in
+    loops nested in it that its threads run alike, each run by every thread that runs
+    the loop, in the iterations the CTA-uniform branches in it choose) on a barrier that
+    no other operation in the loop uses: every thread runs them in the same order, so
+    the k-th of an iteration never shares a phase with the l-th of any iteration
+    (Gluon's loops sync before each TMA issue and after the reads, and fence in between;
+    Triton's persistent loops skip a tile the whole CTA skips)."""
     pairs: set[tuple[int, int]] = set()
     in_loop = [event for block, _, event in named if block in loop.blocks]
     kept = {id(event) for event in inside}

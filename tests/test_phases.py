@@ -164,3 +164,26 @@ def test_the_two_sides_of_a_branch_the_whole_cta_takes_never_meet():
     assert pairs == {(id(one), id(other)), (id(other), id(one))}
     pairs, _ = syncs("\tmov.u32 %r1, %tid.x;\n" + arms.format("%r1"))
     assert pairs == set()
+
+
+#: Triton's persistent GEMM: a tile loop syncs before its K loop, in it, and after it
+NESTED = ("\tld.param.u32 %r1, [n];\n\tmov.u32 %r2, 0;\nTILE:\n\tbar.sync 1;\n\tmov.u32 %r3, 0;\nK:\n\tbar.sync 1;\n"
+          "\tadd.s32 %r3, %r3, 1;\n\tsetp.lt.u32 %p1, %r3, %r1;\n\t@%p1 bra K;\n\tbar.sync 1;\n"
+          "\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra TILE;\n")
+
+
+def test_barriers_in_a_nested_loop_every_thread_runs_alike_keep_apart():
+    """Every thread runs the tile loop's syncs and the K loop's the same number of times
+    (both loops exit on CTA-wide values), so each phase is one static ``bar.sync`` in
+    every thread: the three never meet one another (each meets itself, rounds later)."""
+    pairs, (before, inner, after) = syncs(NESTED)
+    apart = {(id(a), id(b)) for a in (before, inner, after) for b in (before, inner, after) if a is not b}
+    assert pairs == apart
+
+
+def test_a_nested_loop_whose_count_depends_on_the_thread_keeps_nothing_apart():
+    """One thread's extra K round puts its sync after the K loop beside another's sync
+    in the K loop."""
+    by_thread = NESTED.replace("\tmov.u32 %r3, 0;\nK:\n", "\tmov.u32 %r3, %tid.x;\nK:\n")
+    pairs, _ = syncs(by_thread)
+    assert pairs == set()
