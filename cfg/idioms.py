@@ -47,7 +47,7 @@ A pointer rounded up to a power of two without the ``(x + N - 1) & -N`` form
 >>> from ptxkit.cfg.graph import flow_graph
 >>> block = flow_graph(m.function("k")).blocks[0]
 >>> remainder(block.instructions, block.heads, 8, frozenset())
-Remainder(x='%r1', bias=None, modulus=7, kind='division', limit=None, counter=None, scale=1)
+Remainder(x='%r1', bias=None, modulus=7, kind='division', limit=None, counter=None, scale=1, signed=False)
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ class Remainder:
     """A recognised remainder: ``kind`` is ``alignment`` (``x - align_down(x + bias,
     modulus)``, `bias` the operand holding ``c`` or None; when `limit` is set the mask
     keeps bits only below it, so ``x + c`` must lie in ``[0, limit)``) or
-    ``division`` (``x mod modulus``)."""
+    ``division`` (``x mod modulus``; with `signed`, the division truncates a signed `x`,
+    so the remainder has the sign of `x`)."""
 
     x: str
     bias: object
@@ -77,6 +78,7 @@ class Remainder:
     limit: int | None = None
     counter: str | None = None  # a division of this register instead, `x` its multiple by `scale`
     scale: int = 1
+    signed: bool = False
 
 
 def _defining(instructions, heads, position: int, register: str, plain) -> int | None:
@@ -186,11 +188,13 @@ def _division(instructions, heads, at: int, x: str, factors, sign: int, position
             if any(index is not None and index >= min(used)
                    for index in (_defining(instructions, heads, position, name, plain) for name in {x, z})):
                 continue  # x or z changed between the division and the subtraction
-            if z == x and _divides(tree, total):
-                return Remainder(x, None, total, "division")
-            for divisor in _divisors(total) if z != x else ():
-                if 1 < divisor < total and _divides(tree, divisor):
-                    return Remainder(x, None, divisor, "division", counter=z, scale=total // divisor)
+            for signed in (False, True):
+                if z == x and _divides(tree, total, signed):
+                    return Remainder(x, None, total, "division", signed=signed)
+                for divisor in _divisors(total) if z != x else ():
+                    if 1 < divisor < total and _divides(tree, divisor, signed):
+                        return Remainder(x, None, divisor, "division", counter=z, scale=total // divisor,
+                                         signed=signed)
     return None
 
 
@@ -297,10 +301,18 @@ PROBES = 256
 
 
 @functools.lru_cache(maxsize=256)
-def _divides(tree, divisor: int) -> bool:
+def _divides(tree, divisor: int, signed: bool = False) -> bool:
     """True when `tree` computes ``x // divisor`` on every probe value of x: the small
     ones, the ones around the last few multiples of `divisor` below 2**31 and 2**32,
-    and evenly spread ones."""
+    and evenly spread ones. `signed`: x is a signed 32-bit integer and the quotient
+    truncates towards zero (C's ``/``, LLVM's ``sdiv`` by a constant: ``mul.hi.s32``,
+    then adding the sign bit).
+
+    >>> third = ("add.s32", ("mul.hi.s32", ("x",), ("imm", 1431655766)),
+    ...          ("shr.u32", ("mul.hi.s32", ("x",), ("imm", 1431655766)), ("imm", 31)))
+    >>> _divides(third, 3), _divides(third, 3, signed=True)
+    (False, True)
+    """
     values = set(range(0, 2 * divisor + 2))
     for top in (1 << 31, 1 << 32):
         last = top - 1 - (top - 1) % divisor
@@ -309,7 +321,16 @@ def _divides(tree, divisor: int) -> bool:
         values.update(range(top - 4, top))
     values.update(range(0, 1 << 32, (1 << 32) // PROBES + 1))
     function = _compile(tree)
-    return all(function(x) & _MASK32 == x // divisor for x in values)
+    if not signed:
+        return all(function(x) & _MASK32 == x // divisor for x in values)
+    as_signed = (x - (1 << 32) if x >> 31 else x for x in values)
+    return all(function(x & _MASK32) & _MASK32 == _truncated(x, divisor) & _MASK32 for x in as_signed)
+
+
+def _truncated(x: int, divisor: int) -> int:
+    """``x / divisor`` rounded towards zero, as PTX's ``div.s32`` does."""
+    quotient = abs(x) // divisor
+    return quotient if x >= 0 else -quotient
 
 
 @record
@@ -559,6 +580,8 @@ class _Expansion:
         heads = code[1]
         if heads[where][0] is not None or not _word(heads[where]):
             return None
+        if heads[where][2] in ("sub", "mad") and remainder(code[0], heads, where, self.plain) is not None:
+            return None  # a remainder: its own range is tighter than any sum of what it reads
         counted, crossed = self.counted, len(self.crossed)
         self.counted = 0
         found = self.expand(code, where, top, depth - 1)

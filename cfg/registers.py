@@ -44,7 +44,7 @@ from ptxkit.cfg.graph import derived
 from ptxkit.cfg.idioms import align_up, linear, remainder
 from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
-    GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
+    GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
     Atom, Region, add, address, and_, anywhere, compare, constant, join, meet, mul, neg, number, or_, pack, refine,
     refine_by, shl, shr, sub, truncate, unpack, widen, xor,
 )
@@ -1448,9 +1448,20 @@ class _Analysis:
     def remainder_range(self, block: int, found, wrapped: bool = False):
         """The range of a recognised remainder idiom (`ptxkit.cfg.idioms`); `wrapped`:
         up to a multiple of the mask's limit, which a following shift discards."""
-        if found.kind == "division":
-            return lambda at: [number(0, found.scale * (found.modulus - 1), found.scale)]
         x_key = self.prefix(block) + found.x
+        if found.kind == "division":
+            top = found.scale * (found.modulus - 1)
+            if not found.signed:
+                return lambda at: [number(0, top, found.scale)]
+
+            def truncated(at):  # the remainder has the sign of x (or of the counter x scales)
+                x = self.lookup(at, x_key)
+                if not x:
+                    return [()]  # not evaluated yet
+                low = 0 if all(atom.form == NUM and 0 <= atom.lo and atom.hi < 1 << 31 for atom in x) else -top
+                return [number(low, top, found.scale)]
+
+            return truncated
 
         def aligned(at):
             bias = self.evaluate(block, found.bias, at) if found.bias is not None else number(0)

@@ -6,7 +6,7 @@ import pytest
 
 import ptxkit
 from ptxkit.cfg.graph import flow_graph
-from ptxkit.cfg.idioms import Linear, _alignment_mask, _divides, _tree, align_up, linear, remainder
+from ptxkit.cfg.idioms import Linear, Remainder, _alignment_mask, _divides, _tree, align_up, linear, remainder
 
 
 def block_of(body: str):
@@ -34,6 +34,26 @@ def test_a_wrong_divisor_or_a_changed_x_is_not_a_remainder():
     assert remainder(block.instructions, block.heads, 9, frozenset()) is None
     block = block_of("\tshr.u32 %r6, %r1, 3;\n\tmul.lo.s32 %r7, %r6, 7;\n\tsub.s32 %r8, %r1, %r7;\n")
     assert remainder(block.instructions, block.heads, 2, frozenset()) is None  # x/8*7 leaves more than x % 7
+
+
+#: LLVM's signed i / 3: the high word of i * 0x55555556, plus its sign bit
+SIGNED_THIRD = ("\tmul.hi.s32 %r2, %r1, 1431655766;\n\tshr.u32 %r3, %r2, 31;\n\tadd.s32 %r4, %r2, %r3;\n"
+                "\tmul.lo.s32 %r5, %r4, 3;\n\tsub.s32 %r6, %r1, %r5;\n")
+
+
+def test_a_signed_division_by_a_magic_number():
+    """A quotient that truncates a signed dividend leaves a remainder with its sign: the
+    idiom says so, and the register analysis bounds it by what the dividend may be."""
+    block = block_of(SIGNED_THIRD)
+    assert remainder(block.instructions, block.heads, 4, frozenset()) == \
+        Remainder("%r1", None, 3, "division", signed=True)
+    # the unsigned reading of the same sequence fails for dividends of 2**31 and more
+    used: list = []
+    tree = _tree(block.instructions, block.heads, 3, "%r4", "%r1", used, 0)
+    assert _divides(tree, 3, signed=True) and not _divides(tree, 3)
+    # a magic number one off is no division by 3
+    block = block_of(SIGNED_THIRD.replace("1431655766", "1431655765"))
+    assert remainder(block.instructions, block.heads, 4, frozenset()) is None
 
 
 def test_the_division_check_is_exact():

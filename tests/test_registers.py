@@ -243,6 +243,22 @@ def test_remainder_idioms(body, expected):
     assert value_at(body, "%r8") == expected
 
 
+#: Gluon's ring of three stages counted by a signed i: s = i - 3 * (i / 3) by LLVM's signed
+#: division, then the stage's barrier at 8 * s and its tile at 16376 * s past that
+SIGNED_RING = ("\tmul.hi.s32 %r2, %r9, 1431655766;\n\tshr.u32 %r3, %r2, 31;\n\tadd.s32 %r4, %r2, %r3;\n"
+               "\tmul.lo.s32 %r5, %r4, 3;\n\tsub.s32 %r8, %r9, %r5;\n\tshl.b32 %r10, %r8, 3;\n"
+               "\tmov.u32 %r11, dyn;\n\tadd.s32 %r12, %r11, %r10;\n\tmad.lo.s32 %r13, %r8, 16376, %r12;\n")
+
+
+def test_a_signed_remainder_has_the_sign_of_its_dividend():
+    counted = "\tmov.u32 %r9, %tid.x;\n" + SIGNED_RING
+    assert value_at(counted, "%r8") == "[0, 2]"
+    # the tile address: the sum 16384 * s is not expanded through the remainder's inputs
+    assert value_at(counted, "%r13") == "dynamic shared+[0, 32768] step 16384 (shared::cta window)"
+    # a dividend that may be negative: (-3, 3)
+    assert value_at("\tld.param.u32 %r9, [n];\n" + SIGNED_RING, "%r8", params=".param .u32 n") == "[-2, 2]"
+
+
 #: Gluon's ring of three stages: i counts rounds, LLVM keeps 8 * i and 32768 * i as counters
 #: of their own and takes i / 3 by a multiply-high; 8 * i - 24 * (i / 3) is 8 * (i % 3)
 SCALED = ("\tld.param.u32 %r1, [n];\n\tmov.b32 %r7, 0;\n\tmov.b32 %r8, %r7;\n\tmov.b32 %r9, %r7;\n"
