@@ -126,8 +126,11 @@ _HEADER = compile(
 )
 
 
-_DIRECTIVE = compile(r'(\.[A-Za-z_]\w*)((?:\s*(?:"[^"]*"|[^.\s;"]+))*)\s*;?')
-_DIRECTIVES = compile(rf"(?:\s*{_DIRECTIVE.pattern})*\s*")
+#: A performance directive and its arguments. Each argument is taken whole (possessive:
+#: a run of characters split two ways would make a malformed header take exponential
+#: time to reject).
+_DIRECTIVE = compile(r'(\.[A-Za-z_]\w*+)((?:\s*+(?:"[^"]*+"|[^.\s;"]++))*+)\s*+;?')
+_DIRECTIVES = compile(rf"(?:\s*+{_DIRECTIVE.pattern})*+\s*+")
 
 
 def parse_signature(function) -> Signature:

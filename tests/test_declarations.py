@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import ptxkit
@@ -48,6 +50,18 @@ def test_header_pragma_and_register_parameters():
     assert not function.is_declaration
     assert sig.return_params[0] == Param(".reg", ".b32", "r")
     assert sig.directives == ((".pragma", '"nounroll"'),)
+
+
+@pytest.mark.parametrize("rest", ["1" * 3000 + ".", "256, " * 1500 + "x.", '"a" ' * 1500 + "."])
+def test_a_malformed_directive_is_rejected_at_once(rest):
+    """A long argument followed by a stray '.' once took time exponential in its length
+    (each run of characters could be split into arguments in every way) before the
+    error: the fuzz test met one of 20 characters that took 16 s."""
+    text = f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() .maxntid {rest}\n{{\n\tret;\n}}\n"
+    start = time.perf_counter()
+    with pytest.raises(ptxkit.PtxSyntaxError, match="expected performance directives"):
+        ptxkit.parse(text).functions[0].signature
+    assert time.perf_counter() - start < 1.0
 
 
 def test_register_declarations_expand_ranges():
