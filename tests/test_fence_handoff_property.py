@@ -56,8 +56,9 @@ missing proxy fence: they are ignored. With ``war=False`` WAR is not counted.
 The explorer reads only the PTX text (it never imports ``ptxkit.cfg``): a thread
 per role (the representatives ``%tid.x`` 0, 128 and 256), step by step in every
 interleaving (a step that touches only its own thread is taken before the others
-move: it commutes with them), once for each ``k_rounds`` in `ROUNDS` (a loop's counter and bound are
-known; each execution of an access is its own); a branch on the other kernel parameter
+move: it commutes with them), once for each ``k_rounds`` in `ROUNDS` (a loop's counter
+and bound, and a nested loop's counter and constant bound, are known; each execution
+of an access is its own); a branch on the other kernel parameter
 takes both ways, one on a do-once predicate the way its ``mov.pred`` constant says; a
 thread tracks the
 set of accesses that precede it in causality order (its *view*) and the subset with a
@@ -104,7 +105,7 @@ PROLOGUE = """\
 .visible .entry k(.param .u64 k_tmap, .param .u64 k_out, .param .u32 k_flag, .param .u32 k_rounds)
 {
 	.reg .pred %p<12>;
-	.reg .b32 %r<24>;
+	.reg .b32 %r<25>;
 	.reg .b64 %rd<12>;
 	.reg .f32 %f<8>;
 	ld.param.u64 %rd5, [k_tmap];
@@ -357,6 +358,7 @@ TIDS = (0, 128)  # the representative %tid.x of role A (thread 0, which initiali
 THIRD_TID = 256  # and of role C, where there is one
 ROUNDS = (1, 2)  # the values of k_rounds explored (`explore` takes more where a test needs them)
 COUNTER, BOUND = "%r20", "%r21"  # a role's round counter and k_rounds
+INNER = "%r24"  # the counter of a loop nested in a round, compared with a constant
 ROLES = "ABC"
 _SHARED_SYMBOL = re.compile(r"^\.shared\s+(?:\.align\s+\d+\s+)?\.\w+\s+(\w+)", re.M)
 _ADDRESS = re.compile(r"\[(%\w+)(?:\+(\d+))?\]")
@@ -374,7 +376,7 @@ class Access(NamedTuple):
     index: int
     kind: str
     target: str
-    round: int = 0
+    round: tuple = (0, 0)  # (round, iteration of the nested loop)
 
 
 class Effect(NamedTuple):
@@ -385,7 +387,7 @@ class Effect(NamedTuple):
     (arrive then wait)/``try_wait``: `target` (the object), ``try_wait`` sets
     `predicate`; ``setp``: `predicate` and `test` (a function of %tid.x and the
     registers a loop counts with, or None when the value is unknown); ``count``: `target`
-    (the round counter) set to `value` (0) or, with `predicate` ``"+"``, incremented;
+    (the round counter, or a nested loop's) set to 0 or, with `predicate` ``"+"``, incremented;
     ``rounds``: the loop bound `target` loaded from ``k_rounds``; ``bra``: the `target`
     label; ``ret``; ``none``. Guards are kept apart, in `Kernel.guards`.
     """
@@ -499,6 +501,10 @@ def effect(statement: str, origins) -> Effect:
         return Effect("count", COUNTER)
     if statement == f"add.u32 {COUNTER}, {COUNTER}, 1;":
         return Effect("count", COUNTER, predicate="+")
+    if statement == f"mov.u32 {INNER}, 0;":
+        return Effect("count", INNER)
+    if statement == f"add.u32 {INNER}, {INNER}, 1;":
+        return Effect("count", INNER, predicate="+")
     if opcode.startswith("bra"):
         return Effect("bra", statement.split()[1].rstrip(";"))
     if opcode == "ret":
@@ -515,6 +521,8 @@ def setp_effect(statement: str, origins) -> Effect:
         return Effect("setp", predicate=predicate, test=lambda tid, registers: compare(tid, int(right)))
     if (left, right) == (COUNTER, BOUND):
         return Effect("setp", predicate=predicate, test=lambda tid, registers: compare(registers[left], registers[right]))
+    if left == INNER and right.isdigit():
+        return Effect("setp", predicate=predicate, test=lambda tid, registers: compare(registers[left], int(right)))
     return Effect("setp", predicate=predicate)
 
 
@@ -629,7 +637,7 @@ def step(kernel: Kernel, tids: tuple, index: int, thread: Thread, arrivals: froz
     at = lambda **changes: thread._replace(pc=pc + 1, **changes)
     kind = action.kind
     if kind in ("write", "read", "init"):
-        access = Access(index, pc, kind, action.target, registers.get(COUNTER, 0))
+        access = Access(index, pc, kind, action.target, (registers.get(COUNTER, 0), registers.get(INNER, 0)))
         return [(at(memory=memory.after_access(access)), arrivals, set())]
     if kind in ("fence", "init_fence"):
         kinds = ("init",) if kind == "init_fence" else ("write", "read", "init")
@@ -651,7 +659,7 @@ def step(kernel: Kernel, tids: tuple, index: int, thread: Thread, arrivals: froz
                     uses=thread.used(action.target) if completed else thread.uses)
         return [(waited, arrivals, set())]
     if kind in ("count", "rounds"):
-        value = rounds if kind == "rounds" else registers.get(COUNTER, 0) + 1 if action.predicate else 0
+        value = rounds if kind == "rounds" else registers.get(action.target, 0) + 1 if action.predicate else 0
         return [(at(registers=frozenset({**registers, action.target: value}.items())), arrivals, set())]
     if kind == "setp":
         values = [action.test(tids[index], registers)] if action.test else [False, True]
@@ -993,6 +1001,58 @@ def test_a_write_after_a_named_wait_that_follows_the_one_arrive_needs_no_fence()
     assert not fence_text(text, "k.ptx", placement="inline")[1].fences
 
 
+def nested_kernel(body: list) -> str:
+    """Every thread runs one loop of ``k_rounds`` rounds, the bar.syncs in it included;
+    ``("A", lines)`` and ``("B", lines)`` run in role A's or B's threads only (behind a
+    test of ``%tid.x``), and ``INNER`` ... ``END`` is a loop of two iterations nested in
+    the round (Triton's persistent GEMMs: every warp runs the tile loop and its K loop)."""
+    lines = ["mov.u32 %r20, 0;", "ROUND:", "and.b32 %r22, %r20, 1;"]
+    for n, item in enumerate(body):
+        if isinstance(item, tuple):
+            role, statements = item
+            lines += [f"@{'!' if role == 'A' else ''}%p9 bra SKIP{n};", *statements, f"SKIP{n}:"]
+        else:
+            lines += {"INNER": [f"mov.u32 {INNER}, 0;", "NESTED:"],
+                      "END": [f"add.u32 {INNER}, {INNER}, 1;", f"setp.lt.u32 %p2, {INNER}, 2;",
+                              "@%p2 bra NESTED;"]}.get(item, [item])
+    lines += ["add.u32 %r20, %r20, 1;", "setp.lt.u32 %p3, %r20, %r21;", "@%p3 bra ROUND;", "ret;"]
+    body_text = "".join(line + "\n" if line.endswith(":") else "\t" + line + "\n" for line in lines)
+    return PROLOGUE + INIT_FENCE + ROLE_SPLIT + body_text + "}\n"
+
+
+SYNC = "bar.sync 3;"
+WRITE_X = ("A", ["st.shared.b32 [%r1], %r10;"])
+LOAD_X = ("B", render_event(("event", "tma_load", ("X",))))
+
+
+NESTED_BODIES = [
+    # A's write goes to B at the first sync of the nested loop; B loads X after the loop
+    ([SYNC, WRITE_X, "INNER", SYNC, "END", LOAD_X, SYNC], True),
+    # the same, A fencing its write before the nested loop
+    ([SYNC, ("A", [*WRITE_X[1], "fence.proxy.async.shared::cta;"]), "INNER", SYNC, "END", LOAD_X, SYNC], False),
+    # B fences after the nested loop, before its load
+    ([SYNC, WRITE_X, "INNER", SYNC, "END", ("B", ["fence.proxy.async.shared::cta;", *LOAD_X[1]]), SYNC], False),
+]
+NESTED_IDS = ["handed-in-the-nested-loop", "writer-fenced", "issuer-fenced"]
+
+
+@pytest.mark.parametrize("body, violation", NESTED_BODIES, ids=NESTED_IDS)
+def test_bar_syncs_in_a_nested_loop_every_thread_runs_alike(body, violation):
+    """The explorer and the pass agree on a loop every thread runs, which syncs before,
+    in and after a loop nested in its rounds, each the same number of times: the
+    syncs of the nested loop hand over what was written before them (docs/fence.md
+    §4.2 keeps them apart only from the other syncs of the round). (The pass follows
+    paths from A's code into B's that no thread takes, around the round, so a write of A
+    after B's fence in the round is not a case it can be silent on.)"""
+    text = nested_kernel(body)
+    exploration = explore(text)
+    assert exploration.finished
+    assert bool(counted(exploration.violations, False)) == violation
+    fenced, report = fence_text(text, "k.ptx", placement="inline", fence_side="issuer", war=False)
+    assert bool(report.fences) == violation, [f.message() for f in report.fences]
+    assert counted(explore(fenced).violations, False) == set()
+
+
 def line_of(text: str, fragment: str) -> int:
     return next(i for i, line in enumerate(text.splitlines(), 1) if fragment in line)
 
@@ -1011,6 +1071,14 @@ def assemble(text: str, name: str) -> None:
 def test_examples_assemble(name):
     text = render(EXAMPLES[name][0])
     assemble(text, "example")
+    assemble(fence_text(text, "k.ptx", placement="inline", fence_side="writer")[0], "fenced")
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("body, violation", NESTED_BODIES, ids=NESTED_IDS)
+def test_nested_loop_examples_assemble(body, violation):
+    text = nested_kernel(body)
+    assemble(text, "nested")
     assemble(fence_text(text, "k.ptx", placement="inline", fence_side="writer")[0], "fenced")
 
 
