@@ -434,6 +434,8 @@ def _linear(instructions, heads, before: int, register: str, coefficient: int, s
 #: The 32-bit integer types a `linear` expansion goes through (wrap-around aside, the
 #: register analysis's sums are the same whatever the spelling).
 _WORD_TYPES = frozenset(("s32", "u32", "b32"))
+#: The opcodes a `linear` expansion starts from (a ``mov`` is gone through, not started from).
+SUM_OPCODES = frozenset(("add", "sub", "mad", "mul", "shl"))
 #: How many definitions deep, and how many in all, one `linear` expansion goes.
 _LINEAR_DEPTH, _LINEAR_BUDGET = 16, 64
 
@@ -510,7 +512,7 @@ def _word(head) -> bool:
     """An integer ``add``/``sub``/``mad.lo``/``mul.lo``/``shl``/``mov`` of 32 bits that
     does not saturate."""
     parts = head[1].split(".")
-    return head[2] in ("add", "sub", "mad", "mul", "shl", "mov") and parts[-1] in _WORD_TYPES and \
+    return (head[2] in SUM_OPCODES or head[2] == "mov") and parts[-1] in _WORD_TYPES and \
         (head[2] not in ("mad", "mul") or "lo" in parts) and "sat" not in parts
 
 
@@ -580,7 +582,7 @@ class _Expansion:
         heads = code[1]
         if heads[where][0] is not None or not _word(heads[where]):
             return None
-        if heads[where][2] in ("sub", "mad") and remainder(code[0], heads, where, self.plain) is not None:
+        if remainder(code[0], heads, where, self.plain) is not None:
             return None  # a remainder: its own range is tighter than any sum of what it reads
         counted, crossed = self.counted, len(self.crossed)
         self.counted = 0

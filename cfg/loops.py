@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ptxkit._records import record
 from ptxkit.cfg.dominance import DominatorTree
-from ptxkit.cfg.graph import EXIT
+from ptxkit.cfg.graph import EXIT, derived
 
 
 class Loop:
@@ -123,6 +123,19 @@ def find_loops(flow, dominators: DominatorTree | None = None) -> LoopForest:
             innermost[block] = loop
     loops.sort(key=lambda loop: (loop.depth, rank[loop.header]))
     return LoopForest(loops, dom, irreducible)
+
+
+def loop_forest(flow) -> LoopForest:
+    """`find_loops` of `flow`, computed once per graph (kept in its `derived` cache).
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> flow = flow_graph(ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+    ...     ".visible .entry k()\\n{\\n.reg .pred %p<2>;\\nL:\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n").function("k"))
+    >>> loop_forest(flow) is loop_forest(flow), [loop.header for loop in loop_forest(flow).loops]
+    (True, [0])
+    """
+    return derived(flow, "loops", lambda: find_loops(flow))
 
 
 def _natural_body(flow, header: int, latches: list[int], reachable) -> set[int]:

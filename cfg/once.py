@@ -32,9 +32,8 @@ from __future__ import annotations
 from ptxkit.cfg.divergence import conditional, definitions, guard_of, qualified
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Kind
-from ptxkit.cfg.graph import derived
 from ptxkit.cfg.locations import CLUSTER, overlaps
-from ptxkit.cfg.loops import find_loops
+from ptxkit.cfg.loops import loop_forest
 from ptxkit.cfg.registers import destinations
 from ptxkit.isa import SyncObject
 
@@ -73,7 +72,7 @@ class Trips:
         self.flow = flow
         self.definitions = definitions(flow)
         self.dominators = DominatorTree.of(flow)
-        self.forest = derived(flow, "loops", lambda: find_loops(flow))
+        self.forest = loop_forest(flow)
         self.innermost = self.forest.innermost()
         self.waits: dict[tuple, str] = {}  # (block, position) of an mbarrier wait -> its result predicate
         self._roots = set()  # what the branches test, and the waits' parities
@@ -594,7 +593,7 @@ def export_limits(flow, events: list, facts: list) -> dict[int, int]:
                 waits.append((block, event))
     # only a barrier with an arrive in a loop (behind a do-once predicate) is worth the
     # cost: what an arrive outside loops hands over the phases of §4.2 mostly settle
-    looped = set(derived(flow, "loops", lambda: find_loops(flow)).innermost()) if arrives else set()
+    looped = set(loop_forest(flow).innermost()) if arrives else set()
     barriers = {event.sync[1] for block, event in arrives if block in looped
                 and event.sync[1].region is not None and event.sync[1].end - event.sync[1].start <= 8}
     if not barriers or not any(head[1] == "mov.pred" for block in looped for head in flow.blocks[block].heads):

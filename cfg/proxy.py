@@ -52,10 +52,9 @@ from ptxkit.cfg.dataflow import solve_forward
 from ptxkit.cfg.divergence import thread_meets
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Event, EventOptions, Kind, classify
-from ptxkit.cfg.graph import derived
 from ptxkit.cfg.inline import inlined_graph
 from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, covers, overlaps, spaces_text
-from ptxkit.cfg.loops import find_loops
+from ptxkit.cfg.loops import loop_forest
 from ptxkit.cfg.once import export_limits
 from ptxkit.cfg.phases import separate_phases
 from ptxkit.cfg.registers import PORTABLE_CLUSTER
@@ -563,7 +562,7 @@ class KernelAnalysis:
         thread still has pending: in a loop, the credit an arrive carries may be of the
         previous round's instance while this round's was handed on only to threads that
         never fenced it (docs/fence.md §4.4)."""
-        forest = derived(self.flow, "loops", lambda: find_loops(self.flow))
+        forest = loop_forest(self.flow)
         cyclic = set(forest.innermost()) | forest.irreducible
         return sum(1 << fact.index for fact in self.facts
                    if not any(block in cyclic for block, _ in fact.origins))

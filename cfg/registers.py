@@ -41,7 +41,7 @@ from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.frames import Frames, StackModel, observed, stack_frames
 from ptxkit.cfg.graph import derived
-from ptxkit.cfg.idioms import align_up, linear, remainder
+from ptxkit.cfg.idioms import SUM_OPCODES, align_up, linear, remainder
 from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
@@ -1021,7 +1021,7 @@ class _Analysis:
             if refined is not None:
                 compute, extra = refined
                 sources.extend(extra)
-        if base in _LINEAR and len(targets) == 1 and compute is plain_compute:
+        if base in SUM_OPCODES and len(targets) == 1 and compute is plain_compute:
             found = self.linear_sum(block, position, plain)
             if found is not None:
                 compute = self.linear_range(block, found)
@@ -1952,8 +1952,6 @@ def _extreme(pick):
     return combine
 
 
-#: The opcodes `ptxkit.cfg.idioms.linear` may expand.
-_LINEAR = frozenset(("add", "sub", "mad", "mul", "shl"))
 _BINARY = {
     "add": lambda a, b, w: add(a, b), "sub": lambda a, b, w: sub(a, b), "mul": lambda a, b, w: mul(a, b),
     "shl": lambda a, b, w: shl(a, b), "shr": lambda a, b, w: shr(a, b), "and": and_,
