@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 #: subcommand -> (module, one-line help)
@@ -23,6 +24,42 @@ COMMANDS = {
     "gen": ("ptxkit.cli.gen_cmd", "generate PTX kernels (register-level reductions)"),
     "ptxas": ("ptxkit.cli.ptxas_cmd", "run ptxas on PTX after the fence pass (a drop-in ptxas)"),
 }
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help layout, sized to the terminal as argparse sizes it but without
+    importing ``shutil`` (with ``bz2``, ``lzma`` and ``fnmatch`` behind it), which
+    argparse does for every argument it adds, help printed or not.
+
+    >>> import unittest.mock
+    >>> with unittest.mock.patch.dict(os.environ, COLUMNS="60"):
+    ...     HelpFormatter("ptxkit")._width  # two columns kept free, as argparse keeps them
+    58
+    """
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, terminal_columns() - 2 if width is None else width)
+
+
+def terminal_columns() -> int:
+    """The columns help is laid out for: ``$COLUMNS``, else the terminal's width, else 80
+    (``shutil.get_terminal_size``'s rule).
+
+    >>> import unittest.mock
+    >>> with unittest.mock.patch.dict(os.environ, COLUMNS="100"):
+    ...     terminal_columns()
+    100
+    """
+    try:
+        columns = int(os.environ.get("COLUMNS", 0))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -38,14 +75,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ptxkit",
         description="Read, check, rewrite, generate, assemble and run NVIDIA PTX.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"ptxkit {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, summary) in COMMANDS.items():
         if command is None:
-            subparsers.add_parser(name, help=summary, description=summary)
+            subparsers.add_parser(name, help=summary, description=summary, formatter_class=HelpFormatter)
         elif name == command:
-            importlib.import_module(module).add_arguments(subparsers.add_parser(name, description=summary))
+            command_parser = subparsers.add_parser(name, description=summary, formatter_class=HelpFormatter)
+            importlib.import_module(module).add_arguments(command_parser)
     return parser
 
 
