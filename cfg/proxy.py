@@ -58,6 +58,7 @@ from ptxkit.cfg.loops import loop_forest
 from ptxkit.cfg.once import export_limits
 from ptxkit.cfg.phases import separate_phases
 from ptxkit.cfg.registers import PORTABLE_CLUSTER
+from ptxkit.cfg.thread_sets import runners
 from ptxkit.isa import SyncObject
 
 __all__ = ["AnalysisOptions", "Fact", "Hazard", "KernelAnalysis", "Need", "Step", "spaces_text"]
@@ -203,6 +204,13 @@ class _FactIndex:
                 if overlaps(fact.location, location):
                     mask |= 1 << fact.index
         return mask
+
+
+def _union(states: dict) -> int:
+    out = 0
+    for state in states.values():
+        out |= state
+    return out
 
 
 def _bits(mask: int):
@@ -438,6 +446,29 @@ class KernelAnalysis:
 
         return {meet: (lambda outs, ends=ends: merge(outs, ends)) for meet, ends in thread_meets(self.flow).items()}
 
+    def _credit_merges(self) -> dict:
+        """The merges of a solution with credit: `_thread_merges`, and at each block that
+        no thread that ran a crediting fence may run, the facts that fence credits
+        uncredited again. A thread-index meet hands a fence's credit to every thread
+        after it, which holds while the fencing threads go on with them (their arrives
+        after the fence complete the same phases); code that only other threads run,
+        such as a second role's after the first role's fence, has no such arrive
+        (docs/fence.md §4.4)."""
+        merges = self._thread_merges()
+        threads = runners(self.flow)
+        homes = {id(event): block for block, events in enumerate(self.events) for event in events
+                 if id(event) in self._crediting}
+        for block in self.flow.rpo:
+            stale = 0
+            for key, credit in self._crediting.items():
+                if not threads[block] & threads[homes[key]]:
+                    stale |= credit
+            if stale:
+                inner = merges.get(block)
+                merges[block] = (lambda outs, inner=inner, stale=self.put(stale, UNCREDITED):
+                                 (inner(outs) if inner is not None else _union(outs)) | stale)
+        return merges
+
     def _need_mask(self, event: Event) -> int:
         """The facts that, pending at `event`, make it need a fence."""
         if event.kind is Kind.EXTERN:
@@ -552,7 +583,7 @@ class KernelAnalysis:
             self._crediting = {key: mask for key, mask in credits.items() if mask}
             if not self._crediting:  # no fence orders another thread's access: this solution stands
                 return
-            self._meets = self._thread_merges()
+            self._meets = self._credit_merges()
             self._own_credit = self._made_once()
         self._fixpoint(needy)
 

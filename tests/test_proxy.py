@@ -293,6 +293,31 @@ def test_a_thread_is_not_credited_its_own_access_made_again_in_a_loop():
     assert needs(fenced) == []
 
 
+def roles_in_sequence(role_a: str, role_b: str) -> str:
+    """Thread 0 initialises `full`, the CTA meets at bar.sync 0, then threads 0-127 run
+    `role_a` and the others `role_b`, written one after the other (``if (A) {...}
+    if (!A) {...}``): the two branches on the same predicate meet between the roles."""
+    return (f"{HEAD}.visible .entry k()\n{{\n{REGS}\tsetp.eq.u32 %p1, %r5, 0;\n"
+            "\t@%p1 mbarrier.init.shared::cta.b64 [%r3], 1;\n\tbar.sync 0;\n\tsetp.lt.u32 %p5, %r5, 128;\n"
+            f"\t@!%p5 bra END_A;\n{role_a}END_A:\n\t@%p5 bra END_B;\n{role_b}END_B:\n\tret;\n}}\n")
+
+
+def test_a_fence_is_not_credited_to_code_no_fencing_thread_runs():
+    """A fences after its arrive on barrier 1, the one barrier B waits on before its copy
+    completes on `full`: B may issue the copy before A fences, so no fence lies on a
+    causality path from thread 0's init to it (PTX ISA, memory consistency model: proxy
+    fences order along causality order), and it needs one. Where A's branch rejoins, A's
+    fence credits the init to the threads after the meet, B's too; but no thread that ran
+    the fence runs B's code, and B's own arrive on barrier 1 carried that credit back to B.
+    Found by the hand-off property test (seed 606)."""
+    role_b = "\tbar.arrive 2, 256;\n\tbar.sync 1, 256;\n" + TMA
+    text = roles_in_sequence("\tbar.arrive 1, 256;\n\tbar.sync 2, 256;\n\tfence.proxy.async.shared::cta;\n", role_b)
+    assert needs(text) == [(line_of(text, "[%r1], [%rd9"), "mbarrier-init", "shared::cta")]
+    # A fencing before its arrive on barrier 1: B's wait hears the arrive after the fence
+    assert needs(roles_in_sequence("\tfence.proxy.async.shared::cta;\n\tbar.arrive 1, 256;\n\tbar.sync 2, 256;\n",
+                                   role_b)) == []
+
+
 def test_across_ctas_only_the_issuers_fence_counts():
     producer = "\tst.shared.b16 [%r1+64], %h0;\n\tfence.proxy.async.shared::cta;\n\tbarrier.cluster.arrive;\n"
     multicast = TMA.replace("complete_tx::bytes", "complete_tx::bytes.multicast::cluster").replace(

@@ -1,0 +1,180 @@
+"""Which threads of a CTA may run each block: branches on the thread index, evaluated
+thread by thread.
+
+A predicate computed from ``%tid.x`` and constants alone (``%laneid`` too, and
+``%tid.y``/``%tid.z`` when the kernel's ``.maxntid``/``.reqntid`` makes them 0), through
+pure integer opcodes, has one value per thread, and there are at most 1024 threads:
+`runners` simply computes it for every ``%tid.x`` the CTA may have. At a branch on such a
+predicate only the threads that take an edge go along it; at any other branch all of
+them go both ways, so each set holds every thread that may run its block, and maybe
+more. docs/fence.md §4.4 uses the sets to keep a fence's credit out of the code that no
+thread that ran the fence runs.
+"""
+
+from __future__ import annotations
+
+from ptxkit.cfg.divergence import conditional, definitions, guard_of, qualified
+from ptxkit.cfg.graph import derived
+from ptxkit.cfg.registers import special_ranges
+from ptxkit.isa import is_special_register
+
+_UNSIGNED_COMPARE = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
+
+
+def runners(flow) -> list[int]:
+    """Block -> the threads that may run it, as a bit set (bit ``t``: the threads with
+    ``%tid.x == t``); computed once per graph.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.inline import inlined_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+    ...     ".visible .entry k() .maxntid 256, 1, 1\\n{\\n.reg .b32 %r<2>;\\n.reg .pred %p<2>;\\n"
+    ...     "\\tmov.u32 %r1, %tid.x;\\n\\tsetp.lt.u32 %p1, %r1, 128;\\n\\t@%p1 bra DONE;\\n"
+    ...     "\\tst.shared.u32 [%r1], 0;\\nDONE:\\n\\tret;\\n}\\n")
+    >>> [(bin(threads).count("1"), threads & 1) for threads in runners(inlined_graph(m.function("k")))]
+    [(256, 1), (128, 0), (256, 1)]
+    """
+    return derived(flow, "runners", lambda: _runners(flow))
+
+
+def _runners(flow) -> list[int]:
+    ranges = special_ranges(flow.function) if flow.function is not None else None
+    count = ranges["%tid.x"][1] + 1 if ranges is not None else 1024
+    everyone = (1 << count) - 1
+    values = _Values(flow, count, ranges)
+    edges: dict[tuple[int, int], int] = {}
+    for block in flow.rpo:
+        if not conditional(flow, block):
+            continue
+        taken = values.threads_where(guard_of(flow, block))
+        if taken is None:
+            continue
+        if flow.blocks[block].heads[-1][0].negated:
+            taken ^= everyone
+        for successor in flow.succ[block]:
+            edges[(block, successor)] = taken if flow.kinds.get((block, successor)) == "taken" else taken ^ everyone
+    sets = [0] * len(flow.blocks)
+    sets[flow.start] = everyone
+    work = [flow.start]
+    while work:
+        block = work.pop()
+        for successor in flow.succ[block]:
+            grown = sets[successor] | sets[block] & edges.get((block, successor), everyone)
+            if grown != sets[successor]:
+                sets[successor] = grown
+                work.append(successor)
+    return sets
+
+
+class _Values:
+    """Registers' values thread by thread (a list indexed by ``%tid.x``), or None for a
+    register that is not a pure function of the thread index."""
+
+    def __init__(self, flow, count: int, ranges: dict | None):
+        self.flow = flow
+        self.defined = definitions(flow)
+        tid = list(range(count))
+        self.known: dict[str, list | None] = {"%tid.x": tid}
+        flat = ranges is not None and ranges["%tid.y"] == (0, 0) and ranges["%tid.z"] == (0, 0)
+        if flat:  # one-dimensional blocks: the lane is the index within the warp
+            self.known.update({"%tid.y": [0] * count, "%tid.z": [0] * count, "%laneid": [t % 32 for t in tid]})
+        self.count = count
+
+    def threads_where(self, predicate: str) -> int | None:
+        """The bit set of the threads for which `predicate` is true, or None."""
+        values = self.of(predicate)
+        if values is None:
+            return None
+        return sum(1 << thread for thread, value in enumerate(values) if value)
+
+    def of(self, register: str) -> list | None:
+        if register not in self.known:
+            self.known[register] = None  # a cycle through the register reads it as unknown
+            self.known[register] = None if is_special_register(register) else self._computed(register)
+        return self.known[register]
+
+    def _computed(self, register: str) -> list | None:
+        where = self.defined.get(register)
+        if where is None or len(where) != 1:
+            return None
+        block, position = where[0]
+        guard, opcode, base, _ = self.flow.blocks[block].heads[position]
+        operands = self.flow.blocks[block].instructions[position].operands
+        if guard is not None or not operands or operands[0].kind != "register":
+            return None
+        sources = []
+        for operand in operands[1:]:
+            if operand.kind == "immediate" and isinstance(operand.value, int):
+                sources.append([operand.value] * self.count)
+            elif operand.kind in ("register", "special") and operand.name is not None and not operand.negated:
+                sources.append(self.of(qualified(self.flow, block, operand.name)))
+            else:
+                return None
+        if any(source is None for source in sources):
+            return None
+        return _apply(base, opcode.split(".")[1:], sources)
+
+
+def _apply(base: str, modifiers: list[str], sources: list[list[int]]) -> list | None:
+    """The values of one pure integer instruction, thread by thread (PTX ISA, integer
+    arithmetic, logic and shift, comparison and conversion instructions), or None."""
+    types = [m for m in modifiers if m == "pred" or m[:1] in "bsu" and m[1:] in ("8", "16", "32", "64")]
+    if not types or any(m[:1] == "f" or m in ("hi", "wide", "sat", "cc") for m in modifiers):
+        return None
+    result = types[0] if base == "cvt" else types[-1]  # cvt names the destination's type first
+    bits = 1 if result == "pred" else int(result[1:])
+    signed = result[0] == "s"
+    mask = (1 << bits) - 1
+
+    def wrap(values):
+        return [v & mask for v in values]
+
+    def signed_of(values):
+        return [(v & mask) - ((v & mask) >> (bits - 1) << bits) for v in values] if signed else wrap(values)
+
+    if base == "setp":
+        compare = next((m for m in modifiers if m in ("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs")),
+                       None)
+        if compare is None or len(sources) != 2:
+            return None
+        if compare in _UNSIGNED_COMPARE:
+            compare, signed = _UNSIGNED_COMPARE[compare], False
+        a, b = signed_of(sources[0]), signed_of(sources[1])
+        test = {"eq": int.__eq__, "ne": int.__ne__, "lt": int.__lt__, "le": int.__le__, "gt": int.__gt__,
+                "ge": int.__ge__}[compare]
+        return [int(test(x, y)) for x, y in zip(a, b)]
+    if base == "cvt":
+        if len(types) != 2 or "pred" in types or len(sources) != 1:
+            return None
+        source_bits, source_signed = int(types[1][1:]), types[1][0] == "s"
+        source_mask = (1 << source_bits) - 1
+        values = [v & source_mask for v in sources[0]]
+        if source_signed:
+            values = [v - (v >> (source_bits - 1) << source_bits) for v in values]
+        return wrap(values)
+    arity = {"mov": 1, "not": 1, "and": 2, "or": 2, "xor": 2, "add": 2, "sub": 2, "mul": 2, "shl": 2, "shr": 2,
+             "div": 2, "rem": 2, "min": 2, "max": 2, "mad": 3}.get(base)
+    if arity is None or len(sources) != arity:
+        return None
+    if base == "mov":
+        return wrap(sources[0])
+    if base == "not":
+        return [~v & mask for v in sources[0]]
+    a = signed_of(sources[0])
+    b = signed_of(sources[1])
+    if base in ("div", "rem"):
+        if any(y == 0 for y in b):
+            return None
+        quotients = [abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1) for x, y in zip(a, b)]
+        return wrap(quotients if base == "div" else [x - q * y for x, y, q in zip(a, b, quotients)])
+    if base in ("shl", "shr"):
+        counts = [v & 0xFFFFFFFF for v in sources[1]]
+        if base == "shl":
+            return [(x << n) & mask if n < bits else 0 for x, n in zip(a, counts)]
+        return wrap([x >> min(n, bits) for x, n in zip(a, counts)])
+    operation = {"and": int.__and__, "or": int.__or__, "xor": int.__xor__, "add": int.__add__,
+                 "sub": int.__sub__, "mul": int.__mul__, "min": min, "max": max, "mad": int.__mul__}[base]
+    values = [operation(x, y) for x, y in zip(a, b)]
+    if base == "mad":
+        values = [v + z for v, z in zip(values, sources[2])]
+    return wrap(values)
