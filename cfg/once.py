@@ -16,6 +16,13 @@ passes there; one on another mbarrier passes once an arrive on that mbarrier is
 reachable, or when another CTA may arrive on it. The arrives on B then hand over only
 the accesses made in those blocks.
 
+An arrive that a thread runs once, in the first trip of a loop, hands over none of the
+accesses that thread makes only after it: the graph's back edge brings the later trips'
+accesses to it, but no thread runs it again. Its own accesses it hands over are those
+made in the blocks reached from the entry without it (over the edges the do-once
+predicates allow) and before it in its block; another thread's, handed to it, are not
+limited so (that thread may have made them in any trip).
+
 >>> import ptxkit
 >>> from ptxkit.cfg.inline import inlined_graph
 >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
@@ -574,10 +581,12 @@ def _signed(value: int, signed: bool) -> int:
     return value - (1 << 32) if signed and value & 0x80000000 else value
 
 
-def export_limits(flow, events: list, facts: list) -> dict[int, int]:
-    """id(arrive event) -> the facts (bits) that arrive may hand to threads of its own
-    CTA, for the arrives on an mbarrier that completes once (see the module docstring).
-    Facts in the cluster window are never limited: they may come from another CTA.
+def export_limits(flow, events: list, facts: list) -> dict[int, tuple[int, int]]:
+    """id(arrive event) -> ``(allowed, own)``: the facts (bits) that arrive may hand to
+    threads of its own CTA, and of the accesses its own thread made, those it may have
+    made before it (see the module docstring), for the arrives on an mbarrier that
+    completes once and those a thread runs once in a loop. Facts in the cluster window
+    are never limited: they may come from another CTA.
 
     >>> export_limits(None, [[]], [])
     {}
@@ -591,15 +600,17 @@ def export_limits(flow, events: list, facts: list) -> dict[int, int]:
                 arrives.append((block, event))
             if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
                 waits.append((block, event))
-    # only a barrier with an arrive in a loop (behind a do-once predicate) is worth the
-    # cost: what an arrive outside loops hands over the phases of §4.2 mostly settle
+    # only an arrive in a loop (behind a do-once predicate) is worth the cost: what an
+    # arrive outside loops hands over the phases of §4.2 mostly settle
     looped = set(loop_forest(flow).innermost()) if arrives else set()
-    barriers = {event.sync[1] for block, event in arrives if block in looped
-                and event.sync[1].region is not None and event.sync[1].end - event.sync[1].start <= 8}
-    if not barriers or not any(head[1] == "mov.pred" for block in looped for head in flow.blocks[block].heads):
+    in_loops = [(block, event) for block, event in arrives if block in looped]
+    if not in_loops or not any(head[1] == "mov.pred" for block in looped for head in flow.blocks[block].heads):
         return {}  # no loop sets a predicate: no do-once predicate
     trips = Trips(flow)
-    limits: dict[int, int] = {}
+    everything = (1 << len(facts)) - 1
+    limits: dict[int, tuple[int, int]] = {}
+    barriers = {event.sync[1] for _, event in in_loops
+                if event.sync[1].region is not None and event.sync[1].end - event.sync[1].start <= 8}
     for barrier in barriers:
         if not any(event.sync[1] == barrier and trips.first_parity(block, event.position) == 0
                    for block, event in waits):
@@ -614,7 +625,21 @@ def export_limits(flow, events: list, facts: list) -> dict[int, int]:
                 allowed |= 1 << fact.index
         for block, event in on_it:  # an arrive on another CTA's barrier: that CTA's run is not this one
             if event.sync[1] == barrier and not trips.remote(block, event):
-                limits[id(event)] = allowed
+                limits[id(event)] = (allowed, everything)
+    reached_without: dict[int, dict] = {}
+    for block, event in in_loops:
+        if not trips.runs_once(block):
+            continue
+        if block not in reached_without:
+            others = frozenset(range(len(flow.blocks))) - {block}
+            reached_without[block] = trips.reach({flow.start: {}}, inside=others) if block != flow.start else {}
+        reached = reached_without[block]
+        own = 0
+        for fact in facts:
+            if any(origin in reached or origin == block and made.position < event.position
+                   for origin, made in fact.origins):
+                own |= 1 << fact.index
+        limits[id(event)] = (limits.get(id(event), (everything,))[0], own)
     return limits
 
 

@@ -688,9 +688,11 @@ class KernelAnalysis:
                 if strong:
                     state &= ~self.put(self._full, REMOTE)
             limit = self._export_limits.get(key)
-            if limit is not None:  # an arrive before its mbarrier's one completion (docs/fence.md §4.5)
-                same &= limit
-                unpublished &= limit
+            if limit is not None:  # an arrive before its mbarrier's one completion, or run once (§4.5)
+                allowed, own = limit
+                allowed &= ~(self.plane(state, LOCAL) & ~self.plane(state, IMPORTED) & ~own)
+                same &= allowed
+                unpublished &= allowed
             old = self.exports.get(key, _NO_EXPORT)
             self.exports[key] = (old[0] | unpublished, old[1] | crossed, old[2] | same & ~unpublished,
                                  old[3] | self._full & ~self.plane(state, UNCREDITED))

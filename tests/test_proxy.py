@@ -318,6 +318,29 @@ def test_a_fence_is_not_credited_to_code_no_fencing_thread_runs():
                                    role_b)) == []
 
 
+def test_an_arrive_run_once_hands_over_nothing_its_thread_writes_after_it():
+    """The producer arrives on `full` in its first trip alone (a do-once predicate) and
+    writes `tile` in every trip after it; the consumer waits on `full` once. Every write
+    follows the producer's one arrive, and the producer arrives on nothing the consumer
+    waits on afterwards, so no causality path leads from a write to the consumer's wgmma
+    and there is nothing for a fence to order (the kernel races on `tile` all the same).
+    The graph's back edge brings the writes of later trips to the arrive, but no thread
+    runs it then (docs/fence.md §4.5). Found by the hand-off property test (seed 611)."""
+    producer = ("\tmov.pred %p4, 0;\n\tmov.u32 %r8, 0;\nROUND_A:\n\t@%p4 bra ONCE_A;\n"
+                "\tmbarrier.arrive.shared::cta.b64 _, [%r3];\nONCE_A:\n\tst.shared.b16 [%r1], %h0;\n"
+                "\tand.b32 %r9, %r8, 1;\nWA:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p6, [%r4], %r9;\n"
+                "\t@!%p6 bra WA;\n\tmov.pred %p4, -1;\n\tadd.u32 %r8, %r8, 1;\n\tsetp.lt.u32 %p1, %r8, 4;\n"
+                "\t@%p1 bra ROUND_A;\n")
+    consumer = ("\tmov.pred %p4, 0;\n\tmov.u32 %r8, 0;\nROUND_B:\n\t@%p4 bra ONCE_B;\n"
+                + WAIT_FULL.format(n=1) + "ONCE_B:\n\tmbarrier.arrive.shared::cta.b64 _, [%r4];\n" + WG
+                + "\tmov.pred %p4, -1;\n\tadd.u32 %r8, %r8, 1;\n\tsetp.lt.u32 %p1, %r8, 4;\n\t@%p1 bra ROUND_B;\n")
+    assert needs(kernel(producer, consumer)) == []
+    # the write before the one arrive is handed over: the wgmma needs a fence
+    early = producer.replace("\tmov.u32 %r8, 0;\n", "\tmov.u32 %r8, 0;\n\tst.shared.b16 [%r1+64], %h0;\n", 1)
+    text = kernel(early, consumer)
+    assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cta")]
+
+
 def test_across_ctas_only_the_issuers_fence_counts():
     producer = "\tst.shared.b16 [%r1+64], %h0;\n\tfence.proxy.async.shared::cta;\n\tbarrier.cluster.arrive;\n"
     multicast = TMA.replace("complete_tx::bytes", "complete_tx::bytes.multicast::cluster").replace(
