@@ -20,8 +20,9 @@ An arrive that a thread runs once, in the first trip of a loop, hands over none 
 accesses that thread makes only after it: the graph's back edge brings the later trips'
 accesses to it, but no thread runs it again. Its own accesses it hands over are those
 made in the blocks reached from the entry without it (over the edges the do-once
-predicates allow) and before it in its block; another thread's, handed to it, are not
-limited so (that thread may have made them in any trip).
+predicates allow, and run by some of its threads: `ptxkit.cfg.thread_sets`) and before
+it in its block; another thread's, handed to it, are not limited so (that thread may
+have made them in any trip).
 
 >>> import ptxkit
 >>> from ptxkit.cfg.inline import inlined_graph
@@ -42,6 +43,7 @@ from ptxkit.cfg.events import Kind
 from ptxkit.cfg.locations import CLUSTER, overlaps
 from ptxkit.cfg.loops import loop_forest
 from ptxkit.cfg.registers import destinations
+from ptxkit.cfg.thread_sets import runners
 from ptxkit.isa import SyncObject
 
 __all__ = ["Trips", "export_limits"]
@@ -626,13 +628,16 @@ def export_limits(flow, events: list, facts: list) -> dict[int, tuple[int, int]]
         for block, event in on_it:  # an arrive on another CTA's barrier: that CTA's run is not this one
             if event.sync[1] == barrier and not trips.remote(block, event):
                 limits[id(event)] = (allowed, everything)
-    reached_without: dict[int, dict] = {}
+    reached_without: dict[int, set] = {}
     for block, event in in_loops:
         if not trips.runs_once(block):
             continue
-        if block not in reached_without:
+        if block not in reached_without:  # what this block's threads may run before it
             others = frozenset(range(len(flow.blocks))) - {block}
-            reached_without[block] = trips.reach({flow.start: {}}, inside=others) if block != flow.start else {}
+            threads = runners(flow)
+            reached_without[block] = {other for other in (trips.reach({flow.start: {}}, inside=others)
+                                                          if block != flow.start else ())
+                                      if threads[other] & threads[block]}
         reached = reached_without[block]
         own = 0
         for fact in facts:

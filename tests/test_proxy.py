@@ -325,7 +325,7 @@ def test_an_arrive_run_once_hands_over_nothing_its_thread_writes_after_it():
     waits on afterwards, so no causality path leads from a write to the consumer's wgmma
     and there is nothing for a fence to order (the kernel races on `tile` all the same).
     The graph's back edge brings the writes of later trips to the arrive, but no thread
-    runs it then (docs/fence.md §4.5). Found by the hand-off property test (seed 611)."""
+    runs it then (docs/fence.md §4.5). Found by the hand-off property test (seeds 611, 614)."""
     producer = ("\tmov.pred %p4, 0;\n\tmov.u32 %r8, 0;\nROUND_A:\n\t@%p4 bra ONCE_A;\n"
                 "\tmbarrier.arrive.shared::cta.b64 _, [%r3];\nONCE_A:\n\tst.shared.b16 [%r1], %h0;\n"
                 "\tand.b32 %r9, %r8, 1;\nWA:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p6, [%r4], %r9;\n"
@@ -335,6 +335,14 @@ def test_an_arrive_run_once_hands_over_nothing_its_thread_writes_after_it():
                 + WAIT_FULL.format(n=1) + "ONCE_B:\n\tmbarrier.arrive.shared::cta.b64 _, [%r4];\n" + WG
                 + "\tmov.pred %p4, -1;\n\tadd.u32 %r8, %r8, 1;\n\tsetp.lt.u32 %p1, %r8, 4;\n\t@%p1 bra ROUND_B;\n")
     assert needs(kernel(producer, consumer)) == []
+    # the same with reads: the consumer reads `tile` and fences, or loads it again; the
+    # producer's reads, after its one arrive, are not handed over, though the consumer's
+    # reads of the same bytes (one fact with the producer's) are made by threads that
+    # do not run the arrive
+    reader = producer.replace("\tst.shared.b16 [%r1], %h0;\n", "\tld.shared.b16 %h1, [%r1];\n")
+    reload = consumer.replace(WG, "\tsetp.eq.u32 %p3, %r8, 2;\n\t@%p3 bra LOAD;\n\tld.shared.b16 %h1, [%r1];\n"
+                                  "\tfence.proxy.async.shared::cta;\n\tbra.uni LOADED;\nLOAD:\n" + TMA + "LOADED:\n")
+    assert needs(kernel(reader, reload)) == []
     # the write before the one arrive is handed over: the wgmma needs a fence
     early = producer.replace("\tmov.u32 %r8, 0;\n", "\tmov.u32 %r8, 0;\n\tst.shared.b16 [%r1+64], %h0;\n", 1)
     text = kernel(early, consumer)
