@@ -223,12 +223,13 @@ class Trips:
                 edges.append((successor, _kept(state, live[successor])))
         return edges
 
-    def reach(self, starts: dict, blocked=frozenset(), inside=None, resume=None, again=()) -> dict:
+    def reach(self, starts: dict, blocked=frozenset(), inside=None, resume=None, again=(), until=None) -> dict:
         """Block -> the sets of constants on entry (at most `_SETS`; more are merged), for
         the blocks reached from `starts` (block -> a set of constants there) over the edges
         the constants allow, staying in `inside` when given; the waits at `blocked`
         positions fail. `resume` continues an earlier result (fewer waits blocked), running
-        the blocks `again` anew.
+        the blocks `again` anew. With `until`, the search stops once it reaches that
+        block (the result then holds it, and only part of the rest).
 
         >>> import ptxkit
         >>> from ptxkit.cfg.inline import inlined_graph
@@ -263,6 +264,8 @@ class Trips:
                     states[successor] = [out]
                 else:
                     old.append(out)
+                if successor == until:
+                    return states
                 work.append((successor, out))
         return states
 
@@ -273,6 +276,25 @@ class Trips:
         if found is None:
             found = self._once[block] = self._runs_once(block)
         return found
+
+    def before_once(self, block: int) -> set:
+        """The blocks a thread may run before its one run of `block` (one that
+        `runs_once`, in a loop): those of the outermost loop around it reached from the
+        loop's entry without it, over the edges the constants allow, and every block
+        outside that loop (a thread that leaves the loop never comes back to `block`)."""
+        around = max((loop for loop in self.forest.loops if block in loop.blocks), key=lambda loop: len(loop.blocks))
+        if self._entry_states is None:
+            self._entry_states = self.reach({self.flow.start: {}})
+        inside = frozenset(around.blocks) - {block}
+        before = set(range(len(self.flow.blocks))) - around.blocks
+        for outer in self.flow.pred[around.header]:
+            if outer in around.blocks:
+                continue
+            for state in self._entry_states.get(outer, ()):
+                for successor, out in self._edges(outer, self._run(outer, state)):
+                    if successor in inside:
+                        before.update(self.reach({successor: out}, inside=inside))
+        return before
 
     def _runs_once(self, block: int) -> bool:
         if block not in self.innermost and block not in self.forest.irreducible:
@@ -285,7 +307,7 @@ class Trips:
         around = max((loop.blocks for loop in self.forest.loops if block in loop.blocks), key=len, default=None)
         for state in self._entry_states.get(block, ()):
             for successor, out in self._edges(block, self._run(block, state)):
-                if block in self.reach({successor: out}, inside=around):
+                if block in self.reach({successor: out}, inside=around, until=block):
                     return False
         return True
 
@@ -633,11 +655,8 @@ def export_limits(flow, events: list, facts: list) -> dict[int, tuple[int, int]]
         if not trips.runs_once(block):
             continue
         if block not in reached_without:  # what this block's threads may run before it
-            others = frozenset(range(len(flow.blocks))) - {block}
             threads = runners(flow)
-            reached_without[block] = {other for other in (trips.reach({flow.start: {}}, inside=others)
-                                                          if block != flow.start else ())
-                                      if threads[other] & threads[block]}
+            reached_without[block] = {other for other in trips.before_once(block) if threads[other] & threads[block]}
         reached = reached_without[block]
         own = 0
         for fact in facts:
