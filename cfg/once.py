@@ -21,8 +21,8 @@ accesses that thread makes only after it: the graph's back edge brings the later
 accesses to it, but no thread runs it again. Its own accesses it hands over are those
 made in the blocks reached from the entry without it (over the edges the do-once
 predicates allow, and run by some of its threads: `ptxkit.cfg.thread_sets`) and before
-it in its block; another thread's, handed to it, are not limited so (that thread may
-have made them in any trip).
+it in its block; of what other threads handed to it, only what the waits it passes
+before it import (those threads may have made it in any trip).
 
 >>> import ptxkit
 >>> from ptxkit.cfg.inline import inlined_graph
@@ -605,12 +605,13 @@ def _signed(value: int, signed: bool) -> int:
     return value - (1 << 32) if signed and value & 0x80000000 else value
 
 
-def export_limits(flow, events: list, facts: list) -> dict[int, tuple[int, int]]:
-    """id(arrive event) -> ``(allowed, own)``: the facts (bits) that arrive may hand to
-    threads of its own CTA, and of the accesses its own thread made, those it may have
-    made before it (see the module docstring), for the arrives on an mbarrier that
-    completes once and those a thread runs once in a loop. Facts in the cluster window
-    are never limited: they may come from another CTA.
+def export_limits(flow, events: list, facts: list) -> dict[int, tuple]:
+    """id(arrive event) -> ``(allowed, own, heard)``: the facts (bits) that arrive may
+    hand to threads of its own CTA; of the accesses its own thread made, those it may
+    have made before it; and the ids of the waits its thread may pass before it, whose
+    imports alone it may hold (None: any wait's); see the module docstring. For the
+    arrives on an mbarrier that completes once and those a thread runs once in a loop.
+    Facts in the cluster window are never limited: they may come from another CTA.
 
     >>> export_limits(None, [[]], [])
     {}
@@ -649,7 +650,7 @@ def export_limits(flow, events: list, facts: list) -> dict[int, tuple[int, int]]
                 allowed |= 1 << fact.index
         for block, event in on_it:  # an arrive on another CTA's barrier: that CTA's run is not this one
             if event.sync[1] == barrier and not trips.remote(block, event):
-                limits[id(event)] = (allowed, everything)
+                limits[id(event)] = (allowed, everything, None)
     reached_without: dict[int, set] = {}
     for block, event in in_loops:
         if not trips.runs_once(block):
@@ -663,7 +664,10 @@ def export_limits(flow, events: list, facts: list) -> dict[int, tuple[int, int]]
             if any(origin in reached or origin == block and made.position < event.position
                    for origin, made in fact.origins):
                 own |= 1 << fact.index
-        limits[id(event)] = (limits.get(id(event), (everything,))[0], own)
+        heard = tuple(id(wait) for other, found in enumerate(events) for wait in found
+                      if wait.kind in (Kind.WAIT, Kind.ARRIVE_WAIT)
+                      and (other in reached or other == block and wait.position < event.position))
+        limits[id(event)] = (limits.get(id(event), (everything,))[0], own, heard)
     return limits
 
 

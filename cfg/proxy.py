@@ -689,8 +689,13 @@ class KernelAnalysis:
                     state &= ~self.put(self._full, REMOTE)
             limit = self._export_limits.get(key)
             if limit is not None:  # an arrive before its mbarrier's one completion, or run once (§4.5)
-                allowed, own = limit
-                allowed &= ~(self.plane(state, LOCAL) & ~self.plane(state, IMPORTED) & ~own)
+                allowed, own, heard = limit
+                if heard is not None:
+                    imported = 0
+                    for wait in heard:
+                        imported |= self.imports.get(wait, _NO_IMPORT)[0]
+                    local, handed = self.plane(state, LOCAL), self.plane(state, IMPORTED)
+                    allowed &= ~((local | handed) & ~(local & own | handed & imported))
                 same &= allowed
                 unpublished &= allowed
             old = self.exports.get(key, _NO_EXPORT)

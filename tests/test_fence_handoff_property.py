@@ -763,7 +763,6 @@ def test_pass_fences_exactly_the_looping_programs_with_a_violation(program, war)
     """(a) for roles that loop (roles in sequence aside: there the pass follows paths
     from one role's code into the other's that no thread takes)."""
     assume(not program.in_sequence)
-    assume(not arrives_once_then_meets_at_a_named_barrier(program))  # docs/fence.md §8, completes once
     text = render(program)
     _, report = fence_text(text, "k.ptx", placement="inline", fence_side="issuer", war=war)
     exploration = explore(text)
@@ -971,22 +970,15 @@ READ_BY_B = {
 }
 
 
-@pytest.mark.parametrize("when", [
-    "after", pytest.param("before", marks=pytest.mark.xfail(strict=True, reason=(
-        "docs/fence.md §8, a barrier that completes once: B's read may run before 'order' completes, "
-        "so the limit keeps it, though it reaches A only after A's one arrive")))])
+@pytest.mark.parametrize("when", ["after", "before"])
 def test_a_read_that_cannot_reach_the_one_arrive_needs_no_fence(when):
-    """The explorer finds no violation; the pass agrees where B reads after waiting for
-    C (CUTLASS's epilogue, docs/fence.md §4.5) and over-fences where B reads before."""
+    """The explorer finds no violation, and the pass agrees: where B reads after waiting
+    for C (CUTLASS's epilogue) no read of B runs before 'order' completes; where B reads
+    before, its read reaches A only through A's wait, after A's one arrive, which hands
+    on only what the waits before it import (docs/fence.md §4.5, items 4 and 5)."""
     text = render(READ_BY_B[when])
     assert explore(text) == Exploration(set(), set(), True)
     assert not fence_text(text, "k.ptx", placement="inline")[1].fences
-
-
-def arrives_once_then_meets_at_a_named_barrier(program: Program) -> bool:
-    """A's one arrive on the forward mbarrier, then A's wait on a named barrier: the pass
-    hands what A does after that wait on at the one arrive (docs/fence.md §8)."""
-    return program.once and ("wait", "backward", "named") in program.role_a
 
 
 #: A arrives on `forward` in its first round only, meets B at `bar.sync`, then writes X;
@@ -1000,11 +992,11 @@ WRITE_AFTER_THE_NAMED_WAIT = Program(
     rounds=True, once=True)
 
 
-@pytest.mark.xfail(strict=True, reason="docs/fence.md §8, a barrier that completes once: the pass runs A past its "
-                   "named-barrier wait before 'forward' completes and hands A's write on at the one arrive")
 def test_a_write_after_a_named_wait_that_follows_the_one_arrive_needs_no_fence():
+    """A's write follows its one arrive in every round, and what A's bar.sync hands back
+    to A itself comes after that arrive too: the arrive hands on neither
+    (docs/fence.md §4.5, item 5)."""
     text = render(WRITE_AFTER_THE_NAMED_WAIT)
-    assert arrives_once_then_meets_at_a_named_barrier(WRITE_AFTER_THE_NAMED_WAIT)
     assert explore(text) == Exploration(set(), set(), True)
     assert not fence_text(text, "k.ptx", placement="inline")[1].fences
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import ptxkit
-from ptxkit.cfg.events import EventOptions, classify
+from ptxkit.cfg.events import EventOptions, Kind, classify
 from ptxkit.cfg.inline import inlined_graph
 from ptxkit.cfg.once import Trips
 
@@ -106,26 +106,31 @@ def test_a_multicast_commit_may_arrive_on_another_cta():
 
 
 def test_an_arrive_run_once_hands_over_only_its_threads_earlier_accesses():
-    """First trip only: a store, then an arrive on `bar`; every trip: a store after them;
-    before the loop: a store. The arrive's own limit keeps the stores before the loop and
-    before it in its block, and leaves out the one that follows it in every trip; the hand-off limit stays whole
+    """First trip only: a store, then an arrive on `bar`; every trip: a store and a
+    bar.sync after them; before the loop: a store and a bar.sync. The arrive's own limit
+    keeps the stores before the loop and before it in its block, and leaves out the one
+    that follows it in every trip; of the waits, only the first is heard before it; the hand-off limit stays whole
     (`bar` has no wait for parity 0, so no one-completion limit)."""
     from ptxkit.cfg.once import export_limits
     from ptxkit.cfg.proxy import AnalysisOptions, KernelAnalysis
 
-    body = ("\tmov.u32 %r2, bar;\n\tmov.u32 %r5, 0;\n\tst.shared.u32 [%r2+64], %r5;\n\tmov.pred %p1, 0;\n"
+    body = ("\tmov.u32 %r2, bar;\n\tmov.u32 %r5, 0;\n\tst.shared.u32 [%r2+64], %r5;\n\tbar.sync 1;\n"
+            "\tmov.pred %p1, 0;\n"
             "\tmov.u32 %r1, 0;\nL:\n\t@%p1 bra N;\n\tst.shared.u32 [%r2+192], %r5;\n"
             "\tmbarrier.arrive.shared::cta.b64 _, [%r2];\nN:\n"
-            "\tst.shared.u32 [%r2+128], %r5;\n\tmov.pred %p1, -1;\n\tadd.s32 %r1, %r1, 1;\n"
+            "\tst.shared.u32 [%r2+128], %r5;\n\tbar.sync 2;\n\tmov.pred %p1, -1;\n\tadd.s32 %r1, %r1, 1;\n"
             "\tsetp.lt.u32 %p2, %r1, 8;\n\t@%p2 bra L;\n"
             "\tcp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r2+64], [%rd1], 128, [%r2];\n")
     text = f"{HEAD}.visible .entry k()\n{{\n{REGS}.reg .b64 %rd<2>;\n{body}\tret;\n}}\n"
     analysis = KernelAnalysis(ptxkit.parse(text, "k.ptx").function("k"), AnalysisOptions())
     limits = export_limits(analysis.flow, analysis.events, analysis.facts)
-    (allowed, own), = limits.values()
+    (allowed, own, heard), = limits.values()
     made = {analysis.flow.blocks[block].instructions[event.position].text.strip(): fact.index
             for fact in analysis.facts for block, event in fact.origins}
     before, after = made["st.shared.u32 [%r2+64], %r5;"], made["st.shared.u32 [%r2+128], %r5;"]
     first = made["st.shared.u32 [%r2+192], %r5;"]
     assert own >> before & 1 and own >> first & 1 and not own >> after & 1
     assert allowed == (1 << len(analysis.facts)) - 1
+    syncs = {analysis.flow.blocks[block].instructions[event.position].text.strip(): id(event)
+             for block, events in enumerate(analysis.events) for event in events if event.kind is Kind.ARRIVE_WAIT}
+    assert heard == (syncs["bar.sync 1;"],)  # what the bar.sync after it imports is not held there
