@@ -258,6 +258,7 @@ class KernelAnalysis:
         self.facts: list[Fact] = []
         self._make_facts()
         self._export_limits = export_limits(self.flow, self.events, self.facts) if self._count else {}
+        self._hearers = self._limited_hearers()
         self._crediting_ids = self._crediting_fences()
         self._meets: dict = {}  # block -> its merge, where thread-index splits meet (with credit only)
         self._crediting: dict[int, int] = {}  # id(fence) -> the facts it credits, once `_run` knows them
@@ -385,6 +386,17 @@ class KernelAnalysis:
                     mask = self._need_mask(event)
                     crossed = mask if event.cross else mask & self._cluster_mask
                     self._need_masks[id(event)] = (mask, crossed)
+
+    def _limited_hearers(self) -> dict[int, set]:
+        """id(wait) -> the blocks of the arrives whose exports hold what that wait imports
+        (an arrive run once, §4.5): when the wait imports more, their blocks run again,
+        though the states reaching them may not change."""
+        blocks = {id(event): block for block, events in enumerate(self.events) for event in events}
+        hearers: dict[int, set] = {}
+        for key, (_, _, heard) in self._export_limits.items():
+            for wait in heard or ():
+                hearers.setdefault(wait, set()).add(blocks[key])
+        return hearers
 
     def _crediting_fences(self) -> frozenset:
         """The ids of the kernel's own unguarded fences, whose ordering of accesses other
@@ -645,6 +657,7 @@ class KernelAnalysis:
                             resume = False  # an import shrank: the next round starts over
                         imports[wait] = handed
                         changed.add(homes[wait])
+                        changed.update(self._hearers.get(wait, ()))
             if not changed:
                 break
         else:

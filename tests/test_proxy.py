@@ -349,6 +349,43 @@ def test_an_arrive_run_once_hands_over_nothing_its_thread_writes_after_it():
     assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cta")]
 
 
+FOUR_ROLES_HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.shared .align 1024 .b8 tile[8192];\n"
+                   ".shared .align 8 .b64 bx;\n.shared .align 8 .b64 by;\n.shared .align 8 .b64 bz;\n"
+                   ".shared .align 8 .b64 full;\n")
+
+
+def four_roles(c: str, d: str, p: str, e: str) -> str:
+    """Warps 0, 1, 2 and 3 and up run `c`, `d`, `p` and `e`; %r1 is `tile`, %r3 `full`,
+    %r10-%r12 the mbarriers bx, by, bz, %rd2 a wgmma descriptor of `tile`."""
+    return (f"{FOUR_ROLES_HEAD}.visible .entry k()\n{{\n.reg .pred %p<8>;\n.reg .b16 %h<2>;\n.reg .b32 %r<16>;\n"
+            ".reg .b64 %rd<16>;\n.reg .f32 %f<8>;\n\tmov.u32 %r1, tile;\n\tmov.u32 %r3, full;\n\tmov.u32 %r10, bx;\n"
+            "\tmov.u32 %r11, by;\n\tmov.u32 %r12, bz;\n\tmov.u32 %r5, %tid.x;\n\tshr.u32 %r6, %r1, 4;\n"
+            "\tcvt.u64.u32 %rd1, %r6;\n\tor.b64 %rd2, %rd1, 68720001024;\n\tshr.u32 %r7, %r5, 5;\n"
+            f"\tsetp.ne.u32 %p1, %r7, 0;\n\t@%p1 bra NOT_C;\n{c}\tbra.uni DONE;\nNOT_C:\n"
+            f"\tsetp.ne.u32 %p3, %r7, 1;\n\t@%p3 bra NOT_D;\n{d}\tbra.uni DONE;\nNOT_D:\n"
+            f"\tsetp.ne.u32 %p5, %r7, 2;\n\t@%p5 bra NOT_P;\n{p}\tbra.uni DONE;\nNOT_P:\n{e}DONE:\n\tret;\n}}\n")
+
+
+def test_an_arrive_run_once_hands_on_what_a_wait_before_it_imports_late():
+    """C writes `tile` and hands it to D (bz) and to P (by); D hands it on to P (bx). P's
+    loop waits on bx, arrives once on `full`, waits on by; E waits on `full` and reads
+    `tile` with wgmma. C's write reaches E through D, P's first wait and its one arrive
+    (PTX ISA, memory consistency model: causality order through the mbarriers): the wgmma
+    needs a fence. P's wait on bx imports the write a round of the fixpoint after the
+    write reached P's arrive over the loop's back edge (from the wait on by); the arrive
+    must hand it on when that import comes, though the states reaching it do not change."""
+    c = "\tst.shared.b16 [%r1], %h0;\n\tmbarrier.arrive.shared::cta.b64 _, [%r12];\n\tmbarrier.arrive.shared::cta.b64 _, [%r11];\n"
+    d = "WZ:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p6, [%r12], 0;\n\t@!%p6 bra WZ;\n\tmbarrier.arrive.shared::cta.b64 _, [%r10];\n"
+    p = ("\tmov.pred %p4, 0;\n\tmov.u32 %r8, 0;\nROUND:\n\tand.b32 %r9, %r8, 1;\n"
+         "WX:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p6, [%r10], %r9;\n\t@!%p6 bra WX;\n"
+         "\t@%p4 bra ONCE;\n\tmbarrier.arrive.shared::cta.b64 _, [%r3];\nONCE:\n"
+         "WY:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p6, [%r11], %r9;\n\t@!%p6 bra WY;\n"
+         "\tmov.pred %p4, -1;\n\tadd.u32 %r8, %r8, 1;\n\tsetp.lt.u32 %p2, %r8, 4;\n\t@%p2 bra ROUND;\n")
+    e = "WF:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p6, [%r3], 0;\n\t@!%p6 bra WF;\n" + WG
+    text = four_roles(c, d, p, e)
+    assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cta")]
+
+
 def test_across_ctas_only_the_issuers_fence_counts():
     producer = "\tst.shared.b16 [%r1+64], %h0;\n\tfence.proxy.async.shared::cta;\n\tbarrier.cluster.arrive;\n"
     multicast = TMA.replace("complete_tx::bytes", "complete_tx::bytes.multicast::cluster").replace(
