@@ -24,6 +24,7 @@ a few runs.
 from __future__ import annotations
 
 import argparse
+import gc
 import shutil
 import subprocess
 import sys
@@ -197,8 +198,11 @@ def best_of(runs: int, action):
 
 
 def measure_pass(text: str, name: str, runs: int) -> dict:
-    """Best-of-`runs` parse / fence / print times (collector paused as in the CLI)."""
+    """Best-of-`runs` parse / fence / print times (collector paused as in the CLI; the
+    earlier runs' garbage collected before each, outside the timing, as a process that
+    ends after one run never keeps it)."""
     def once():
+        gc.collect()
         with paused_gc():
             t0 = time.perf_counter()
             module = parse(text, name)
