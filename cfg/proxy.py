@@ -467,14 +467,21 @@ class KernelAnalysis:
         such as a second role's after the first role's fence, has no such arrive
         (docs/fence.md §4.4)."""
         merges = self._thread_merges()
+        if not merges:  # a credit reaches another thread's code only through a meet
+            return merges
         threads = runners(self.flow)
-        homes = {id(event): block for block, events in enumerate(self.events) for event in events
-                 if id(event) in self._crediting}
+        fencers: dict[int, int] = {}  # the threads of a crediting fence's block -> what such fences credit
+        for block, events in enumerate(self.events):
+            for event in events:
+                credit = self._crediting.get(id(event))
+                if credit:
+                    fencers[threads[block]] = fencers.get(threads[block], 0) | credit
+        stale_for: dict[int, int] = {}  # the threads of a block -> what no fence they may have run credits
         for block in self.flow.rpo:
-            stale = 0
-            for key, credit in self._crediting.items():
-                if not threads[block] & threads[homes[key]]:
-                    stale |= credit
+            stale = stale_for.get(threads[block])
+            if stale is None:
+                stale = stale_for[threads[block]] = _union({ran: credit for ran, credit in fencers.items()
+                                                            if not ran & threads[block]})
             if stale:
                 inner = merges.get(block)
                 merges[block] = (lambda outs, inner=inner, stale=self.put(stale, UNCREDITED):

@@ -19,6 +19,8 @@ from ptxkit.cfg.registers import special_ranges
 from ptxkit.isa import is_special_register
 
 _UNSIGNED_COMPARE = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
+#: a predicate's values, one byte per thread, as the digits of a binary number
+_DIGITS = bytes.maketrans(b"\x00\x01", b"01")
 
 
 def runners(flow) -> list[int]:
@@ -75,51 +77,86 @@ class _Values:
         self.defined = definitions(flow)
         tid = list(range(count))
         self.known: dict[str, list | None] = {"%tid.x": tid}
+        self.pure: dict[str, bool] = {}
         flat = ranges is not None and ranges["%tid.y"] == (0, 0) and ranges["%tid.z"] == (0, 0)
         if flat:  # one-dimensional blocks: the lane is the index within the warp
             self.known.update({"%tid.y": [0] * count, "%tid.z": [0] * count, "%laneid": [t % 32 for t in tid]})
         self.count = count
 
     def threads_where(self, predicate: str) -> int | None:
-        """The bit set of the threads for which `predicate` is true, or None."""
+        """The bit set of the threads for which `predicate` (0 or 1 in each) is true, or None."""
         values = self.of(predicate)
         if values is None:
             return None
-        return sum(1 << thread for thread, value in enumerate(values) if value)
+        return int(bytes(reversed(values)).translate(_DIGITS), 2)
 
     def of(self, register: str) -> list | None:
         if register not in self.known:
-            self.known[register] = None  # a cycle through the register reads it as unknown
-            self.known[register] = None if is_special_register(register) else self._computed(register)
+            pure = self._pure(register)  # no cycle gets past it: `_pure` reads one as impure
+            self.known[register] = self._computed(register) if pure else None
         return self.known[register]
 
-    def _computed(self, register: str) -> list | None:
+    def _pure(self, register: str) -> bool:
+        """True when `register` may be computed: its sources, followed down, are the
+        thread index and constants through opcodes `_apply` knows (checked before any
+        values are, so that an expression that also reads a parameter costs no lists)."""
+        found = self.pure.get(register)
+        if found is None:
+            if register in self.known:
+                return self.known[register] is not None
+            self.pure[register] = False  # a cycle through the register reads it as unknown
+            definition = self._definition(register)
+            found = self.pure[register] = definition is not None and all(
+                isinstance(source, int) or self._pure(source) for source in definition[2])
+        return found
+
+    def _definition(self, register: str) -> tuple | None:
+        """``(opcode, modifiers, sources)`` of the one unguarded definition of `register`,
+        each source a number or a qualified register; None when there is none such."""
         where = self.defined.get(register)
         if where is None or len(where) != 1:
             return None
         block, position = where[0]
         guard, opcode, base, _ = self.flow.blocks[block].heads[position]
+        modifiers = opcode.split(".")[1:]
+        if guard is not None or not _supported(base, modifiers):
+            return None
         operands = self.flow.blocks[block].instructions[position].operands
-        if guard is not None or not operands or operands[0].kind != "register":
+        if not operands or operands[0].kind != "register":
             return None
         sources = []
         for operand in operands[1:]:
             if operand.kind == "immediate" and isinstance(operand.value, int):
-                sources.append([operand.value] * self.count)
+                sources.append(operand.value)
             elif operand.kind in ("register", "special") and operand.name is not None and not operand.negated:
-                sources.append(self.of(qualified(self.flow, block, operand.name)))
+                sources.append(qualified(self.flow, block, operand.name))
             else:
                 return None
-        if any(source is None for source in sources):
+        return base, modifiers, sources
+
+    def _computed(self, register: str) -> list | None:
+        base, modifiers, sources = self._definition(register)
+        values = [[source] * self.count if isinstance(source, int) else self.of(source) for source in sources]
+        if any(value is None for value in values):
             return None
-        return _apply(base, opcode.split(".")[1:], sources)
+        return _apply(base, modifiers, values)
+
+
+_OPCODES = frozenset({"mov", "not", "and", "or", "xor", "add", "sub", "mul", "shl", "shr", "div", "rem", "min",
+                      "max", "mad", "setp", "cvt"})
+
+
+def _supported(base: str, modifiers: list[str]) -> bool:
+    """True for an integer opcode `_apply` follows (no float type, no high half, no
+    carry or saturation)."""
+    return base in _OPCODES and not any(m[:1] == "f" or m in ("hi", "wide", "sat", "cc") for m in modifiers)
 
 
 def _apply(base: str, modifiers: list[str], sources: list[list[int]]) -> list | None:
     """The values of one pure integer instruction, thread by thread (PTX ISA, integer
     arithmetic, logic and shift, comparison and conversion instructions), or None."""
     types = [m for m in modifiers if m == "pred" or m[:1] in "bsu" and m[1:] in ("8", "16", "32", "64")]
-    if not types or any(m[:1] == "f" or m in ("hi", "wide", "sat", "cc") for m in modifiers):
+    if not types or not _supported(base, modifiers):
         return None
     result = types[0] if base == "cvt" else types[-1]  # cvt names the destination's type first
     bits = 1 if result == "pred" else int(result[1:])
@@ -127,10 +164,13 @@ def _apply(base: str, modifiers: list[str], sources: list[list[int]]) -> list | 
     mask = (1 << bits) - 1
 
     def wrap(values):
-        return [v & mask for v in values]
+        return list(map(mask.__and__, values))
 
-    def signed_of(values):
-        return [(v & mask) - ((v & mask) >> (bits - 1) << bits) for v in values] if signed else wrap(values)
+    def signed_of(values):  # two's complement of `bits` bits: (v + half) mod 2^bits - half
+        if not signed:
+            return wrap(values)
+        half = 1 << (bits - 1)
+        return [((v + half) & mask) - half for v in values]
 
     if base == "setp":
         compare = next((m for m in modifiers if m in ("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs")),
@@ -142,7 +182,7 @@ def _apply(base: str, modifiers: list[str], sources: list[list[int]]) -> list | 
         a, b = signed_of(sources[0]), signed_of(sources[1])
         test = {"eq": int.__eq__, "ne": int.__ne__, "lt": int.__lt__, "le": int.__le__, "gt": int.__gt__,
                 "ge": int.__ge__}[compare]
-        return [int(test(x, y)) for x, y in zip(a, b)]
+        return list(map(int, map(test, a, b)))
     if base == "cvt":
         if len(types) != 2 or "pred" in types or len(sources) != 1:
             return None
@@ -174,7 +214,7 @@ def _apply(base: str, modifiers: list[str], sources: list[list[int]]) -> list | 
         return wrap([x >> min(n, bits) for x, n in zip(a, counts)])
     operation = {"and": int.__and__, "or": int.__or__, "xor": int.__xor__, "add": int.__add__,
                  "sub": int.__sub__, "mul": int.__mul__, "min": min, "max": max, "mad": int.__mul__}[base]
-    values = [operation(x, y) for x, y in zip(a, b)]
+    values = map(operation, a, b)
     if base == "mad":
-        values = [v + z for v, z in zip(values, sources[2])]
+        values = map(int.__add__, values, sources[2])
     return wrap(values)
