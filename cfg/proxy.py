@@ -409,15 +409,19 @@ class KernelAnalysis:
             return frozenset()
         return fences
 
-    def _imported_before_in_round(self) -> dict[int, int]:
+    def _imported_before_in_round(self, threads: int) -> dict[int, int]:
         """block -> the facts imported by the waits on the paths from the entry to it
-        that take no loop's back edge (before it in its round). A fence credits only
+        that take no loop's back edge (before it in its round), at waits some of
+        `threads` (a bit set, `ptxkit.cfg.thread_sets`) may pass. A fence credits only
         those: what a wait after it imported in the previous round may come again, a new
         instance, in the phase where the fencing thread's arrives still carry the old
-        credit (docs/fence.md §4.4). A block reached first over an edge that retreats
-        without being a back edge (irreducible flow) misses those paths' facts, which
-        only credits less."""
+        credit; and what a wait none of the fencing threads pass imported reaches the
+        fence only along a path no thread takes (two roles written one after the other,
+        the first role's imports flowing into the second's code; docs/fence.md §4.4). A
+        block reached first over an edge that retreats without being a back edge
+        (irreducible flow) misses those paths' facts, which only credits less."""
         dominators = DominatorTree.of(self.flow)
+        ran = runners(self.flow)
         before: dict[int, int] = {}
         through: dict[int, int] = {}  # block -> what is imported up to its end
         for block in self.flow.rpo:
@@ -426,7 +430,7 @@ class KernelAnalysis:
                 if previous in through and not dominators.dominates(block, previous):
                     facts |= through[previous]
             before[block] = facts
-            through[block] = facts | self._block_imports(block)
+            through[block] = facts | (self._block_imports(block) if ran[block] & threads else 0)
         return before
 
     def _block_imports(self, block: int, until: Event | None = None) -> int:
@@ -595,9 +599,12 @@ class KernelAnalysis:
             ids, self._crediting_ids = self._crediting_ids, frozenset()
             self._fixpoint(needy)
             credits = dict.fromkeys(ids, 0)
-            before = self._imported_before_in_round()
+            threads = runners(self.flow)
+            before: dict[int, dict] = {}  # the threads of a fence's block -> what was imported before
             for block, state, event in self.walk(ids):
-                earlier = before[block] | self._block_imports(block, until=event)
+                if threads[block] not in before:
+                    before[threads[block]] = self._imported_before_in_round(threads[block])
+                earlier = before[threads[block]][block] | self._block_imports(block, until=event)
                 credits[id(event)] |= self.plane(state & self._fence_kill(event), IMPORTED) & earlier
             self._crediting = {key: mask for key, mask in credits.items() if mask}
             if not self._crediting:  # no fence orders another thread's access: this solution stands

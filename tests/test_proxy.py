@@ -318,6 +318,20 @@ def test_a_fence_is_not_credited_to_code_no_fencing_thread_runs():
                                    role_b)) == []
 
 
+def test_a_fence_credits_nothing_that_reaches_it_only_from_another_roles_code():
+    """A writes `tile`, arrives on barrier 1, waits on 2 and loads `tile` again with TMA;
+    B fences, arrives on 2, waits on 1. B's fence comes before it hears of A's write, so
+    no fence lies between A's write and A's copy (PTX ISA, memory consistency model): the
+    copy needs one. In the graph A's code runs on into B's (the roles are written one
+    after the other), so A's write, handed back to A's bar.sync by B's arrive, seemed
+    imported before B's fence, which then credited it and A's bar.sync cleared it. A
+    fence credits only what waits that its own threads may pass import
+    (docs/fence.md §4.4). Found by the hand-off property test (seed 810)."""
+    role_a = "\tst.shared.b16 [%r1], %h0;\n\tbar.arrive 1, 256;\n\tbar.sync 2, 256;\n" + TMA
+    text = roles_in_sequence(role_a, "\tfence.proxy.async.shared::cta;\n\tbar.arrive 2, 256;\n\tbar.sync 1, 256;\n")
+    assert needs(text) == [(line_of(text, "[%r1], [%rd9"), "raw", "shared::cta")]
+
+
 def test_an_arrive_run_once_hands_over_nothing_its_thread_writes_after_it():
     """The producer arrives on `full` in its first trip alone (a do-once predicate) and
     writes `tile` in every trip after it; the consumer waits on `full` once. Every write
