@@ -629,8 +629,8 @@ def export_limits(flow, events: list, facts: list) -> dict[int, tuple]:
     # arrive outside loops hands over the phases of §4.2 mostly settle
     looped = set(loop_forest(flow).innermost()) if arrives else set()
     in_loops = [(block, event) for block, event in arrives if block in looped]
-    if not in_loops or not any(head[1] == "mov.pred" for block in looped for head in flow.blocks[block].heads):
-        return {}  # no loop sets a predicate: no do-once predicate
+    if not in_loops or not _tests_a_flag(flow, looped):
+        return {}  # no loop sets a predicate it branches on: no do-once predicate
     trips = Trips(flow)
     everything = (1 << len(facts)) - 1
     limits: dict[int, tuple[int, int]] = {}
@@ -669,6 +669,16 @@ def export_limits(flow, events: list, facts: list) -> dict[int, tuple]:
                       and (other in reached or other == block and wait.position < event.position))
         limits[id(event)] = (limits.get(id(event), (everything,))[0], own, heard)
     return limits
+
+
+def _tests_a_flag(flow, looped: set) -> bool:
+    """True when a block in a loop branches on a predicate that a block in a loop sets
+    to a constant (``mov.pred %p, 0``): what every do-once predicate looks like, found
+    before the constants are followed (`Trips`)."""
+    flags = {qualified(flow, block, name) for block in looped
+             for instruction, head in zip(flow.blocks[block].instructions, flow.blocks[block].heads)
+             if head[1] == "mov.pred" for name in destinations(instruction, head, frozenset())}
+    return bool(flags) and any(conditional(flow, block) and guard_of(flow, block) in flags for block in looped)
 
 
 def _before_completion(trips: Trips, barrier, arrives: list, waits: list) -> set:

@@ -13,6 +13,8 @@ thread that ran the fence runs.
 
 from __future__ import annotations
 
+from itertools import repeat
+
 from ptxkit.cfg.divergence import conditional, definitions, guard_of, qualified
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.registers import special_ranges
@@ -88,9 +90,13 @@ class _Values:
         values = self.of(predicate)
         if values is None:
             return None
+        if isinstance(values, int):  # the same in every thread
+            return (1 << self.count) - 1 if values else 0
         return int(bytes(reversed(values)).translate(_DIGITS), 2)
 
-    def of(self, register: str) -> list | None:
+    def of(self, register: str) -> list | int | None:
+        """The values of `register` thread by thread (one number where every thread has
+        it), or None."""
         if register not in self.known:
             pure = self._pure(register)  # no cycle gets past it: `_pure` reads one as impure
             self.known[register] = self._computed(register) if pure else None
@@ -134,14 +140,17 @@ class _Values:
                 return None
         return base, modifiers, sources
 
-    def _computed(self, register: str) -> list | None:
+    def _computed(self, register: str) -> list | int | None:
         base, modifiers, sources = self._definition(register)
-        values = [[source] * self.count if isinstance(source, int) else self.of(source) for source in sources]
+        values = [source if isinstance(source, int) else self.of(source) for source in sources]
         if any(value is None for value in values):
             return None
         return _apply(base, modifiers, values)
 
 
+#: opcodes whose result, taken modulo 2^bits, is that of their inputs modulo 2^bits
+_MODULAR = {"and": int.__and__, "or": int.__or__, "xor": int.__xor__, "add": int.__add__, "sub": int.__sub__,
+            "mul": int.__mul__, "mad": int.__mul__}
 _OPCODES = frozenset({"mov", "not", "and", "or", "xor", "add", "sub", "mul", "shl", "shr", "div", "rem", "min",
                       "max", "mad", "setp", "cvt"})
 
@@ -152,24 +161,35 @@ def _supported(base: str, modifiers: list[str]) -> bool:
     return base in _OPCODES and not any(m[:1] == "f" or m in ("hi", "wide", "sat", "cc") for m in modifiers)
 
 
-def _apply(base: str, modifiers: list[str], sources: list[list[int]]) -> list | None:
+def _apply(base: str, modifiers: list[str], sources: list) -> list | int | None:
     """The values of one pure integer instruction, thread by thread (PTX ISA, integer
-    arithmetic, logic and shift, comparison and conversion instructions), or None."""
+    arithmetic, logic and shift, comparison and conversion instructions), or None; a
+    source is a list (a value per thread) or one number for every thread, and so is the
+    result."""
     types = [m for m in modifiers if m == "pred" or m[:1] in "bsu" and m[1:] in ("8", "16", "32", "64")]
     if not types or not _supported(base, modifiers):
         return None
+    length = next((len(source) for source in sources if isinstance(source, list)), None)
+    if length is None:  # constants alone: as one thread
+        found = _apply(base, modifiers, [[source] for source in sources])
+        return found[0] if isinstance(found, list) else found
     result = types[0] if base == "cvt" else types[-1]  # cvt names the destination's type first
     bits = 1 if result == "pred" else int(result[1:])
     signed = result[0] == "s"
     mask = (1 << bits) - 1
+    half = 1 << (bits - 1)
+
+    def each(values):  # an iterable of a value per thread
+        return repeat(values, length) if isinstance(values, int) else values
 
     def wrap(values):
-        return list(map(mask.__and__, values))
+        return values & mask if isinstance(values, int) else list(map(mask.__and__, values))
 
     def signed_of(values):  # two's complement of `bits` bits: (v + half) mod 2^bits - half
         if not signed:
             return wrap(values)
-        half = 1 << (bits - 1)
+        if isinstance(values, int):
+            return ((values + half) & mask) - half
         return [((v + half) & mask) - half for v in values]
 
     if base == "setp":
@@ -177,12 +197,12 @@ def _apply(base: str, modifiers: list[str], sources: list[list[int]]) -> list | 
                        None)
         if compare is None or len(sources) != 2:
             return None
-        if compare in _UNSIGNED_COMPARE:
-            compare, signed = _UNSIGNED_COMPARE[compare], False
+        if compare in _UNSIGNED_COMPARE or compare in ("eq", "ne"):  # equality needs no sign
+            compare, signed = _UNSIGNED_COMPARE.get(compare, compare), False
         a, b = signed_of(sources[0]), signed_of(sources[1])
         test = {"eq": int.__eq__, "ne": int.__ne__, "lt": int.__lt__, "le": int.__le__, "gt": int.__gt__,
                 "ge": int.__ge__}[compare]
-        return list(map(int, map(test, a, b)))
+        return list(map(int, map(test, each(a), each(b))))
     if base == "cvt":
         if len(types) != 2 or "pred" in types or len(sources) != 1:
             return None
@@ -200,21 +220,22 @@ def _apply(base: str, modifiers: list[str], sources: list[list[int]]) -> list | 
         return wrap(sources[0])
     if base == "not":
         return [~v & mask for v in sources[0]]
+    if base in _MODULAR:  # the low bits of the result do not depend on the inputs' high bits
+        values = map(_MODULAR[base], each(sources[0]), each(sources[1]))
+        if base == "mad":
+            values = map(int.__add__, values, each(sources[2]))
+        return wrap(values)
     a = signed_of(sources[0])
     b = signed_of(sources[1])
     if base in ("div", "rem"):
+        a, b = list(each(a)), list(each(b))
         if any(y == 0 for y in b):
             return None
         quotients = [abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1) for x, y in zip(a, b)]
         return wrap(quotients if base == "div" else [x - q * y for x, y, q in zip(a, b, quotients)])
     if base in ("shl", "shr"):
-        counts = [v & 0xFFFFFFFF for v in sources[1]]
+        a, counts = list(each(a)), [v & 0xFFFFFFFF for v in each(sources[1])]
         if base == "shl":
             return [(x << n) & mask if n < bits else 0 for x, n in zip(a, counts)]
         return wrap([x >> min(n, bits) for x, n in zip(a, counts)])
-    operation = {"and": int.__and__, "or": int.__or__, "xor": int.__xor__, "add": int.__add__,
-                 "sub": int.__sub__, "mul": int.__mul__, "min": min, "max": max, "mad": int.__mul__}[base]
-    values = map(operation, a, b)
-    if base == "mad":
-        values = map(int.__add__, values, sources[2])
-    return wrap(values)
+    return wrap(map(min if base == "min" else max, each(a), each(b)))
