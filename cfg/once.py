@@ -44,7 +44,7 @@ from ptxkit.cfg.locations import CLUSTER, overlaps
 from ptxkit.cfg.loops import loop_forest
 from ptxkit.cfg.registers import destinations
 from ptxkit.cfg.thread_sets import runners
-from ptxkit.isa import SyncObject
+from ptxkit.isa import COMPARISONS, MODULAR_OPERATIONS, SyncObject
 
 __all__ = ["Trips", "export_limits"]
 
@@ -56,10 +56,7 @@ _SETS, _TRACKED = 8, 4096
 _NAMED = ("register", "symbol")
 #: How many definitions deep a wait's parity is followed, and how many values it may take.
 _DEPTH, _WIDTH = 24, 8
-_COMPARE = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
-            "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
-_ARITHMETIC = {"xor": lambda a, b: a ^ b, "and": lambda a, b: a & b, "or": lambda a, b: a | b,
-               "add": lambda a, b: a + b, "sub": lambda a, b: a - b}
+_ARITHMETIC = {name: MODULAR_OPERATIONS[name] for name in ("xor", "and", "or", "add", "sub")}
 #: The opcodes `_fold` evaluates; `reach` leaves out the additive ones (a loop counter
 #: would take a new constant every trip).
 _FOLDED = frozenset(("mov", "selp", "setp", "not", *_ARITHMETIC))
@@ -580,11 +577,11 @@ def _fold(head, operands, value, folded=_FOLDED):
         else:
             left, right = value(operands[1]), value(operands[2])
             found = left | right if left is not None and right is not None else None
-    elif base == "setp" and len(parts) == 3 and parts[1] in _COMPARE and len(operands) == 3:
+    elif base == "setp" and len(parts) == 3 and parts[1] in COMPARISONS and len(operands) == 3:
         left, right = value(operands[1]), value(operands[2])
         if left is None or right is None:
             return None
-        signed, test = parts[2].startswith("s"), _COMPARE[parts[1]]
+        signed, test = parts[2].startswith("s"), COMPARISONS[parts[1]]
         found = frozenset(int(test(_signed(a, signed), _signed(b, signed))) for a in left for b in right)
     elif base == "not" and len(operands) == 2:
         found = value(operands[1])

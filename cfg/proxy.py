@@ -484,8 +484,11 @@ class KernelAnalysis:
         for block in self.flow.rpo:
             stale = stale_for.get(threads[block])
             if stale is None:
-                stale = stale_for[threads[block]] = _union({ran: credit for ran, credit in fencers.items()
-                                                            if not ran & threads[block]})
+                stale = 0
+                for ran, credit in fencers.items():
+                    if not ran & threads[block]:
+                        stale |= credit
+                stale_for[threads[block]] = stale
             if stale:
                 inner = merges.get(block)
                 merges[block] = (lambda outs, inner=inner, stale=self.put(stale, UNCREDITED):

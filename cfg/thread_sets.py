@@ -13,14 +13,14 @@ thread that ran the fence runs.
 
 from __future__ import annotations
 
+import operator
 from itertools import repeat
 
 from ptxkit.cfg.divergence import conditional, definitions, guard_of, qualified
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.registers import special_ranges
-from ptxkit.isa import is_special_register
+from ptxkit.isa import COMPARISONS, MODULAR_OPERATIONS, UNSIGNED_COMPARISONS, is_special_register
 
-_UNSIGNED_COMPARE = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
 #: a predicate's values, one byte per thread, as the digits of a binary number
 _DIGITS = bytes.maketrans(b"\x00\x01", b"01")
 
@@ -148,11 +148,10 @@ class _Values:
         return _apply(base, modifiers, values)
 
 
-#: opcodes whose result, taken modulo 2^bits, is that of their inputs modulo 2^bits
-_MODULAR = {"and": int.__and__, "or": int.__or__, "xor": int.__xor__, "add": int.__add__, "sub": int.__sub__,
-            "mul": int.__mul__, "mad": int.__mul__}
-_OPCODES = frozenset({"mov", "not", "and", "or", "xor", "add", "sub", "mul", "shl", "shr", "div", "rem", "min",
-                      "max", "mad", "setp", "cvt"})
+#: the operands of each opcode `_apply` follows but setp and cvt (checked on their own)
+_ARITY = {"mov": 1, "not": 1, "and": 2, "or": 2, "xor": 2, "add": 2, "sub": 2, "mul": 2, "shl": 2, "shr": 2,
+          "div": 2, "rem": 2, "min": 2, "max": 2, "mad": 3}
+_OPCODES = frozenset(_ARITY) | {"setp", "cvt"}
 
 
 def _supported(base: str, modifiers: list[str]) -> bool:
@@ -177,7 +176,6 @@ def _apply(base: str, modifiers: list[str], sources: list) -> list | int | None:
     bits = 1 if result == "pred" else int(result[1:])
     signed = result[0] == "s"
     mask = (1 << bits) - 1
-    half = 1 << (bits - 1)
 
     def each(values):  # an iterable of a value per thread
         return repeat(values, length) if isinstance(values, int) else values
@@ -185,45 +183,37 @@ def _apply(base: str, modifiers: list[str], sources: list) -> list | int | None:
     def wrap(values):
         return values & mask if isinstance(values, int) else list(map(mask.__and__, values))
 
-    def signed_of(values):  # two's complement of `bits` bits: (v + half) mod 2^bits - half
+    def signed_of(values):
         if not signed:
             return wrap(values)
-        if isinstance(values, int):
-            return ((values + half) & mask) - half
-        return [((v + half) & mask) - half for v in values]
+        return _signed(values, bits) if isinstance(values, int) else [_signed(v, bits) for v in values]
 
     if base == "setp":
         compare = next((m for m in modifiers if m in ("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs")),
                        None)
         if compare is None or len(sources) != 2:
             return None
-        if compare in _UNSIGNED_COMPARE or compare in ("eq", "ne"):  # equality needs no sign
-            compare, signed = _UNSIGNED_COMPARE.get(compare, compare), False
+        if compare in UNSIGNED_COMPARISONS or compare in ("eq", "ne"):  # equality needs no sign
+            compare, signed = UNSIGNED_COMPARISONS.get(compare, compare), False
         a, b = signed_of(sources[0]), signed_of(sources[1])
-        test = {"eq": int.__eq__, "ne": int.__ne__, "lt": int.__lt__, "le": int.__le__, "gt": int.__gt__,
-                "ge": int.__ge__}[compare]
-        return list(map(int, map(test, each(a), each(b))))
+        return list(map(int, map(COMPARISONS[compare], each(a), each(b))))
     if base == "cvt":
         if len(types) != 2 or "pred" in types or len(sources) != 1:
             return None
-        source_bits, source_signed = int(types[1][1:]), types[1][0] == "s"
-        source_mask = (1 << source_bits) - 1
-        values = [v & source_mask for v in sources[0]]
-        if source_signed:
-            values = [v - (v >> (source_bits - 1) << source_bits) for v in values]
-        return wrap(values)
-    arity = {"mov": 1, "not": 1, "and": 2, "or": 2, "xor": 2, "add": 2, "sub": 2, "mul": 2, "shl": 2, "shr": 2,
-             "div": 2, "rem": 2, "min": 2, "max": 2, "mad": 3}.get(base)
-    if arity is None or len(sources) != arity:
+        source_bits = int(types[1][1:])
+        if types[1][0] == "s":
+            return wrap([_signed(v, source_bits) for v in sources[0]])
+        return wrap([v & ((1 << source_bits) - 1) for v in sources[0]])
+    if len(sources) != _ARITY[base]:
         return None
     if base == "mov":
         return wrap(sources[0])
     if base == "not":
         return [~v & mask for v in sources[0]]
-    if base in _MODULAR:  # the low bits of the result do not depend on the inputs' high bits
-        values = map(_MODULAR[base], each(sources[0]), each(sources[1]))
+    if base in MODULAR_OPERATIONS or base == "mad":  # the result's low bits need only the inputs'
+        values = map(MODULAR_OPERATIONS.get(base, operator.mul), each(sources[0]), each(sources[1]))
         if base == "mad":
-            values = map(int.__add__, values, each(sources[2]))
+            values = map(operator.add, values, each(sources[2]))
         return wrap(values)
     a = signed_of(sources[0])
     b = signed_of(sources[1])
@@ -239,3 +229,13 @@ def _apply(base: str, modifiers: list[str], sources: list) -> list | int | None:
             return [(x << n) & mask if n < bits else 0 for x, n in zip(a, counts)]
         return wrap([x >> min(n, bits) for x, n in zip(a, counts)])
     return wrap(map(min if base == "min" else max, each(a), each(b)))
+
+
+def _signed(value: int, bits: int) -> int:
+    """The two's complement value of the low `bits` bits of `value`.
+
+    >>> _signed(0xFFFF, 16), _signed(0x17FFF, 16)
+    (-1, 32767)
+    """
+    half = 1 << (bits - 1)
+    return ((value + half) & ((1 << bits) - 1)) - half

@@ -9,6 +9,7 @@ True
 from __future__ import annotations
 
 import enum
+import operator
 import re
 
 from ._records import record
@@ -29,6 +30,16 @@ STATE_SPACES = frozenset(
         "tex",
     }
 )
+
+#: ``setp``'s integer comparisons (PTX ISA, setp): signed or unsigned as the type says...
+COMPARISONS = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+               "ge": operator.ge}
+#: ...and the ones that compare unsigned whatever the type, by the ordered comparison they make.
+UNSIGNED_COMPARISONS = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
+#: Integer opcodes whose result, modulo 2^bits, is that of their inputs modulo 2^bits
+#: (two's complement: the inputs' signs and high bits do not matter).
+MODULAR_OPERATIONS = {"and": operator.and_, "or": operator.or_, "xor": operator.xor, "add": operator.add,
+                      "sub": operator.sub, "mul": operator.mul}
 
 #: Linkage directives that may precede a function or variable.
 LINKAGES = (".visible", ".extern", ".weak", ".common")
