@@ -59,6 +59,14 @@ SPECIAL_RANGES = {
     "%cluster_nctaid.z": (1, 16), "%dynamic_smem_size": (0, 232448), "%total_smem_size": (0, 233472),
     "%smid": (0, 1023), "%nsmid": (1, 1024),
 }
+#: Special registers that keep one value for a thread's whole run (PTX ISA §10; not
+#: ``%warpid`` or ``%smid``, which may change when a thread is rescheduled): a branch on a
+#: copy of one bounds every later read of it.
+FIXED_SPECIALS = frozenset({
+    "%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%laneid", "%cluster_ctarank",
+    "%cluster_nctarank", "%cluster_ctaid.x", "%cluster_ctaid.y", "%cluster_ctaid.z", "%cluster_nctaid.x",
+    "%cluster_nctaid.y", "%cluster_nctaid.z", "%dynamic_smem_size", "%total_smem_size",
+})
 _WORD = (0, (1 << 64) - 1)
 _TYPE_BITS = {"8": 8, "16": 16, "32": 32, "64": 64, "128": 128}
 _SPACE_OF_DECLARATION = {".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE, ".global": GLOBAL_SPACE_NAME}
@@ -777,7 +785,7 @@ class _Analysis:
             key = self.uses.get((("branch", branch, branch), key), key)
             chain = [(self.uses.get((source[1], source[0]), source[0]) if isinstance(source, tuple) else source,
                       inverse) for source, inverse in chain
-                     if isinstance(source, tuple) or len(definitions.get(source, ())) == 1]
+                     if isinstance(source, tuple) or len(definitions.get(source, ())) == 1 or _special(source)]
             if isinstance(bound, str):  # the other register's version at the test; narrowing follows it
                 bound = (bound, self.uses.get((("branch", branch, branch), bound), bound))
                 self.depends.setdefault(bound[1], set()).update([key] + [source for source, _ in chain])
@@ -871,7 +879,7 @@ class _Analysis:
         value = self.values.get(version)
         if value is None:
             value = () if key in self.defined else TOP
-        return self._narrowed(at[-1] if at[0] in ("query", "branch") else at[0], version, value)
+        return self._narrowed(_reading_block(at), version, value)
 
     def _narrowed(self, block: int, version: str, value: tuple) -> tuple:
         for narrow in self._narrowed_at(block).get(version, ()):
@@ -937,7 +945,9 @@ class _Analysis:
             return number(value) if isinstance(value, int) else TOP
         if kind == "special":
             low, high = self.special.get(operand.name, _WORD)
-            return number(low, high)
+            if operand.name not in FIXED_SPECIALS:
+                return number(low, high)
+            return self._narrowed(_reading_block(at), self.prefix(block) + operand.name, number(low, high))
         if kind == "symbol":
             table = self.symbol_values(block)
             found = table.get(operand.name, TOP)
@@ -1319,10 +1329,14 @@ class _Analysis:
                 chain.append(((_cell_key(cell), (where, at)), lambda value: value))
                 break
             operands = self.flow.blocks[where].instructions[at].operands
+            if head[2] == "mov" and len(operands) == 2 and operands[1].kind == "special" \
+                    and operands[1].name in FIXED_SPECIALS:  # a copy of the thread's own index
+                chain.append((self.prefix(where) + operands[1].name, lambda value: value))
+                break
             if len(operands) < 2 or operands[1].kind != "register":
                 break
             source = self.prefix(where) + operands[1].name
-            if len(definitions.get(source, ())) != 1 and not source.endswith("%tid.x"):
+            if len(definitions.get(source, ())) != 1:
                 break
             inverse = _inverse(head[1], head[2], operands, self._uniform_broadcast(where, at, definitions))
             if inverse is None:
@@ -1691,6 +1705,17 @@ class _Analysis:
 _PATIENCE = 12
 #: Solves of a -G kernel's values with a stack model before the check must hold (cfg/frames.py).
 _STACK_ROUNDS = 8
+
+
+def _reading_block(at) -> int:
+    """The block whose view of the registers `at` (a rule's ``(block, position)``, or a
+    query's or a branch's point) reads."""
+    return at[-1] if at[0] in ("query", "branch") else at[0]
+
+
+def _special(key: str) -> bool:
+    """True for the key of a `FIXED_SPECIALS` register (in any inlined copy)."""
+    return any(key.endswith(name) for name in FIXED_SPECIALS)
 
 
 def _last_definition(instructions, heads, position: int, register: str, plain) -> int | None:

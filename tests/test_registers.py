@@ -220,6 +220,16 @@ def test_everything_an_unreachable_block_dominates_is_unreachable():
                                               "mov.u32 %r7, %r5;")}
 
 
+def test_a_test_of_a_copy_of_the_thread_index_bounds_every_later_read_of_it():
+    """A -G build copies %tid.x afresh for each use: the test on one copy bounds the next
+    copy past the branch (the thread's index never changes), but not %warpid, which may."""
+    body = ("\tmov.u32 %r1, %tid.x;\n\tsetp.lt.u32 %p1, %r1, 2;\n\tnot.pred %p2, %p1;\n\t@%p2 bra OUT;\n"
+            "\tmov.u32 %r2, %tid.x;\n\tshl.b32 %r3, %r2, 14;\n\t// here\n\tbar.sync 0;\nOUT:\n")
+    assert value_at(body, "%r3") == "[0, 16384] step 16384"
+    assert value_at(body.replace("// here\n", ""), "%tid.x") == "[0, 1023]"  # after the paths meet again
+    assert value_at(body.replace("%tid.x", "%warpid"), "%r3") == "[0, 1032192] step 16384"
+
+
 def test_warp_group_index_from_a_uniform_shuffle_bounds_the_thread_index():
     body = ("\tmov.u32 %r1, %tid.x;\n\tshr.u32 %r2, %r1, 7;\n\tmov.u32 %r3, 0;\n"
             "\tshfl.sync.idx.b32 %r4|%p1, %r2, %r3, 31, -1;\n\tsetp.eq.s32 %p2, %r4, 0;\n\t@%p2 bra OUT;\n"
