@@ -18,8 +18,8 @@ an address the analysis had already valued, and the check found none.
 A frame whose address never leaves its own ``[%SP+c]`` operands is *sealed*: no pointer
 reaches it, so a store through an unknown pointer writes only the other frames' cells.
 
->>> empty = StackModel({}, frozenset(), {})
->>> found = StackModel({(0, 1): frozenset({"c"})}, frozenset({(0, 1)}), {(0, 2): "c"})
+>>> empty = StackModel({}, {}, {})
+>>> found = StackModel({(0, 1): frozenset({"c"})}, {(0, 1): (0, 8)}, {(0, 2): ("c", 0, 8)})
 >>> first = empty.advance(found)  # the new load first, the stores as they were
 >>> empty.holds_for(found), first.stores, first.advance(found) == found, found.settled(found)
 (False, {}, True, True)
@@ -134,42 +134,52 @@ def _frame_use(instruction, head, key, depots: dict, unsealed: set) -> None:
 class StackModel:
     """Which cells each store writes and each load reads (see the module docstring).
 
-    `stores`: ``{(block, position): frozenset of cells}`` a store may write; `exact`:
-    the stores that write one whole cell with a known value (the others leave their
-    cells unknown); `loads`: ``{(block, position): cell}`` for the loads that read one
-    whole cell. A cell is ``(region name, offset, width)``."""
+    A cell is ``(region name, offset, width)``. Cells that share bytes form a *word*
+    when one of them, at most 8 bytes wide, holds all the others: a ``-G`` build writes
+    a descriptor's stack copy whole, then sets its fields with ``st.u16``/``st.u8`` and
+    reads it back whole. A lone cell is a word of its own. `stores`: ``{(block,
+    position): frozenset of words}`` a store may write; `exact`: ``{(block, position):
+    (byte offset, width)}`` for the stores that write one known part of one word with
+    a known value (the others leave their words unknown); `loads`: ``{(block,
+    position): (word, byte offset, width)}`` for the loads that read a known part of
+    one word."""
 
     stores: dict
-    exact: frozenset
+    exact: dict
     loads: dict
 
     @property
     def unknown(self) -> frozenset:
-        """The cells some store may write with a value not followed."""
-        return frozenset(cell for site, cells in self.stores.items() if site not in self.exact for cell in cells)
+        """The words some store may write with a value not followed."""
+        return frozenset(word for site, words in self.stores.items() if site not in self.exact for word in words)
 
     def advance(self, found: StackModel) -> StackModel:
-        """The next assumption. A load keeps its cell only where the two models agree, or
+        """The next assumption. A load keeps its word only where the two models agree, or
         takes the one `found` gives it first. While `found` follows new loads, the stores
         stay as they were (a store whose address came from such a load may turn out to
         be known); after that every store writes what either model says."""
-        loads = {site: cell for site, cell in found.loads.items() if self.loads.get(site, cell) == cell}
+        loads = {site: part for site, part in found.loads.items() if self.loads.get(site, part) == part}
         if not found.loads.keys() <= self.loads.keys():
             return self._replace(loads=loads)
         stores = {site: self.stores.get(site, frozenset()) | found.stores.get(site, frozenset())
                   for site in self.stores.keys() | found.stores.keys()}
-        exact = frozenset(site for site, cells in stores.items() if len(cells) == 1
-                          and all(site in model.exact for model in (self, found) if site in model.stores))
+        exact = {}
+        for site, words in stores.items():
+            parts = {model.exact.get(site) for model in (self, found) if site in model.stores}
+            if len(words) == 1 and len(parts) == 1 and None not in parts:
+                exact[site] = parts.pop()
         return StackModel(stores, exact, loads)
 
     def holds_for(self, found: StackModel) -> bool:
         """True when `found` (the model the values solved under this one show) asks
         nothing this model does not already give: no store writes more, no load reads
         elsewhere. The values are then sound."""
-        for site, cells in found.stores.items():
-            if not cells <= self.stores.get(site, frozenset()) or (site not in found.exact and site in self.exact):
+        for site, words in found.stores.items():
+            if not words <= self.stores.get(site, frozenset()):
                 return False
-        return all(found.loads.get(site) == cell for site, cell in self.loads.items())
+            if site in self.exact and found.exact.get(site) != self.exact[site]:
+                return False
+        return all(found.loads.get(site) == part for site, part in self.loads.items())
 
     def settled(self, found: StackModel) -> bool:
         """`holds_for`, and `found` follows no load this model does not: nothing more to have."""
@@ -178,7 +188,7 @@ class StackModel:
 
 def observed(frames: Frames, values: dict | None = None) -> StackModel:
     """The model the addresses in `values` show (``values[("stack", i)]`` is the address
-    of access ``i``): a store through an address not known writes every cell of every
+    of access ``i``): a store through an address not known writes every word of every
     frame that is not sealed. Without `values`, the first assumption: the ``[%SP+c]``
     accesses name their cells, and every other store is taken to write none."""
     if values is None:
@@ -187,22 +197,25 @@ def observed(frames: Frames, values: dict | None = None) -> StackModel:
         located = [(access, _cell_of(access, values.get(("stack", i), ())))
                    for i, access in enumerate(frames.accesses)]
     cells = _Cells(cell for _, cell in located if cell is not None)
+    words = cells.words()
     anywhere = frozenset() if values is None else cells.outside(frames.sealed)
-    stores, exact, loads = {}, set(), {}
+    stores, exact, loads = {}, {}, {}
     for i, (access, cell) in enumerate(located):
         site = (access.block, access.position)
+        part = words.get(cell)
         if access.kind == "load":
-            if cell is not None and cells.touching(*cell) == {cell}:
-                loads[site] = cell
+            if part is not None:
+                loads[site] = (*part, cell[2])
             continue
         hit: set = cells.touching(*cell) if values is None and cell is not None else set()
         for atom in values.get(("stack", i), ()) if values is not None else ():
             hit |= cells.hit(atom, access.width, anywhere)
-        if access.kind == "store" and cell is not None and hit == {cell}:
-            exact.add(site)
-        if hit:
-            stores[site] = frozenset(hit)
-    return StackModel(stores, frozenset(exact), loads)
+        written = frozenset(words[c][0] if c in words else c for c in hit)
+        if access.kind == "store" and part is not None and written == {part[0]}:
+            exact[site] = (part[1], cell[2])
+        if written:
+            stores[site] = written
+    return StackModel(stores, exact, loads)
 
 
 def _cell_of(access: Access, value: tuple):
@@ -235,6 +248,26 @@ class _Cells:
         first = bisect.bisect_left(self.starts[region], start - self.widest[region] + 1)
         last = bisect.bisect_left(self.starts[region], start + width)
         return {(region, offset, size) for offset, size in shapes[first:last] if start < offset + size}
+
+    def words(self) -> dict:
+        """``{cell: (word, byte offset in it)}`` for the cells that lie in a word (see
+        `StackModel`): each run of cells that share bytes, when one of them spans the
+        run and is at most 8 bytes wide, or the run is one cell."""
+        found = {}
+        for region, shapes in self.shapes.items():
+            run: list = []
+            end = None
+            for offset, width in shapes + [(None, 0)]:
+                if run and (offset is None or offset >= end):
+                    start = run[0][0]
+                    if len(run) == 1 or ((start, end - start) in run and end - start <= 8):
+                        word = (region, start, end - start)
+                        found.update(((region, o, w), (word, o - start)) for o, w in run)
+                    run, end = [], None
+                if offset is not None:
+                    run.append((offset, width))
+                    end = offset + width if end is None else max(end, offset + width)
+        return found
 
     def outside(self, sealed: frozenset) -> frozenset:
         """Every cell of every frame not sealed: what a store through an unknown address may write."""

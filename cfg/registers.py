@@ -45,8 +45,8 @@ from ptxkit.cfg.idioms import SUM_OPCODES, align_up, linear, remainder
 from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
-    Atom, Region, add, address, and_, anywhere, compare, constant, join, meet, mul, neg, number, or_, pack, refine,
-    refine_by, shl, shr, sub, truncate, unpack, widen, xor,
+    Atom, Region, add, address, and_, anywhere, bits_of, compare, constant, join, meet, mul, neg, number, or_, pack,
+    refine, refine_by, shl, shr, sub, truncate, unpack, widen, xor,
 )
 from ptxkit.syntax import Directive, Function
 
@@ -962,14 +962,20 @@ class _Analysis:
             return self.evaluate(block, operand.elements[0], at)
         return TOP
 
-    def _read_cell(self, block: int, position: int) -> tuple | None:
-        """The stack cell the load at (block, position) reads whole, when its register
-        gets the cell's value as it is (an unsigned or untyped load of a followed cell)."""
-        cell = self.stack.loads.get((block, position)) if self.stack is not None else None
-        if cell is None or cell in self.unknown_cells:
+    def _read_part(self, block: int, position: int) -> tuple | None:
+        """``(word, byte offset, width)`` of the stack word the load at (block, position)
+        reads, when its register gets those bytes as they are (an unsigned or untyped
+        load of a followed word)."""
+        part = self.stack.loads.get((block, position)) if self.stack is not None else None
+        if part is None or part[0] in self.unknown_cells:
             return None
         modifiers = self.flow.blocks[block].heads[position][1].split(".")[1:]
-        return None if any(m[:1] == "s" for m in modifiers) else cell
+        return None if any(m[:1] == "s" for m in modifiers) else part
+
+    def _read_cell(self, block: int, position: int) -> tuple | None:
+        """The stack word the load at (block, position) reads whole, as `_read_part`."""
+        part = self._read_part(block, position)
+        return part[0] if part is not None and part[1:] == (0, part[0][2]) else None
 
     def rule(self, block: int, position: int):
         """``(apply(at), source keys)`` for the instruction at (block, position); `at` is the block
@@ -984,21 +990,31 @@ class _Analysis:
         for operand in operands[1:]:
             sources.extend(prefix + name for name in _reads(operand, plain))
         stack = self.stack
-        if stack is not None and (block, position) in stack.exact:  # a store of a followed stack cell
-            cell = next(iter(stack.stores[(block, position)]))
-            bits = 8 * cell[2]
+        if stack is not None and (block, position) in stack.exact:  # a store of a followed stack word
+            word = next(iter(stack.stores[(block, position)]))
+            offset, width = stack.exact[(block, position)]
+            key = _cell_key(word)
+            if (offset, width) == (0, word[2]):
+                def spill(at, key=key, value=operands[1]):
+                    self.assign(at, key, truncate(self.evaluate(block, value, at), 8 * width), True)
+                return spill, sources
 
-            def spill(at, key=_cell_key(cell), value=operands[1]):
-                self.assign(at, key, truncate(self.evaluate(block, value, at), bits), True)
-            return spill, sources
+            def set_part(at, key=key, value=operands[1]):  # the other bytes of the word stay
+                kept = self.lookup(at, key) if self.uses.get((at, key), key) not in (key, key + "@entry") else TOP
+                part = truncate(self.evaluate(block, value, at), 8 * width)
+                self.assign(at, key, _bit_insert(part, kept, 8 * offset, 8 * width, 8 * word[2]), True)
+            return set_part, sources + [key]
         if stack is not None and (block, position) in stack.loads:  # a load of one
-            cell = stack.loads[(block, position)]
-            key, bits = _cell_key(cell), 8 * cell[2]
+            word, offset, width = stack.loads[(block, position)]
+            key = _cell_key(word)
             target = prefix + _targets(operands[0], plain)[0]
-            known = self._read_cell(block, position) is not None
+            known = self._read_part(block, position) is not None
 
             def reload(at):
-                self.assign(at, target, truncate(self.lookup(at, key), bits) if known else TOP, guard is None)
+                value = self.lookup(at, key)
+                if (offset, width) != (0, word[2]):
+                    value = bits_of(value, 8 * offset, 8 * width) if value else value
+                self.assign(at, target, truncate(value, 8 * width) if known else TOP, guard is None)
             return reload, [key]
         if base == "st":  # st.param: a call argument or a return value
             keys = self._param_store_keys(block, instruction)
@@ -1088,6 +1104,9 @@ class _Analysis:
         if base == "ld":
             if _is_param(modifiers):
                 return self._param_load(block, opcode, operands, modifiers, count)
+            if count == 1 and args and args[0].kind == "memory" and _templates(self.flow.function.module):
+                return lambda at: [_template_load(evaluate(block, args[0], at), width // 8,
+                                                  _templates(self.flow.function.module))]
             return lambda at: [TOP] * count
         binary = _BINARY.get(base)
         if base == "shr" and len(args) == 2 and args[1].kind == "immediate" and isinstance(args[1].value, int) \
@@ -1705,6 +1724,51 @@ class _Analysis:
 _PATIENCE = 12
 #: Solves of a -G kernel's values with a stack model before the check must hold (cfg/frames.py).
 _STACK_ROUNDS = 8
+
+
+def _templates(module) -> frozenset:
+    """The names of the module's *templates*: ``.global`` variables with no initializer
+    whose name has a ``$``, which no C++ name has (nvcc's ``make_smem_desc…$265``, the
+    zero-filled object a ``-G`` build copies a default-constructed descriptor from), and
+    that no instruction of the module names but to take its address. PTX zero-fills a
+    ``.global`` variable without an initializer (PTX ISA, "Global state space"), and
+    the module never writes a template: docs/fence.md §3.2 and §8."""
+    if module is None:
+        return frozenset()
+    if _TEMPLATES.get("module") is not module:  # one module at a time, as `_SymbolCache`
+        _TEMPLATES.update(module=module, names=_find_templates(module))
+    return _TEMPLATES["names"]
+
+
+_TEMPLATES: dict = {}
+
+
+def _find_templates(module) -> frozenset:
+    found = set()
+    for node in module.items:
+        declaration = node.declaration if type(node) is Directive else None
+        if declaration is not None and declaration.space == ".global" and declaration.initializer is None:
+            found.update(name for name in declaration.base_names if "$" in name)
+    if found:
+        for instruction in module.instructions():
+            named = {operand.name for operand in instruction.operands} | \
+                {element.name for operand in instruction.operands for element in operand.elements}
+            if named & found and instruction.opcode.split(".")[0] != "mov":
+                found -= named
+    return frozenset(found)
+
+
+def _template_load(address: tuple, width: int, templates: frozenset) -> tuple:
+    """What a load of `width` bytes through `address` gives when it reads inside a
+    template (zero), else top."""
+    if len(address) != 1:
+        return TOP
+    atom = address[0]
+    region = atom.region
+    if not atom.is_address or atom.space != GLOBAL_SPACE_NAME or region is None or region.name not in templates \
+            or region.size is None or atom.lo < 0 or atom.hi + width > region.size or atom.shift or atom.high:
+        return TOP
+    return number(0)
 
 
 def _reading_block(at) -> int:

@@ -468,7 +468,7 @@ def shl(a: tuple, amount: tuple) -> tuple:
     count = constant(amount)
     if count is None or not 0 <= count < 64:
         return TOP
-    return mul(a, number(1 << count))
+    return a if count == 0 else mul(a, number(1 << count))
 
 
 def shr(a: tuple, amount: tuple, arithmetic: bool = False) -> tuple:
@@ -563,6 +563,11 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
                 lo, hi = full - hi, full - lo
                 return _num(lo + -lo % low, hi - hi % low, low)
             return _masked(mask if x.lo < 0 or x.hi > mask else x.hi, mask) if mask < INF else TOP
+        if x.high and x.is_address:
+            limit = _limit_bits(x)
+            field = (1 << limit) - 1 if limit is not None else 0
+            if field and mask & field in (0, field):  # the mask keeps or clears the whole address field
+                return (x._replace(high=x.high & mask),) if mask & field else number(x.high & mask)
         if not x.is_address or x.high:
             return _masked(mask, mask) if mask < 1 << (width - 1) else TOP  # its bits are among the mask's
         return _and_address(x, mask, full, width)
@@ -765,6 +770,38 @@ def truncate(a: tuple, bits: int) -> tuple:
         if x.high and limit is not None and x.high < top:
             return (x,)
         return TOP
+
+    return _lift(a, one)
+
+
+def bits_of(a: tuple, position: int, bits: int) -> tuple:
+    """Bits ``[position, position + bits)`` of `a`, as an unsigned number (a load of part
+    of a word kept in memory: a ``-G`` build sets a descriptor's fields through
+    ``st.u16``/``st.u8`` into its stack copy and reads them back the same way). A
+    shifted address keeps its field when that lies inside the bits, and the bits above
+    it are its constant `high` ones.
+
+    >>> r = Region("s", SHARED_CTA_SPACE, 4096, 16)
+    >>> desc = or_(shr(address(r, 32), number(4)), number(0x4000004000000000))
+    >>> show(bits_of(desc, 0, 16)), show(bits_of(desc, 56, 8)), show(bits_of(desc, 8, 8))
+    ('s+32 (shared::cta window) >> 4', '64', '[0, 255]')
+    >>> show(bits_of(number(0x12345678), 16, 16)), show(bits_of(number(0, 700), 8, 8)), show(bits_of(TOP, 0, 8))
+    ('4660', '[0, 2]', '[0, 255]')
+    """
+    mask = (1 << bits) - 1
+
+    def one(x: Atom) -> tuple:
+        if x.form == NUM and x.lo == x.hi:
+            return number((x.lo >> position) & mask)
+        if x.form == NUM and 0 <= x.lo and x.hi < 1 << (position + bits):
+            return _num(x.lo >> position, x.hi >> position)
+        limit = _limit_bits(x)
+        if x.is_address and limit is not None:
+            if position >= limit:
+                return number((x.high >> position) & mask)
+            if position == 0 and limit <= bits:
+                return (x._replace(high=x.high & mask),)
+        return _num(0, mask)
 
     return _lift(a, one)
 

@@ -41,12 +41,29 @@ def model_of(body: str, start: bool) -> tuple:
 
 def test_exact_stores_and_loads_name_their_cell():
     body = "\tst.u64 [%SP+8], %rd1;\n\tadd.u64 %rd3, %SP, 8;\n\tld.u64 %rd2, [%rd3];\n\tld.u64 %rd4, [%SP+8];\n"
-    cell = ("__local_depot0", 8, 8)
+    whole = (("__local_depot0", 8, 8), 0, 8)
     first, line = model_of(body, True)  # the [%SP+c] operands alone
-    assert {line[s]: c for s, c in first.loads.items()} == {"ld.u64 %rd4, [%SP+8];": cell}
+    assert {line[s]: c for s, c in first.loads.items()} == {"ld.u64 %rd4, [%SP+8];": whole}
     model, _ = model_of(body, False)
-    assert {line[s]: c for s, c in model.loads.items()} == {"ld.u64 %rd2, [%rd3];": cell, "ld.u64 %rd4, [%SP+8];": cell}
-    assert {line[s] for s in model.exact} == {line[s] for s in first.exact} == {"st.u64 [%SP+8], %rd1;"}
+    assert {line[s]: c for s, c in model.loads.items()} == {"ld.u64 %rd2, [%rd3];": whole,
+                                                             "ld.u64 %rd4, [%SP+8];": whole}
+    assert {line[s]: p for s, p in model.exact.items()} == {line[s]: p for s, p in first.exact.items()} == \
+        {"st.u64 [%SP+8], %rd1;": (0, 8)}
+
+
+def test_a_word_set_part_by_part_is_followed_through_its_parts():
+    """A -G descriptor: stored whole, then a 16-bit field and a byte set through a pointer
+    to it, read back whole and by part. The parts lie inside the word, so every access
+    is exact; a store that crosses the word's end is not."""
+    body = ("\tst.u64 [%SP+8], 0;\n\tadd.u64 %rd3, %SP, 8;\n\tst.u16 [%rd3+2], 64;\n\tst.u8 [%rd3+7], 64;\n"
+            "\tld.u16 %rs1, [%rd3+2];\n\tld.u64 %rd4, [%SP+8];\n")
+    model, line = model_of(body.replace("%rs1", "%rd5"), False)
+    word = ("__local_depot0", 8, 8)
+    assert {line[s]: p for s, p in model.loads.items()} == {"ld.u16 %rd5, [%rd3+2];": (word, 2, 2),
+                                                             "ld.u64 %rd4, [%SP+8];": (word, 0, 8)}
+    assert sorted(model.exact.values()) == [(0, 8), (2, 2), (7, 1)] and not model.unknown
+    crossing, _ = model_of(body.replace("%rs1", "%rd5") + "\tst.u32 [%SP+14], 1;\n", False)
+    assert not crossing.loads and not crossing.exact
 
 
 def test_a_store_through_an_unknown_address_is_assumed_away_only_at_the_start():
@@ -60,15 +77,17 @@ def test_a_store_through_an_unknown_address_is_assumed_away_only_at_the_start():
 
 
 def test_a_partly_overlapping_store_is_not_exact():
-    model, line = model_of("\tst.u64 [%SP+8], %rd1;\n\tst.u32 [%SP+12], 7;\n\tld.u64 %rd2, [%SP+8];\n", False)
+    model, line = model_of("\tst.u64 [%SP+8], %rd1;\n\tst.u64 [%SP+12], 7;\n\tld.u64 %rd2, [%SP+8];\n", False)
     assert not model.loads and not model.exact and ("__local_depot0", 8, 8) in model.unknown
 
 
 def test_loads_are_followed_before_stores_grow():
     load, store = (0, 3), (0, 4)
-    model = StackModel({}, frozenset(), {})
-    found = StackModel({store: frozenset({"a", "b"})}, frozenset(), {load: "a"})
+    model = StackModel({}, {}, {})
+    found = StackModel({store: frozenset({"a", "b"})}, {}, {load: ("a", 0, 8)})
     step = model.advance(found)
-    assert step.loads == {load: "a"} and step.stores == {}
+    assert step.loads == {load: ("a", 0, 8)} and step.stores == {}
     assert step.advance(found) == found and found.settled(found)
-    assert not found.holds_for(StackModel({}, frozenset(), {load: "b"}))  # the load reads elsewhere now
+    assert not found.holds_for(StackModel({}, {}, {load: ("b", 0, 8)}))  # the load reads elsewhere now
+    exact = StackModel({store: frozenset({"a"})}, {store: (0, 4)}, {})
+    assert not exact.holds_for(exact._replace(exact={store: (4, 4)}))  # the store writes another part now

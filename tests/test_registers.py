@@ -140,11 +140,37 @@ RELOAD = "\tld.u64 %rd4, [%SP+8];\n\tadd.s64 %rd5, %rd4, 64;\n"
      "dynamic shared+64 (shared::cta generic)"),
     # an atomic through a pointer to it writes it too
     ("\tst.u64 [%SP+8], %rd2;\n\tadd.u64 %rd3, %SP, 8;\n\tatom.add.u64 %rd6, [%rd3], 1;\n" + RELOAD, "top"),
-    # a narrower store into the slot: the slot is not followed
-    ("\tst.u64 [%SP+8], %rd2;\n" + TAKEN + "\tst.u32 [%SP+12], %r1;\n" + RELOAD, "top"),
+    # a narrower store of an unknown value into the slot: its high half may be anything,
+    # and the pointer is no longer one (an access through a number may land anywhere)
+    ("\tst.u64 [%SP+8], %rd2;\n" + TAKEN + "\tst.u32 [%SP+12], %r1;\n" + RELOAD, "[64, 18446744073709551679]"),
+    # a narrower store of a known high half: the low half stays, as a number (the frame follows it)
+    ("\tst.u64 [%SP+8], %rd2;\n" + TAKEN + "\tst.u32 [%SP+12], 0;\n" + RELOAD, "[64, 4294967359]"),
 ])
 def test_values_kept_in_a_debug_build_stack_frame(body, shown):
     assert value_at(FRAME + body, "%rd5") == shown
+
+
+TEMPLATE = ".global .align 8 .b8 desc$1[8];\n"
+DESCRIPTOR = (  # nvcc -G: a descriptor copied from a zero-filled template, then set field by field
+    "\tmov.u64 %rd6, desc$1;\n\tcvta.global.u64 %rd7, %rd6;\n\tld.u64 %rd8, [%rd7];\n\tadd.u64 %rd3, %SP, 8;\n"
+    "\tst.u64 [%rd3], %rd8;\n\tmov.u32 %r1, dyn;\n\tadd.s32 %r1, %r1, 2048;\n\tshr.u32 %r2, %r1, 4;\n"
+    "\tcvt.u16.u32 %rs1, %r2;\n\tand.b16 %rs2, %rs1, 16383;\n\tld.u16 %rs3, [%rd3];\n\tand.b16 %rs4, %rs3, -16384;\n"
+    "\tor.b16 %rs5, %rs4, %rs2;\n\tst.u16 [%rd3], %rs5;\n\tld.u8 %rs6, [%rd3+7];\n\tand.b16 %rs7, %rs6, 63;\n"
+    "\tor.b16 %rs7, %rs7, 64;\n\tst.u8 [%rd3+7], %rs7;\n\tld.u16 %rs1, [%rd3+2];\n\tld.u64 %rd9, [%SP+8];\n")
+
+
+@pytest.mark.parametrize("extra, body, register, shown", [
+    (TEMPLATE, DESCRIPTOR, "%rd9", "dynamic shared+2048 (shared::cta window) >> 4 | 0x4000000000000000"),
+    (TEMPLATE, DESCRIPTOR, "%rs1", "0"),  # a field read back alone
+    # a variable C++ can name may have been set by the host: its bits are not known, so
+    # the descriptor is a number (a footprint of all shared memory), not the address
+    (TEMPLATE.replace("$", "_"), DESCRIPTOR.replace("$", "_"), "%rd9", None),
+    # nor is a template the module writes
+    (TEMPLATE, DESCRIPTOR + "\tst.global.u64 [desc$1], 1;\n", "%rd9", None),
+])
+def test_a_descriptor_set_field_by_field_in_a_debug_build_stack_frame(extra, body, register, shown):
+    value = value_at(FRAME + body, register, extra=extra)
+    assert value == shown if shown is not None else "shared" not in value and value.startswith("[")
 
 
 RING = ("\tst.u32 [%SP+0], 0;\n\tst.u32 [%SP+4], 0;\nL:\n\tld.u32 %r1, [%SP+0];\n\tsetp.eq.s32 %p1, %r1, 4;\n"
