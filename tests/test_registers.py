@@ -150,6 +150,27 @@ def test_values_kept_in_a_debug_build_stack_frame(body, shown):
     assert value_at(FRAME + body, "%rd5") == shown
 
 
+def test_a_second_analysis_of_a_graph_starts_from_the_stack_model_the_first_settled_on(monkeypatch):
+    """The tensor copies' pre-pass and the main analysis both probe every stack access;
+    the second starts from the model the first settled on, so it solves once where the
+    first took rounds, and finds the same values (docs/fence.md §3.2)."""
+    from ptxkit.cfg import registers
+    body = FRAME + "\tst.u64 [%SP+8], %rd2;\n\tadd.u64 %rd3, %SP, 8;\n\tst.u64 [%SP+16], %rd3;\n" \
+        "\tld.u64 %rd6, [%SP+16];\n\tld.u64 %rd4, [%rd6];\n\tadd.s64 %rd5, %rd4, 64;\n"
+    text = f"{HEAD}.visible .entry k()\n{{\n{REGS}{body}\tret;\n}}\n"
+    flow = flow_graph(ptxkit.parse(text).function("k"))
+    last = flow.blocks[-1]
+    query = {"q": (last.index, len(last.instructions) - 1, parse_statement("mov.u64 %x, %rd5;").operands[1])}
+    solves = []
+    solve = registers._Analysis.solve
+    monkeypatch.setattr(registers._Analysis, "solve", lambda self, q: solves.append(1) or solve(self, q))
+    first = analyse_registers(flow, query).values
+    rounds, solves[:] = len(solves), []
+    again = analyse_registers(flow, query).values
+    assert show(first["q"]) == show(again["q"]) == "dynamic shared+64 (shared::cta generic)"
+    assert rounds > 1 and len(solves) == 1
+
+
 TEMPLATE = ".global .align 8 .b8 desc$1[8];\n"
 DESCRIPTOR = (  # nvcc -G: a descriptor copied from a zero-filled template, then set field by field
     "\tmov.u64 %rd6, desc$1;\n\tcvta.global.u64 %rd7, %rd6;\n\tld.u64 %rd8, [%rd7];\n\tadd.u64 %rd3, %SP, 8;\n"
