@@ -142,11 +142,13 @@ class StackModel:
     (byte offset, width)}`` for the stores that write one known part of one word with
     a known value (the others leave their words unknown); `loads`: ``{(block,
     position): (word, byte offset, width)}`` for the loads that read a known part of
-    one word."""
+    one word; `unreached`: the loads the values say no run reaches (a block a branch
+    condition rules out under this model), which agree with any model."""
 
     stores: dict
     exact: dict
     loads: dict
+    unreached: frozenset = frozenset()
 
     @property
     def unknown(self) -> frozenset:
@@ -159,6 +161,7 @@ class StackModel:
         stay as they were (a store whose address came from such a load may turn out to
         be known); after that every store writes what either model says."""
         loads = {site: part for site, part in found.loads.items() if self.loads.get(site, part) == part}
+        loads.update((site, part) for site, part in self.loads.items() if site in found.unreached)
         if not found.loads.keys() <= self.loads.keys():
             return self._replace(loads=loads)
         stores = {site: self.stores.get(site, frozenset()) | found.stores.get(site, frozenset())
@@ -179,7 +182,12 @@ class StackModel:
                 return False
             if site in self.exact and found.exact.get(site) != self.exact[site]:
                 return False
-        return all(found.loads.get(site) == part for site, part in self.loads.items())
+        return all(found.loads.get(site) == part or site in found.unreached for site, part in self.loads.items())
+
+    def matches(self, found: StackModel) -> bool:
+        """True when `found` asks for exactly this model (a fixed point of the rounds)."""
+        return self.stores == found.stores and self.exact == found.exact and \
+            {site: part for site, part in self.loads.items() if site not in found.unreached} == found.loads
 
     def settled(self, found: StackModel) -> bool:
         """`holds_for`, and `found` follows no load this model does not: nothing more to have."""
@@ -199,13 +207,15 @@ def observed(frames: Frames, values: dict | None = None) -> StackModel:
     cells = _Cells(cell for _, cell in located if cell is not None)
     words = cells.words()
     anywhere = frozenset() if values is None else cells.outside(frames.sealed)
-    stores, exact, loads = {}, {}, {}
+    stores, exact, loads, unreached = {}, {}, {}, set()
     for i, (access, cell) in enumerate(located):
         site = (access.block, access.position)
         part = words.get(cell)
         if access.kind == "load":
             if part is not None:
                 loads[site] = (*part, cell[2])
+            elif values is not None and not values.get(("stack", i), ()):
+                unreached.add(site)
             continue
         hit: set = cells.touching(*cell) if values is None and cell is not None else set()
         for atom in values.get(("stack", i), ()) if values is not None else ():
@@ -215,7 +225,7 @@ def observed(frames: Frames, values: dict | None = None) -> StackModel:
             exact[site] = (part[1], cell[2])
         if written:
             stores[site] = written
-    return StackModel(stores, exact, loads)
+    return StackModel(stores, exact, loads, frozenset(unreached))
 
 
 def _cell_of(access: Access, value: tuple):

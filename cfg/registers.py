@@ -216,7 +216,7 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
         found = observed(frames, values)
         if model.holds_for(found):
             answer = RegisterAnswers({key: values[key] for key in queries}, dead, following.by_thread)
-            if model.settled(found) and (model is not reused or found == model):
+            if model.settled(found) and (model is not reused or model.matches(found)):
                 if getattr(flow, "derived", None) is not None:
                     flow.derived[_SETTLED_MODEL] = model
                 return answer

@@ -91,3 +91,20 @@ def test_loads_are_followed_before_stores_grow():
     assert not found.holds_for(StackModel({}, {}, {load: ("b", 0, 8)}))  # the load reads elsewhere now
     exact = StackModel({store: frozenset({"a"})}, {store: (0, 4)}, {})
     assert not exact.holds_for(exact._replace(exact={store: (4, 4)}))  # the store writes another part now
+
+
+def test_a_load_no_run_reaches_agrees_with_any_model():
+    """Under one model a branch condition may rule out the block of a load the model
+    follows; the values then give it no address at all. No run reaches it while the model
+    holds, so it asks nothing: the model still holds and keeps following it."""
+    load = (2, 0)
+    model = StackModel({}, {}, {load: ("a", 0, 8)})
+    unreached = StackModel({}, {}, {}, frozenset({load}))
+    assert model.holds_for(unreached) and model.settled(unreached) and model.matches(unreached)
+    assert model.advance(unreached).loads == model.loads
+    assert not model.holds_for(StackModel({}, {}, {}))  # not found for another reason: it does not hold
+    body = (".reg .b32 %r<2>;\n.reg .pred %p<2>;\n\tst.u64 [%SP+8], %rd1;\n\tmov.u32 %r1, 5;\n"
+            "\tsetp.eq.u32 %p1, %r1, 5;\n\t@%p1 bra L;\n\tcvt.u64.u32 %rd4, %r1;\n\tadd.s64 %rd5, %SP, %rd4;\n"
+            "\tld.u64 %rd2, [%rd5];\nL:\n")
+    found, line = model_of(body, False)  # the load the branch always skips: no value reaches it
+    assert [line[s] for s in found.unreached] == ["ld.u64 %rd2, [%rd5];"] and not found.loads
