@@ -194,11 +194,12 @@ class StackModel:
         return self.holds_for(found) and found.loads.keys() <= self.loads.keys()
 
 
-def observed(frames: Frames, values: dict | None = None) -> StackModel:
+def observed(frames: Frames, values: dict | None = None, dead: set | frozenset = frozenset()) -> StackModel:
     """The model the addresses in `values` show (``values[("stack", i)]`` is the address
-    of access ``i``): a store through an address not known writes every word of every
-    frame that is not sealed. Without `values`, the first assumption: the ``[%SP+c]``
-    accesses name their cells, and every other store is taken to write none."""
+    of access ``i``; `dead`: the blocks the branch conditions rule out): a store through
+    an address not known writes every word of every frame that is not sealed. Without
+    `values`, the first assumption: the ``[%SP+c]`` accesses name their cells, and every
+    other store is taken to write none."""
     if values is None:
         located = [(access, access.direct) for access in frames.accesses]
     else:
@@ -214,7 +215,7 @@ def observed(frames: Frames, values: dict | None = None) -> StackModel:
         if access.kind == "load":
             if part is not None:
                 loads[site] = (*part, cell[2])
-            elif values is not None and not values.get(("stack", i), ()):
+            elif access.block in dead:
                 unreached.add(site)
             continue
         hit: set = cells.touching(*cell) if values is None and cell is not None else set()

@@ -213,7 +213,7 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
     for _ in range(_STACK_ROUNDS):
         following = _Analysis(flow, max_cluster, aligned, model)
         values, dead = following.solve({**queries, **probes})
-        found = observed(frames, values)
+        found = observed(frames, values, dead)
         if model.holds_for(found):
             answer = RegisterAnswers({key: values[key] for key in queries}, dead, following.by_thread)
             if model.settled(found) and (model is not reused or model.matches(found)):

@@ -36,7 +36,10 @@ def model_of(body: str, start: bool) -> tuple:
     frames = stack_frames(flow)
     probes = {("stack", i): (a.block, a.position, a.memory) for i, a in enumerate(frames.accesses)}
     line = {(a.block, a.position): flow.blocks[a.block].instructions[a.position].text for a in frames.accesses}
-    return observed(frames, None if start else analyse_registers(flow, probes).values), line
+    if start:
+        return observed(frames), line
+    answers = analyse_registers(flow, probes)
+    return observed(frames, answers.values, answers.dead), line
 
 
 def test_exact_stores_and_loads_name_their_cell():
@@ -95,7 +98,7 @@ def test_loads_are_followed_before_stores_grow():
 
 def test_a_load_no_run_reaches_agrees_with_any_model():
     """Under one model a branch condition may rule out the block of a load the model
-    follows; the values then give it no address at all. No run reaches it while the model
+    follows, and the analysis counts its block dead. No run reaches it while the model
     holds, so it asks nothing: the model still holds and keeps following it."""
     load = (2, 0)
     model = StackModel({}, {}, {load: ("a", 0, 8)})
