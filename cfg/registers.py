@@ -513,10 +513,28 @@ class _Analysis:
 
     def reads_stack(self, queries: dict, frames: Frames) -> bool:
         """True when some query is computed from a load that may read a stack frame."""
-        wanted = {key for block, position, operand in queries.values() for key in self.sources_of(block, operand)}
-        rules: dict = {}
-        self.slice(self.definitions(), wanted, rules, set())
-        return any(access.kind == "load" and (access.block, access.position) in rules for access in frames.accesses)
+        loads = {(access.block, access.position) for access in frames.accesses if access.kind == "load"}
+        definitions = self.definitions()
+        work = [key for block, position, operand in queries.values() for key in self.sources_of(block, operand)]
+        seen = set(work)
+        while work:  # the slice of `slice`, by what each definition reads (its idioms read no more)
+            for site in definitions.get(work.pop(), ()):
+                if site in loads:
+                    return True
+                for source in self._reads_of(*site):
+                    if source not in seen:
+                        seen.add(source)
+                        work.append(source)
+        return False
+
+    def _reads_of(self, block: int, position: int) -> list[str]:
+        """The keys the definition at (block, position) reads, as `rule` gives them."""
+        instruction = self.flow.blocks[block].instructions[position]
+        head = self.flow.blocks[block].heads[position]
+        if head[2] == "ld" and _is_param(head[1].split(".")[1:]):
+            return [k for k in self._param_load_keys(block, instruction.operands, head[1]) if k is not None]
+        prefix, plain = self.prefix(block), self.plain(block)
+        return [prefix + name for operand in instruction.operands[1:] for name in _reads(operand, plain)]
 
     def solve(self, queries: dict) -> tuple[dict, set]:
         """Values by a sparse fixpoint over the definitions that matter (docs/fence.md
