@@ -402,6 +402,52 @@ def align_up(instructions, heads, position: int, plain) -> AlignUp | None:
     return AlignUp(x, modulus, constant, others)
 
 
+@record
+class Rounding:
+    """A recognised ``add`` that rounds register `x` up past a multiple of `modulus`:
+    ``x + (modulus - r)`` with ``r = x % modulus`` (or ``x & (modulus - 1)``) in
+    register `remainder`. Where ``r`` is not 0 the sum is ``x`` rounded up."""
+
+    x: str
+    remainder: str
+    modulus: int
+
+
+def rounding_add(instructions, heads, position: int, plain) -> Rounding | None:
+    """The rounding idiom the ``add`` at `position` computes (a ``-G`` build's
+    ``if (p % 1024) p += 1024 - p % 1024``, ThunderKittens' allocator), or None.
+
+    >>> from ptxkit import parse
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...           ".reg .b64 %rd<9>;\\n\\trem.u64 %rd4, %rd1, 1024;\\n\\tmov.u64 %rd5, 1024;\\n"
+    ...           "\\tsub.s64 %rd6, %rd5, %rd4;\\n\\tadd.s64 %rd7, %rd1, %rd6;\\n\\tret;\\n}\\n")
+    >>> block = flow_graph(m.function("k")).blocks[0]
+    >>> rounding_add(block.instructions, block.heads, 3, frozenset())
+    Rounding(x='%rd1', remainder='%rd4', modulus=1024)
+    """
+    operands = instructions[position].operands
+    if heads[position][0] is not None or heads[position][2] != "add" or len(operands) != 3 \
+            or operands[0].kind != "register":
+        return None
+    for at in range(position - 1, -1, -1):
+        head, found = heads[at], instructions[at].operands
+        if head[0] is not None or not (head[1].startswith("rem.u") or head[2] == "and") or len(found) != 3 \
+                or found[1].kind != "register" or found[2].kind != "immediate" or not isinstance(found[2].value, int):
+            continue
+        modulus = found[2].value + (head[2] == "and")
+        x, remainder = found[1].name, found[0].name
+        if modulus < 2 or modulus & (modulus - 1) or x == remainder \
+                or _defining(instructions, heads, position, remainder, plain) != at \
+                or not _unchanged(instructions, heads, at, position, x, plain):
+            continue
+        terms: dict = {}
+        if _linear(instructions, heads, position + 1, operands[0].name, 1, (at, position + 1), (x, remainder),
+                   terms, 0) and terms == {x: 1, remainder: -1, None: modulus}:
+            return Rounding(x, remainder, modulus)
+    return None
+
+
 def _linear(instructions, heads, before: int, register: str, coefficient: int, span: tuple, kept: tuple,
             terms: dict, depth: int) -> bool:
     """Add ``coefficient * register`` (as read at `before`) to `terms` as a sum of

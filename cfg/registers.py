@@ -41,7 +41,7 @@ from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.frames import Frames, StackModel, observed, stack_frames
 from ptxkit.cfg.graph import derived
-from ptxkit.cfg.idioms import SUM_OPCODES, align_up, linear, remainder
+from ptxkit.cfg.idioms import SUM_OPCODES, align_up, linear, remainder, rounding_add
 from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
@@ -72,8 +72,25 @@ _TYPE_BITS = {"8": 8, "16": 16, "32": 32, "64": 64, "128": 128}
 _SPACE_OF_DECLARATION = {".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE, ".global": GLOBAL_SPACE_NAME}
 _PARAM_POINTS_TO = {".global": GLOBAL_SPACE_NAME, ".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE}
 #: Opcodes that never define a register value we follow (their first operand is read).
+def _identity(value):
+    return value
+
+
+@record
+class _MultipleOf:
+    """What a test ``x % modulus == 0`` bounds ``x`` by: rounding it up to `modulus` leaves
+    it as it is (`_narrowing` rounds the value it narrows)."""
+
+    modulus: int
+
+
 def _inverse(opcode: str, base: str, operands, uniform: bool):
     """The inverse of one defining step for branch refinement (see `_inverse_chain`)."""
+    if opcode.startswith("rem.u") and len(operands) == 3 and operands[2].kind == "immediate" \
+            and isinstance(operands[2].value, int) and operands[2].value >= 2 \
+            and not operands[2].value & (operands[2].value - 1):
+        modulus = operands[2].value
+        return lambda value: _MultipleOf(modulus) if constant(value) == 0 else (Atom(0, None, None, -INF, INF),)
     if base in ("add", "sub") and len(operands) == 3 and operands[2].kind == "immediate" \
             and isinstance(operands[2].value, int):
         step = operands[2].value if base == "add" else -operands[2].value
@@ -87,7 +104,7 @@ def _inverse(opcode: str, base: str, operands, uniform: bool):
             return (Atom(0, None, None, -INF, INF),)
         return widen_back
     if base == "mov" and len(operands) == 2 or base == "shfl" and uniform:
-        return lambda value: value
+        return _identity
     return None
 
 
@@ -822,7 +839,8 @@ class _Analysis:
                     continue
                 holds = ("taken" in kinds) != negated
                 narrow = self._narrowing(branch, key, comparison, bound, unsigned, holds, chain)
-                self.edge_narrowing[(branch, successor)] = narrow[:1]
+                self.edge_narrowing[(branch, successor)] = narrow
+                self.depends.setdefault(key, set()).update(source for source, _ in chain)
                 if any(p != branch and not self.dominators.dominates(successor, p) for p in self.flow.pred[successor]):
                     continue  # the edge must dominate the successor (other edges in are its loops' back edges)
                 self.narrowing.setdefault(successor, []).extend(narrow)
@@ -848,6 +866,8 @@ class _Analysis:
                     if not limit:
                         return ()
                     limit = step(limit)
+                if isinstance(limit, _MultipleOf):  # x % N == 0: x is x rounded up to N
+                    return and_(add(value, number(limit.modulus - 1)), number(-limit.modulus)) if value else ()
                 return meet(value, limit) if value and limit else ()
 
             out.append((source, bounded))
@@ -1074,11 +1094,22 @@ class _Analysis:
             if refined is not None:
                 compute, extra = refined
                 sources.extend(extra)
+        if base == "add" and len(targets) == 1:
+            rounding = rounding_add(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position,
+                                    plain)
+            if rounding is not None:
+                compute = self.rounded_past(block, rounding, modifiers, compute)
+                sources.extend(prefix + name for name in (rounding.x, rounding.remainder))
         if base in SUM_OPCODES and len(targets) == 1 and compute is plain_compute:
             found = self.linear_sum(block, position, plain)
             if found is not None:
                 compute = self.linear_range(block, found)
                 sources.extend(prefix + name for name in found.terms)
+        if base in _RECOMPUTED and len(targets) == 1 and guard is None:
+            twin = self._twin(block, position)
+            if twin is not None:  # the same value computed before: what narrows that one narrows this
+                compute = (lambda at, own=compute, twin=twin: [meet(own(at)[0], self.lookup(at, twin))])
+                sources.append(twin)
         if base == "ld" and _is_param(modifiers):
             sources = [k for k in self._param_load_keys(block, operands, opcode) if k is not None]
         strong = guard is None
@@ -1362,6 +1393,7 @@ class _Analysis:
         (`_refinements` narrows that version, so a second load of it is bounded too)."""
         chain = []
         current = key
+        rounding = False  # the chain went through a remainder (`_MultipleOf`)
         for _ in range(8):
             sites = definitions.get(current, ())
             if len(sites) != 1:
@@ -1372,12 +1404,12 @@ class _Analysis:
                 break
             cell = self._read_cell(where, at)
             if cell is not None:  # reloaded from a -G stack cell: the version it read is bounded too
-                chain.append(((_cell_key(cell), (where, at)), lambda value: value))
+                chain.append(((_cell_key(cell), (where, at)), _identity))
                 break
             operands = self.flow.blocks[where].instructions[at].operands
             if head[2] == "mov" and len(operands) == 2 and operands[1].kind == "special" \
                     and operands[1].name in FIXED_SPECIALS:  # a copy of the thread's own index
-                chain.append((self.prefix(where) + operands[1].name, lambda value: value))
+                chain.append((self.prefix(where) + operands[1].name, _identity))
                 break
             if len(operands) < 2 or operands[1].kind != "register":
                 break
@@ -1385,8 +1417,9 @@ class _Analysis:
             if len(definitions.get(source, ())) != 1:
                 break
             inverse = _inverse(head[1], head[2], operands, self._uniform_broadcast(where, at, definitions))
-            if inverse is None:
-                break
+            if inverse is None or rounding and inverse is not _identity or head[2] == "rem" and chain:
+                break  # a remainder's test bounds its dividend, and its copies, only
+            rounding = rounding or head[2] == "rem"
             chain.append((source, inverse))
             current = source
         return chain
@@ -1659,6 +1692,51 @@ class _Analysis:
         value = self.remainder_range(block, found, wrapped=True)
         return (lambda at: [shl(value(at)[0], number(count))]), [self.prefix(block) + name for name in read]
 
+    def rounded_past(self, block: int, found, modifiers: list, otherwise):
+        """`ptxkit.cfg.idioms.rounding_add`: ``x + (N - x % N)`` is ``x`` rounded up to a
+        multiple of N wherever the remainder, as the branch conditions narrow it there,
+        cannot be 0; else what `otherwise` computes."""
+        prefix, width, modulus = self.prefix(block), _width(modifiers), found.modulus
+
+        def compute(at):
+            rest, x = self.lookup(at, prefix + found.remainder), self.lookup(at, prefix + found.x)
+            if not rest or not x:
+                return [()]  # not evaluated yet
+            if len(rest) == 1 and rest[0].form == NUM and 1 <= rest[0].lo and rest[0].hi < modulus:
+                return [and_(add(x, number(modulus - 1)), number(-modulus), width)]
+            return otherwise(at)
+
+        return compute
+
+    def _twin(self, block: int, position: int) -> str | None:
+        """The key of the register an identical unguarded instruction set before this one,
+        in this block or one that dominates it, when neither that register nor what the
+        instruction reads is written in between (a ``-G`` build computes ``x % 1024``
+        again after testing it): both hold the same value."""
+        computations = derived(self.flow, "computations", lambda: _computations(self.flow))
+        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
+        sites = computations.get(_computation_key(self.prefix(block), instructions[position], heads[position]), ())
+        if len(sites) < 2:
+            return None
+        plain = self.plain(block)
+        read = [name for operand in instructions[position].operands[1:] for name in _reads(operand, plain)]
+        if instructions[position].operands[0].name in read:
+            return None
+        dominators = DominatorTree.of(self.flow)
+        for there, at in sites:
+            if at >= position if there == block else not dominators.dominates(there, block):
+                continue
+            early = self.flow.blocks[there]
+            target = early.instructions[at].operands[0].name
+            kept = read + [target]
+            if target in read or any(_redefined(early.instructions, early.heads, at + 1,
+                                                position if there == block else len(early.instructions), name, plain)
+                                     for name in kept):
+                continue
+            if there == block or self._unwritten_between(there, block, kept):
+                return self.prefix(block) + target
+        return None
+
     def rounded_up(self, block: int, position: int, modifiers: list, otherwise):
         """A ``selp`` that rounds a register up to a power of two (`ptxkit.cfg.idioms.
         align_up`): ``(x + N - 1) & -N`` when the other terms add up to N, else what
@@ -1798,6 +1876,29 @@ def _template_load(address: tuple, width: int, templates: frozenset) -> tuple:
             or region.size is None or atom.lo < 0 or atom.hi + width > region.size or atom.shift or atom.high:
         return TOP
     return number(0)
+
+
+#: Opcodes whose result depends on their operands alone: computed twice from registers
+#: unchanged in between, they give the same value (`_Analysis._twin`).
+_RECOMPUTED = frozenset("add sub mul mad div rem and or xor shl shr cvt neg not min max".split())
+
+
+def _computation_key(prefix: str, instruction, head) -> tuple:
+    """What an instruction computes, whatever register it puts it in."""
+    return prefix, head[1], tuple(operand.text for operand in instruction.operands[1:])
+
+
+def _computations(flow) -> dict:
+    """`_computation_key` -> the ``(block, position)`` of the unguarded instructions of
+    `_RECOMPUTED` opcodes with one register target that compute it, in order."""
+    found: dict = {}
+    for block in flow.blocks:
+        prefix = block.context.prefix if block.context is not None else ""
+        for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
+            operands = instruction.operands
+            if head[0] is None and head[2] in _RECOMPUTED and len(operands) > 1 and operands[0].kind == "register":
+                found.setdefault(_computation_key(prefix, instruction, head), []).append((block.index, position))
+    return found
 
 
 def _reading_block(at) -> int:

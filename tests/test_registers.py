@@ -367,6 +367,29 @@ def test_a_base_rounded_up_keeps_offsets_exact():
                     head=LOW_ALIGNED) == "dynamic shared+[0, 1040] (shared::cta generic)"
 
 
+#: A -G build's align-up, as ThunderKittens' allocator writes it: `if (p % 1024) p += 1024 -
+#: p % 1024;`, the remainder computed again on the rounding path
+ROUNDED_BY_BRANCH = (
+    "\tmov.u64 %rd10, low;\n\tcvta.shared.u64 %rd2, %rd10;\n\tadd.s64 %rd1, %rd2, 4096;\n\tmov.b64 %rd8, %rd1;\n"
+    "\trem.u64 %rd3, %rd1, 1024;\n\tsetp.ne.s64 %p1, %rd3, 0;\n\tnot.pred %p2, %p1;\n\t@%p2 bra L3;\n"
+    "\trem.u64 %rd4, %rd1, 1024;\n\tmov.u64 %rd5, 1024;\n\tsub.s64 %rd6, %rd5, %rd4;\n\tadd.s64 %rd7, %rd1, %rd6;\n"
+    "\t// here\n\tmov.b64 %rd8, %rd7;\nL3:\n\tadd.s64 %rd9, %rd8, 32768;\n")
+
+
+@pytest.mark.parametrize("body, register, shown", [
+    # the remainder computed again is the tested one: not 0 on the rounding path
+    (ROUNDED_BY_BRANCH, "%rd4", "[1, 1023]"),
+    # where it is not 0, p + (1024 - p % 1024) is p rounded up
+    (ROUNDED_BY_BRANCH, "%rd7", "dynamic shared aligned 1024+4096 (shared::cta generic)"),
+    # where it is 0, p is p rounded up: after the paths meet, one exact offset from the rounded base
+    (ROUNDED_BY_BRANCH.replace("\t// here\n", ""), "%rd9", "dynamic shared aligned 1024+36864 (shared::cta generic)"),
+    # p changed between the two remainders: they are two values
+    (ROUNDED_BY_BRANCH.replace("\trem.u64 %rd4", "\tadd.s64 %rd1, %rd1, 16;\n\trem.u64 %rd4"), "%rd4", "[0, 1023]"),
+])
+def test_a_pointer_rounded_up_on_a_branch(body, register, shown):
+    assert value_at(body, register, head=LOW_ALIGNED) == shown
+
+
 def test_every_extern_shared_array_is_one_region_as_aligned_as_the_most_aligned():
     two = LOW_ALIGNED + ".extern .shared .align 128 .b8 high[];\n"
     assert value_at("\tmov.u32 %r1, low;\n", "%r1", head=two) == value_at("\tmov.u32 %r1, high;\n", "%r1", head=two)
