@@ -84,6 +84,8 @@ class Remainder:
 def _defining(instructions, heads, position: int, register: str, plain) -> int | None:
     """The instruction before `position` in the block that last defines `register`."""
     for index in range(position - 1, -1, -1):
+        if register not in instructions[index].text:  # most instructions of a long block do not name it
+            continue
         operands = instructions[index].operands
         if operands and heads[index][2] not in ("st", "bar", "barrier", "bra", "call", "red"):
             first = operands[0]
@@ -428,24 +430,41 @@ def rounding_add(instructions, heads, position: int, plain) -> Rounding | None:
     """
     operands = instructions[position].operands
     if heads[position][0] is not None or heads[position][2] != "add" or len(operands) != 3 \
-            or operands[0].kind != "register":
+            or any(operand.kind != "register" for operand in operands):
         return None
-    for at in range(position - 1, -1, -1):
-        head, found = heads[at], instructions[at].operands
-        if head[0] is not None or not (head[1].startswith("rem.u") or head[2] == "and") or len(found) != 3 \
-                or found[1].kind != "register" or found[2].kind != "immediate" or not isinstance(found[2].value, int):
+    for x, difference in ((operands[1].name, operands[2].name), (operands[2].name, operands[1].name)):
+        sub_at = _defining(instructions, heads, position, difference, plain)
+        if sub_at is None or heads[sub_at][0] is not None or heads[sub_at][2] != "sub":
             continue
-        modulus = found[2].value + (head[2] == "and")
-        x, remainder = found[1].name, found[0].name
-        if modulus < 2 or modulus & (modulus - 1) or x == remainder \
-                or _defining(instructions, heads, position, remainder, plain) != at \
+        subtracted = instructions[sub_at].operands
+        if len(subtracted) != 3 or subtracted[2].kind != "register":
+            continue
+        remainder = subtracted[2].name
+        at = _defining(instructions, heads, sub_at, remainder, plain)
+        if at is None or heads[at][0] is not None or not (heads[at][1].startswith("rem.u") or heads[at][2] == "and"):
+            continue
+        found = instructions[at].operands
+        if len(found) != 3 or found[1].kind != "register" or found[1].name != x or found[2].kind != "immediate" \
+                or not isinstance(found[2].value, int) or x == remainder \
                 or not _unchanged(instructions, heads, at, position, x, plain):
             continue
-        terms: dict = {}
-        if _linear(instructions, heads, position + 1, operands[0].name, 1, (at, position + 1), (x, remainder),
-                   terms, 0) and terms == {x: 1, remainder: -1, None: modulus}:
-            return Rounding(x, remainder, modulus)
+        modulus = found[2].value + (heads[at][2] == "and")
+        if modulus < 2 or modulus & (modulus - 1) or constant_operand(instructions, heads, sub_at, subtracted[1], plain) != modulus:
+            continue
+        return Rounding(x, remainder, modulus)
     return None
+
+
+def constant_operand(instructions, heads, position: int, operand, plain=frozenset()) -> int | None:
+    """The value of `operand` at `position`: an immediate, or a register whose last
+    definition before `position` in the block moves one into it."""
+    if operand.kind == "immediate":
+        return operand.value if isinstance(operand.value, int) else None
+    at = _defining(instructions, heads, position, operand.name, plain) if operand.kind == "register" else None
+    if at is None or heads[at][0] is not None or heads[at][2] != "mov":
+        return None
+    source = instructions[at].operands[1]
+    return source.value if source.kind == "immediate" and isinstance(source.value, int) else None
 
 
 def _linear(instructions, heads, before: int, register: str, coefficient: int, span: tuple, kept: tuple,

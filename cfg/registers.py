@@ -41,7 +41,7 @@ from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.frames import Frames, StackModel, observed, stack_frames
 from ptxkit.cfg.graph import derived
-from ptxkit.cfg.idioms import SUM_OPCODES, align_up, linear, remainder, rounding_add
+from ptxkit.cfg.idioms import SUM_OPCODES, align_up, constant_operand, linear, remainder, rounding_add
 from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
@@ -433,6 +433,7 @@ class _Analysis:
         self.unknown_cells = stack.unknown if stack is not None else frozenset()
         self._with_cells: dict | None = None  # the definitions with the cells the stack model follows
         self._definitions_by_block: dict | None = None  # `_definition_index`, once asked for
+        self._rounding_blocks: dict[int, bool] = {}  # `_may_round`
         self.special = special_ranges(flow.function, max_cluster)
         self.symbols: dict[int, dict] = {}  # context id -> symbol values
         self.thresholds: set[int] = set()  # constants compared against: where widening stops
@@ -1094,7 +1095,7 @@ class _Analysis:
             if refined is not None:
                 compute, extra = refined
                 sources.extend(extra)
-        if base == "add" and len(targets) == 1:
+        if base == "add" and len(targets) == 1 and self._may_round(block):
             rounding = rounding_add(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position,
                                     plain)
             if rounding is not None:
@@ -1608,7 +1609,7 @@ class _Analysis:
                     and args[2].kind == "immediate" and isinstance(args[2].value, int):
                 step, increment = args[2].value, site
             elif head[2] == "mov":
-                start, init = _constant_operand(instructions, heads, site[1], args[1]), site
+                start, init = constant_operand(instructions, heads, site[1], args[1]), site
         if start is None or step is None:
             return None
         return start, step, init, increment
@@ -1692,6 +1693,16 @@ class _Analysis:
         value = self.remainder_range(block, found, wrapped=True)
         return (lambda at: [shl(value(at)[0], number(count))]), [self.prefix(block) + name for name in read]
 
+    def _may_round(self, block: int) -> bool:
+        """True when `block` has a remainder (or mask) and a ``sub``, as
+        `ptxkit.cfg.idioms.rounding_add` needs."""
+        found = self._rounding_blocks.get(block)
+        if found is None:
+            heads = self.flow.blocks[block].heads
+            found = self._rounding_blocks[block] = any(head[2] == "sub" for head in heads) and \
+                any(head[2] == "and" or head[1].startswith("rem.u") for head in heads)
+        return found
+
     def rounded_past(self, block: int, found, modifiers: list, otherwise):
         """`ptxkit.cfg.idioms.rounding_add`: ``x + (N - x % N)`` is ``x`` rounded up to a
         multiple of N wherever the remainder, as the branch conditions narrow it there,
@@ -1714,10 +1725,10 @@ class _Analysis:
         instruction reads is written in between (a ``-G`` build computes ``x % 1024``
         again after testing it): both hold the same value."""
         computations = derived(self.flow, "computations", lambda: _computations(self.flow))
-        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
-        sites = computations.get(_computation_key(self.prefix(block), instructions[position], heads[position]), ())
-        if len(sites) < 2:
+        sites = computations.get((block, position))
+        if sites is None:
             return None
+        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
         plain = self.plain(block)
         read = [name for operand in instructions[position].operands[1:] for name in _reads(operand, plain)]
         if instructions[position].operands[0].name in read:
@@ -1883,22 +1894,29 @@ def _template_load(address: tuple, width: int, templates: frozenset) -> tuple:
 _RECOMPUTED = frozenset("add sub mul mad div rem and or xor shl shr cvt neg not min max".split())
 
 
-def _computation_key(prefix: str, instruction, head) -> tuple:
-    """What an instruction computes, whatever register it puts it in."""
-    return prefix, head[1], tuple(operand.text for operand in instruction.operands[1:])
+def _computation_key(prefix: str, instruction, head) -> tuple | None:
+    """What an instruction with one register target computes, whatever register it puts
+    it in (its opcode and the text of what it reads), or None."""
+    text = instruction.text
+    comma = text.find(",")
+    if comma < 0 or "{" in text[:comma] or "|" in text[:comma]:
+        return None
+    return prefix, head[1], text[comma + 1:].strip()
 
 
 def _computations(flow) -> dict:
-    """`_computation_key` -> the ``(block, position)`` of the unguarded instructions of
-    `_RECOMPUTED` opcodes with one register target that compute it, in order."""
+    """``(block, position)`` -> the sites of every unguarded instruction of a
+    `_RECOMPUTED` opcode that computes the same as the one there (`_computation_key`),
+    for the instructions that have such others."""
     found: dict = {}
     for block in flow.blocks:
         prefix = block.context.prefix if block.context is not None else ""
         for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
-            operands = instruction.operands
-            if head[0] is None and head[2] in _RECOMPUTED and len(operands) > 1 and operands[0].kind == "register":
-                found.setdefault(_computation_key(prefix, instruction, head), []).append((block.index, position))
-    return found
+            if head[0] is None and head[2] in _RECOMPUTED:
+                key = _computation_key(prefix, instruction, head)
+                if key is not None:
+                    found.setdefault(key, []).append((block.index, position))
+    return {site: sites for sites in found.values() if len(sites) > 1 for site in sites}
 
 
 def _reading_block(at) -> int:
@@ -2068,20 +2086,6 @@ def _mapa(value: tuple, modifiers: list) -> tuple:
         else:
             out = join(out, anywhere(SHARED_CLUSTER_SPACE, form))
     return out
-
-
-def _constant_operand(instructions, heads, position: int, operand) -> int | None:
-    """An immediate, or a register whose last definition before `position` in the block
-    moves one into it."""
-    if operand.kind == "immediate":
-        return operand.value if isinstance(operand.value, int) else None
-    if operand.kind != "register":
-        return None
-    at = _last_definition(instructions, heads, position, operand.name, frozenset())
-    if at is None or heads[at][2] != "mov" or heads[at][0] is not None:
-        return None
-    source = instructions[at].operands[1]
-    return source.value if source.kind == "immediate" and isinstance(source.value, int) else None
 
 
 def _bit_field(length: tuple, signed: bool) -> tuple:
