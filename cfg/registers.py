@@ -1845,12 +1845,13 @@ _SETTLED_MODEL = "settled stack model"
 
 
 def _templates(module) -> frozenset:
-    """The names of the module's *templates*: ``.global`` variables with no initializer
-    whose name has a ``$``, which no C++ name has (nvcc's ``make_smem_desc…$265``, the
-    zero-filled object a ``-G`` build copies a default-constructed descriptor from), and
-    that no instruction of the module names but to take its address. PTX zero-fills a
-    ``.global`` variable without an initializer (PTX ISA, "Global state space"), and
-    the module never writes a template: docs/fence.md §3.2 and §8."""
+    """The names of the module's *templates*: ``.global`` variables it defines (not
+    ``.extern``) with no initializer, whose name has a ``$``, which no C++ name has
+    (nvcc's ``make_smem_desc…$265``, the zero-filled object a ``-G`` build copies a
+    default-constructed descriptor from), and that no instruction of the module names but
+    to take its address. PTX zero-fills a ``.global`` variable without an initializer
+    (PTX ISA, "Global state space"), and the module never writes a template:
+    docs/fence.md §3.2 and §8."""
     if module is None:
         return frozenset()
     if _TEMPLATES.get("module") is not module:  # one module at a time, as `_SymbolCache`
@@ -1865,7 +1866,8 @@ def _find_templates(module) -> frozenset:
     found = set()
     for node in module.items:
         declaration = node.declaration if type(node) is Directive else None
-        if declaration is not None and declaration.space == ".global" and declaration.initializer is None:
+        if declaration is not None and declaration.space == ".global" and declaration.initializer is None \
+                and ".extern" not in declaration.linkage:  # defined here: zero-filled here
             found.update(name for name in declaration.base_names if "$" in name)
     if found:
         for instruction in module.instructions():

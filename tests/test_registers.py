@@ -186,8 +186,9 @@ DESCRIPTOR = (  # nvcc -G: a descriptor copied from a zero-filled template, then
     # a variable C++ can name may have been set by the host: its bits are not known, so
     # the descriptor is a number (a footprint of all shared memory), not the address
     (TEMPLATE.replace("$", "_"), DESCRIPTOR.replace("$", "_"), "%rd9", None),
-    # nor is a template the module writes
+    # nor is a template the module writes, or one another module defines
     (TEMPLATE, DESCRIPTOR + "\tst.global.u64 [desc$1], 1;\n", "%rd9", None),
+    (".extern " + TEMPLATE, DESCRIPTOR, "%rd9", None),
 ])
 def test_a_descriptor_set_field_by_field_in_a_debug_build_stack_frame(extra, body, register, shown):
     value = value_at(FRAME + body, register, extra=extra)
