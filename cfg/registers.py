@@ -1385,7 +1385,8 @@ class _Analysis:
     def _inverse_chain(self, block: int, position: int, key: str, definitions: dict) -> list:
         """``[(source key, inverse)]``: how the value compared at (block, position) bounds
         the registers it was computed from. A step needs the register's only definition
-        in the function (so the relation holds wherever it is read) to be ``add``/``sub``
+        in the function (so the relation holds wherever it is read; the registers it reads
+        not set only after it in its block) to be ``add``/``sub``
         of a constant, ``shr`` by a constant, ``mov``, or the warp-uniform broadcast
         ``shfl.sync.idx`` from lane 0 of ``%tid.x >> k`` (k >= 5) in a kernel whose
         blocks are one-dimensional, where every lane holds the same value. A register
@@ -1401,8 +1402,8 @@ class _Analysis:
                 break
             where, at = sites[0]
             head = self.flow.blocks[where].heads[at]
-            if head[0] is not None:  # a guarded definition may leave an older value
-                break
+            if head[0] is not None or where == block and at > position:
+                break  # a guarded definition may leave an older value; a later one, a newer
             cell = self._read_cell(where, at)
             if cell is not None:  # reloaded from a -G stack cell: the version it read is bounded too
                 chain.append(((_cell_key(cell), (where, at)), _identity))
@@ -1415,8 +1416,9 @@ class _Analysis:
             if len(operands) < 2 or operands[1].kind != "register":
                 break
             source = self.prefix(where) + operands[1].name
-            if len(definitions.get(source, ())) != 1:
-                break
+            source_sites = definitions.get(source, ())
+            if len(source_sites) != 1 or source_sites[0][0] == where and source_sites[0][1] > at:
+                break  # set more than once, or only after it is read here (an older value then)
             inverse = _inverse(head[1], head[2], operands, self._uniform_broadcast(where, at, definitions))
             if inverse is None or rounding and inverse is not _identity or head[2] == "rem" and chain:
                 break  # a remainder's test bounds its dividend, and its copies, only

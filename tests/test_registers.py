@@ -95,6 +95,15 @@ def test_a_guarded_test_narrows_nothing(guarded):
     assert value_at(unguarded, "%r1", params=".param .u32 k_n") == "[0, 3]"
 
 
+def test_a_test_does_not_narrow_a_register_set_again_after_the_one_it_read():
+    """r3 = r2 is tested, then r2 is set anew in the same block: past the branch r2 holds
+    the new value, which the test says nothing of (no register set only after it is read
+    joins the chain of what a test bounds)."""
+    body = ("\tbra.uni B;\nB:\n\tadd.s32 %r3, %r2, 0;\n\tsetp.lt.u32 %p1, %r3, 4;\n"
+            "\tand.b32 %r2, %r9, 255;\n\t@%p1 bra T;\n\tbra.uni B;\nT:\n\tmov.u32 %r4, %r2;\n")
+    assert value_at(body, "%r4") == "[0, 255]"
+
+
 def test_a_counter_without_a_bound_is_widened():
     body = "\tmov.u32 %r1, 0;\nL:\n\tadd.s32 %r1, %r1, 1;\n\tsetp.lt.u32 %p2, %r1, %r9;\n\t@%p2 bra L;\n"
     assert value_at(body, "%r1") == "[1, inf]"
