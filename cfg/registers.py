@@ -2154,7 +2154,14 @@ def _div(a: tuple, b: tuple, width: int) -> tuple:
 
 def _rem(a: tuple, b: tuple, width: int, signed: bool = False) -> tuple:
     """``a % b`` for a positive `b`: below b, and `a` itself when it is already below; a
-    signed remainder of a dividend that may be negative is negative or zero too."""
+    signed remainder of a dividend that may be negative is negative or zero too. By a
+    constant, the remainder keeps what the dividend's step says of it: ``a % d`` is ``a``
+    modulo ``gcd(step, d)`` (an even index stays even).
+
+    >>> from ptxkit.cfg.values import show
+    >>> show(_rem(number(0, 118, 2), number(32), 32)), show(_rem(number(4, 1000, 24), number(16), 32))
+    ('[0, 30] step 2', '[4, 12] step 8')
+    """
     if not a or not b:
         return ()
     divisor = _divisor(b)
@@ -2166,6 +2173,10 @@ def _rem(a: tuple, b: tuple, width: int, signed: bool = False) -> tuple:
         return a
     if most >= INF:
         return TOP
+    if natural and least == most and a[0].step > 1:
+        common = math.gcd(a[0].step, most)
+        low = a[0].lo % common
+        return number(low, most - 1 - (most - 1 - low) % common, common)
     return number(0 if natural or not signed else 1 - most, most - 1)
 
 

@@ -570,6 +570,9 @@ def test_division_and_remainder_by_a_bounded_divisor():
     assert value_at(body, "%r3", params) == "[0, 7]"  # rank < 8 (the portable cluster), divisor >= 1
     assert value_at(body, "%r4", params) == "[0, 7]"
     assert value_at(body, "%r6", params.replace("u32", "s32")) == "[0, 3]"  # a u32 parameter is not negative
+    # an even column stays even modulo 32 (ThunderKittens' -G tile stores, 8 bytes a thread)
+    even = "\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 63;\n\tshl.b32 %r3, %r2, 1;\n\trem.s32 %r4, %r3, 32;\n"
+    assert value_at(even, "%r4") == "[0, 30] step 2"
 
 
 def test_a_per_rank_slice_of_a_multicast_box_stays_in_the_box():
