@@ -34,6 +34,7 @@ from ptxkit.cfg.escape import shared_pointer_registers
 from ptxkit.cfg.registers import (
     PORTABLE_CLUSTER, analyse_registers, destinations, special_ranges, symbol_regions,
 )
+from ptxkit.cfg.thread_sets import runners
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP_FORM,
     WINDOW, Atom, constant, integers,
@@ -225,23 +226,29 @@ class _Classifier:
         if value is None:
             return None
         budget = [self.THREAD_BUDGET]
+        threads = runners(self.flow)[block]  # only the threads that may run the block make the access
 
         def meets(value: tuple) -> bool:
             return any(overlaps(location, target) for found in self._located(*access, value=value)
                        for location in found.locations for target in targets)
 
-        def hits(low: int, high: int, value: tuple) -> bool:
-            if not meets(value):
+        def hits(low: int, high: int, value: tuple | None = None) -> bool:
+            if not threads >> low & ((2 << (high - low)) - 1):
+                return False  # no thread of the range runs the block
+            if not meets(self.by_thread(access[3], low, high) if value is None else value):
                 return False
             if low == high or budget[0] <= 0:
                 return True
             budget[0] -= 2
             split = high >> ((low ^ high).bit_length() - 1) << ((low ^ high).bit_length() - 1)
-            return hits(low, split - 1, self.by_thread(access[3], low, split - 1)) \
-                or hits(split, high, self.by_thread(access[3], split, high))
+            return hits(low, split - 1) or hits(split, high)
 
+        mine = threads >> low & ((2 << (high - low)) - 1)
+        if not mine:
+            return False
         # a real hazard is usually one the first thread has: one evaluation, not a descent
-        return meets(value) and (meets(self.by_thread(access[3], low, low)) or hits(low, high, value))
+        first = (mine & -mine).bit_length() - 1 + low
+        return meets(value) and (meets(self.by_thread(access[3], first, first)) or hits(low, high, value))
 
     # -- one instruction --------------------------------------------------------------------
     def classify(self, block: int, position: int, instruction, head):

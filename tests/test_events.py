@@ -174,6 +174,26 @@ def test_an_access_is_asked_thread_by_thread_whether_it_touches_a_location():
     assert found == [("dynamic shared[4080:4130]", False), ("dynamic shared[4080:4130]", True)]
 
 
+def test_only_the_threads_that_run_a_block_are_asked_whether_its_access_touches_a_location():
+    """Warpgroup 0 (its test a division, which no branch narrowing inverts) writes 16 bytes
+    a thread at tid * 16: bytes 0..2047. The address of every thread of the CTA would run
+    to 4096, and threads 128-255 would write the tile at 2048, but they never run the
+    block (docs/fence.md §3.6, §4.4's thread sets)."""
+    text = (f"{HEAD}.visible .entry k() .maxntid 256, 1, 1\n{{\n{REGS}\tmov.u32 %r1, dyn;\n"
+            "\tmov.u32 %r5, %tid.x;\n\tdiv.u32 %r6, %r5, GROUP;\n\tsetp.ne.u32 %p1, %r6, 0;\n\t@%p1 bra DONE;\n"
+            "\tshl.b32 %r7, %r5, 4;\n\tadd.s32 %r8, %r1, %r7;\n\tst.shared.v4.u32 [%r8], {%r1, %r1, %r1, %r1};\n"
+            "DONE:\n\tret;\n}\n")
+    found = []
+    for group in ("128", "192"):  # warpgroup 0, then the first 192 threads: those reach the tile
+        flow = inlined_graph(ptxkit.parse(text.replace("GROUP", group)).function("k"))
+        classified = classify(flow, EventOptions())
+        block, write = next((b, e) for b, events in enumerate(classified.by_block) for e in events
+                            if e.kind is Kind.WRITE)
+        tile = Location(CTA, write.locations[0].region, 2048, 4096)
+        found.append((describe(write), classified.touches(block, write, (tile,))))
+    assert found == [("dynamic shared[0:4096]", False), ("dynamic shared[0:4096]", True)]
+
+
 def test_tcgen05_mma_takes_its_shape_from_a_constant_instruction_descriptor():
     # descriptors with SBO 256 bytes and LBO 128 (no swizzle): an operand of R rows and
     # K = 32 bytes (kind::f16, K = 16) spans (R / 8 - 1) * 256 + 256 bytes; idesc: N >> 3 in
