@@ -2161,6 +2161,8 @@ def _rem(a: tuple, b: tuple, width: int, signed: bool = False) -> tuple:
     >>> from ptxkit.cfg.values import show
     >>> show(_rem(number(0, 118, 2), number(32), 32)), show(_rem(number(4, 1000, 24), number(16), 32))
     ('[0, 30] step 2', '[4, 12] step 8')
+    >>> show(_rem(number(31), number(4), 32)), show(_rem(number(36, 44, 4), number(32), 32))
+    ('3', '[4, 12] step 4')
     """
     if not a or not b:
         return ()
@@ -2173,10 +2175,14 @@ def _rem(a: tuple, b: tuple, width: int, signed: bool = False) -> tuple:
         return a
     if most >= INF:
         return TOP
-    if natural and least == most and a[0].step > 1:
-        common = math.gcd(a[0].step, most)
-        low = a[0].lo % common
-        return number(low, most - 1 - (most - 1 - low) % common, common)
+    if natural and least == most:
+        lo, hi, step = a[0].lo, a[0].hi, a[0].step
+        if hi < INF and lo // most == hi // most:  # within one period: no wrap-around
+            return number(lo % most, hi % most, step) if lo < hi else number(lo % most)
+        if step > 1:
+            common = math.gcd(step, most)
+            low = lo % common
+            return number(low, most - 1 - (most - 1 - low) % common, common)
     return number(0 if natural or not signed else 1 - most, most - 1)
 
 

@@ -573,6 +573,10 @@ def test_division_and_remainder_by_a_bounded_divisor():
     # an even column stays even modulo 32 (ThunderKittens' -G tile stores, 8 bytes a thread)
     even = "\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 63;\n\tshl.b32 %r3, %r2, 1;\n\trem.s32 %r4, %r3, 32;\n"
     assert value_at(even, "%r4") == "[0, 30] step 2"
+    # one thread's lane (a constant) and a range inside one period keep their remainder
+    assert value_at("\tmov.u32 %r1, 31;\n\trem.s32 %r2, %r1, 4;\n", "%r2") == "3"
+    inside = "\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 7;\n\tadd.s32 %r3, %r2, 36;\n\trem.u32 %r4, %r3, 32;\n"
+    assert value_at(inside, "%r4") == "[4, 11]"
 
 
 def test_a_per_rank_slice_of_a_multicast_box_stays_in_the_box():
