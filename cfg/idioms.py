@@ -449,7 +449,8 @@ def rounding_add(instructions, heads, position: int, plain) -> Rounding | None:
                 or not _unchanged(instructions, heads, at, position, x, plain):
             continue
         modulus = found[2].value + (heads[at][2] == "and")
-        if modulus < 2 or modulus & (modulus - 1) or constant_operand(instructions, heads, sub_at, subtracted[1], plain) != modulus:
+        if modulus < 2 or modulus & (modulus - 1) \
+                or constant_operand(instructions, heads, sub_at, subtracted[1], plain) != modulus:
             continue
         return Rounding(x, remainder, modulus)
     return None
