@@ -232,9 +232,12 @@ class _Classifier:
             return any(overlaps(location, target) for found in self._located(*access, value=value)
                        for location in found.locations for target in targets)
 
+        def running(low: int, high: int) -> int:  # the threads of [low, high] that may run it, from bit 0
+            return threads >> low & ((2 << (high - low)) - 1)
+
         def hits(low: int, high: int, value: tuple | None = None) -> bool:
-            if not threads >> low & ((2 << (high - low)) - 1):
-                return False  # no thread of the range runs the block
+            if not running(low, high):
+                return False
             if not meets(self.by_thread(access[3], low, high) if value is None else value):
                 return False
             if low == high or budget[0] <= 0:
@@ -243,7 +246,7 @@ class _Classifier:
             split = high >> ((low ^ high).bit_length() - 1) << ((low ^ high).bit_length() - 1)
             return hits(low, split - 1) or hits(split, high)
 
-        mine = threads >> low & ((2 << (high - low)) - 1)
+        mine = running(low, high)
         if not mine:
             return False
         # a real hazard is usually one the first thread has: one evaluation, not a descent

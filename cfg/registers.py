@@ -868,7 +868,7 @@ class _Analysis:
                         return ()
                     limit = step(limit)
                 if isinstance(limit, _MultipleOf):  # x % N == 0: x is x rounded up to N
-                    return and_(add(value, number(limit.modulus - 1)), number(-limit.modulus)) if value else ()
+                    return _rounded_up(value, limit.modulus) if value else ()
                 return meet(value, limit) if value and limit else ()
 
             out.append((source, bounded))
@@ -1163,9 +1163,9 @@ class _Analysis:
         if base == "ld":
             if _is_param(modifiers):
                 return self._param_load(block, opcode, operands, modifiers, count)
-            if count == 1 and args and args[0].kind == "memory" and _templates(self.flow.function.module):
-                return lambda at: [_template_load(evaluate(block, args[0], at), width // 8,
-                                                  _templates(self.flow.function.module))]
+            templates = _templates(self.flow.function.module)
+            if count == 1 and args and args[0].kind == "memory" and templates:
+                return lambda at: [_template_load(evaluate(block, args[0], at), width // 8, templates)]
             return lambda at: [TOP] * count
         binary = _BINARY.get(base)
         if base == "shr" and len(args) == 2 and args[1].kind == "immediate" and isinstance(args[1].value, int) \
@@ -1716,7 +1716,7 @@ class _Analysis:
             if not rest or not x:
                 return [()]  # not evaluated yet
             if len(rest) == 1 and rest[0].form == NUM and 1 <= rest[0].lo and rest[0].hi < modulus:
-                return [and_(add(x, number(modulus - 1)), number(-modulus), width)]
+                return [_rounded_up(x, modulus, width)]
             return otherwise(at)
 
         return compute
@@ -1769,7 +1769,7 @@ class _Analysis:
             values = [constant(term) for term in terms]
             if None in values or found.constant + sum(c * v for (c, _), v in zip(found.others, values)) != found.modulus:
                 return otherwise(at)
-            return [and_(add(x, number(found.modulus - 1)), number(-found.modulus), width)]
+            return [_rounded_up(x, found.modulus, width)]
 
         return compute, [prefix + found.x] + [prefix + name for _, name in found.others]
 
@@ -1930,8 +1930,13 @@ def _reading_block(at) -> int:
 
 
 def _special(key: str) -> bool:
-    """True for the key of a `FIXED_SPECIALS` register (in any inlined copy)."""
-    return any(key.endswith(name) for name in FIXED_SPECIALS)
+    """True for the key of a `FIXED_SPECIALS` register (in any inlined copy: ``"12:%tid.x"``)."""
+    return key.rpartition(":")[2] in FIXED_SPECIALS
+
+
+def _rounded_up(value: tuple, modulus: int, width: int = 64) -> tuple:
+    """`value` rounded up to a multiple of `modulus`, a power of two: ``(x + N - 1) & -N``."""
+    return and_(add(value, number(modulus - 1)), number(-modulus), width)
 
 
 def _last_definition(instructions, heads, position: int, register: str, plain) -> int | None:
