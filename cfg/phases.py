@@ -234,10 +234,11 @@ class _Threads:
             return None
         if self._branches is None:
             self._branches = [b for b in range(len(self.flow)) if len(set(self.flow.succ[b])) > 1]
-        headers, loop = set(), self.innermost.get(block)
+        around, loop = [], self.innermost.get(block)
         while loop is not None:
-            headers.add(loop.header)
+            around.append(loop)
             loop = loop.parent
+        headers = {loop.header for loop in around}
         found = []
         for branch in self._branches:
             if branch != block and post.dominates(block, branch):
@@ -248,8 +249,19 @@ class _Threads:
                 if successor in headers and self.dominators.dominates(successor, branch) \
                         and self.uniform_branch(branch):
                     continue  # another round of a uniform loop around the block
+                if self._next_round(block, branch, successor, around):
+                    continue
                 found.append((branch, successor))
         return found
+
+    def _next_round(self, block: int, branch: int, successor: int, around: list) -> bool:
+        """Whether the edge is a uniform loop test's way on to another round of a loop
+        around `block` that `block` comes before in each round (the test of a ``while``
+        loop, after its header): it decides how often the block runs, not which threads."""
+        if not self.dominators.dominates(block, branch) or not self.uniform_branch(branch):
+            return False
+        return any(branch in loop.blocks and successor in loop.blocks
+                   and any(other not in loop.blocks for other in self.flow.succ[branch]) for loop in around)
 
     def uniform_branch(self, branch: int) -> bool:
         if branch not in self._uniform:

@@ -187,3 +187,21 @@ def test_a_nested_loop_whose_count_depends_on_the_thread_keeps_nothing_apart():
     by_thread = NESTED.replace("\tmov.u32 %r3, 0;\nK:\n", "\tmov.u32 %r3, %tid.x;\nK:\n")
     pairs, _ = syncs(by_thread)
     assert pairs == set()
+
+
+#: one warpgroup's loop tested at its top (``while (i < n)``, as ``-G`` builds keep it)
+WHILE_IN_A_ROLE = ("\tmov.u32 %r3, %tid.x;\n\tsetp.ge.u32 %p0, %r3, 128;\n\t@%p0 bra DONE;\n"
+                   "\tld.param.u32 %r1, [n];\n\tmov.u32 %r2, 0;\nTEST:\n\tsetp.ge.u32 %p1, %r2, %r1;\n"
+                   "\t@%p1 bra AFTER;\n\tbar.sync 4, 128;\n\tadd.s32 %r2, %r2, 1;\n\tbra.uni TEST;\n"
+                   "AFTER:\n\tbar.sync 4, 128;\nDONE:\n")
+
+
+def test_a_loop_tested_at_its_top_keeps_its_phases_apart_from_the_code_after_it():
+    """The test's way on into the body says how often the body runs, not which threads:
+    the warpgroup that enters the loop runs its ``bar.sync`` in every round and the one
+    after it once (ThunderKittens' ``-G`` attention backward); with the test on the
+    thread index one thread's last round meets another's sync after the loop."""
+    pairs, (inside, after) = syncs(WHILE_IN_A_ROLE)
+    assert pairs == {(id(inside), id(after)), (id(after), id(inside))}
+    pairs, _ = syncs(WHILE_IN_A_ROLE.replace("\tld.param.u32 %r1, [n];\n", "\tmov.u32 %r1, %tid.x;\n"))
+    assert pairs == set()
