@@ -253,6 +253,26 @@ class _Classifier:
         first = (mine & -mine).bit_length() - 1 + low
         return meets(value) and (meets(self.by_thread(access[3], first, first)) or hits(low, high, value))
 
+    #: thread runs of one block beyond which a barrier id is not asked thread by thread
+    RUN_LIMIT = 32
+
+    def _ids_of_runners(self, block: int, key, ids):
+        """The ids a named barrier operand may take in the threads that may run `block`
+        (docs/fence.md §4.1): an id that follows ``%tid.x``, such as a warpgroup's own
+        barrier ``4 + %tid.x / 128``, evaluated over each run of those threads; `ids`
+        (the value for all threads) when it does not follow the thread index."""
+        runs = _runs(runners(self.flow)[block])
+        if not runs or len(runs) > self.RUN_LIMIT:
+            return ids
+        found: set = set()
+        for low, high in runs:
+            value = self.by_thread(key, low, high)
+            some = integers(value, 16) if value is not None else None
+            if some is None:
+                return ids
+            found |= some
+        return frozenset(found) if ids is None else frozenset(found) & ids
+
     # -- one instruction --------------------------------------------------------------------
     def classify(self, block: int, position: int, instruction, head):
         guard, opcode, base, _ = head
@@ -593,6 +613,8 @@ class _Classifier:
 
             def named(c):  # the ids it may be (0-15), None for any
                 barrier = integers(c.value(key), 16) if key is not None else None
+                if key is not None and (barrier is None or len(barrier) > 1):
+                    barrier = c._ids_of_runners(block, key, barrier)
                 return [Event(position, kind, guard, sync=(obj, barrier))]
 
             return named
@@ -620,6 +642,23 @@ class _Classifier:
 #: The alignment of a tensor copy's shared-memory box (CUDA C++ programming guide, the
 #: alignment requirements of bulk tensor copies on sm_90: 128 bytes).
 TENSOR_BOX_ALIGN = 128
+
+
+def _runs(threads: int) -> list[tuple[int, int]]:
+    """The runs of consecutive set bits of `threads`, as ``(low, high)``.
+
+    >>> _runs(0b1110_0011)
+    [(0, 1), (5, 7)]
+    """
+    runs, base = [], 0
+    while threads:
+        skip = (threads & -threads).bit_length() - 1
+        threads >>= skip
+        length = (threads ^ (threads + 1)).bit_length() - 1
+        runs.append((base + skip, base + skip + length - 1))
+        threads >>= length
+        base += skip + length
+    return runs
 
 
 def _less_aligned(flow) -> bool:

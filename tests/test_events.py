@@ -257,3 +257,21 @@ def test_a_call_left_out_of_a_full_graph_does_nothing_when_its_function_touches_
     flow = inlined_graph(ptxkit.parse(text).function("k"))
     found = [(e.kind, e.detail) for block in classify(flow, EventOptions()).by_block for e in block]
     assert found == [(Kind.EXTERN, ("writes", "clobber"))]
+
+
+def test_a_barrier_id_that_follows_the_thread_index_is_taken_for_the_threads_that_run_it():
+    """Each warpgroup syncs on its own barrier, ``4 + %tid.x / 128`` (ThunderKittens'
+    ``group<4>::sync``): for all 384 threads the id is 4, 5 or 6, but only warpgroup 0
+    runs the first ``bar.sync`` and only warpgroups 1 and 2 the second (docs/fence.md
+    §4.1). An id that does not follow the thread index keeps its value."""
+    body = ("\tmov.u32 %r3, %tid.x;\n\tshr.u32 %r4, %r3, 7;\n\tadd.u32 %r5, %r4, 4;\n"
+            "\tsetp.ne.u32 %p1, %r4, 0;\n\t@%p1 bra OTHER;\n\tbar.sync %r5, 128;\n\tbra.uni END;\n"
+            "OTHER:\n\tbar.sync %r5, 128;\nEND:\n\tbar.sync %r5, 128;\n")
+    text = f"{HEAD}.visible .entry k(.param .u32 k_n) .maxntid 384, 1, 1\n{{\n{REGS}{body}\tret;\n}}\n"
+    flow = inlined_graph(ptxkit.parse(text).function("k"))
+    found = [describe(e) for block in classify(flow, EventOptions()).by_block for e in block]
+    assert found == ["named barrier 4", "named barrier 5 or 6", "named barrier 4 or 5 or 6"]
+    from_parameter = text.replace("\tadd.u32 %r5, %r4, 4;\n", "\tld.param.u32 %r6, [k_n];\n\tand.b32 %r5, %r6, 7;\n")
+    found = [describe(e) for block in classify(inlined_graph(ptxkit.parse(from_parameter).function("k")),
+                                               EventOptions()).by_block for e in block]
+    assert found == ["named barrier 0 or 1 or 2 or 3 or 4 or 5 or 6 or 7"] * 3
