@@ -393,6 +393,29 @@ class _Overlay(dict):
         return self[key] if key in self else self.base.get(key, default)
 
 
+def _between(flow, dominators, there: int, reading: int) -> frozenset:
+    """The blocks on a way from block `there` to block `reading` (`reading` included)
+    that does not pass `there` again. Where `there` dominates `reading`, every block
+    that reaches `reading` without passing `there` comes after it, so one walk back from
+    `reading` finds them (a dominator and the block it reaches, as `-G` code recomputes a
+    value, are near each other; the walk forward from `there` would cover the rest of
+    the kernel)."""
+
+    def closure(start, step):
+        seen, work = set(), list(start)
+        while work:
+            node = work.pop()
+            if node != there and node not in seen:
+                seen.add(node)
+                work.extend(step[node])
+        return seen
+
+    back = closure(flow.pred[reading], flow.pred) | {reading}
+    if there != reading and dominators.dominates(there, reading):
+        return frozenset(node for node in back if dominators.dominates(there, node))  # not the unreachable ones
+    return frozenset(closure(flow.succ[there], flow.succ) & back)
+
+
 def _by_block(definitions: dict) -> dict:
     """(block, key) -> the sorted positions of the block's definitions of key."""
     found: dict = {}
@@ -1507,18 +1530,10 @@ class _Analysis:
         """True when no definition of `registers` lies in a block on a way from block
         `there` to block `reading` (`reading` included) that does not pass `there`
         again (a way through `there` defines them anew before reaching `reading`)."""
-        succ, pred = self.flow.succ, self.flow.pred
-
-        def closure(start, step):
-            seen, work = set(), list(start)
-            while work:
-                node = work.pop()
-                if node != there and node not in seen:
-                    seen.add(node)
-                    work.extend(step[node])
-            return seen
-
-        between = closure(succ[there], succ) & (closure(pred[reading], pred) | {reading})
+        regions = derived(self.flow, "blocks between", dict)
+        between = regions.get((there, reading))
+        if between is None:
+            between = regions[(there, reading)] = _between(self.flow, DominatorTree.of(self.flow), there, reading)
         prefix = self.prefix(reading)
         return not any(site[0] in between for name in registers
                        for site in self.definitions().get(prefix + name, ()))
