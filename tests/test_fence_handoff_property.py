@@ -196,7 +196,8 @@ class Program(NamedTuple):
     `once` the forward hand-off (an mbarrier) runs in the first round only, behind a
     do-once predicate (CUTLASS's load-order barrier, docs/fence.md §4.5); `role_c` is a
     third role, which runs once (looping roles use "order" and "ready" in their first
-    round only)."""
+    round only); with `top_tested` a looping role tests its count before each round
+    (``while``, as ``-G`` builds keep every loop) instead of after it."""
 
     role_a: tuple
     role_b: tuple
@@ -205,6 +206,7 @@ class Program(NamedTuple):
     in_sequence: bool = False
     once: bool = False
     role_c: tuple = ()
+    top_tested: bool = False
 
     def is_once(self, statement: tuple) -> bool:
         """Whether a looping role runs this hand-off statement in its first round only."""
@@ -260,7 +262,8 @@ def programs(draw, reads_only: bool = False, loops: bool = False) -> Program:
         role_b = segment() + [first] + segment() + [second] + segment()
     init_fenced = reads_only or draw(st.sampled_from([True] * 4 + [False]))
     once = rounds and forward in ("mbarrier", "mbarrier-noinc") and draw(st.booleans())
-    return Program(tuple(role_a), tuple(role_b), init_fenced, rounds, in_sequence, once)
+    top_tested = rounds and draw(st.booleans())
+    return Program(tuple(role_a), tuple(role_b), init_fenced, rounds, in_sequence, once, top_tested=top_tested)
 
 
 @st.composite
@@ -306,14 +309,20 @@ def render(program: Program) -> str:
             if name == "B" and program.role_c:
                 lines.append("@!%p5 bra ROLE_C;")
         if looping:  # %r20 counts the rounds, %r22 is the parity the mbarrier waits expect
-            lines += ["mov.pred %p4, 0;"] * once + ["mov.u32 %r20, 0;", f"ROUND_{name}:", "and.b32 %r22, %r20, 1;"]
+            lines += ["mov.pred %p4, 0;"] * once + ["mov.u32 %r20, 0;", f"ROUND_{name}:"]
+            if program.top_tested:
+                lines += ["setp.ge.u32 %p3, %r20, %r21;", f"@%p3 bra DONE_{name};"]
+            lines.append("and.b32 %r22, %r20, 1;")
         for statement in role:
             if looping and program.is_once(statement):
                 n = next(labels)  # the first round only: %p4 is set on the way round
                 lines += [f"@%p4 bra ONCE{n};", *render_statement(statement, labels), f"ONCE{n}:"]
             else:
                 lines += render_statement(statement, labels)
-        if looping:
+        if looping and program.top_tested:
+            lines += ["mov.pred %p4, -1;"] * once + ["add.u32 %r20, %r20, 1;", f"bra.uni ROUND_{name};",
+                                                     f"DONE_{name}:"]
+        elif looping:
             lines += ["mov.pred %p4, -1;"] * once + ["add.u32 %r20, %r20, 1;", "setp.lt.u32 %p3, %r20, %r21;",
                                                      f"@%p3 bra ROUND_{name};"]
         if not program.in_sequence:
@@ -1015,12 +1024,17 @@ def test_a_write_after_a_named_wait_that_follows_the_one_arrive_needs_no_fence()
     assert not fence_text(text, "k.ptx", placement="inline")[1].fences
 
 
-def nested_kernel(body: list) -> str:
+def nested_kernel(body: list, top_tested: bool = False) -> str:
     """Every thread runs one loop of ``k_rounds`` rounds, the bar.syncs in it included;
     ``("A", lines)`` and ``("B", lines)`` run in role A's or B's threads only (behind a
     test of ``%tid.x``), and ``INNER`` ... ``END`` is a loop of two iterations nested in
-    the round (Triton's persistent GEMMs: every warp runs the tile loop and its K loop)."""
-    lines = ["mov.u32 %r20, 0;", "ROUND:", "and.b32 %r22, %r20, 1;"]
+    the round (Triton's persistent GEMMs: every warp runs the tile loop and its K loop).
+    With `top_tested` the round loop tests its count before each round (``while``, as
+    ``-G`` builds keep every loop) instead of after it."""
+    lines = ["mov.u32 %r20, 0;", "ROUND:"]
+    if top_tested:
+        lines += ["setp.ge.u32 %p3, %r20, %r21;", "@%p3 bra DONE;"]
+    lines.append("and.b32 %r22, %r20, 1;")
     for n, item in enumerate(body):
         if isinstance(item, tuple):
             role, statements = item
@@ -1029,7 +1043,10 @@ def nested_kernel(body: list) -> str:
             lines += {"INNER": [f"mov.u32 {INNER}, 0;", "NESTED:"],
                       "END": [f"add.u32 {INNER}, {INNER}, 1;", f"setp.lt.u32 %p2, {INNER}, 2;",
                               "@%p2 bra NESTED;"]}.get(item, [item])
-    lines += ["add.u32 %r20, %r20, 1;", "setp.lt.u32 %p3, %r20, %r21;", "@%p3 bra ROUND;", "ret;"]
+    if top_tested:
+        lines += ["add.u32 %r20, %r20, 1;", "bra.uni ROUND;", "DONE:", "ret;"]
+    else:
+        lines += ["add.u32 %r20, %r20, 1;", "setp.lt.u32 %p3, %r20, %r21;", "@%p3 bra ROUND;", "ret;"]
     body_text = "".join(line + "\n" if line.endswith(":") else "\t" + line + "\n" for line in lines)
     return PROLOGUE + INIT_FENCE + ROLE_SPLIT + body_text + "}\n"
 
@@ -1050,15 +1067,17 @@ NESTED_BODIES = [
 NESTED_IDS = ["handed-in-the-nested-loop", "writer-fenced", "issuer-fenced"]
 
 
+@pytest.mark.parametrize("top_tested", [False, True], ids=["do-while", "while"])
 @pytest.mark.parametrize("body, violation", NESTED_BODIES, ids=NESTED_IDS)
-def test_bar_syncs_in_a_nested_loop_every_thread_runs_alike(body, violation):
+def test_bar_syncs_in_a_nested_loop_every_thread_runs_alike(body, violation, top_tested):
     """The explorer and the pass agree on a loop every thread runs, which syncs before,
     in and after a loop nested in its rounds, each the same number of times: the
     syncs of the nested loop hand over what was written before them (docs/fence.md
-    §4.2 keeps them apart only from the other syncs of the round). (The pass follows
+    §4.2 keeps them apart only from the other syncs of the round), whether the round
+    loop tests its count after each round or before it. (The pass follows
     paths from A's code into B's that no thread takes, around the round, so a write of A
     after B's fence in the round is not a case it can be silent on.)"""
-    text = nested_kernel(body)
+    text = nested_kernel(body, top_tested)
     exploration = explore(text)
     assert exploration.finished
     assert bool(counted(exploration.violations, False)) == violation
@@ -1083,14 +1102,15 @@ def nested_bodies(draw) -> list:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(nested_bodies(), st.sampled_from(PASS_MODES), st.booleans())
-def test_fenced_nested_loops_have_no_violation(body, mode, war):
-    """(b) for a loop every thread runs, which may sync before and after a loop nested in
-    its rounds and syncs in it: in every mode, fences hoisted out of either loop
-    included, the output has no violation left. (Role A's and B's events sit in one
-    loop here, so the pass also follows paths from one role's code into the other's:
-    this checks placement and soundness, not how precisely phases are told apart.)"""
-    text = nested_kernel(body)
+@given(nested_bodies(), st.sampled_from(PASS_MODES), st.booleans(), st.booleans())
+def test_fenced_nested_loops_have_no_violation(body, mode, war, top_tested):
+    """(b) for a loop every thread runs (tested after or before each round), which may
+    sync before and after a loop nested in its rounds and syncs in it: in every mode,
+    fences hoisted out of either loop included, the output has no violation left. (Role
+    A's and B's events sit in one loop here, so the pass also follows paths from one
+    role's code into the other's: this checks placement and soundness, not how
+    precisely phases are told apart.)"""
+    text = nested_kernel(body, top_tested)
     assert explore(text).finished
     fenced, _ = fence_text(text, "k.ptx", war=war, **mode)
     assert counted(explore(fenced).violations, war) == set(), (text, fenced)
@@ -1118,9 +1138,10 @@ def test_examples_assemble(name):
 
 
 @pytest.mark.ptxas
+@pytest.mark.parametrize("top_tested", [False, True], ids=["do-while", "while"])
 @pytest.mark.parametrize("body, violation", NESTED_BODIES, ids=NESTED_IDS)
-def test_nested_loop_examples_assemble(body, violation):
-    text = nested_kernel(body)
+def test_nested_loop_examples_assemble(body, violation, top_tested):
+    text = nested_kernel(body, top_tested)
     assemble(text, "nested")
     assemble(fence_text(text, "k.ptx", placement="inline", fence_side="writer")[0], "fenced")
 
