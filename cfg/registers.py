@@ -46,7 +46,7 @@ from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
     Atom, Region, add, address, and_, anywhere, bits_of, compare, constant, join, meet, mul, neg, number, or_, pack,
-    refine, refine_by, shl, shr, sub, truncate, unpack, widen, xor,
+    refine, refine_by, shl, shr, signed, sub, truncate, unpack, widen, xor,
 )
 from ptxkit.syntax import Directive, Function
 
@@ -74,6 +74,15 @@ _PARAM_POINTS_TO = {".global": GLOBAL_SPACE_NAME, ".shared": SHARED_CTA_SPACE, "
 #: Opcodes that never define a register value we follow (their first operand is read).
 def _identity(value):
     return value
+
+
+def _compared_as(kind: str):
+    """How a ``setp`` of type `kind` reads a register's value: a signed one sees a number
+    that may have the sign bit set as negative (`ptxkit.cfg.values.signed`)."""
+    if kind[:1] == "s" and kind[1:] in _TYPE_BITS:
+        bits = _TYPE_BITS[kind[1:]]
+        return lambda value: signed(value, bits)
+    return _identity
 
 
 @record
@@ -849,7 +858,7 @@ class _Analysis:
         self._site_of = {version: point for (point, _), version in self.defs.items()}
         self.depends: dict[str, set] = {}
         self._memo: dict[int, dict] = {}
-        for branch, (negated, (key, comparison, bound, unsigned, chain), _) in conditions.items():
+        for branch, (negated, (key, comparison, bound, kind, chain), _) in conditions.items():
             key = self.uses.get((("branch", branch, branch), key), key)
             chain = [(self.uses.get((source[1], source[0]), source[0]) if isinstance(source, tuple) else source,
                       inverse) for source, inverse in chain
@@ -862,7 +871,7 @@ class _Analysis:
                 if ("taken" in kinds) == ("fallthrough" in kinds):
                     continue
                 holds = ("taken" in kinds) != negated
-                narrow = self._narrowing(branch, key, comparison, bound, unsigned, holds, chain)
+                narrow = self._narrowing(branch, key, comparison, bound, kind, holds, chain)
                 self.edge_narrowing[(branch, successor)] = narrow
                 self.depends.setdefault(key, set()).update(source for source, _ in chain)
                 if any(p != branch and not self.dominators.dominates(successor, p) for p in self.flow.pred[successor]):
@@ -870,14 +879,18 @@ class _Analysis:
                 self.narrowing.setdefault(successor, []).extend(narrow)
                 self.depends.setdefault(key, set()).update(source for source, _ in chain)
 
-    def _narrowing(self, branch: int, key: str, comparison, bound, unsigned, holds, chain) -> list:
-        """``[(key, narrow)]`` for the compared register and each register of its chain."""
+    def _narrowing(self, branch: int, key: str, comparison, bound, kind: str, holds, chain) -> list:
+        """``[(key, narrow)]`` for the compared register and each register of its chain
+        (`kind`: the ``setp`` type, such as ``s32``)."""
+        unsigned, view = kind[0] in "ub", _compared_as(kind)
+
         def compared(value):
             if isinstance(bound, tuple):  # (key, version) of the register compared against
                 other = self.values.get(bound[1])
                 other = (() if bound[0] in self.defined else TOP) if other is None else other
-                return refine_by(value, comparison, self._narrowed(branch, bound[1], other), holds, unsigned)
-            return refine(value, comparison, bound, holds, unsigned)
+                return refine_by(view(value), comparison, view(self._narrowed(branch, bound[1], other)), holds,
+                                 unsigned)
+            return refine(view(value), comparison, bound, holds, unsigned)
 
         out = [(key, compared)]
         steps: list = []
@@ -1161,10 +1174,17 @@ class _Analysis:
         evaluate = self.evaluate
         args = operands[1:]
 
-        def values(at):
-            return [evaluate(block, a, at) for a in args]
-
         width = _width(modifiers)
+        signed_type = any(m[:1] == "s" and m[1:] in _TYPE_BITS for m in modifiers)
+        if base in _SIGN_READING or base in ("mul", "mad") and ("hi" in modifiers or "wide" in modifiers):
+            view = (lambda value: signed(value, width)) if signed_type else (lambda value: truncate(value, width))
+
+            def values(at):  # these read their operands' bits as numbers of the type's width and sign
+                return [view(evaluate(block, a, at)) for a in args]
+        else:
+            def values(at):
+                return [evaluate(block, a, at) for a in args]
+
         if base in ("mov", "shfl") and args:
             source = args[0]
             if base == "mov" and source.kind == "vector" and count == 1:
@@ -1177,8 +1197,10 @@ class _Analysis:
             types = [m for m in modifiers if m in _INTEGER_TYPES or m in _OTHER_TYPES]
             if len(types) != 2 or types[0] in _OTHER_TYPES or types[1] in _OTHER_TYPES:
                 return lambda at: [TOP] * count
-            bits = _INTEGER_TYPES[types[0]]
-            return lambda at: [truncate(evaluate(block, args[0], at), bits)]
+            bits, source_bits = _INTEGER_TYPES[types[0]], _INTEGER_TYPES[types[1]]
+            if source_bits < bits and types[1][0] == "s":  # sign-extended
+                return lambda at: [signed(evaluate(block, args[0], at), source_bits)]
+            return lambda at: [truncate(evaluate(block, args[0], at), min(bits, source_bits))]
         if base == "cvta":
             return lambda at: [_cvta(evaluate(block, args[0], at), modifiers)]
         if base == "mapa":
@@ -1199,10 +1221,9 @@ class _Analysis:
                 return [_at_most(binary(*values(at), width), most)]
 
             return logical
-        signed = any(m[:1] == "s" and m[1:] in _TYPE_BITS for m in modifiers)
-        if base == "shr" and len(args) == 2 and signed:
+        if base == "shr" and len(args) == 2 and signed_type:
             return lambda at: [shr(*values(at), arithmetic=True)]
-        if base == "rem" and len(args) == 2 and signed:
+        if base == "rem" and len(args) == 2 and signed_type:
             return lambda at: [_rem(*values(at), width, signed=True)]
         if binary is not None and len(args) == 2:
             return lambda at: [binary(*values(at), width)]
@@ -1229,7 +1250,7 @@ class _Analysis:
         if base == "bfe" and len(args) == 3:
             position, length = (a.value if a.kind == "immediate" and isinstance(a.value, int) else None
                                 for a in args[1:])
-            if not signed and position is not None and length and position + length <= width:
+            if not signed_type and position is not None and length and position + length <= width:
                 mask = (1 << length) - 1  # unsigned: (a >> position) & mask, as a descriptor's start field
 
                 def field(at):
@@ -1237,7 +1258,7 @@ class _Analysis:
                                      mask)]
 
                 return field
-            return lambda at: [_bit_field(evaluate(block, args[2], at), signed)]
+            return lambda at: [_bit_field(evaluate(block, args[2], at), signed_type)]
         if base == "bfi" and len(args) == 4 and args[2].kind == args[3].kind == "immediate":
             return lambda at: [_bit_insert(evaluate(block, args[0], at), evaluate(block, args[1], at),
                                            args[2].value, args[3].value, width)]
@@ -1249,8 +1270,10 @@ class _Analysis:
         comparison, kind = (modifiers[0], modifiers[-1]) if len(modifiers) >= 2 else ("", "")
         if kind[:1] not in "sub" or kind[1:] not in _TYPE_BITS or comparison not in _SWAPPED:
             return lambda at: [number(0, 1)]
-        unsigned = kind[0] != "s"
-        evaluate = self.evaluate
+        unsigned, view = kind[0] != "s", _compared_as(kind)
+
+        def evaluate(block, operand, at):
+            return view(self.evaluate(block, operand, at))
 
         def predicate(at):
             left, right = evaluate(block, args[0], at), evaluate(block, args[1], at)
@@ -1293,8 +1316,8 @@ class _Analysis:
         for modifier in modifiers:
             bits = _INTEGER_TYPES.get(modifier)
             if bits is not None:
-                signed = modifier[0] == "s"
-                return number(-(1 << (bits - 1)) if signed else 0, (1 << (bits - (1 if signed else 0))) - 1)
+                negative = modifier[0] == "s"
+                return number(-(1 << (bits - 1)) if negative else 0, (1 << (bits - (1 if negative else 0))) - 1)
         return TOP
 
     def branch_conditions(self, definitions: dict) -> dict:
@@ -1336,7 +1359,7 @@ class _Analysis:
             parts = heads[at][1].split(".")
             if len(compare) != 3 or len(parts) != 3 or compare[0].kind != "register":
                 continue
-            comparison, unsigned = parts[1], parts[2][0] in "ub"
+            comparison, kind = parts[1], parts[2]
             prefix = self.prefix(block.index)
             if compare[1].kind == "register" and compare[2].kind == "immediate":
                 register, bound = compare[1].name, compare[2].value
@@ -1353,11 +1376,11 @@ class _Analysis:
             if isinstance(bound, int):
                 self.thresholds.update((bound - 1, bound, bound + 1))
             chain = self._inverse_chain(block.index, at, prefix + register, definitions)
-            found[block.index] = (negated, (prefix + register, comparison, bound, unsigned, chain), at)
+            found[block.index] = (negated, (prefix + register, comparison, bound, kind, chain), at)
         return found
 
     def _paired_setp(self, block: int, predicate: str) -> tuple | None:
-        """``(p, x, C, comparison)`` operands of the ``setp p, x, C`` that defines
+        """``(p, x, C, comparison, type)`` of the ``setp p, x, C`` that defines
         `predicate` in another block, when `p` and `x` are each defined once and in the
         same block, unguarded, `x` first: every execution of that block sets both, so
         wherever both are read they come from the same one (a ring index advanced and
@@ -1374,7 +1397,8 @@ class _Analysis:
         x_site = self._only_site(prefix, compare[1].name)
         if x_site is None or x_site[0] != where or x_site[1] >= at or self.flow.blocks[where].heads[x_site[1]][0]:
             return None
-        return (*compare, head[1].split(".")[1])
+        parts = head[1].split(".")
+        return (*compare, parts[1], parts[-1])
 
     def _only_site(self, prefix: str, name: str, definitions: dict | None = None) -> tuple[int, int] | None:
         """``(block, position)`` of the one definition of register `name` of the inlined
@@ -1403,7 +1427,7 @@ class _Analysis:
         self.thresholds.update((bound - 1, bound, bound + 1))
         key = prefix + compare[1].name
         chain = self._inverse_chain(where, at, key, definitions)
-        return negated, (key, parts[1], bound, parts[2][0] in "ub", chain), at
+        return negated, (key, parts[1], bound, parts[2], chain), at
 
     def _inverse_chain(self, block: int, position: int, key: str, definitions: dict) -> list:
         """``[(source key, inverse)]``: how the value compared at (block, position) bounds
@@ -1804,12 +1828,13 @@ class _Analysis:
             compare = self._paired_setp(block, predicate.name)
             if compare is None:
                 return None
-            comparison = compare[3]
+            comparison, kind = compare[3:5]
         else:
             if heads[setp_at][2] != "setp" or heads[setp_at][0] is not None:  # guarded: p may be older
                 return None
             compare = instructions[setp_at].operands
-            comparison = heads[setp_at][1].split(".")[1]
+            parts = heads[setp_at][1].split(".")
+            comparison, kind = parts[1], parts[-1]
         if len(compare) < 3 or compare[1].kind != "register" or compare[2].kind != "immediate":
             return None
         x = compare[1].name
@@ -1838,13 +1863,14 @@ class _Analysis:
                 return None
             sides.append(("x", summand[2].value, holds))
         key = prefix + x
+        unsigned, view = kind[0] in "ub", _compared_as(kind)
 
         def compute(at):
             out = ()
-            x_value = self.lookup(at, key)
-            for kind, value, holds in sides:  # a side only where the comparison can come out its way
-                kept = refine(x_value, comparison, bound, holds)
-                if kind == "const":
+            x_value = view(self.lookup(at, key))
+            for side, value, holds in sides:  # a side only where the comparison can come out its way
+                kept = refine(x_value, comparison, bound, holds, unsigned)
+                if side == "const":
                     out = join(out, value) if kept or not x_value else out
                 else:
                     out = join(out, add(kept, number(value)))
@@ -2215,6 +2241,11 @@ def _extreme(pick):
         return TOP
     return combine
 
+
+#: Opcodes whose result depends on whether their type reads the top bit as a sign
+#: (``add``, ``mul.lo`` and the bitwise ones give the same bits either way; ``mul``/``mad``
+#: with ``.hi`` or ``.wide`` depend on it too).
+_SIGN_READING = frozenset(("shr", "div", "rem", "min", "max", "setp", "slct"))
 
 _BINARY = {
     "add": lambda a, b, w: add(a, b), "sub": lambda a, b, w: sub(a, b), "mul": lambda a, b, w: mul(a, b),

@@ -774,6 +774,28 @@ def truncate(a: tuple, bits: int) -> tuple:
     return _lift(a, one)
 
 
+def signed(a: tuple, bits: int) -> tuple:
+    """`a` as an instruction of a signed `bits`-bit type reads it. A number stands for the
+    register bits it is congruent to (`truncate` gives a narrow type's bits as an unsigned
+    number), so one that may have the sign bit set may be negative: ``shr.s16`` of
+    ``[0, 65535]`` by 15 is -1 or 0. A bound the analysis widened to infinity is taken as
+    unbounded, not as wrapping round (docs/fence.md §8).
+
+    >>> show(signed(number(0, 65535), 16)), show(signed(number(65408, 65535), 16)), show(signed(number(-5, 9), 16))
+    ('[-32768, 32767]', '[-128, -1]', '[-5, 9]')
+    """
+    half = 1 << (bits - 1)
+
+    def one(x: Atom) -> tuple:
+        if x.form != NUM or x.hi < half and x.lo >= -half or x.hi >= INF or x.lo <= -INF:
+            return (x,)
+        if half <= x.lo and x.hi < 2 * half:
+            return _num(x.lo - 2 * half, x.hi - 2 * half, x.step)
+        return _num(-half, half - 1)
+
+    return _lift(a, one)
+
+
 def bits_of(a: tuple, position: int, bits: int) -> tuple:
     """Bits ``[position, position + bits)`` of `a`, as an unsigned number (a load of part
     of a word kept in memory: a ``-G`` build sets a descriptor's fields through

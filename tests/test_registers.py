@@ -317,6 +317,33 @@ SIGNED_RING = ("\tmul.hi.s32 %r2, %r9, 1431655766;\n\tshr.u32 %r3, %r2, 31;\n\ta
                "\tmov.u32 %r11, dyn;\n\tadd.s32 %r12, %r11, %r10;\n\tmad.lo.s32 %r13, %r8, 16376, %r12;\n")
 
 
+#: ``%rs1`` holds the low 16 bits of ``%tid.x - 128`` (``[0, 65535]`` as unsigned bits:
+#: the threads below 128 set the sign bit), ``%rs2`` the sum of two of them (more than 16 bits
+#: as a number: only its low 16 bits are the register's).
+NARROW = ("\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r2, %r1, -128;\n\tcvt.u16.u32 %rs1, %r2;\n"
+          "\tadd.s16 %rs2, %rs1, %rs1;\n")
+
+
+@pytest.mark.parametrize("extra, register, shown", [
+    ("\tshr.s16 %rs3, %rs1, 15;\n", "%rs3", "[-1, 0]"),  # the sign, spread: -1 for the low threads
+    ("\tshr.u16 %rs3, %rs1, 15;\n", "%rs3", "[0, 1]"),
+    ("\tcvt.s32.s16 %r3, %rs1;\n", "%r3", "[-32768, 32767]"),  # sign-extended
+    ("\tcvt.u32.u16 %r3, %rs2;\n", "%r3", "[0, 65535]"),  # zero-extended: the sum's low 16 bits
+    ("\tmul.wide.s16 %r3, %rs1, 2;\n", "%r3", "[-65536, 65534] step 2"),
+    ("\tsetp.lt.s16 %p1, %rs1, 0;\n\tselp.u32 %r3, 1, 0, %p1;\n", "%r3", "[0, 1]"),
+    ("\tmin.u32 %r3, %r2, 64;\n", "%r3", "[0, 64]"),  # -128 is a large unsigned number: 64 is the least
+])
+def test_an_instruction_reads_its_operands_with_its_types_sign(extra, register, shown):
+    """A number stands for the register's bits; signed and unsigned instructions read them
+    differently once the top bit may be set (`ptxkit.cfg.values.signed`, `truncate`)."""
+    assert value_at(NARROW + extra, register) == shown
+
+
+def test_a_signed_test_of_a_narrow_register_bounds_it_as_signed():
+    body = NARROW + "\tsetp.gt.s16 %p1, %rs1, 3;\n\t@%p1 bra DONE;\n\tmov.u16 %rs4, %rs1;\n\t// here\n\tret;\nDONE:\n"
+    assert value_at(body, "%rs4") == "[-32768, 3]"  # not [0, 3]: the low threads' bits are negative
+
+
 def test_a_signed_remainder_has_the_sign_of_its_dividend():
     counted = "\tmov.u32 %r9, %tid.x;\n" + SIGNED_RING
     assert value_at(counted, "%r8") == "[0, 2]"
@@ -569,7 +596,8 @@ def test_division_and_remainder_by_a_bounded_divisor():
     params = ".param .u32 k_n"
     assert value_at(body, "%r3", params) == "[0, 7]"  # rank < 8 (the portable cluster), divisor >= 1
     assert value_at(body, "%r4", params) == "[0, 7]"
-    assert value_at(body, "%r6", params.replace("u32", "s32")) == "[0, 3]"  # a u32 parameter is not negative
+    # rem.s32 reads the parameter's bits as signed: 32 bits loaded as u32 may still have the sign bit set
+    assert value_at(body, "%r6", params.replace("u32", "s32")) == "[-3, 3]"
     # an even column stays even modulo 32 (ThunderKittens' -G tile stores, 8 bytes a thread)
     even = "\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 63;\n\tshl.b32 %r3, %r2, 1;\n\trem.s32 %r4, %r3, 32;\n"
     assert value_at(even, "%r4") == "[0, 30] step 2"
