@@ -483,8 +483,8 @@ class _Classifier:
             rows_b = int(shape.group(2)) if shape else 256
             sixteen_bit = len(modifiers) >= 2 and any(t in _SIXTEEN_BIT for t in modifiers[-2:])
             trans = _transpose_flags(operands, a.kind == "vector", sparse) if sixteen_bit else (False, False)
-            if form is AsyncForm.TCGEN05_MMA:
-                rows_a = rows_b = 256
+            if form is AsyncForm.TCGEN05_MMA:  # a shape not known yet: the largest a CTA's operands take
+                rows_a, rows_b = _TCGEN05_ROWS_A, 256
             if a.kind not in ("vector", "memory"):  # a descriptor, not registers or tensor memory
                 descriptors.append((self.ask(block, position, a), rows_a, trans[0]))
             descriptors.append((self.ask(block, position, b), rows_b, trans[1]))
@@ -498,12 +498,14 @@ class _Classifier:
             shape = _instruction_shape(c.value(idesc)) if idesc is not None else None
             locations = []
             for index, (key, rows, mn_major) in enumerate(descriptors):
-                if shape is not None:  # A's rows are M, B's are N (the last descriptor is B's)
-                    rows = shape[0] if index < len(descriptors) - 1 else shape[1]
-                    mn_major = shape[2] if index < len(descriptors) - 1 else shape[3]
+                layouts = (False, True) if form is AsyncForm.TCGEN05_MMA else (mn_major,)  # not known: either
+                if shape is not None:  # A's rows are M (a CTA of a pair holds half), B's are N (the last one)
+                    rows = shape[0] // (2 if pair else 1) if index < len(descriptors) - 1 else shape[1]
+                    layouts = (shape[2] if index < len(descriptors) - 1 else shape[3],)
                 for atom in c.value(key):
-                    locations.append(descriptor_location(atom, rows, k_bytes, mn_major, tcgen05))
-            return [Event(position, Kind.ASYNC, guard, locations=tuple(locations), spaces=spaces, cross=pair)]
+                    locations.extend(descriptor_location(atom, rows, k_bytes, layout, tcgen05) for layout in layouts)
+            return [Event(position, Kind.ASYNC, guard, locations=tuple(dict.fromkeys(locations)), spaces=spaces,
+                          cross=pair)]
 
         return build
 
@@ -835,6 +837,12 @@ def _tensor_load_siblings(flow) -> dict:
                 group, key = [], None
         close(block.index, group)
     return found
+
+
+#: The rows of A that one CTA's shared memory holds for a ``tcgen05.mma``: at most the 128
+#: lanes of its tensor memory, which hold those rows of D (PTX ISA, "Tensor Memory" and
+#: "Matrix shape": M is 64 or 128 for one CTA; M = 256 only for a pair, 128 rows each).
+_TCGEN05_ROWS_A = 128
 
 
 def _instruction_shape(value: tuple) -> tuple[int, int, bool, bool] | None:

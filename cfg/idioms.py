@@ -200,6 +200,32 @@ def _division(instructions, heads, at: int, x: str, factors, sign: int, position
     return None
 
 
+def quotient_of(instructions, heads, position: int, register: str):
+    """``(z, divides)`` when `register`, as the instruction at `position` reads it, is
+    computed in the block from one register `z` alone (not set again since), by a
+    sequence `divides(D)` says is the unsigned ``z // D`` (`_divides`); else None.
+
+    >>> from ptxkit import parse
+    >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n.reg .b32 %r<4>;\\n"
+    ...           "\\tmul.hi.u32 %r2, %r1, -1431655765;\\n\\tshr.u32 %r3, %r2, 1;\\n\\tret;\\n}\\n")
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> block = flow_graph(m.function("k")).blocks[0]
+    >>> z, divides = quotient_of(block.instructions, block.heads, 2, "%r3")
+    >>> z, divides(3), divides(5)
+    ('%r1', True, False)
+    """
+    leaves: set = set()
+    if not _leaves(instructions, heads, position, register, leaves, 0) or len(leaves) != 1:
+        return None
+    z = leaves.pop()
+    used: list[int] = []
+    tree = _tree(instructions, heads, position, register, z, used, 0)
+    changed = _defining(instructions, heads, position, z, frozenset())
+    if tree is None or not used or changed is not None and changed >= min(used):
+        return None
+    return z, lambda divisor: divisor > 1 and _divides(tree, divisor)
+
+
 def _dividends(instructions, heads, at: int, quotient: str, x: str):
     """`x`, then the one other register the expression for `quotient` starts from."""
     yield x
@@ -519,11 +545,12 @@ class Linear:
     crossed: tuple = ()
 
 
-def linear(instructions, heads, position: int, plain, outside=None, block=None, defining=None) -> Linear | None:
+def linear(instructions, heads, position: int, plain, outside=None, block=None, defining=None,
+           repeated: bool = True) -> Linear | None:
     """The instruction at `position` as a `Linear` sum over the definitions earlier in
     its block, when that sum names some register fewer times than the instruction's
     own operands and the definitions behind them do (a register met twice, or a
-    coefficient that cancels); None otherwise. `outside(block, register)`, when given,
+    coefficient that cancels; any sum with `repeated` off); None otherwise. `outside(block, register)`, when given,
     may offer a register's one definition in another block, as ``(instructions, heads,
     position, block)``, for a register the block does not define before reading it
     (`block` names the instruction's own block to it). `defining(block, position,
@@ -547,7 +574,7 @@ def linear(instructions, heads, position: int, plain, outside=None, block=None, 
         return None
     terms, constant, _ = found
     terms = {name: coefficient for name, coefficient in terms.items() if coefficient}
-    if expansion.counted <= len(terms):
+    if repeated and expansion.counted <= len(terms):
         return None  # every register met once: intervals are already exact
     return Linear(terms, constant, tuple(expansion.crossed))
 

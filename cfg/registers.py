@@ -41,7 +41,7 @@ from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.frames import Frames, StackModel, observed, stack_frames
 from ptxkit.cfg.graph import derived
-from ptxkit.cfg.idioms import SUM_OPCODES, align_up, constant_operand, linear, remainder, rounding_add
+from ptxkit.cfg.idioms import SUM_OPCODES, align_up, constant_operand, linear, quotient_of, remainder, rounding_add
 from ptxkit.cfg.inline import Context
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
@@ -804,7 +804,7 @@ class _Analysis:
                 elif kind == "keep":
                     self.kept[(point, key)] = stacks[key][-1]
                 else:
-                    version = f"{key}@{block}:{position}"
+                    version = _version(key, block, position)
                     self.defs[(point, key)] = version
                     stacks[key].append(version)
                     pushed.append(key)
@@ -1142,6 +1142,11 @@ class _Analysis:
             if found is not None:
                 compute = self.linear_range(block, found)
                 sources.extend(prefix + name for name in found.terms)
+            else:
+                ring = self.counter_remainder(block, position, plain)
+                if ring is not None:
+                    compute, extra = ring
+                    sources.extend(extra)
         if base in _RECOMPUTED and len(targets) == 1 and guard is None:
             twin = self._twin(block, position)
             if twin is not None:  # the same value computed before: what narrows that one narrows this
@@ -1510,7 +1515,7 @@ class _Analysis:
         return len(source) == 2 and source[1].kind == "special" and source[1].name == "%tid.x" and _one_dimensional(
             function)
 
-    def linear_sum(self, block: int, position: int, plain):
+    def linear_sum(self, block: int, position: int, plain, repeated: bool = True):
         """`ptxkit.cfg.idioms.linear` of the instruction at (block, position), also through
         a register's one definition in a block that dominates where it is read, when no
         register that definition reads is written on any way between the two blocks."""
@@ -1534,11 +1539,113 @@ class _Analysis:
             found = bisect.bisect_left(positions, at) if positions else 0
             return positions[found - 1] if found else None
 
-        found = linear(instructions, heads, position, plain, outside, block, defining)
+        found = linear(instructions, heads, position, plain, outside, block, defining, repeated)
         if found is not None and not all(self._unwritten_between(there, reading, read)
                                          for reading, there, read in found.crossed):
-            found = linear(instructions, heads, position, plain, None, block, defining)
+            found = linear(instructions, heads, position, plain, None, block, defining, repeated)
         return found
+
+    def counter_remainder(self, block: int, position: int, plain):
+        """``(compute, sources)`` for a sum ``a * x - b * q + ...`` where ``q = z / D`` and
+        ``x`` is a counter kept beside ``z`` (each set once before the loop, ``z`` to a
+        constant ``c``, and advanced together in one block, ``x`` by ``s`` times ``z``'s
+        step) with ``b = a * s * D``: then ``x - s * z`` keeps the value ``v`` it had when set,
+        and the sum is ``a * v + a * s * (z mod D) + ...`` (nvcc's unrolled loop over a ring
+        of three stages: ``x`` advances by four stages' bytes while ``z`` counts stages,
+        CUTLASS 93); None otherwise. `v` is read from the version of ``x`` its setting
+        defines (`_version`)."""
+        found = self.linear_sum(block, position, plain, repeated=False)
+        if found is None or len(found.terms) < 2:
+            return None
+        prefix = self.prefix(block)
+        for q, q_coefficient in found.terms.items():
+            site = self._only_site(prefix, q)
+            if site is None:
+                continue
+            code = self.flow.blocks[site[0]]
+            division = quotient_of(code.instructions, code.heads, site[1] + 1, q)
+            if division is None or not self._kept_between(prefix + division[0], site, (block, position)):
+                continue
+            z, divides = division
+            for x, coefficient in found.terms.items():
+                pair = None if x == q else self._lockstep(prefix, x, z, (block, position))
+                if pair is None:
+                    continue
+                scale, start, setting = pair
+                step = coefficient * scale
+                if step and -q_coefficient % step == 0 and divides(-q_coefficient // step):
+                    return self._counter_remainder_range(block, found, (q, x), setting,
+                                                         number(0, step * (-q_coefficient // step - 1), abs(step))
+                                                         if step > 0 else number(step * (-q_coefficient // step - 1),
+                                                                                 0, -step),
+                                                         coefficient, -scale * start)
+        return None
+
+    def _counter_remainder_range(self, block: int, found, dropped: tuple, setting: tuple, ring: tuple,
+                                 coefficient: int, shift: int):
+        """The compute of `counter_remainder`: `ring` (``a * s * (z mod D)``) plus `coefficient`
+        times (the value ``x`` was set to, plus `shift`), plus the terms not `dropped`."""
+        prefix = self.prefix(block)
+        x_key = prefix + dropped[1]
+        version = _version(x_key, *setting)
+        terms = [(prefix + name, c) for name, c in found.terms.items() if name not in dropped]
+        base = add(number(found.constant), ring)
+
+        def summed(at):
+            start = self.values.get(self.defs.get((setting, x_key), version))
+            if not start:
+                return [()]  # not evaluated yet
+            total = add(base, mul(add(start, number(shift)), number(coefficient)) if coefficient != 1 else
+                        add(start, number(shift)))
+            for key, c in terms:
+                value = self.lookup(at, key)
+                if not value:
+                    return [()]
+                total = add(total, value if c == 1 else mul(value, number(c)))
+            return [total]
+
+        return summed, [x_key, version] + [key for key, _ in terms]
+
+    def _lockstep(self, prefix: str, x: str, z: str, reading: tuple) -> tuple | None:
+        """``(s, c, setting)`` when registers `x` and `z` are each set twice, once by an
+        add ``r, r, step`` in one block (`x`'s step `s` times `z`'s), and once before:
+        `z` to the constant `c`, `x` to anything (at `setting`). That earlier pair must
+        run as one: the first setting dominates the second and no way between them
+        passes the adds. Then where the second setting dominates `reading` (block,
+        position), and `reading` is not between the two adds, ``x - s * z`` is what it
+        was when they were set."""
+        x_counter, z_counter = self._counter(prefix, x, any_start=True), self._counter(prefix, z)
+        if x_counter is None or z_counter is None or not z_counter[1] or x_counter[1] % z_counter[1]:
+            return None
+        (x_set, x_add), (z_set, z_add) = x_counter[2:], z_counter[2:]
+        if x_add[0] != z_add[0] or x_add[0] == reading[0] and \
+                min(x_add[1], z_add[1]) < reading[1] < max(x_add[1], z_add[1]) + 1:
+            return None  # read between the two adds
+        dominators = DominatorTree.of(self.flow)
+        if x_set[0] == z_set[0]:
+            first, second = sorted((x_set, z_set), key=lambda site: site[1])
+        elif dominators.dominates(x_set[0], z_set[0]) or dominators.dominates(z_set[0], x_set[0]):
+            first, second = (x_set, z_set) if dominators.dominates(x_set[0], z_set[0]) else (z_set, x_set)
+        else:
+            return None
+        if x_add[0] in (first[0], second[0]) or \
+                first[0] != second[0] and x_add[0] in self._blocks_between(first[0], second[0]):
+            return None  # the settings do not run as one
+        if not (dominators.dominates(second[0], reading[0]) if second[0] != reading[0] else second[1] < reading[1]):
+            return None
+        return x_counter[1] // z_counter[1], z_counter[0], x_set
+
+    def _kept_between(self, key: str, site: tuple, reading: tuple) -> bool:
+        """True when `key` is not set after `site` (block, position) and before `reading`:
+        both in one block with nothing setting it between them, or `site`'s block
+        dominating `reading`'s with nothing setting it on the way."""
+        sites = self.definitions().get(key, ())
+        (there, at), (block, position) = site, reading
+        if there == block:
+            return at < position and not any(b == block and at < p < position for b, p in sites)
+        return DominatorTree.of(self.flow).dominates(there, block) and \
+            not any(b == there and p > at or b == block and p < position for b, p in sites) and \
+            self._unwritten_between(there, block, [key[len(self.prefix(block)):]])
 
     def _definition_index(self) -> dict:
         """(block, key) -> the positions, in order, of the block's definitions of key
@@ -1554,13 +1661,19 @@ class _Analysis:
         """True when no definition of `registers` lies in a block on a way from block
         `there` to block `reading` (`reading` included) that does not pass `there`
         again (a way through `there` defines them anew before reaching `reading`)."""
+        between = self._blocks_between(there, reading)
+        prefix = self.prefix(reading)
+        return not any(site[0] in between for name in registers
+                       for site in self.definitions().get(prefix + name, ()))
+
+    def _blocks_between(self, there: int, reading: int) -> frozenset:
+        """The blocks on a way from block `there` to block `reading` that does not pass
+        `there` again (`_between`), kept per pair for the graph."""
         regions = derived(self.flow, "blocks between", dict)
         between = regions.get((there, reading))
         if between is None:
             between = regions[(there, reading)] = _between(self.flow, DominatorTree.of(self.flow), there, reading)
-        prefix = self.prefix(reading)
-        return not any(site[0] in between for name in registers
-                       for site in self.definitions().get(prefix + name, ()))
+        return between
 
     def linear_range(self, block: int, found):
         """The value of a `ptxkit.cfg.idioms.Linear` sum, each register read once where
@@ -1634,9 +1747,10 @@ class _Analysis:
                 return False  # the reads may fall between the two
         return True
 
-    def _counter(self, prefix: str, name: str) -> tuple | None:
+    def _counter(self, prefix: str, name: str, any_start: bool = False) -> tuple | None:
         """``(start, step, mov site, add site)`` of a register set once by a ``mov`` of a
-        constant (or of a register just set to one) and once by ``add r, r, step``."""
+        constant (or of a register just set to one) and once by ``add r, r, step``; with
+        `any_start`, set by any unguarded instruction instead of the ``mov`` (start None)."""
         sites = self.definitions().get(prefix + name, [])
         if len(sites) != 2:
             return None
@@ -1651,7 +1765,9 @@ class _Analysis:
                 step, increment = args[2].value, site
             elif head[2] == "mov":
                 start, init = constant_operand(instructions, heads, site[1], args[1]), site
-        if start is None or step is None:
+            elif any_start:
+                init = site
+        if init is None or start is None and not any_start or step is None:
             return None
         return start, step, init, increment
 
@@ -1885,6 +2001,11 @@ _PATIENCE = 12
 _STACK_ROUNDS = 8
 #: The `derived` key of the last stack model a graph's analysis settled on.
 _SETTLED_MODEL = "settled stack model"
+
+
+def _version(key: str, block: int, position: int) -> str:
+    """The name of the SSA version of `key` that the definition at (block, position) makes."""
+    return f"{key}@{block}:{position}"
 
 
 def _templates(module) -> frozenset:

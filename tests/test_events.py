@@ -204,11 +204,20 @@ def test_tcgen05_mma_takes_its_shape_from_a_constant_instruction_descriptor():
     mma = "\ttcgen05.mma.cta_group::1.kind::f16 [%r3], %rd6, %rd8, {}, %p1;\n"
     unknown = events(descriptor + mma.format("%r9"))
     m128_n64 = events(descriptor + f"\tmov.b32 %r10, {(8 << 24) | (8 << 17)};\n" + mma.format("%r10"))
-    assert unknown == [("async", "dynamic shared[0:8192], dynamic shared[65536:73728]")]  # 256 rows each
+    # not known: A's 128 rows (one CTA's tensor memory lanes), B's 256
+    assert unknown == [("async", "dynamic shared[0:4096], dynamic shared[65536:73728]")]
     assert m128_n64 == [("async", "dynamic shared[0:4096], dynamic shared[65536:67584]")]
+    # a pair of CTAs with M = 256 holds 128 rows of A in each
+    pair = mma.replace("cta_group::1", "cta_group::2").format("%r10")
+    assert events(descriptor + f"\tmov.b32 %r10, {(16 << 24) | (8 << 17)};\n" + pair) == \
+        [("async", "dynamic shared[0:4096], dynamic shared[65536:67584]")]
+    # with LBO 4096 an MN-major operand reaches further than a K-major one: not known, both are taken
+    # (K-major: 15 * 256 + 4096 + 128 bytes; MN-major: 15 * 4096 + 256 + 128)
+    wide = events(descriptor.replace("68720001024", str((16 << 32) | (256 << 16))) + mma.format("%r9"))
+    assert wide[0][1].startswith("dynamic shared[0:8064], dynamic shared[0:61824]")
     # a sparse MMA reads twice the K
     sparse = events(descriptor + "\ttcgen05.mma.sp.cta_group::1.kind::f16 [%r3], %rd6, %rd8, [%r4], %r9, %p1;\n")
-    assert sparse == [("async", "dynamic shared[0:8448], dynamic shared[65536:73984]")]
+    assert sparse == [("async", "dynamic shared[0:4352], dynamic shared[65536:73984]")]
 
 
 def test_tcgen05_cp_reads_the_rows_and_bits_its_shape_names():

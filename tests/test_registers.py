@@ -393,6 +393,30 @@ ROUNDED = ("\tmov.u32 %r1, low;\n\tcvt.u64.u32 %rd1, %r1;\n\tcvta.shared.u64 %rd
            "\tsetp.eq.s64 %p2, %rd11, 0;\n\tselp.b64 %rd14, %rd10, %rd13, %p2;\n")
 
 
+#: nvcc's loop over a ring of three 16 KB stages, unrolled four times: ``%r3`` advances by four
+#: stages' bytes beside the stage count ``%r4``, and the stage is ``%r3 - 49152 * (%r4 / 3)``
+#: plus a constant (CUTLASS 93). OUTER is where the settings of the two counters go.
+COUNTERS = ("\tmov.u32 %r1, dyn;\n\tld.param.u32 %r20, [k_n];\n\tadd.s32 %r3, %r1, 50176;\n{OUTER}"
+            "\tmov.u32 %r4, 1;\n\tmov.u32 %r5, 0;\nLOOP:\n\tmul.hi.u32 %r6, %r4, -1431655765;\n\tshr.u32 %r7, %r6, 1;\n"
+            "\tmul.lo.s32 %r8, %r7, 49152;\n\tsub.s32 %r9, 66560, %r8;\n\tadd.s32 %r10, %r3, %r9;\n"
+            "\tst.shared.u32 [%r10], %r5;\n\t// here\n\tadd.s32 %r3, %r3, 65536;\n\tadd.s32 %r4, %r4, 4;\n"
+            "\tadd.s32 %r5, %r5, 1;\n\tsetp.lt.s32 %p2, %r5, %r20;\n\t@%p2 bra LOOP;\n{AFTER}")
+
+
+@pytest.mark.parametrize("outer, after, shown", [
+    # x - 16384 * z stays dyn + 33792: the stage is dyn + 100352 + 16384 * (z % 3)
+    ("", "", "dynamic shared+[100352, 133120] step 16384 (shared::cta window)"),
+    ("\tsetp.eq.s32 %p1, %r20, 0;\n\t@%p1 bra DONE;\n", "DONE:\n",
+     "dynamic shared+[100352, 133120] step 16384 (shared::cta window)"),  # set in two blocks
+    # an outer loop sets z again but not x, which the inner loop advanced: no relation
+    ("OUTER:\n", "\tbra.uni OUTER;\n", None),
+])
+def test_a_counter_kept_beside_a_stage_count_gives_the_stage(outer, after, shown):
+    body = COUNTERS.format(OUTER=outer, AFTER=after)
+    found = value_at(body, "%r10", ".param .u32 k_n")
+    assert found == shown if shown is not None else found.endswith("inf] step 16384 (shared::cta window)")
+
+
 def test_a_base_rounded_up_keeps_offsets_exact():
     assert value_at(ROUNDED, "%rd6", head=LOW_ALIGNED) == "dynamic shared aligned 1024+0 (shared::cta generic)"
     assert value_at(ROUNDED, "%rd14", head=LOW_ALIGNED) == "dynamic shared aligned 1024+32768 (shared::cta generic)"
