@@ -236,8 +236,9 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
     # now, and the check below makes any starting model safe
     reused = getattr(flow, "derived", {}).get(_SETTLED_MODEL)
     model = reused if reused is not None else observed(frames)
+    following = _Analysis(flow, max_cluster, aligned)
     for _ in range(_STACK_ROUNDS):
-        following = _Analysis(flow, max_cluster, aligned, model)
+        following.follow(model)
         values, dead = following.solve({**queries, **probes})
         found = observed(frames, values, dead)
         if model.holds_for(found):
@@ -246,6 +247,7 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
                 if getattr(flow, "derived", None) is not None:
                     flow.derived[_SETTLED_MODEL] = model
                 return answer
+            following = _Analysis(flow, max_cluster, aligned)  # the answer's `by_thread` keeps this one's values
             if model is reused:  # it holds but gives stores more than these values ask: try what they ask
                 model = found
                 continue
@@ -461,10 +463,8 @@ class _Analysis:
                  stack: StackModel | None = None):
         self.flow = flow
         self.aligned = aligned or {}
-        self.stack = stack
-        self.unknown_cells = stack.unknown if stack is not None else frozenset()
-        self._with_cells: dict | None = None  # the definitions with the cells the stack model follows
-        self._definitions_by_block: dict | None = None  # `_definition_index`, once asked for
+        self._rules: dict[tuple, tuple] = {}  # (block, position) -> `rule`, where no stack model changes it
+        self.follow(stack)
         self._rounding_blocks: dict[int, bool] = {}  # `_may_round`
         self.special = special_ranges(flow.function, max_cluster)
         self.symbols: dict[int, dict] = {}  # context id -> symbol values
@@ -478,6 +478,15 @@ class _Analysis:
                     if follower.context is context.parent and (block.index, successor) in flow.kinds \
                             and flow.kinds[(block.index, successor)] == "return":
                         self.returning[successor] = context
+
+    def follow(self, stack: StackModel | None) -> None:
+        """Take `stack` as the model of the stack cells the next `solve` follows; the
+        rules of instructions that do not access memory are kept from earlier solves
+        (the rounds of a `-G` build solve again with each model)."""
+        self.stack = stack
+        self.unknown_cells = stack.unknown if stack is not None else frozenset()
+        self._with_cells: dict | None = None  # the definitions with the cells the stack model follows
+        self._definitions_by_block: dict | None = None  # `_definition_index`, once asked for
 
     # -- names ----------------------------------------------------------------------------
     def prefix(self, block: int) -> str:
@@ -1064,6 +1073,14 @@ class _Analysis:
     def rule(self, block: int, position: int):
         """``(apply(at), source keys)`` for the instruction at (block, position); `at` is the block
         whose view of the registers it reads (its own)."""
+        found = self._rules.get((block, position))
+        if found is None:
+            found = self._rule(block, position)
+            if self.flow.blocks[block].heads[position][2] not in ("ld", "st"):  # the stack model's are its own
+                self._rules[(block, position)] = found
+        return found
+
+    def _rule(self, block: int, position: int):
         instruction = self.flow.blocks[block].instructions[position]
         guard, opcode, base, _ = self.flow.blocks[block].heads[position]
         prefix = self.prefix(block)
