@@ -58,6 +58,8 @@ SPECIAL_RANGES = {
     "%cluster_ctaid.z": (0, 15), "%cluster_nctaid.x": (1, 16), "%cluster_nctaid.y": (1, 16),
     "%cluster_nctaid.z": (1, 16), "%dynamic_smem_size": (0, 232448), "%total_smem_size": (0, 233472),
     "%smid": (0, 1023), "%nsmid": (1, 1024),
+    "%ctaid.x": (0, (1 << 31) - 2), "%ctaid.y": (0, 65534), "%ctaid.z": (0, 65534),
+    "%nctaid.x": (1, (1 << 31) - 1), "%nctaid.y": (1, 65535), "%nctaid.z": (1, 65535),
 }
 #: Special registers that keep one value for a thread's whole run (PTX ISA §10; not
 #: ``%warpid`` or ``%smid``, which may change when a thread is rescheduled): a branch on a
@@ -66,6 +68,7 @@ FIXED_SPECIALS = frozenset({
     "%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%laneid", "%cluster_ctarank",
     "%cluster_nctarank", "%cluster_ctaid.x", "%cluster_ctaid.y", "%cluster_ctaid.z", "%cluster_nctaid.x",
     "%cluster_nctaid.y", "%cluster_nctaid.z", "%dynamic_smem_size", "%total_smem_size",
+    "%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x", "%nctaid.y", "%nctaid.z",
 })
 _WORD = (0, (1 << 64) - 1)
 _TYPE_BITS = {"8": 8, "16": 16, "32": 32, "64": 64, "128": 128}

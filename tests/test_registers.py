@@ -53,6 +53,9 @@ def test_cvta_mapa_and_special_registers():
     assert value_at(body, "%rd2") == "dynamic shared+0 (shared::cta generic)"
     assert value_at(body, "%rd3") == "dynamic shared+0 (shared::cta window)"
     assert value_at(body, "%r4") == "dynamic shared+0 (shared::cluster window)"
+    # a grid has at most 2^31 - 1 CTAs along x and 65535 along y and z (PTX ISA, %nctaid)
+    grid = "\tmov.u32 %r1, %ctaid.z;\n\tshl.b32 %r2, %r1, 8;\n\tmov.u32 %r3, %nctaid.x;\n"
+    assert (value_at(grid, "%r2"), value_at(grid, "%r3")) == ("[0, 16776704] step 256", "[1, 2147483647]")
 
 
 def test_descriptor_built_like_cutlass():
