@@ -543,14 +543,15 @@ class Linear:
     terms: dict
     constant: int
     crossed: tuple = ()
+    repeats: bool = True  # some register met more than once (or a coefficient cancelled)
 
 
-def linear(instructions, heads, position: int, plain, outside=None, block=None, defining=None,
-           repeated: bool = True) -> Linear | None:
+def linear(instructions, heads, position: int, plain, outside=None, block=None, defining=None) -> Linear | None:
     """The instruction at `position` as a `Linear` sum over the definitions earlier in
-    its block, when that sum names some register fewer times than the instruction's
-    own operands and the definitions behind them do (a register met twice, or a
-    coefficient that cancels; any sum with `repeated` off); None otherwise. `outside(block, register)`, when given,
+    its block (None when it is no sum); `Linear.repeats` says whether that sum names
+    some register fewer times than the instruction's own operands and the definitions
+    behind them do (a register met twice, or a coefficient that cancels), where the sum
+    is tighter than intervals of its parts. `outside(block, register)`, when given,
     may offer a register's one definition in another block, as ``(instructions, heads,
     position, block)``, for a register the block does not define before reading it
     (`block` names the instruction's own block to it). `defining(block, position,
@@ -564,7 +565,7 @@ def linear(instructions, heads, position: int, plain, outside=None, block=None, 
     >>> from ptxkit.cfg.graph import flow_graph
     >>> block = flow_graph(m.function("k")).blocks[0]
     >>> linear(block.instructions, block.heads, 2, frozenset())
-    Linear(terms={'%r1': 1}, constant=0, crossed=())
+    Linear(terms={'%r1': 1}, constant=0, crossed=(), repeats=True)
     """
     if heads[position][0] is not None or not _word(heads[position]):
         return None
@@ -574,9 +575,7 @@ def linear(instructions, heads, position: int, plain, outside=None, block=None, 
         return None
     terms, constant, _ = found
     terms = {name: coefficient for name, coefficient in terms.items() if coefficient}
-    if repeated and expansion.counted <= len(terms):
-        return None  # every register met once: intervals are already exact
-    return Linear(terms, constant, tuple(expansion.crossed))
+    return Linear(terms, constant, tuple(expansion.crossed), expansion.counted > len(terms))
 
 
 def _summands(operands, base: str) -> list | None:

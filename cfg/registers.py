@@ -1159,11 +1159,11 @@ class _Analysis:
                 sources.extend(prefix + name for name in (rounding.x, rounding.remainder))
         if base in SUM_OPCODES and len(targets) == 1 and compute is plain_compute:
             found = self.linear_sum(block, position, plain)
-            if found is not None:
+            if found is not None and found.repeats:
                 compute = self.linear_range(block, found)
                 sources.extend(prefix + name for name in found.terms)
-            else:
-                ring = self.counter_remainder(block, position, plain)
+            elif found is not None:
+                ring = self.counter_remainder(block, position, found)
                 if ring is not None:
                     compute, extra = ring
                     sources.extend(extra)
@@ -1535,7 +1535,7 @@ class _Analysis:
         return len(source) == 2 and source[1].kind == "special" and source[1].name == "%tid.x" and _one_dimensional(
             function)
 
-    def linear_sum(self, block: int, position: int, plain, repeated: bool = True):
+    def linear_sum(self, block: int, position: int, plain):
         """`ptxkit.cfg.idioms.linear` of the instruction at (block, position), also through
         a register's one definition in a block that dominates where it is read, when no
         register that definition reads is written on any way between the two blocks."""
@@ -1559,13 +1559,13 @@ class _Analysis:
             found = bisect.bisect_left(positions, at) if positions else 0
             return positions[found - 1] if found else None
 
-        found = linear(instructions, heads, position, plain, outside, block, defining, repeated)
+        found = linear(instructions, heads, position, plain, outside, block, defining)
         if found is not None and not all(self._unwritten_between(there, reading, read)
                                          for reading, there, read in found.crossed):
-            found = linear(instructions, heads, position, plain, None, block, defining, repeated)
+            found = linear(instructions, heads, position, plain, None, block, defining)
         return found
 
-    def counter_remainder(self, block: int, position: int, plain):
+    def counter_remainder(self, block: int, position: int, found):
         """``(compute, sources)`` for a sum ``a * x - b * q + ...`` where ``q = z / D`` and
         ``x`` is a counter kept beside ``z`` (each set once before the loop, ``z`` to a
         constant ``c``, and advanced together in one block, ``x`` by ``s`` times ``z``'s
@@ -1573,9 +1573,9 @@ class _Analysis:
         and the sum is ``a * v + a * s * (z mod D) + ...`` (nvcc's unrolled loop over a ring
         of three stages: ``x`` advances by four stages' bytes while ``z`` counts stages,
         CUTLASS 93); None otherwise. `v` is read from the version of ``x`` its setting
-        defines (`_version`)."""
-        found = self.linear_sum(block, position, plain, repeated=False)
-        if found is None or len(found.terms) < 2:
+        defines (`_version`). `found`: the instruction at (block, position) as a
+        `ptxkit.cfg.idioms.Linear` sum."""
+        if len(found.terms) < 2:
             return None
         prefix = self.prefix(block)
         for q, q_coefficient in found.terms.items():
