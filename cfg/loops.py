@@ -176,6 +176,54 @@ def reachable(adjacency, start: int) -> set[int]:
     return seen
 
 
+def on_cycles(graph: dict) -> frozenset:
+    """The nodes of `graph` (node -> successors) that lie on a cycle: in a strongly
+    connected component of more than one node, or with an edge to themselves
+    (Tarjan's algorithm, without recursion).
+
+    >>> sorted(on_cycles({"a": ["b"], "b": ["a", "c"], "c": [], "d": ["d"]}))
+    ['a', 'b', 'd']
+    """
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    on_stack: set = set()
+    found: set = set()
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph.get(root, ())))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(graph.get(successor, ()))))
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1 or node in graph.get(node, ()):
+                        found.update(component)
+    return frozenset(found)
+
+
 # -- preheaders -------------------------------------------------------------------------
 
 

@@ -43,6 +43,7 @@ from ptxkit.cfg.frames import Frames, StackModel, observed, stack_frames
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.idioms import SUM_OPCODES, align_up, constant_operand, linear, quotient_of, remainder, rounding_add
 from ptxkit.cfg.inline import Context
+from ptxkit.cfg.loops import on_cycles
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
     Atom, Region, add, address, and_, anywhere, bits_of, compare, constant, join, meet, mul, neg, number, or_, pack,
@@ -626,6 +627,7 @@ class _Analysis:
         self.thresholds_sorted = sorted(self.thresholds)
         phis = self._rename(definitions, rules, queries, conditions, seen)
         self.rules = rules
+        self._self_fed = self._self_feeding(definitions, rules)
         self._refinements(conditions, definitions)
         readers: dict[str, list] = {}
         rank = {block: i for i, block in enumerate(self.flow.rpo)}
@@ -829,6 +831,14 @@ class _Analysis:
                 stack.append((child, False))
         return phis
 
+    def _self_feeding(self, definitions: dict, rules: dict) -> frozenset:
+        """The keys defined once whose definition reads them again through keys defined
+        once (a register a loop reads before its one definition): the cycles no join
+        breaks, so only they widen as definitions that are no join (docs/fence.md §3.1)."""
+        single = {key: sites[0] for key, sites in definitions.items() if len(sites) == 1 and sites[0] in rules}
+        return on_cycles({key: [source for source in rules[site][1] if source in single]
+                          for key, site in single.items()})
+
     def _phi(self, version: str, inputs: list):
         """A join's rule: the join of what each edge in brings, each input narrowed by
         the conditions that hold at the end of its predecessor and on the edge itself
@@ -998,8 +1008,9 @@ class _Analysis:
         count = self.updates.get(version, 0) + 1
         self.updates[version] = count
         # widen at the joins, where loops close; a definition downstream of one keeps
-        # the join's bound unless it keeps growing on its own (read before it is set)
-        patience = 3 if versioned else _PATIENCE
+        # the join's bound however often the join changes, unless it keeps growing on its
+        # own (read before it is set: a cycle no join breaks)
+        patience = 3 if versioned else _PATIENCE if version in self._self_fed else _SAFETY_NET
         self.values[version] = widen(old, new, self.thresholds_sorted) if count > patience and old else new
         self.dirty.append(version)
 
@@ -2015,8 +2026,9 @@ class _Analysis:
         return compute, [key]
 
 
-#: Updates a definition that is no join may take before it is widened (docs/fence.md §3.1)
-_PATIENCE = 12
+#: Updates a definition that is no join, on a cycle no join breaks, may take before it is
+#: widened (docs/fence.md §3.1); any other widens only after `_SAFETY_NET` (never seen).
+_PATIENCE, _SAFETY_NET = 12, 256
 #: Solves of a -G kernel's values with a stack model before the check must hold (cfg/frames.py).
 _STACK_ROUNDS = 8
 #: The `derived` key of the last stack model a graph's analysis settled on.

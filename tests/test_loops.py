@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import networkx as nx
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ptxkit
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.graph import EXIT, flow_graph
-from ptxkit.cfg.loops import branch_region, find_loops, find_preheader
+from ptxkit.cfg.loops import branch_region, find_loops, find_preheader, on_cycles
 
 from test_dominance import as_networkx, flow_graphs
 
@@ -140,3 +141,22 @@ def test_branch_regions_with_an_empty_arm_a_loop_or_a_side_entry():
     g = flow("\t@%p1 ret;\n\tmov.u32 %r1, 1;\n\tret;\n")
     region = branch_region(g, 0, DominatorTree.of(g), DominatorTree.post_of(g))
     assert region.join == EXIT and EXIT in region.arms
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), max_size=30))
+def test_on_cycles_finds_the_nodes_networkx_finds_on_cycles(edges):
+    graph = {node: [] for node in range(12)}
+    for source, target in edges:
+        graph[source].append(target)
+    reference = nx.DiGraph(edges)
+    reference.add_nodes_from(graph)
+    expected = {node for component in nx.strongly_connected_components(reference) for node in component
+                if len(component) > 1 or reference.has_edge(node, node)}
+    assert on_cycles(graph) == expected
+
+
+def test_on_cycles_goes_deep_without_recursion():
+    chain = {i: [i + 1] for i in range(20000)}
+    chain[20000] = [0]
+    assert len(on_cycles(chain)) == 20001 and on_cycles({0: [1], 1: [2]}) == frozenset()

@@ -420,6 +420,21 @@ def test_a_counter_kept_beside_a_stage_count_gives_the_stage(outer, after, shown
     assert found == shown if shown is not None else found.endswith("inf] step 16384 (shared::cta window)")
 
 
+def test_a_value_computed_from_a_ring_keeps_its_bound_however_often_the_ring_changes():
+    """A ring of 24 stages in a loop that compares its index with many constants: the
+    join widens through each of them in turn (more than twelve changes), and the stage
+    address computed from it, from which the next stage is computed, changes as often.
+    It is no join, and every cycle through it passes the join, so it keeps the ring's
+    bound (CUTLASS 92's 24-stage TMA ring)."""
+    tests = "".join(f"\tsetp.eq.s32 %p2, %r2, {k};\n\t@%p2 bra SKIP{k};\n\tadd.s32 %r9, %r9, 1;\nSKIP{k}:\n"
+                    for k in range(2, 22))
+    body = ("\tmov.u32 %r1, dyn;\n\tmov.u32 %r2, 0;\n\tmov.u32 %r9, 0;\nLOOP:\n\tshl.b32 %r3, %r2, 13;\n"
+            "\tadd.s32 %r4, %r1, %r3;\n\tst.shared.u32 [%r4], %r9;\n\t// here\n" + tests +
+            "\tshr.u32 %r6, %r3, 13;\n\tadd.s32 %r5, %r6, 1;\n\tsetp.eq.s32 %p1, %r5, 24;\n"
+            "\tselp.b32 %r2, 0, %r5, %p1;\n\tbra.uni LOOP;\n")  # the next stage from the address: %r3 changes with the join
+    assert value_at(body, "%r4") == "dynamic shared+[0, 188416] step 8192 (shared::cta window)"
+
+
 def test_a_base_rounded_up_keeps_offsets_exact():
     assert value_at(ROUNDED, "%rd6", head=LOW_ALIGNED) == "dynamic shared aligned 1024+0 (shared::cta generic)"
     assert value_at(ROUNDED, "%rd14", head=LOW_ALIGNED) == "dynamic shared aligned 1024+32768 (shared::cta generic)"
@@ -647,18 +662,22 @@ def test_a_per_rank_slice_of_a_multicast_box_stays_in_the_box():
 
 def test_only_joins_widen_early():
     # a value that grows one step per round (what a definition below a ring's join sees
-    # while the join settles) is widened at once at a join, only after many rounds elsewhere
-    from ptxkit.cfg.registers import _Analysis
+    # while the join settles) is widened at once at a join, after many rounds where a
+    # definition reads itself (a cycle no join breaks), and not at all elsewhere
+    from ptxkit.cfg.registers import _PATIENCE, _Analysis
 
     text = f"{HEAD}.visible .entry k()\n{{\n{REGS}\tret;\n}}\n"
     analysis = _Analysis(flow_graph(ptxkit.parse(text).function("k")))
     analysis.values, analysis.updates, analysis.kept, analysis.defs, analysis.dirty = {}, {}, {}, {}, []
     analysis.thresholds_sorted = [99]
-    for step in range(6):
+    analysis._self_fed = frozenset({"%r3"})
+    for step in range(_PATIENCE + 2):
         analysis.assign(("phi", "s@join1"), "s@join1", number(0, step), True, versioned=True)
         analysis.assign((0, 0), "%r2", number(0, step * 16384, 16384), True)
+        analysis.assign((0, 1), "%r3", number(0, step), True)
     assert show(analysis.values["s@join1"]) == "[0, 99]"
-    assert show(analysis.values["%r2"]) == "[0, 81920] step 16384"
+    assert show(analysis.values["%r2"]) == f"[0, {(_PATIENCE + 1) * 16384}] step 16384"
+    assert show(analysis.values["%r3"]) == "[0, 99]"
 
 
 def test_written_and_read_from_the_text_agree_with_the_parsed_operands():
