@@ -1603,13 +1603,12 @@ class _Analysis:
                 if pair is None:
                     continue
                 scale, start, setting = pair
-                step = coefficient * scale
+                step = coefficient * scale  # a * s: the sum's step per stage
                 if step and -q_coefficient % step == 0 and divides(-q_coefficient // step):
-                    return self._counter_remainder_range(block, found, (q, x), setting,
-                                                         number(0, step * (-q_coefficient // step - 1), abs(step))
-                                                         if step > 0 else number(step * (-q_coefficient // step - 1),
-                                                                                 0, -step),
-                                                         coefficient, -scale * start)
+                    last = step * (-q_coefficient // step - 1)  # a * s * (D - 1)
+                    ring = number(min(0, last), max(0, last), abs(step))
+                    return self._counter_remainder_range(block, found, (q, x), setting, ring, coefficient,
+                                                         -scale * start)
         return None
 
     def _counter_remainder_range(self, block: int, found, dropped: tuple, setting: tuple, ring: tuple,
@@ -1626,8 +1625,8 @@ class _Analysis:
             start = self.values.get(self.defs.get((setting, x_key), version))
             if not start:
                 return [()]  # not evaluated yet
-            total = add(base, mul(add(start, number(shift)), number(coefficient)) if coefficient != 1 else
-                        add(start, number(shift)))
+            origin = add(start, number(shift))  # x0 - s * z0
+            total = add(base, origin if coefficient == 1 else mul(origin, number(coefficient)))
             for key, c in terms:
                 value = self.lookup(at, key)
                 if not value:
