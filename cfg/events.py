@@ -473,6 +473,7 @@ class _Classifier:
         dense = form is AsyncForm.WGMMA or any(m in _DENSE_32_BYTE_KINDS for m in modifiers)
         k_bytes = 64 if sparse or not dense else 32
         descriptors = []  # (operand key, rows, mn_major)
+        pair = "cta_group::2" in modifiers
         if form is AsyncForm.TCGEN05_CP:  # rows x bits of the source matrix: .128x256b, .32x128b, ...
             copied = next((_COPY_SHAPE.match(m) for m in modifiers if _COPY_SHAPE.match(m)), None)
             rows, k_bytes = (int(copied.group(1)), int(copied.group(2)) // 8) if copied else (128, 64)
@@ -484,12 +485,11 @@ class _Classifier:
             sixteen_bit = len(modifiers) >= 2 and any(t in _SIXTEEN_BIT for t in modifiers[-2:])
             trans = _transpose_flags(operands, a.kind == "vector", sparse) if sixteen_bit else (False, False)
             if form is AsyncForm.TCGEN05_MMA:  # a shape not known yet: the largest a CTA's operands take
-                rows_a, rows_b = _TCGEN05_ROWS_A, 256
+                rows_a, rows_b = _TCGEN05_ROWS_A, _TCGEN05_N // (2 if pair else 1)
             if a.kind not in ("vector", "memory"):  # a descriptor, not registers or tensor memory
                 descriptors.append((self.ask(block, position, a), rows_a, trans[0]))
             descriptors.append((self.ask(block, position, b), rows_b, trans[1]))
         tcgen05 = form is not AsyncForm.WGMMA
-        pair = "cta_group::2" in modifiers
         at = 4 if sparse else 3  # tcgen05.mma [d], a, b, {[sparse metadata],} idesc, ...
         idesc = self.ask(block, position, operands[at]) \
             if form is AsyncForm.TCGEN05_MMA and len(operands) > at and operands[at].kind != "memory" else None
@@ -499,8 +499,8 @@ class _Classifier:
             locations = []
             for index, (key, rows, mn_major) in enumerate(descriptors):
                 layouts = (False, True) if form is AsyncForm.TCGEN05_MMA else (mn_major,)  # not known: either
-                if shape is not None:  # A's rows are M (a CTA of a pair holds half), B's are N (the last one)
-                    rows = shape[0] // (2 if pair else 1) if index < len(descriptors) - 1 else shape[1]
+                if shape is not None:  # A's rows are M, B's are N (the last one); a CTA of a pair holds half
+                    rows = (shape[0] if index < len(descriptors) - 1 else shape[1]) // (2 if pair else 1)
                     layouts = (shape[2] if index < len(descriptors) - 1 else shape[3],)
                 for atom in c.value(key):
                     locations.extend(descriptor_location(atom, rows, k_bytes, layout, tcgen05) for layout in layouts)
@@ -841,8 +841,10 @@ def _tensor_load_siblings(flow) -> dict:
 
 #: The rows of A that one CTA's shared memory holds for a ``tcgen05.mma``: at most the 128
 #: lanes of its tensor memory, which hold those rows of D (PTX ISA, "Tensor Memory" and
-#: "Matrix shape": M is 64 or 128 for one CTA; M = 256 only for a pair, 128 rows each).
-_TCGEN05_ROWS_A = 128
+#: "Matrix shape": M is 64 or 128 for one CTA; M = 256 only for a pair, 128 rows each);
+#: and the largest N. The two CTAs of a ``cta_group::2`` pair each hold half of A's rows
+#: and half of B's columns.
+_TCGEN05_ROWS_A, _TCGEN05_N = 128, 256
 
 
 def _instruction_shape(value: tuple) -> tuple[int, int, bool, bool] | None:

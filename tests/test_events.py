@@ -207,10 +207,12 @@ def test_tcgen05_mma_takes_its_shape_from_a_constant_instruction_descriptor():
     # not known: A's 128 rows (one CTA's tensor memory lanes), B's 256
     assert unknown == [("async", "dynamic shared[0:4096], dynamic shared[65536:73728]")]
     assert m128_n64 == [("async", "dynamic shared[0:4096], dynamic shared[65536:67584]")]
-    # a pair of CTAs with M = 256 holds 128 rows of A in each
-    pair = mma.replace("cta_group::1", "cta_group::2").format("%r10")
-    assert events(descriptor + f"\tmov.b32 %r10, {(16 << 24) | (8 << 17)};\n" + pair) == \
-        [("async", "dynamic shared[0:4096], dynamic shared[65536:67584]")]
+    # a pair of CTAs holds half of A's rows and half of B's columns in each: M = 256, N = 64
+    # is 128 rows of A and 32 of B; not known, 128 of each
+    pair = mma.replace("cta_group::1", "cta_group::2")
+    assert events(descriptor + f"\tmov.b32 %r10, {(16 << 24) | (8 << 17)};\n" + pair.format("%r10")) == \
+        [("async", "dynamic shared[0:4096], dynamic shared[65536:66560]")]
+    assert events(descriptor + pair.format("%r9")) == [("async", "dynamic shared[0:4096], dynamic shared[65536:69632]")]
     # with LBO 4096 an MN-major operand reaches further than a K-major one: not known, both are taken
     # (K-major: 15 * 256 + 4096 + 128 bytes; MN-major: 15 * 4096 + 256 + 128)
     wide = events(descriptor.replace("68720001024", str((16 << 32) | (256 << 16))) + mma.format("%r9"))
