@@ -47,7 +47,7 @@ from ptxkit.cfg.loops import on_cycles
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
     Atom, Region, add, address, and_, anywhere, bits_of, compare, constant, join, meet, mul, neg, number, or_, pack,
-    refine, refine_by, shl, shr, signed, sub, truncate, unpack, widen, xor,
+    refine, refine_by, shl, shr, signed, sub, truncate, unpack, widen, wrap, xor, field,
 )
 from ptxkit.syntax import Directive, Function
 
@@ -76,6 +76,22 @@ _TYPE_BITS = {"8": 8, "16": 16, "32": 32, "64": 64, "128": 128}
 _SPACE_OF_DECLARATION = {".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE, ".global": GLOBAL_SPACE_NAME}
 _PARAM_POINTS_TO = {".global": GLOBAL_SPACE_NAME, ".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE}
 #: Opcodes that never define a register value we follow (their first operand is read).
+def _cvt_reading(modifiers: list):
+    """How an integer ``cvt`` reads its source: ``(bits, view)``, the low bits it keeps
+    and the function of the source's value it gives; None for a ``cvt`` of other types.
+    A sign extension reads them as signed, a zero extension as unsigned, a cut keeps the
+    number they are congruent to (`ptxkit.cfg.values.wrap`)."""
+    types = [m for m in modifiers if m in _INTEGER_TYPES or m in _OTHER_TYPES]
+    if len(types) != 2 or types[0] in _OTHER_TYPES or types[1] in _OTHER_TYPES:
+        return None
+    bits, source_bits = _INTEGER_TYPES[types[0]], _INTEGER_TYPES[types[1]]
+    if source_bits < bits and types[1][0] == "s":
+        return source_bits, lambda value: signed(value, source_bits)
+    if bits <= source_bits:
+        return bits, lambda value: wrap(value, bits)
+    return source_bits, lambda value: truncate(value, source_bits)
+
+
 def _identity(value):
     return value
 
@@ -1156,6 +1172,16 @@ class _Analysis:
             if shifted is not None:
                 compute, extra = shifted
                 sources.extend(extra)
+        if base == "and":
+            masked = self.shifted_field(block, position, operands, modifiers)
+            if masked is not None:
+                compute, extra = masked
+                sources.extend(extra)
+        if base == "cvt":
+            narrowed = self.narrowed_remainder(block, position, operands, modifiers)
+            if narrowed is not None:
+                compute, extra = narrowed
+                sources.extend(extra)
         if base == "selp" and len(operands) == 4:
             refined = self.rounded_up(block, position, modifiers, compute) or \
                 self.ring_refinement(block, position, operands)
@@ -1230,13 +1256,10 @@ class _Analysis:
                 return lambda at: unpack(evaluate(block, source, at), count, width // count)
             return lambda at: [evaluate(block, source, at)] + [TOP] * (count - 1)
         if base == "cvt":
-            types = [m for m in modifiers if m in _INTEGER_TYPES or m in _OTHER_TYPES]
-            if len(types) != 2 or types[0] in _OTHER_TYPES or types[1] in _OTHER_TYPES:
+            reading = _cvt_reading(modifiers)
+            if reading is None:
                 return lambda at: [TOP] * count
-            bits, source_bits = _INTEGER_TYPES[types[0]], _INTEGER_TYPES[types[1]]
-            if source_bits < bits and types[1][0] == "s":  # sign-extended
-                return lambda at: [signed(evaluate(block, args[0], at), source_bits)]
-            return lambda at: [truncate(evaluate(block, args[0], at), min(bits, source_bits))]
+            return lambda at: [reading[1](evaluate(block, args[0], at))]
         if base == "cvta":
             return lambda at: [_cvta(evaluate(block, args[0], at), modifiers)]
         if base == "mapa":
@@ -1289,11 +1312,7 @@ class _Analysis:
             if not signed_type and position is not None and length and position + length <= width:
                 mask = (1 << length) - 1  # unsigned: (a >> position) & mask, as a descriptor's start field
 
-                def field(at):
-                    return [_at_most(and_(shr(evaluate(block, args[0], at), number(position)), number(mask), width),
-                                     mask)]
-
-                return field
+                return lambda at: [_at_most(field(evaluate(block, args[0], at), position, length, width), mask)]
             return lambda at: [_bit_field(evaluate(block, args[2], at), signed_type)]
         if base == "bfi" and len(args) == 4 and args[2].kind == args[3].kind == "immediate":
             return lambda at: [_bit_insert(evaluate(block, args[0], at), evaluate(block, args[1], at),
@@ -1865,20 +1884,69 @@ class _Analysis:
         if len(operands) != 3 or operands[1].kind != "register" or operands[2].kind != "immediate" \
                 or not isinstance(operands[2].value, int):
             return None
+        count, width = operands[2].value, _width(modifiers)
+        found = self._wrapped_remainder(block, position, operands[1].name,
+                                        lambda limit: (limit << count) % (1 << width) == 0)
+        if found is None:
+            return None
+        value, sources = found
+        return (lambda at: [shl(value(at)[0], number(count))]), sources
+
+    def narrowed_remainder(self, block: int, position: int, operands, modifiers: list):
+        """``cvt`` of such a remainder to fewer bits, or from a narrower type (nvcc's
+        ``cvt.s16.s8`` of a 16-bit ``k % 2``): it reads only the low bits of r, where a
+        multiple of L is gone when L is a multiple of their range, so d is the remainder
+        as the ``cvt`` reads it."""
+        reading = _cvt_reading(modifiers)
+        if reading is None or len(operands) != 2 or operands[1].kind != "register":
+            return None
+        kept, extend = reading
+        found = self._wrapped_remainder(block, position, operands[1].name, lambda limit: limit % (1 << kept) == 0)
+        if found is None:
+            return None
+        value, sources = found
+        return (lambda at: [extend(value(at)[0])]), sources
+
+    def shifted_field(self, block: int, position: int, operands, modifiers: list):
+        """``and d, r, 2**n - 1`` of ``r = x >> k`` set earlier in the block (k a constant,
+        x not set again in between): d is bits ``[k, k + n)`` of x (`ptxkit.cfg.values.field`),
+        so a descriptor's start field taken from a generic shared address is its window
+        address's (ThunderKittens' ``tcgen05.cp`` source)."""
+        if len(operands) != 3 or operands[1].kind != "register" or operands[2].kind != "immediate" \
+                or not isinstance(operands[2].value, int) or operands[2].value <= 0 \
+                or operands[2].value & (operands[2].value + 1):
+            return None
         instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
         plain = self.plain(block)
         at = _last_definition(instructions, heads, position, operands[1].name, plain)
+        if at is None or heads[at][0] is not None or not heads[at][1].startswith(("shr.u", "shr.b")):
+            return None
+        shift = instructions[at].operands
+        if len(shift) != 3 or shift[1].kind != "register" or shift[2].kind != "immediate" \
+                or not isinstance(shift[2].value, int) or _redefined(instructions, heads, at + 1, position,
+                                                                     shift[1].name, plain):
+            return None
+        source, count, length, width = shift[1], shift[2].value, operands[2].value.bit_length(), _width(modifiers)
+        evaluate = self.evaluate
+        return (lambda at: [field(evaluate(block, source, at), count, length, width)]), \
+            [self.prefix(block) + source.name]
+
+    def _wrapped_remainder(self, block: int, position: int, register: str, vanishes):
+        """``(compute, sources)`` of an alignment remainder last defined in `block` before
+        `position` into `register`, up to a multiple of its mask's limit, where
+        `vanishes(limit)` says the reader drops such multiples; None otherwise."""
+        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
+        plain = self.plain(block)
+        at = _last_definition(instructions, heads, position, register, plain)
         if at is None or heads[at][2] != "sub" or heads[at][0] is not None:
             return None
         found = remainder(instructions, heads, at, plain)
-        count, width = operands[2].value, _width(modifiers)
-        if found is None or found.kind != "alignment" or found.limit is None or (found.limit << count) % (1 << width):
+        if found is None or found.kind != "alignment" or found.limit is None or not vanishes(found.limit):
             return None
         read = [found.x] + (_reads(found.bias, plain) if found.bias is not None else [])
         if any(_redefined(instructions, heads, at + 1, position, name, plain) for name in read):
             return None
-        value = self.remainder_range(block, found, wrapped=True)
-        return (lambda at: [shl(value(at)[0], number(count))]), [self.prefix(block) + name for name in read]
+        return self.remainder_range(block, found, wrapped=True), [self.prefix(block) + name for name in read]
 
     def _may_round(self, block: int) -> bool:
         """True when `block` has a remainder (or mask) and a ``sub``, as

@@ -749,6 +749,23 @@ def _bit_extremes(a: int, b: int, c: int, d: int, once: bool) -> tuple[int, int,
     return low_a, low_c, high_b, high_d
 
 
+def field(a: tuple, position: int, length: int, width: int = 64) -> tuple:
+    """Bits ``[position, position + length)`` of `a` as an unsigned number: ``(a >> position)
+    & (2**length - 1)`` or ``bfe.u`` (a descriptor's start field). Below bit 18 a generic
+    address of the CTA's shared memory has its window address's bits: the shared window is
+    taken to start at a multiple of 2**18 in the generic space (docs/fence.md §8), which
+    ThunderKittens' descriptors, built from generic addresses, rely on.
+
+    >>> r = Region("s", SHARED_CTA_SPACE, 4096, 16)
+    >>> show(field(address(r, 32, form=GENERIC), 4, 14)), show(field(address(r, 32, form=GENERIC), 4, 20))
+    ('s+32 (shared::cta window) >> 4', '[0, 1048575]')
+    """
+    if position + length <= SHARED_WINDOW_LIMIT.bit_length() - 1:
+        a = _lift(a, lambda x: (x._replace(form=WINDOW),) if x.form == GENERIC and x.space == SHARED_CTA_SPACE
+                  and not x.shift and not x.high else (x,))
+    return and_(shr(a, number(position)), number((1 << length) - 1), width)
+
+
 def truncate(a: tuple, bits: int) -> tuple:
     """Keep the low `bits` bits (``cvt`` to a narrower integer, ``cvt.u16.u32``).
 
@@ -770,6 +787,29 @@ def truncate(a: tuple, bits: int) -> tuple:
         if x.high and limit is not None and x.high < top:
             return (x,)
         return TOP
+
+    return _lift(a, one)
+
+
+def wrap(a: tuple, bits: int) -> tuple:
+    """The `bits`-bit register bits of `a` (``cvt`` to a narrower integer) as a number
+    congruent to them, as `signed` reads one: numbers spanning fewer than ``2**bits``
+    values keep their span, moved to start in ``[-2**bits, 2**bits)``, so ``tid - 128``
+    cut to 16 bits stays ``[-128, 895]`` where `truncate` has every 16-bit pattern;
+    `truncate` for the rest. An unsigned reader still takes `truncate` of it.
+
+    >>> show(wrap(number(-128, 895), 16)), show(wrap(number(65536, 65540), 16)), show(wrap(number(0, 70000), 16))
+    ('[-128, 895]', '[0, 4]', '[0, 65535]')
+    """
+    top = 1 << bits
+
+    def one(x: Atom) -> tuple:
+        if x.form != NUM or x.hi - x.lo >= top or x.lo <= -INF or x.hi >= INF:
+            return truncate((x,), bits)
+        shift = x.lo // top * top
+        if x.hi - shift >= top:
+            shift += top
+        return _num(x.lo - shift, x.hi - shift, x.step)
 
     return _lift(a, one)
 

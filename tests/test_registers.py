@@ -320,9 +320,10 @@ SIGNED_RING = ("\tmul.hi.s32 %r2, %r9, 1431655766;\n\tshr.u32 %r3, %r2, 31;\n\ta
                "\tmov.u32 %r11, dyn;\n\tadd.s32 %r12, %r11, %r10;\n\tmad.lo.s32 %r13, %r8, 16376, %r12;\n")
 
 
-#: ``%rs1`` holds the low 16 bits of ``%tid.x - 128`` (``[0, 65535]`` as unsigned bits:
-#: the threads below 128 set the sign bit), ``%rs2`` the sum of two of them (more than 16 bits
-#: as a number: only its low 16 bits are the register's).
+#: ``%rs1`` holds the low 16 bits of ``%tid.x - 128``: the number ``[-128, 895]`` stands
+#: for them (`ptxkit.cfg.values.wrap`; the threads below 128 set the sign bit, so an unsigned
+#: reader sees ``[0, 65535]``), ``%rs2`` the sum of two of them (more than 16 bits as a
+#: number: only its low 16 bits are the register's).
 NARROW = ("\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r2, %r1, -128;\n\tcvt.u16.u32 %rs1, %r2;\n"
           "\tadd.s16 %rs2, %rs1, %rs1;\n")
 
@@ -330,9 +331,10 @@ NARROW = ("\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r2, %r1, -128;\n\tcvt.u16.u32 %rs1
 @pytest.mark.parametrize("extra, register, shown", [
     ("\tshr.s16 %rs3, %rs1, 15;\n", "%rs3", "[-1, 0]"),  # the sign, spread: -1 for the low threads
     ("\tshr.u16 %rs3, %rs1, 15;\n", "%rs3", "[0, 1]"),
-    ("\tcvt.s32.s16 %r3, %rs1;\n", "%r3", "[-32768, 32767]"),  # sign-extended
+    ("\tcvt.s32.s16 %r3, %rs1;\n", "%r3", "[-128, 895]"),  # sign-extended: tid - 128 again
     ("\tcvt.u32.u16 %r3, %rs2;\n", "%r3", "[0, 65535]"),  # zero-extended: the sum's low 16 bits
-    ("\tmul.wide.s16 %r3, %rs1, 2;\n", "%r3", "[-65536, 65534] step 2"),
+    ("\tmul.wide.s16 %r3, %rs1, 2;\n", "%r3", "[-256, 1790] step 2"),
+    ("\tcvt.u32.u16 %r3, %rs1;\n", "%r3", "[0, 65535]"),  # zero-extended: 65408 for thread 0
     ("\tsetp.lt.s16 %p1, %rs1, 0;\n\tselp.u32 %r3, 1, 0, %p1;\n", "%r3", "[0, 1]"),
     ("\tmin.u32 %r3, %r2, 64;\n", "%r3", "[0, 64]"),  # -128 is a large unsigned number: 64 is the least
 ])
@@ -344,7 +346,7 @@ def test_an_instruction_reads_its_operands_with_its_types_sign(extra, register, 
 
 def test_a_signed_test_of_a_narrow_register_bounds_it_as_signed():
     body = NARROW + "\tsetp.gt.s16 %p1, %rs1, 3;\n\t@%p1 bra DONE;\n\tmov.u16 %rs4, %rs1;\n\t// here\n\tret;\nDONE:\n"
-    assert value_at(body, "%rs4") == "[-32768, 3]"  # not [0, 3]: the low threads' bits are negative
+    assert value_at(body, "%rs4") == "[-128, 3]"  # not [0, 3]: the low threads' bits are negative
 
 
 def test_a_signed_remainder_has_the_sign_of_its_dividend():
@@ -485,6 +487,32 @@ def test_a_signed_remainder_shifted_past_its_mask_is_exact():
     assert value_at(body, "%r2") == "[0, 1]"  # a logical shift leaves at most 32 - 31 bits
     assert value_at(body, "%r6") == "[-16384, 16384] step 16384"
     assert value_at(body.replace("14;", "13;"), "%r6") == "top"  # 2**18 << 13 stays in 32 bits
+
+
+def test_a_signed_remainder_cut_to_its_mask_is_exact():
+    """nvcc's ``k % 2`` for a 16-bit signed k (CUTLASS 93's warp parity): ``k - ((k + ((k
+    >>u 7) & 1)) & 254)``, then ``cvt.s16.s8``, which keeps the 8 bits below the mask's
+    limit (256): whatever k is, the result is -1, 0 or 1."""
+    body = (NARROW + "\tshr.s16 %rs3, %rs1, 5;\n\tshr.u16 %rs4, %rs3, 7;\n\tand.b16 %rs5, %rs4, 1;\n"
+            "\tadd.s16 %rs6, %rs3, %rs5;\n\tand.b16 %rs7, %rs6, 254;\n\tsub.s16 %rs8, %rs3, %rs7;\n"
+            "\tcvt.s16.s8 %rs9, %rs8;\n\tcvt.u32.u8 %r3, %rs8;\n")
+    assert value_at(body, "%rs3") == "[-4, 27]"  # (tid - 128) >> 5, as signed
+    assert value_at(body, "%rs8") == "top"  # -4 + 4 is negative: the mask may keep more than the remainder
+    assert value_at(body, "%rs9") == "[-1, 1]"
+    assert value_at(body, "%r3") == "[0, 255]"  # the same bits, zero-extended: -1 is 255
+    assert value_at(body.replace("254;", "126;"), "%rs9") == "top"  # a multiple of 128 is not cut off
+
+
+@pytest.mark.parametrize("take, shown", [
+    ("\tshr.u64 %rd3, %rd2, 4;\n\tand.b64 %rd4, %rd3, 16383;\n", "dynamic shared+1024 (shared::cta window) >> 4"),
+    ("\tbfe.u64 %rd4, %rd2, 4, 14;\n", "dynamic shared+1024 (shared::cta window) >> 4"),
+    ("\tshr.u64 %rd3, %rd2, 4;\n\tand.b64 %rd4, %rd3, 65535;\n", "[0, 65535]"),  # bits 18 and up: the window's base
+])
+def test_a_descriptor_field_of_a_generic_shared_address_is_its_window_address(take, shown):
+    """ThunderKittens builds a ``tcgen05.cp`` descriptor from a generic address: bits 4 to
+    17 of it are those of the window address (the window starts at a multiple of 2**18)."""
+    body = "\tmov.u64 %rd1, dyn;\n\tcvta.shared.u64 %rd2, %rd1;\n\tadd.s64 %rd2, %rd2, 1024;\n" + take
+    assert value_at(body, "%rd4") == shown
 
 
 def test_descriptor_built_like_triton_for_tcgen05():
