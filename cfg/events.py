@@ -170,7 +170,7 @@ class _Classifier:
         self.inert: dict[str, bool] = {}  # .func name -> whether a call of it does nothing tracked (`inert`)
         self._plain_names: dict[int, frozenset] = {}
         self._shared_pointers: set | None = None
-        self.open_boxes = False  # a tensor copy whose box no expect_tx bounds
+        self.boxes = False  # a tensor copy, whose box `run` ends
         self.tensor_boxes: list = []  # the shared-memory address keys of tensor copies
         self.accesses: dict = {}  # (block, position) -> the arguments of `_located` for its access
         self.thread_range: tuple | None = None  # the bounds of %tid.x, once `touches` needs them
@@ -199,7 +199,7 @@ class _Classifier:
         by_block = [[] if index in dead else [event for builder in items for event in builder(self)]
                     for index, items in enumerate(builders)]
         _one_start_per_object(by_block)
-        if self.open_boxes:
+        if self.boxes:
             _close_boxes(by_block)
         return Events(by_block, self.warnings, dead, self.touches)
 
@@ -517,16 +517,17 @@ class _Classifier:
             size = armed // size[1] if armed is not None else None
         elif isinstance(size, tuple):
             size = _most(self.value(size[1])) if size[1] is not None else None
+        stage = None
         if what == "tensor":  # a box issued into a ring of stages fits in one stage (docs/fence.md §3.3)
             stage = _ring_stride(self.value(dst if dst is not None else src))
             if stage is not None:
                 size = stage if size is None else min(size, stage)
         writes, reads = [], []
         detail = None
-        if size is None and what == "tensor":
-            detail = OPEN_BOX
-            self.open_boxes = True
-        box = (lambda loc: loc) if detail is OPEN_BOX else (lambda loc: bounded(loc, size))  # closed in `run`
+        if what == "tensor":  # the range of its start for now, ended in `run` (`_close_boxes`)
+            detail = Box(size, stage)
+            self.boxes = True
+        box = (lambda loc: loc) if detail is not None else (lambda loc: bounded(loc, size))
         if dst is not None:
             for loc in self._locations(self.value(dst), 1, SHARED, False):
                 writes.append(box(loc))
@@ -758,15 +759,23 @@ def _address_lanes(base: str, modifiers: list) -> int | None:
 #: Opcodes with an event beside their proxy effect and hand-off (see `classify`).
 _OTHER_EVENTS = ("tcgen05.commit", "mbarrier.arrive.expect_tx", "mbarrier.expect_tx", "st.async", "red.async")
 
-#: `Event.detail` of a tensor copy whose box the PTX does not bound.
-OPEN_BOX = "box not bounded by expect_tx"
+@record
+class Box:
+    """`Event.detail` of a tensor copy: the most bytes its box may have (the armed
+    expect_tx bytes, a ring's stage), None where the PTX does not bound it, and the
+    `step` of the ring of stages it is issued into, if any; its locations are where its
+    first byte may be until `_close_boxes` ends them."""
+
+    size: int | None
+    step: int | None = None
 
 
 def _close_boxes(by_block: list) -> None:
-    """End every open tensor box before the next object the kernel addresses on its
-    own: an mbarrier, or where another tensor load starts writing. A box that ran over
-    an mbarrier would corrupt it, and one that ran into another load's buffer would
-    race with that load (docs/fence.md §3.3: an assumption, as for expect_tx)."""
+    """End every tensor box before the next object the kernel addresses on its own (an
+    mbarrier, or where another tensor load starts writing), and after its size where
+    that is known. A box that ran over an mbarrier would corrupt it, and one that ran
+    into another load's buffer would race with that load (docs/fence.md §3.3: an
+    assumption, as for expect_tx)."""
     starts: dict = {}
     for events in by_block:
         for event in events:
@@ -781,24 +790,41 @@ def _close_boxes(by_block: list) -> None:
                 if location.region is not None:
                     starts.setdefault(location.region, set()).add(location.start)
     ordered = {region: sorted(found) for region, found in starts.items()}
+    rings: dict = {}  # (region, step) -> the lowest start of a load into a ring of that step
+    for events in by_block:
+        for event in events:
+            if type(event.detail) is Box and event.detail.step is not None:
+                for location in event.writes:
+                    if location.region is not None:
+                        key = (location.region, event.detail.step)
+                        rings[key] = min(rings.get(key, location.start), location.start)
     for events in by_block:
         for index, event in enumerate(events):
-            if event.detail is OPEN_BOX:
-                events[index] = event._replace(locations=_closed(event.locations, ordered),
-                                               writes=_closed(event.writes, ordered))
+            if type(event.detail) is Box:
+                events[index] = event._replace(locations=_closed(event.locations, ordered, event.detail, rings),
+                                               writes=_closed(event.writes, ordered, event.detail, rings))
 
 
-def _closed(starts_of_box: tuple, starts: dict) -> tuple:
+def _closed(starts_of_box: tuple, starts: dict, box: Box, rings: dict) -> tuple:
     """Each box (given by the range its first byte may be in) as the bytes up to the
-    first object start past that range, or to the end of its region."""
+    first object start past that range, or to the end of its region; at most `box.size`
+    bytes past its last start; and, in a ring of stages, not past the end of the stage
+    its last start is in (the stages laid out from the lowest start of the loads into
+    the ring: a stage may begin before it, not after)."""
     out = []
     for location in starts_of_box:
         if location.region is None:
-            out.append(location)
+            out.append(bounded(location, box.size))
             continue
         found = starts.get(location.region, ())
-        at = bisect.bisect_right(found, location.end - 1)
+        last = location.end - 1
+        at = bisect.bisect_right(found, last)
         end = found[at] if at < len(found) else location.region.limit
+        if box.size is not None:
+            end = min(end, last + box.size)
+        first = rings.get((location.region, box.step))
+        if first is not None and first <= last:
+            end = min(end, first + ((last - first) // box.step + 1) * box.step)
         out.append(location._replace(end=max(end, location.end)))
     return tuple(out)
 

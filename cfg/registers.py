@@ -115,10 +115,13 @@ class _MultipleOf:
 
 def _inverse(opcode: str, base: str, operands, uniform: bool):
     """The inverse of one defining step for branch refinement (see `_inverse_chain`)."""
-    if opcode.startswith("rem.u") and len(operands) == 3 and operands[2].kind == "immediate" \
-            and isinstance(operands[2].value, int) and operands[2].value >= 2 \
+    low_bits = len(operands) == 3 and operands[2].kind == "immediate" and isinstance(operands[2].value, int)
+    if low_bits and opcode.startswith("rem.u") and operands[2].value >= 2 \
             and not operands[2].value & (operands[2].value - 1):
         modulus = operands[2].value
+        return lambda value: _MultipleOf(modulus) if constant(value) == 0 else (Atom(0, None, None, -INF, INF),)
+    if low_bits and base == "and" and operands[2].value >= 1 and not operands[2].value & (operands[2].value + 1):
+        modulus = operands[2].value + 1  # x & (N - 1) is x % N
         return lambda value: _MultipleOf(modulus) if constant(value) == 0 else (Atom(0, None, None, -INF, INF),)
     if base in ("add", "sub") and len(operands) == 3 and operands[2].kind == "immediate" \
             and isinstance(operands[2].value, int):
@@ -803,8 +806,9 @@ class _Analysis:
             for source in self.sources_of(block, operand):
                 if source in multi:
                     points.setdefault(block, []).append((position, 0, "use", source, ("query", name, block)))
-        for block, (_, (key, _, bound, *_), at) in conditions.items():
-            for used in (key, bound) if isinstance(bound, str) else (key,):
+        for block, (_, (key, _, bound, _, chain), at) in conditions.items():
+            read = [source[0] for source, _ in chain if isinstance(source, tuple) and source[1][0] == "branch"]
+            for used in [key, bound, *read] if isinstance(bound, str) else [key, *read]:
                 if used in multi:
                     points.setdefault(block, []).append((at, 0, "use", used, ("branch", block, block)))
         for items in points.values():
@@ -1194,6 +1198,11 @@ class _Analysis:
             if rounding is not None:
                 compute = self.rounded_past(block, rounding, modifiers, compute)
                 sources.extend(prefix + name for name in (rounding.x, rounding.remainder))
+        if base == "add" and len(targets) == 1 and compute is plain_compute:
+            stepped = self.stepped_past(block, position, operands, modifiers, compute)
+            if stepped is not None:
+                compute, extra = stepped
+                sources.extend(extra)
         if base in SUM_OPCODES and len(targets) == 1 and compute is plain_compute:
             found = self.linear_sum(block, position, plain)
             if found is not None and found.repeats:
@@ -1430,7 +1439,7 @@ class _Analysis:
                 continue
             if isinstance(bound, int):
                 self.thresholds.update((bound - 1, bound, bound + 1))
-            chain = self._inverse_chain(block.index, at, prefix + register, definitions)
+            chain = self._inverse_chain(block.index, at, prefix + register, definitions, branch=True)
             found[block.index] = (negated, (prefix + register, comparison, bound, kind, chain), at)
         return found
 
@@ -1484,7 +1493,7 @@ class _Analysis:
         chain = self._inverse_chain(where, at, key, definitions)
         return negated, (key, parts[1], bound, parts[2], chain), at
 
-    def _inverse_chain(self, block: int, position: int, key: str, definitions: dict) -> list:
+    def _inverse_chain(self, block: int, position: int, key: str, definitions: dict, branch: bool = False) -> list:
         """``[(source key, inverse)]``: how the value compared at (block, position) bounds
         the registers it was computed from. A step needs the register's only definition
         in the function (so the relation holds wherever it is read; the registers it reads
@@ -1494,7 +1503,10 @@ class _Analysis:
         blocks are one-dimensional, where every lane holds the same value. A register
         loaded from a followed ``-G`` stack cell ends the chain with ``((cell key, load
         site), identity)``: the version of the cell that load read holds the same value
-        (`_refinements` narrows that version, so a second load of it is bounded too)."""
+        (`_refinements` narrows that version, so a second load of it is bounded too). For
+        the test of a `branch`, a register set more than once that the test's block reads
+        unchanged up to the test ends the chain with ``((key, branch point), inverse)``:
+        the version of it the branch sees is bounded."""
         chain = []
         current = key
         rounding = False  # the chain went through a remainder (`_MultipleOf`)
@@ -1519,15 +1531,30 @@ class _Analysis:
                 break
             source = self.prefix(where) + operands[1].name
             source_sites = definitions.get(source, ())
+            read_here = False  # set more than once, but the test's block reads it unchanged: its version there
             if len(source_sites) != 1 or source_sites[0][0] == where and source_sites[0][1] > at:
-                break  # set more than once, or only after it is read here (an older value then)
+                if not (branch and where == block and self._kept_in_block(block, at, position, operands[1].name)):
+                    break  # set more than once, or only after it is read here (an older value then)
+                read_here = True
             inverse = _inverse(head[1], head[2], operands, self._uniform_broadcast(where, at, definitions))
-            if inverse is None or rounding and inverse is not _identity or head[2] == "rem" and chain:
+            remainder = head[2] in ("rem", "and")  # the only `and` with an inverse: a low-bits mask
+            if inverse is None or rounding and inverse is not _identity or remainder and chain:
                 break  # a remainder's test bounds its dividend, and its copies, only
-            rounding = rounding or head[2] == "rem"
+            rounding = rounding or remainder
+            if read_here:
+                chain.append(((source, ("branch", block, block)), inverse))
+                break
             chain.append((source, inverse))
             current = source
         return chain
+
+    def _kept_in_block(self, block: int, at: int, position: int, register: str) -> bool:
+        """True when `register`, read at `at` in `block` before the test at `position`, is
+        not set again in the rest of the block: where the block branches, it holds the
+        value read at `at`."""
+        code = self.flow.blocks[block]
+        return at < position and not _redefined(code.instructions, code.heads, at + 1, len(code.instructions),
+                                                register, self.plain(block))
 
     def _zero(self, block: int, operand, definitions: dict) -> bool:
         """True when `operand` is 0: an immediate, or a register whose only definition moves 0."""
@@ -1706,14 +1733,17 @@ class _Analysis:
                 if self.stack is None or not self.stack.exact else _by_block(definitions)
         return self._definitions_by_block
 
-    def _unwritten_between(self, there: int, reading: int, registers) -> bool:
+    def _unwritten_between(self, there: int, reading: int, registers, position: int | None = None) -> bool:
         """True when no definition of `registers` lies in a block on a way from block
         `there` to block `reading` (`reading` included) that does not pass `there`
-        again (a way through `there` defines them anew before reaching `reading`)."""
+        again (a way through `there` defines them anew before reaching `reading`). With
+        `position`, a definition in `reading` at or after it counts only where a way
+        leads from `reading` back to it without passing `there`."""
         between = self._blocks_between(there, reading)
         prefix = self.prefix(reading)
-        return not any(site[0] in between for name in registers
-                       for site in self.definitions().get(prefix + name, ()))
+        again = position is None or any(block in between for block in self.flow.succ[reading])
+        return not any(site[0] in between and (site[0] != reading or again or site[1] < position)
+                       for name in registers for site in self.definitions().get(prefix + name, ()))
 
     def _blocks_between(self, there: int, reading: int) -> frozenset:
         """The blocks on a way from block `there` to block `reading` that does not pass
@@ -1974,6 +2004,82 @@ class _Analysis:
 
         return compute
 
+    def stepped_past(self, block: int, position: int, operands, modifiers: list, otherwise):
+        """``add d, m, N`` of ``m = q & -N`` set earlier in the block (N a power of two)
+        where ``r = x & (N - 1)``, x being q or the register an identical computation of q
+        set (`_twin`), is not 0 as the branch conditions narrow it: d is q rounded up to N
+        (ThunderKittens' allocator, ``if (p & 1023) p = (p & -1024) + 1024``); else what
+        `otherwise` computes. None where the instructions do not have that shape."""
+        if len(operands) != 3 or operands[1].kind != "register" or operands[2].kind != "immediate" \
+                or not isinstance(operands[2].value, int):
+            return None
+        modulus = operands[2].value
+        if modulus < 2 or modulus & (modulus - 1):
+            return None
+        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
+        plain = self.plain(block)
+        at = _last_definition(instructions, heads, position, operands[1].name, plain)
+        if at is None or heads[at][0] is not None or heads[at][2] != "and":
+            return None
+        masked = instructions[at].operands
+        q = masked[1].name if len(masked) == 3 and masked[1].kind == "register" else None
+        if q is None or masked[2].kind != "immediate" or masked[2].value != -modulus \
+                or _redefined(instructions, heads, at + 1, position, q, plain):
+            return None
+        prefix = self.prefix(block)
+        names = {q}
+        source = _last_definition(instructions, heads, at, q, plain)
+        twin = self._twin(block, source) if source is not None else None
+        if twin is not None:
+            names.add(twin[len(prefix):])
+        remainder = self._low_bits_of(block, position, names, modulus)
+        if remainder is None:
+            return None
+        q_key, width = prefix + q, _width(modifiers)
+
+        def compute(at):
+            rest, x = self.lookup(at, remainder), self.lookup(at, q_key)
+            if not rest or not x:
+                return [()]  # not evaluated yet
+            if len(rest) == 1 and rest[0].form == NUM and 1 <= rest[0].lo and rest[0].hi < modulus:
+                return [_rounded_up(x, modulus, width)]
+            return otherwise(at)
+
+        return compute, [remainder, q_key]
+
+    def _low_bits_of(self, block: int, position: int, names: set, modulus: int) -> str | None:
+        """The key of a register set only by ``r = x & (modulus - 1)``, in `block` before
+        `position` or in a block that dominates it (at most eight up), x one of `names`
+        and not set again on the way to `position`."""
+        dominators = DominatorTree.of(self.flow)
+        prefix = self.prefix(block)
+        there, stop = block, position
+        for _ in range(8):
+            code = self.flow.blocks[there]
+            plain = self.plain(there)
+            for at in range(stop - 1, -1, -1):
+                head = code.heads[at]
+                operands = code.instructions[at].operands
+                if head[2] != "and" or head[0] is not None or len(operands) != 3 or operands[1].kind != "register" \
+                        or operands[1].name not in names or operands[2].kind != "immediate" \
+                        or operands[2].value != modulus - 1:
+                    continue
+                key, x = prefix + operands[0].name, operands[1].name
+                if len(self.definitions().get(key, ())) != 1 or operands[0].name == x:
+                    continue
+                if there == block:
+                    if not _redefined(code.instructions, code.heads, at + 1, position, x, plain):
+                        return key
+                elif not _redefined(code.instructions, code.heads, at + 1, len(code.instructions), x, plain) \
+                        and self._unwritten_between(there, block, [x], position):
+                    return key
+            up = dominators.idom.get(there)
+            if up is None or up == there or self.prefix(up) != prefix:
+                return None
+            there = up
+            stop = len(self.flow.blocks[there].instructions)
+        return None
+
     def _twin(self, block: int, position: int) -> str | None:
         """The key of the register an identical unguarded instruction set before this one,
         in this block or one that dominates it, when neither that register nor what the
@@ -1999,7 +2105,7 @@ class _Analysis:
                                                 position if there == block else len(early.instructions), name, plain)
                                      for name in kept):
                 continue
-            if there == block or self._unwritten_between(there, block, kept):
+            if there == block or self._unwritten_between(there, block, kept, position):
                 return self.prefix(block) + target
         return None
 
@@ -2025,6 +2131,23 @@ class _Analysis:
             return [_rounded_up(x, found.modulus, width)]
 
         return compute, [prefix + found.x] + [prefix + name for _, name in found.others]
+
+    def _offset_of(self, block: int, position: int, x: str, y: str, read_at: int) -> int | None:
+        """k where ``x = y + k`` (an ``add`` of a constant earlier in `block`) holds both
+        where x is read at `position` and where y is read at `read_at` (neither set again
+        on the way), else None: ``s + 1 < N ? s + 1 : s - (N - 1)`` compares s + 1 and
+        selects s - (N - 1)."""
+        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
+        plain = self.plain(block)
+        at = _last_definition(instructions, heads, position, x, plain)
+        if at is None or heads[at][0] is not None or heads[at][2] != "add":
+            return None
+        summand = instructions[at].operands
+        if len(summand) != 3 or summand[1].kind != "register" or summand[1].name != y \
+                or summand[2].kind != "immediate" or not isinstance(summand[2].value, int) \
+                or _redefined(instructions, heads, min(at, read_at) + 1, max(at, read_at), y, plain):
+            return None
+        return summand[2].value
 
     def ring_refinement(self, block: int, position: int, operands):
         """``selp d, a, b, p`` where ``p`` is ``setp.<cmp> p, x, C`` and `a`/`b` are
@@ -2072,16 +2195,22 @@ class _Analysis:
             if add_at is None or heads[add_at][1].split(".")[0] != "add" or heads[add_at][0] is not None:
                 return None
             summand = instructions[add_at].operands
-            if (len(summand) != 3 or summand[1].kind != "register" or summand[1].name != x
-                    or summand[2].kind != "immediate" or _redefined(instructions, heads, add_at + 1, position, x, plain)):
+            if len(summand) != 3 or summand[1].kind != "register" or summand[2].kind != "immediate" \
+                    or not isinstance(summand[2].value, int):
                 return None
-            sides.append(("x", summand[2].value, holds))
+            base = 0 if summand[1].name == x else self._offset_of(block, position, x, summand[1].name, add_at)
+            if base is None or _redefined(instructions, heads, add_at + 1, position, summand[1].name, plain):
+                return None
+            sides.append(("x", summand[2].value - base, holds))
         key = prefix + x
         unsigned, view = kind[0] in "ub", _compared_as(kind)
 
         def compute(at):
             out = ()
-            x_value = view(self.lookup(at, key))
+            x_value = self.lookup(at, key)
+            if not x_value and any(side == "x" for side, _, _ in sides):
+                return [()]  # not evaluated yet
+            x_value = view(x_value)
             for side, value, holds in sides:  # a side only where the comparison can come out its way
                 kept = refine(x_value, comparison, bound, holds, unsigned)
                 if side == "const":
@@ -2156,7 +2285,7 @@ def _template_load(address: tuple, width: int, templates: frozenset) -> tuple:
 
 #: Opcodes whose result depends on their operands alone: computed twice from registers
 #: unchanged in between, they give the same value (`_Analysis._twin`).
-_RECOMPUTED = frozenset("add sub mul mad div rem and or xor shl shr cvt neg not min max".split())
+_RECOMPUTED = frozenset("add sub mul mad div rem and or xor shl shr cvt cvta neg not min max".split())
 
 
 def _computation_key(prefix: str, instruction, head) -> tuple | None:

@@ -64,6 +64,23 @@ def test_two_loads_of_one_tensor_map_share_the_armed_bytes():
     assert writes == ["writes dynamic shared[0:16384]", "writes dynamic shared[16384:32768]"]
 
 
+def test_a_box_in_a_ring_ends_with_its_stage():
+    """Two loads into a ring of 16384-byte stages, A at each stage's start and B 8192
+    bytes in, on one mbarrier armed with 32768 bytes: each box is at most a stage (16384
+    bytes, docs/fence.md §3.3), and B's also ends with the stage it starts in, at the
+    ring's end (4 * 16384), not 16384 bytes past its last start."""
+    tma = ("\tcp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rOUT],"
+           " [%rd9, {%r0, %r0}], [%r2];\n")
+    body = ("\tmov.u32 %r5, %tid.y;\n\tand.b32 %r6, %r5, 3;\n\tshl.b32 %r7, %r6, 14;\n\tadd.s32 %r8, %r1, %r7;\n"
+            "\tadd.s32 %r9, %r8, 8192;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 32768;\n"
+            + tma.replace("OUT", "8") + tma.replace("OUT", "9"))
+    writes = [d for k, d in events(body) if k == "async"]
+    assert writes == ["writes dynamic shared[0:65536]", "writes dynamic shared[8192:65536]"]
+    # a ring of its own (no load at the stages' starts): B's box may run a whole stage on
+    alone = body.replace(tma.replace("OUT", "8"), "")
+    assert [d for k, d in events(alone) if k == "async"] == ["writes dynamic shared[8192:73728]"]
+
+
 LOW = ".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 16 .b8 low[];\n"
 #: the dynamic base rounded up to 1024: ``(p + 1023) & -1024``
 ROUND = "\tmov.u32 %r1, low;\n\tadd.s32 %r3, %r1, 1023;\n\tand.b32 %r4, %r3, -1024;\n"

@@ -515,6 +515,35 @@ def test_a_descriptor_field_of_a_generic_shared_address_is_its_window_address(ta
     assert value_at(body, "%rd4") == shown
 
 
+#: ThunderKittens' allocator: the generic base rounded up to 1024 on a branch, as
+#: ``if (p & 1023) p = (p & -1024) + 1024``, the rounding taking ``p`` again with its own ``cvta``.
+ALLOCATOR = ("\tmov.u64 %rd1, low;\n\tcvta.shared.u64 %rd2, %rd1;\n\tand.b64 %rd3, %rd2, 1023;\n"
+             "\tsetp.eq.s64 %p1, %rd3, 0;\n\t@%p1 bra DONE;\n\tcvta.shared.u64 %rd4, %rd1;\n"
+             "\tand.b64 %rd5, %rd4, -1024;\n\tadd.s64 %rd2, %rd5, 1024;\nDONE:\n")
+LOW_HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 16 .b8 low[];\n"
+
+
+def test_an_allocator_rounding_up_on_a_branch_gives_the_rounded_start():
+    """Where ``p & 1023`` is 0, p is a multiple of 1024 (the edge into the join); where it
+    is not, ``(p & -1024) + 1024`` is p rounded up: both ways, the rounded start itself,
+    not a kilobyte of slack after it."""
+    assert value_at(ALLOCATOR, "%rd2", head=LOW_HEAD) == "dynamic shared aligned 1024+0 (shared::cta generic)"
+    unguarded = ALLOCATOR.replace("\t@%p1 bra DONE;\n", "")  # no test: p may have been aligned already
+    assert value_at(unguarded, "%rd2", head=LOW_HEAD) == \
+        "dynamic shared aligned 1024+[0, 1024] step 1024 (shared::cta generic)"
+    again = ALLOCATOR.replace("\tcvta.shared.u64 %rd4, %rd1;\n", "\tcvta.shared.u64 %rd4, %rd1;\n\tadd.s64 %rd4, %rd4, 16;\n")
+    assert value_at(again, "%rd2", head=LOW_HEAD) != value_at(ALLOCATOR, "%rd2", head=LOW_HEAD)  # not the same p
+
+
+def test_a_ring_index_wrapped_by_subtracting_keeps_its_range():
+    """ThunderKittens' ``s + 1 < 5 ? s + 1 : s - 4``: both arms are ``s + 1`` plus a constant."""
+    body = ("\tmov.u32 %r1, 0;\nLOOP:\n\tadd.s32 %r2, %r1, 1;\n\tadd.s32 %r3, %r1, -4;\n"
+            "\tsetp.lt.u32 %p1, %r2, 5;\n\tselp.b32 %r1, %r2, %r3, %p1;\n// here\n\tbra.uni LOOP;\n")
+    assert value_at(body, "%r1") == "[0, 4]"
+    moved = body.replace("\tadd.s32 %r3, %r1, -4;\n", "\tadd.s32 %r3, %r1, -4;\n\tadd.s32 %r1, %r1, 1;\n")
+    assert value_at(moved, "%r1") != "[0, 4]"  # s moved on between the two arms: no relation
+
+
 def test_descriptor_built_like_triton_for_tcgen05():
     body = ("\tmov.u32 %r1, dyn;\n\tadd.s32 %r2, %r1, 98304;\n\tbfe.u32 %r3, %r2, 4, 14;\n"
             "\tcvt.u64.u32 %rd1, %r3;\n\tor.b64 %rd2, %rd1, 4611756662049472512;\n")
