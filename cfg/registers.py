@@ -1648,31 +1648,30 @@ class _Analysis:
                 pair = None if x == q else self._lockstep(prefix, x, z, (block, position))
                 if pair is None:
                     continue
-                scale, start, setting = pair
+                scale, origin = pair
                 step = coefficient * scale  # a * s: the sum's step per stage
                 if step and -q_coefficient % step == 0 and divides(-q_coefficient // step):
                     last = step * (-q_coefficient // step - 1)  # a * s * (D - 1)
                     ring = number(min(0, last), max(0, last), abs(step))
-                    return self._counter_remainder_range(block, found, (q, x), setting, ring, coefficient,
-                                                         -scale * start)
+                    return self._counter_remainder_range(block, found, (q, x), origin, ring, coefficient)
         return None
 
-    def _counter_remainder_range(self, block: int, found, dropped: tuple, setting: tuple, ring: tuple,
-                                 coefficient: int, shift: int):
+    def _counter_remainder_range(self, block: int, found, dropped: tuple, origin: tuple, ring: tuple,
+                                 coefficient: int):
         """The compute of `counter_remainder`: `ring` (``a * s * (z mod D)``) plus `coefficient`
-        times (the value ``x`` was set to, plus `shift`), plus the terms not `dropped`."""
+        times the `origin` ``x - s * z`` (`_lockstep`: a version's value plus a constant),
+        plus the terms not `dropped`."""
         prefix = self.prefix(block)
-        x_key = prefix + dropped[1]
-        version = _version(x_key, *setting)
+        version_of, shift, read = origin
         terms = [(prefix + name, c) for name, c in found.terms.items() if name not in dropped]
         base = add(number(found.constant), ring)
 
         def summed(at):
-            start = self.values.get(self.defs.get((setting, x_key), version))
+            start = self.values.get(version_of())
             if not start:
                 return [()]  # not evaluated yet
-            origin = add(start, number(shift))  # x0 - s * z0
-            total = add(base, origin if coefficient == 1 else mul(origin, number(coefficient)))
+            kept = add(start, number(shift)) if shift else start  # x0 - s * z0
+            total = add(base, kept if coefficient == 1 else mul(kept, number(coefficient)))
             for key, c in terms:
                 value = self.lookup(at, key)
                 if not value:
@@ -1680,17 +1679,21 @@ class _Analysis:
                 total = add(total, value if c == 1 else mul(value, number(c)))
             return [total]
 
-        return summed, [x_key, version] + [key for key, _ in terms]
+        return summed, read + [key for key, _ in terms]
 
     def _lockstep(self, prefix: str, x: str, z: str, reading: tuple) -> tuple | None:
-        """``(s, c, setting)`` when registers `x` and `z` are each set twice, once by an
-        add ``r, r, step`` in one block (`x`'s step `s` times `z`'s), and once before:
-        `z` to the constant `c`, `x` to anything (at `setting`). That earlier pair must
-        run as one: the first setting dominates the second and no way between them
-        passes the adds. Then where the second setting dominates `reading` (block,
-        position), and `reading` is not between the two adds, ``x - s * z`` is what it
-        was when they were set."""
+        """``(s, origin)`` when registers `x` and `z` are each set twice, once by an add
+        ``r, r, step`` in one block (`x`'s step `s` times `z`'s), and once before: `z` to
+        the constant `c` and `x` to anything, or `z` to anything and `x` to ``s * z + b``
+        (``add x, (z << k), b`` with ``2**k = s``). That earlier pair must run as one: the
+        first setting dominates the second and no way between them passes the adds. Then
+        where the second setting dominates `reading` (block, position), and `reading` is
+        not between the two adds, ``x - s * z`` is what it was when they were set: x's
+        first value less ``s * c``, or b's value where x was set. `origin` is
+        ``(version of that value, constant added, keys the slice needs)``."""
         x_counter, z_counter = self._counter(prefix, x, any_start=True), self._counter(prefix, z)
+        if x_counter is not None and z_counter is None:
+            return self._scaled_lockstep(prefix, x, z, x_counter, reading)
         if x_counter is None or z_counter is None or not z_counter[1] or x_counter[1] % z_counter[1]:
             return None
         (x_set, x_add), (z_set, z_add) = x_counter[2:], z_counter[2:]
@@ -1709,7 +1712,82 @@ class _Analysis:
             return None  # the settings do not run as one
         if not (dominators.dominates(second[0], reading[0]) if second[0] != reading[0] else second[1] < reading[1]):
             return None
-        return x_counter[1] // z_counter[1], z_counter[0], x_set
+        scale, x_key = x_counter[1] // z_counter[1], prefix + x
+        version = _version(x_key, *x_set)
+        return scale, (lambda: self.defs.get((x_set, x_key), version), -scale * z_counter[0], [x_key, version])
+
+    def _scaled_lockstep(self, prefix: str, x: str, z: str, x_counter: tuple, reading: tuple) -> tuple | None:
+        """`_lockstep` where z is set before the loop in any way (at a join: nvcc's
+        remainder loop after an unrolled one) and x to ``s * z + b`` (``add x, (z << k),
+        b``, ``2**k = s``): ``x - s * z`` is b where x was set, as long as z changes on
+        the way from there to `reading` only by its add, in the block of x's add (CUTLASS
+        93's K/V producer: ``x - 49152 * (z / 3)`` with x advancing 16384 per stage)."""
+        z_sites = self.definitions().get(prefix + z, ())
+        advances = [site for site in z_sites if self._advance_step(site, z) is not None]
+        _, x_step, x_set, x_add = x_counter
+        if len(advances) != 1 or advances[0][0] != x_add[0]:
+            return None
+        z_add = advances[0]
+        z_step = self._advance_step(z_add, z)
+        if not z_step or x_step % z_step or x_add[0] == reading[0] and \
+                min(x_add[1], z_add[1]) < reading[1] < max(x_add[1], z_add[1]) + 1:
+            return None
+        scale = x_step // z_step
+        found = self._scaled_from(x_set, z, scale)
+        if found is None:
+            return None
+        b, read_at, shift, b_site = found
+        block = x_set[0]
+        dominators = DominatorTree.of(self.flow)
+        if not (dominators.dominates(block, reading[0]) if block != reading[0] else x_set[1] < reading[1]):
+            return None
+        between = self._blocks_between(block, reading[0]) if block != reading[0] else frozenset()
+        if any(site != z_add and (site[0] in between or site[0] == block and site[1] > read_at) for site in z_sites):
+            return None  # z set again on the way: x - s * z is no longer b
+        x_key, b_key = prefix + x, prefix + b  # x's setting is followed, so b's version where it is read is known
+        return scale, (lambda: self.uses.get((b_site, b_key), b_key), shift, [x_key, b_key])
+
+    def _advance_step(self, site: tuple, name: str) -> int | None:
+        """The constant of an unguarded ``add name, name, step`` at `site`, else None."""
+        head, args = self.flow.blocks[site[0]].heads[site[1]], self.flow.blocks[site[0]].instructions[site[1]].operands
+        if head[0] is None and head[2] == "add" and len(args) == 3 and args[1].kind == "register" \
+                and args[1].name == name and args[2].kind == "immediate" and isinstance(args[2].value, int):
+            return args[2].value
+        return None
+
+    def _scaled_from(self, setting: tuple, z: str, scale: int) -> tuple | None:
+        """``(b, where z is read, C, where b is read)`` where the instruction at `setting`
+        sets x to ``(z << k) + b + C`` (``2**k = scale``): ``add x, a, b`` with ``a = z << k``
+        set earlier in its block, or ``add x, y, C`` of such a y (z, and each register
+        between, not set again before `setting`; b another register)."""
+        block, at = setting
+        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
+        plain = self.plain(block)
+        added = 0
+        operands = instructions[at].operands
+        while heads[at][2] == "add" and len(operands) == 3 and operands[1].kind == "register" \
+                and operands[2].kind == "immediate" and isinstance(operands[2].value, int):
+            inner = _last_definition(instructions, heads, at, operands[1].name, plain)
+            if inner is None or heads[inner][0] is not None:
+                return None
+            added += operands[2].value
+            at, operands = inner, instructions[inner].operands
+        if heads[at][2] != "add" or len(operands) != 3 or any(o.kind != "register" for o in operands[1:]):
+            return None
+        if any(_redefined(instructions, heads, at + 1, setting[1], o.name, plain) for o in operands[1:]):
+            return None
+        for a, b in ((operands[1], operands[2]), (operands[2], operands[1])):
+            a_at = _last_definition(instructions, heads, at, a.name, plain)
+            if a_at is None or heads[a_at][0] is not None or heads[a_at][2] != "shl":
+                continue
+            shift = instructions[a_at].operands
+            if len(shift) != 3 or shift[1].kind != "register" or shift[1].name != z \
+                    or shift[2].kind != "immediate" or not isinstance(shift[2].value, int) \
+                    or 1 << shift[2].value != scale or b.name in (z, operands[0].name) \
+                    or _redefined(instructions, heads, a_at + 1, setting[1], z, plain):
+                continue
+            return b.name, a_at, added, (block, at)
+        return None
 
     def _kept_between(self, key: str, site: tuple, reading: tuple) -> bool:
         """True when `key` is not set after `site` (block, position) and before `reading`:

@@ -422,6 +422,32 @@ def test_a_counter_kept_beside_a_stage_count_gives_the_stage(outer, after, shown
     assert found == shown if shown is not None else found.endswith("inf] step 16384 (shared::cta window)")
 
 
+#: CUTLASS 93's K/V producer: the stage count ``%r4`` starts at a join (1, or a value from
+#: an unrolled loop before), ``%r3`` is set beside it to ``(%r4 << 14) + base + 50176``, both
+#: advance together, and the stage is ``%r3 - 49152 * (%r4 / 3)``.
+SCALED_START = ("\tmov.u32 %r1, dyn;\n\tld.param.u32 %r20, [k_n];\n\tmov.u32 %r4, 1;\n"
+                "\tsetp.eq.s32 %p1, %r20, 0;\n\t@%p1 bra SET;\n\tadd.s32 %r4, %r20, -1;\nSET:\n"
+                "\tshl.b32 %r11, %r4, 14;\n\tadd.s32 %r12, %r11, %r1;\n\tadd.s32 %r3, %r12, 50176;\n"
+                "\tmov.u32 %r5, 0;\nLOOP:\n\tmul.hi.u32 %r6, %r4, -1431655765;\n\tshr.u32 %r7, %r6, 1;\n"
+                "\tmul.lo.s32 %r8, %r7, 49152;\n\tsub.s32 %r10, %r3, %r8;\n"
+                "\tst.shared.u32 [%r10], %r5;\n\t// here\n\tadd.s32 %r3, %r3, 16384;\n\tadd.s32 %r4, %r4, 1;\n"
+                "\tadd.s32 %r5, %r5, 1;\n\tsetp.lt.s32 %p2, %r5, %r20;\n\t@%p2 bra LOOP;\n")
+
+
+@pytest.mark.parametrize("change, shown", [
+    (None, "dynamic shared+[50176, 82944] step 16384 (shared::cta window)"),  # x - 16384 z = dyn + 50176
+    # z set again inside the loop, away from its advance: x - 16384 z changes
+    (("\tadd.s32 %r5, %r5, 1;\n", "\tadd.s32 %r5, %r5, 1;\n\tadd.s32 %r4, %r5, 7;\n"), None),
+    # x set from 8192 * z: not the ratio of the two advances
+    (("shl.b32 %r11, %r4, 14", "shl.b32 %r11, %r4, 13"), None),
+])
+def test_a_counter_set_from_a_stage_count_of_any_start_gives_the_stage(change, shown):
+    body = SCALED_START if change is None else SCALED_START.replace(*change)
+    assert change is None or change[0] in SCALED_START
+    found = value_at(body, "%r10", ".param .u32 k_n")
+    assert found == shown if shown is not None else found != "dynamic shared+[50176, 82944] step 16384 (shared::cta window)"
+
+
 def test_a_value_computed_from_a_ring_keeps_its_bound_however_often_the_ring_changes():
     """A ring of 24 stages in a loop that compares its index with many constants: the
     join widens through each of them in turn (more than twelve changes), and the stage
