@@ -790,14 +790,14 @@ def _close_boxes(by_block: list) -> None:
                 if location.region is not None:
                     starts.setdefault(location.region, set()).add(location.start)
     ordered = {region: sorted(found) for region, found in starts.items()}
-    rings: dict = {}  # (region, step) -> the lowest start of a load into a ring of that step
+    rings: dict = {}  # (region, step) -> the lowest start of each load into a ring of that step
     for events in by_block:
         for event in events:
             if type(event.detail) is Box and event.detail.step is not None:
                 for location in event.writes:
                     if location.region is not None:
-                        key = (location.region, event.detail.step)
-                        rings[key] = min(rings.get(key, location.start), location.start)
+                        rings.setdefault((location.region, event.detail.step), set()).add(location.start)
+    rings = {key: sorted(found) for key, found in rings.items()}
     for events in by_block:
         for index, event in enumerate(events):
             if type(event.detail) is Box:
@@ -809,8 +809,10 @@ def _closed(starts_of_box: tuple, starts: dict, box: Box, rings: dict) -> tuple:
     """Each box (given by the range its first byte may be in) as the bytes up to the
     first object start past that range, or to the end of its region; at most `box.size`
     bytes past its last start; and, in a ring of stages, not past the end of the stage
-    its last start is in (the stages laid out from the lowest start of the loads into
-    the ring: a stage may begin before it, not after)."""
+    its last start is in. The stages are laid out from the lowest start of the loads
+    into that ring: those of its step whose first start lies less than a step below the
+    box's (loads a step apart that interleave share their stages, or their buffers would
+    overlap); a stage may begin before that start, not after."""
     out = []
     for location in starts_of_box:
         if location.region is None:
@@ -822,8 +824,10 @@ def _closed(starts_of_box: tuple, starts: dict, box: Box, rings: dict) -> tuple:
         end = found[at] if at < len(found) else location.region.limit
         if box.size is not None:
             end = min(end, last + box.size)
-        first = rings.get((location.region, box.step))
-        if first is not None and first <= last:
+        lows = rings.get((location.region, box.step), ()) if box.step is not None else ()
+        nearest = bisect.bisect_right(lows, location.start - box.step) if lows else 0
+        if nearest < len(lows) and lows[nearest] <= location.start:
+            first = lows[nearest]
             end = min(end, first + ((last - first) // box.step + 1) * box.step)
         out.append(location._replace(end=max(end, location.end)))
     return tuple(out)

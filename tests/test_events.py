@@ -79,6 +79,11 @@ def test_a_box_in_a_ring_ends_with_its_stage():
     # a ring of its own (no load at the stages' starts): B's box may run a whole stage on
     alone = body.replace(tma.replace("OUT", "8"), "")
     assert [d for k, d in events(alone) if k == "async"] == ["writes dynamic shared[8192:73728]"]
+    # two rings of one step that do not interleave keep their own stages: B's last box
+    # is not cut at A's stage grid (131072), but ends a stage after its own last start
+    apart = body.replace("\tadd.s32 %r9, %r8, 8192;\n", "\tadd.s32 %r9, %r8, 66560;\n")
+    assert [d for k, d in events(apart) if k == "async"] == [
+        "writes dynamic shared[0:65536]", "writes dynamic shared[66560:132096]"]
 
 
 LOW = ".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 16 .b8 low[];\n"
