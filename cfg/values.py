@@ -315,6 +315,8 @@ def widen(old: tuple, new: tuple, thresholds: list | None = None) -> tuple:
     ('[0, inf]', '5')
     >>> show(widen(number(0, 3), number(0, 4), [0, 5, 6, 7]))
     '[0, 5]'
+    >>> show(widen(number(0, 2, 2), number(0, 4, 2), [11, 12, 13]))  # a ring stepped by 2, tested at 12
+    '[0, 10] step 2'
     """
     if old == new or is_top(new):
         return new
@@ -332,10 +334,10 @@ def widen(old: tuple, new: tuple, thresholds: list | None = None) -> tuple:
         if hi > before.hi:
             above = [t for t in thresholds or () if t >= hi] if atom.form == NUM else []
             hi = above[0] if above else INF
-        if lo > -INF:
-            lo -= (lo - atom.lo) % step  # stay congruent: the next value at or below
+        if lo > -INF:  # stay congruent: the first value inside a widened bound
+            lo += (atom.lo - lo) % step
         if hi < INF:
-            hi += (atom.lo - hi) % step
+            hi -= (hi - atom.lo) % step
         out.append(atom._replace(lo=lo, hi=hi, step=step))
     return tuple(out)
 
@@ -967,9 +969,15 @@ def refine(value: tuple, comparison: str, bound: int, holds: bool, unsigned: boo
             lo = max(lo, bound + 1)
         elif comparison in ("ge", "hs"):
             lo = max(lo, bound)
+        step = x.step if comparison == "ne" and x.lo > -INF else 1
+        if step > 1:
+            if lo > -INF:
+                lo += (x.lo - lo) % step
+            if hi < INF:
+                hi -= (hi - x.lo) % step
         if lo > hi:
             return ()
-        return _num(lo, hi)
+        return _num(lo, hi, step)
 
     return _lift(value, one)
 

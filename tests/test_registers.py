@@ -448,6 +448,23 @@ def test_a_counter_set_from_a_stage_count_of_any_start_gives_the_stage(change, s
     assert found == shown if shown is not None else found != "dynamic shared+[50176, 82944] step 16384 (shared::cta window)"
 
 
+@pytest.mark.parametrize("body, shown", [
+    # CUTLASS 77's MLA: a K-block counter advanced by 2 that leaves its loop at 8, tested
+    # with == in the middle of the loop: 8 is the last value at the top (before 0..8, widened away)
+    ("\tmov.u32 %r1, 0;\nLOOP:\n\tshl.b32 %r9, %r1, 9;\n// here\n\tsetp.eq.s32 %p1, %r1, 8;\n\t@%p1 bra OUT;\n"
+     "\tadd.s32 %r1, %r1, 2;\n\tbra.uni LOOP;\nOUT:\n", "[0, 8] step 2"),
+    # its ring of 12 stages, advanced twice a turn: the widening stops at 10, the last even stage
+    ("\tmov.u32 %r1, 0;\nLOOP:\n\tadd.s32 %r2, %r1, 1;\n\tsetp.eq.s32 %p1, %r2, 12;\n\tselp.b32 %r3, 0, %r2, %p1;\n"
+     "\tadd.s32 %r4, %r3, 1;\n\tsetp.eq.s32 %p2, %r4, 12;\n\tselp.b32 %r1, 0, %r4, %p2;\n"
+     "\tsetp.lt.u32 %p3, %r20, 99;\n\t@%p3 bra LOOP;\n", "[0, 10] step 2"),
+])
+def test_a_counter_stepped_past_one_keeps_its_step_through_tests_and_widening(body, shown):
+    """A test ``x != C`` takes C off an end of x's numbers only as x's step allows (8 off
+    ``[0, 8] step 2`` leaves ``[0, 6] step 2``), and widening stops at the last number of
+    x's step below a threshold, not the first above it (docs/fence.md §3.1)."""
+    assert value_at(body, "%r1") == shown
+
+
 def test_a_value_computed_from_a_ring_keeps_its_bound_however_often_the_ring_changes():
     """A ring of 24 stages in a loop that compares its index with many constants: the
     join widens through each of them in turn (more than twelve changes), and the stage
