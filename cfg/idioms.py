@@ -537,8 +537,8 @@ class Linear:
     """``constant + sum(coefficient * register)``: `terms` maps each register (as
     named at the instruction that was expanded) to its coefficient. `crossed` lists the
     definitions expanded from other blocks, each as ``(block read in, block defined in,
-    the registers its expansion reads)``: the caller must check that those registers
-    hold the same values along every way between the two blocks."""
+    the registers its expansion reads, the register it defines)``: the caller must check
+    that those registers hold the same values along every way between the two blocks."""
 
     terms: dict
     constant: int
@@ -667,7 +667,7 @@ class _Expansion:
                 return None
             there = offered[:2] + offered[3:]
             return self._from(there, offered[2], len(offered[0]), depth,
-                              lambda read: self.crossed.append((block, offered[3], frozenset(read))))
+                              lambda read: self.crossed.append((block, offered[3], frozenset(read), register)))
         return self._from(code, where, top, depth, None)
 
     def _from(self, code, where: int, top: int, depth: int, crossing):

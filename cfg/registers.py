@@ -1616,11 +1616,19 @@ class _Analysis:
             found = bisect.bisect_left(positions, at) if positions else 0
             return positions[found - 1] if found else None
 
-        found = linear(instructions, heads, position, plain, outside, block, defining)
-        if found is not None and not all(self._unwritten_between(there, reading, read)
-                                         for reading, there, read in found.crossed):
-            found = linear(instructions, heads, position, plain, None, block, defining)
-        return found
+        declined: set = set()  # registers whose definition elsewhere reads one set on the way
+
+        def offer(reading: int, register: str):
+            return None if register in declined else outside(reading, register)
+
+        for _ in range(3):
+            found = linear(instructions, heads, position, plain, offer, block, defining)
+            bad = {register for reading, there, read, register in (found.crossed if found is not None else ())
+                   if not self._unwritten_between(there, reading, read)}
+            if not bad:
+                return found
+            declined |= bad
+        return linear(instructions, heads, position, plain, None, block, defining)
 
     def counter_remainder(self, block: int, position: int, found):
         """``(compute, sources)`` for a sum ``a * x - b * q + ...`` where ``q = z / D`` and
@@ -1646,6 +1654,11 @@ class _Analysis:
             z, divides = division
             for x, coefficient in found.terms.items():
                 pair = None if x == q else self._lockstep(prefix, x, z, (block, position))
+                dropped = (q, x)
+                if pair is None and x != q:
+                    pair, partner = self._lockstep_with_partner(prefix, x, z, found.terms, coefficient,
+                                                                (block, position))
+                    dropped = (q, x, partner)
                 if pair is None:
                     continue
                 scale, origin = pair
@@ -1653,7 +1666,7 @@ class _Analysis:
                 if step and -q_coefficient % step == 0 and divides(-q_coefficient // step):
                     last = step * (-q_coefficient // step - 1)  # a * s * (D - 1)
                     ring = number(min(0, last), max(0, last), abs(step))
-                    return self._counter_remainder_range(block, found, (q, x), origin, ring, coefficient)
+                    return self._counter_remainder_range(block, found, dropped, origin, ring, coefficient)
         return None
 
     def _counter_remainder_range(self, block: int, found, dropped: tuple, origin: tuple, ring: tuple,
@@ -1722,9 +1735,56 @@ class _Analysis:
         b``, ``2**k = s``): ``x - s * z`` is b where x was set, as long as z changes on
         the way from there to `reading` only by its add, in the block of x's add (CUTLASS
         93's K/V producer: ``x - 49152 * (z / 3)`` with x advancing 16384 per stage)."""
+        advance = self._advance_of(prefix, z, x_counter, reading)
+        if advance is None:
+            return None
+        scale, z_add = advance
+        x_set = x_counter[2]
+        found = self._scaled_from(x_set, z, scale)
+        if found is None or found[0] is None or not self._z_kept(prefix, z, z_add, x_set, found[1], reading):
+            return None
+        b, _, added, b_site = found
+        x_key, b_key = prefix + x, prefix + b  # x's setting is followed, so b's version where it is read is known
+        return scale, (lambda: self.uses.get((b_site, b_key), b_key), added, [x_key, b_key])
+
+    def _lockstep_with_partner(self, prefix: str, x: str, z: str, terms: dict, coefficient: int,
+                               reading: tuple) -> tuple:
+        """``((s, origin), t)`` where z starts anywhere, x beside it starts at any value x0,
+        and another term t of the sum, with x's coefficient, is set once to ``(z << k) + c``
+        (``2**k = s``) from z's start, in the block that sets x: ``t + x - s * z`` is ``x0 +
+        c`` (CUTLASS 93's mbarrier of a stage, ``((z0 << 3) + c) + x - 24 * (z / 3)``, x
+        counting 8 per stage from the barriers' base); ``(None, None)`` otherwise."""
+        x_counter = self._counter(prefix, x, any_start=True)
+        advance = self._advance_of(prefix, z, x_counter, reading) if x_counter is not None else None
+        if advance is None:
+            return None, None
+        scale, z_add = advance
+        x_set = x_counter[2]
+        for t, t_coefficient in terms.items():
+            site = self._only_site(prefix, t) if t not in (x, z) and t_coefficient == coefficient else None
+            if site is None or site[0] != x_set[0]:
+                continue
+            found = self._scaled_from(site, z, scale)
+            if found is None or found[0] is not None:
+                continue
+            _, read_at, added, _ = found
+            block = site[0]
+            code = self.flow.blocks[block]
+            if _redefined(code.instructions, code.heads, min(read_at, x_set[1]) + 1, max(read_at, x_set[1]), z,
+                          self.plain(block)) or not self._z_kept(prefix, z, z_add, x_set, min(read_at, x_set[1]),
+                                                                   reading):
+                continue
+            x_key = prefix + x
+            version = _version(x_key, *x_set)
+            return (scale, (lambda: self.defs.get((x_set, x_key), version), added, [x_key, version, prefix + t])), t
+        return None, None
+
+    def _advance_of(self, prefix: str, z: str, x_counter: tuple, reading: tuple) -> tuple | None:
+        """``(s, z's add site)`` where z's one advance ``add z, z, step`` is in the block of
+        x's (`x_counter`), x's step is ``s`` times z's, and `reading` is not between the two."""
         z_sites = self.definitions().get(prefix + z, ())
         advances = [site for site in z_sites if self._advance_step(site, z) is not None]
-        _, x_step, x_set, x_add = x_counter
+        _, x_step, _, x_add = x_counter
         if len(advances) != 1 or advances[0][0] != x_add[0]:
             return None
         z_add = advances[0]
@@ -1732,20 +1792,19 @@ class _Analysis:
         if not z_step or x_step % z_step or x_add[0] == reading[0] and \
                 min(x_add[1], z_add[1]) < reading[1] < max(x_add[1], z_add[1]) + 1:
             return None
-        scale = x_step // z_step
-        found = self._scaled_from(x_set, z, scale)
-        if found is None:
-            return None
-        b, read_at, shift, b_site = found
-        block = x_set[0]
-        dominators = DominatorTree.of(self.flow)
-        if not (dominators.dominates(block, reading[0]) if block != reading[0] else x_set[1] < reading[1]):
-            return None
+        return x_step // z_step, z_add
+
+    def _z_kept(self, prefix: str, z: str, z_add: tuple, setting: tuple, read_at: int, reading: tuple) -> bool:
+        """True when `setting` (block, position) dominates `reading` and nothing but the
+        advance at `z_add` sets z after `read_at` in the setting's block or on the way
+        from there to `reading`."""
+        block = setting[0]
+        if not (DominatorTree.of(self.flow).dominates(block, reading[0]) if block != reading[0]
+                else setting[1] < reading[1]):
+            return False
         between = self._blocks_between(block, reading[0]) if block != reading[0] else frozenset()
-        if any(site != z_add and (site[0] in between or site[0] == block and site[1] > read_at) for site in z_sites):
-            return None  # z set again on the way: x - s * z is no longer b
-        x_key, b_key = prefix + x, prefix + b  # x's setting is followed, so b's version where it is read is known
-        return scale, (lambda: self.uses.get((b_site, b_key), b_key), shift, [x_key, b_key])
+        return not any(site != z_add and (site[0] in between or site[0] == block and site[1] > read_at)
+                       for site in self.definitions().get(prefix + z, ()))
 
     def _advance_step(self, site: tuple, name: str) -> int | None:
         """The constant of an unguarded ``add name, name, step`` at `site`, else None."""
@@ -1759,7 +1818,8 @@ class _Analysis:
         """``(b, where z is read, C, where b is read)`` where the instruction at `setting`
         sets x to ``(z << k) + b + C`` (``2**k = scale``): ``add x, a, b`` with ``a = z << k``
         set earlier in its block, or ``add x, y, C`` of such a y (z, and each register
-        between, not set again before `setting`; b another register)."""
+        between, not set again before `setting`; b another register), or to ``(z << k) +
+        C`` (b and its site None)."""
         block, at = setting
         instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
         plain = self.plain(block)
@@ -1772,22 +1832,27 @@ class _Analysis:
                 return None
             added += operands[2].value
             at, operands = inner, instructions[inner].operands
+        if self._shifts(instructions[at].operands, heads[at], z, scale) \
+                and not _redefined(instructions, heads, at + 1, setting[1], z, plain):
+            return None, at, added, None  # (z << k) + C, no register b
         if heads[at][2] != "add" or len(operands) != 3 or any(o.kind != "register" for o in operands[1:]):
             return None
         if any(_redefined(instructions, heads, at + 1, setting[1], o.name, plain) for o in operands[1:]):
             return None
         for a, b in ((operands[1], operands[2]), (operands[2], operands[1])):
             a_at = _last_definition(instructions, heads, at, a.name, plain)
-            if a_at is None or heads[a_at][0] is not None or heads[a_at][2] != "shl":
-                continue
-            shift = instructions[a_at].operands
-            if len(shift) != 3 or shift[1].kind != "register" or shift[1].name != z \
-                    or shift[2].kind != "immediate" or not isinstance(shift[2].value, int) \
-                    or 1 << shift[2].value != scale or b.name in (z, operands[0].name) \
-                    or _redefined(instructions, heads, a_at + 1, setting[1], z, plain):
+            if a_at is None or not self._shifts(instructions[a_at].operands, heads[a_at], z, scale) \
+                    or b.name in (z, operands[0].name) or _redefined(instructions, heads, a_at + 1, setting[1], z, plain):
                 continue
             return b.name, a_at, added, (block, at)
         return None
+
+    @staticmethod
+    def _shifts(operands, head, z: str, scale: int) -> bool:
+        """True for an unguarded ``shl r, z, k`` with ``2**k = scale``."""
+        return head[0] is None and head[2] == "shl" and len(operands) == 3 and operands[1].kind == "register" \
+            and operands[1].name == z and operands[2].kind == "immediate" and isinstance(operands[2].value, int) \
+            and 1 << operands[2].value == scale
 
     def _kept_between(self, key: str, site: tuple, reading: tuple) -> bool:
         """True when `key` is not set after `site` (block, position) and before `reading`:
@@ -1799,7 +1864,7 @@ class _Analysis:
             return at < position and not any(b == block and at < p < position for b, p in sites)
         return DominatorTree.of(self.flow).dominates(there, block) and \
             not any(b == there and p > at or b == block and p < position for b, p in sites) and \
-            self._unwritten_between(there, block, [key[len(self.prefix(block)):]])
+            self._unwritten_between(there, block, [key[len(self.prefix(block)):]], position)
 
     def _definition_index(self) -> dict:
         """(block, key) -> the positions, in order, of the block's definitions of key

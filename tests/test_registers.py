@@ -448,6 +448,31 @@ def test_a_counter_set_from_a_stage_count_of_any_start_gives_the_stage(change, s
     assert found == shown if shown is not None else found != "dynamic shared+[50176, 82944] step 16384 (shared::cta window)"
 
 
+#: CUTLASS 93's mbarrier of a stage: T = (z << 3) + 1024 is set from the stage count's start
+#: z0 (a join), x beside it from the barriers' base, and the barrier is T + x - 24 * (z / 3),
+#: read in a block after the loop head that computes 24 * (z / 3) (SPLIT: or in that block).
+PARTNER = ("\tmov.u32 %r1, dyn;\n\tld.param.u32 %r20, [k_n];\n\tmov.u32 %r4, 1;\n"
+           "\tsetp.eq.s32 %p1, %r20, 0;\n\t@%p1 bra SET;\n\tadd.s32 %r4, %r20, -1;\nSET:\n"
+           "\tshl.b32 %r11, %r4, 3;\n\tadd.s32 %r12, %r11, 1024;\n\tmov.u32 %r3, dyn;\n\tmov.u32 %r5, 0;\n"
+           "LOOP:\n\tmul.hi.u32 %r6, %r4, -1431655765;\n\tshr.u32 %r7, %r6, 1;\n\tmul.lo.s32 %r8, %r7, 24;\n"
+           "\tsub.s32 %r13, 0, %r8;\n{SPLIT}\tadd.s32 %r9, %r12, %r3;\n\tadd.s32 %r10, %r9, %r13;\n"
+           "\tst.shared.u32 [%r10], %r5;\n\t// here\n\tadd.s32 %r3, %r3, 8;\n\tadd.s32 %r4, %r4, 1;\n"
+           "\tadd.s32 %r5, %r5, 1;\n\tsetp.lt.s32 %p2, %r5, %r20;\n\t@%p2 bra LOOP;\n")
+
+
+@pytest.mark.parametrize("split", ["", "\tsetp.eq.s32 %p3, %r5, 7;\n\t@%p3 bra ON;\nON:\n"])
+def test_a_term_set_from_a_stage_count_start_cancels_the_counter_beside_it(split):
+    """``T + x - 24 * (z / 3)`` with ``T = 8 * z0 + 1024`` and x counting 8 per stage from
+    the base: ``T + x - 8 * z`` is base + 1024, so the barrier is the stage's. In a later
+    block, ``24 * (z / 3)`` still comes from the loop head while T, whose z changes on
+    the way, is kept as a term."""
+    body = PARTNER.format(SPLIT=split)
+    assert value_at(body, "%r10", ".param .u32 k_n") == "dynamic shared+[1024, 1040] step 8 (shared::cta window)"
+    moved = body.replace("\tadd.s32 %r12, %r11, 1024;\n", "\tadd.s32 %r12, %r11, 1024;\n\tadd.s32 %r4, %r4, 1;\n")
+    assert value_at(moved, "%r10", ".param .u32 k_n") != \
+        "dynamic shared+[1024, 1040] step 8 (shared::cta window)"  # z moved on after T read it
+
+
 @pytest.mark.parametrize("body, shown", [
     # CUTLASS 77's MLA: a K-block counter advanced by 2 that leaves its loop at 8, tested
     # with == in the middle of the loop: 8 is the last value at the top (before 0..8, widened away)
