@@ -46,8 +46,8 @@ from ptxkit.cfg.inline import Context
 from ptxkit.cfg.loops import on_cycles
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
-    Atom, Region, add, address, and_, anywhere, bits_of, compare, constant, join, meet, mul, neg, number, or_, pack,
-    refine, refine_by, shl, shr, signed, sub, truncate, unpack, widen, wrap, xor, field,
+    Atom, Region, add, address, and_, anywhere, bits_of, compare, constant, field, join, meet, mul, neg, number, or_,
+    pack, refine, refine_by, shl, shr, signed, sub, truncate, unpack, widen, wrap, xor,
 )
 from ptxkit.syntax import Directive, Function
 
@@ -75,7 +75,21 @@ _WORD = (0, (1 << 64) - 1)
 _TYPE_BITS = {"8": 8, "16": 16, "32": 32, "64": 64, "128": 128}
 _SPACE_OF_DECLARATION = {".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE, ".global": GLOBAL_SPACE_NAME}
 _PARAM_POINTS_TO = {".global": GLOBAL_SPACE_NAME, ".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE}
-#: Opcodes that never define a register value we follow (their first operand is read).
+
+
+def _identity(value):
+    return value
+
+
+def _compared_as(kind: str):
+    """How a ``setp`` of type `kind` reads a register's value: a signed one sees a number
+    that may have the sign bit set as negative (`ptxkit.cfg.values.signed`)."""
+    if kind[:1] == "s" and kind[1:] in _TYPE_BITS:
+        bits = _TYPE_BITS[kind[1:]]
+        return lambda value: signed(value, bits)
+    return _identity
+
+
 def _cvt_reading(modifiers: list):
     """How an integer ``cvt`` reads its source: ``(bits, view)``, the low bits it keeps
     and the function of the source's value it gives; None for a ``cvt`` of other types.
@@ -90,19 +104,6 @@ def _cvt_reading(modifiers: list):
     if bits <= source_bits:
         return bits, lambda value: wrap(value, bits)
     return source_bits, lambda value: truncate(value, source_bits)
-
-
-def _identity(value):
-    return value
-
-
-def _compared_as(kind: str):
-    """How a ``setp`` of type `kind` reads a register's value: a signed one sees a number
-    that may have the sign bit set as negative (`ptxkit.cfg.values.signed`)."""
-    if kind[:1] == "s" and kind[1:] in _TYPE_BITS:
-        bits = _TYPE_BITS[kind[1:]]
-        return lambda value: signed(value, bits)
-    return _identity
 
 
 @record
@@ -1825,6 +1826,8 @@ class _Analysis:
         plain = self.plain(block)
         added = 0
         operands = instructions[at].operands
+        if heads[at][0] is not None:
+            return None  # a guarded setting may leave an older value
         while heads[at][2] == "add" and len(operands) == 3 and operands[1].kind == "register" \
                 and operands[2].kind == "immediate" and isinstance(operands[2].value, int):
             inner = _last_definition(instructions, heads, at, operands[1].name, plain)

@@ -936,6 +936,8 @@ def refine(value: tuple, comparison: str, bound: int, holds: bool, unsigned: boo
     ('[0, 3]', '[0, 4]')
     >>> show(refine(number(-32, 991), "gt", 15, False, unsigned=True))
     '[0, 15]'
+    >>> show(refine(number(0, 8, 2), "ne", 8, True)), show(refine(number(0, 64, 16), "lt", 40, True))
+    ('[0, 6] step 2', '[0, 39]')
     """
     unsigned = unsigned or comparison in ("lo", "ls", "hi", "hs")
     if unsigned and bound < 0:  # a huge unsigned bound, of a width not known here
@@ -969,6 +971,8 @@ def refine(value: tuple, comparison: str, bound: int, holds: bool, unsigned: boo
             lo = max(lo, bound + 1)
         elif comparison in ("ge", "hs"):
             lo = max(lo, bound)
+        # a test that takes a number off an end keeps the step (a counter advanced by 2 and
+        # tested != 8 ends at 6); the others keep to whole intervals
         step = x.step if comparison == "ne" and x.lo > -INF else 1
         if step > 1:
             if lo > -INF:
