@@ -7,13 +7,16 @@ pass's correctness rests on.
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import ptxkit
 from ptxkit.cfg.values import (
     GENERIC, INF, NUM, SHARED_CTA_SPACE, TOP, WINDOW, Atom, Region, _or_bounds, _xor_bounds, add, address,
-    aligned_start, and_, anywhere, compare, constant, join, meet, mul, number, or_, pack, refine, shl, shr, show, sub,
-    truncate, unpack, widen, xor,
+    aligned_start, and_, anywhere, compare, constant, field, join, meet, mul, number, or_, pack, refine, shl, shr,
+    show, signed, sub, truncate, unpack, widen, wrap, xor,
 )
 
 SMEM = Region("smem", SHARED_CTA_SPACE, 8192, 1024)
@@ -80,6 +83,95 @@ def test_address_operations_are_sound(lo, width, small, data):
     # descriptor fields: (addr >> 4) & 0x3FFF, then constant bits above it
     descriptor = or_(and_(shr(value, number(4)), number(0x3FFF), 64), number(0x40000040 << 32))
     assert contains_offset(descriptor, offset, shift=4, high=0x40000040 << 32)
+
+
+@settings(max_examples=400)
+@given(intervals, st.sampled_from([8, 16]), st.integers(-70000, 70000), st.data())
+def test_a_cut_number_stands_for_its_low_bits(a, bits, shift, data):
+    """`wrap` (a ``cvt`` to `bits` bits) keeps numbers congruent to the true low bits: read
+    as signed or as unsigned, the value holds what the register holds."""
+    lo, hi, step = a[0] + shift, a[1] + shift, a[2]
+    x = lo + step * data.draw(st.integers(0, (hi - lo) // step))
+    cut = wrap(number(lo, hi, step), bits)
+    low = x & ((1 << bits) - 1)
+    as_signed = low - (1 << bits) if low >> (bits - 1) else low
+    assert contains_number(truncate(cut, bits), low)
+    assert contains_number(signed(cut, bits), as_signed)
+
+
+@settings(max_examples=300)
+@given(intervals, st.sampled_from(["eq", "ne", "lt", "le", "gt", "ge"]), st.integers(-320, 320), st.data())
+def test_a_refined_value_keeps_every_number_that_passes_the_test(a, comparison, bound, data):
+    x = a[0] + a[2] * data.draw(st.integers(0, (a[1] - a[0]) // a[2]))
+    holds = {"eq": x == bound, "ne": x != bound, "lt": x < bound, "le": x <= bound, "gt": x > bound,
+             "ge": x >= bound}[comparison]
+    assert contains_number(refine(number(*a), comparison, bound, holds), x)
+
+
+@settings(max_examples=300)
+@given(intervals, intervals, st.lists(st.integers(-400, 400), max_size=4), st.data())
+def test_widening_holds_the_new_value(old, new, thresholds, data):
+    """Widening may round a threshold in to the value's step, never inside the new value."""
+    lo, hi = min(old[0], new[0]), max(old[1], new[1])
+    grown = number(lo, hi, new[2])
+    x = lo + new[2] * data.draw(st.integers(0, (hi - lo) // new[2]))
+    assert contains_number(widen(number(*old), grown, sorted(thresholds)), x)
+
+
+@settings(max_examples=200)
+@given(st.integers(0, 4000), st.integers(0, 3), st.integers(0, 1 << 14), st.data())
+def test_a_field_of_a_generic_shared_address_is_its_window_address_field(lo, width, window_base, data):
+    """Bits 4-17 of a generic shared address, the window taken to start at a multiple of
+    2**18 in the generic space (docs/fence.md §8): those of its window address."""
+    offset = data.draw(st.integers(lo, lo + 16 * width))
+    generic_base = data.draw(st.integers(1, 1 << 20)) << 18
+    start = 1024 * (window_base % 100)  # the region's start in the window
+    value = field(address(SMEM, lo, lo + 16 * width, form=GENERIC), 4, 14)
+    concrete = (((generic_base + start + offset) >> 4) & 0x3FFF)
+    assert concrete == ((start + offset) >> 4) & 0x3FFF
+    assert contains_offset(value, offset, shift=4)
+
+
+#: Writes, for each CTA, the window and generic addresses of its dynamic and its static
+#: shared memory: ``[window dyn, generic dyn, window stat, generic stat]``.
+WINDOW_PROBE = """.version 8.0
+.target sm_90a
+.address_size 64
+.extern .shared .align 16 .b8 dyn[];
+.shared .align 8 .b8 stat[64];
+.visible .entry probe(.param .u64 out)
+{
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [out];
+  cvta.to.global.u64 %rd1, %rd1;
+  mov.u32 %r1, %ctaid.x;
+  mul.wide.u32 %rd2, %r1, 32;
+  add.s64 %rd3, %rd1, %rd2;
+  mov.u64 %rd4, dyn;
+  cvta.shared.u64 %rd5, %rd4;
+  mov.u64 %rd6, stat;
+  cvta.shared.u64 %rd7, %rd6;
+  st.global.v2.u64 [%rd3], {%rd4, %rd5};
+  st.global.v2.u64 [%rd3+16], {%rd6, %rd7};
+  ret;
+}
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dynamic", [0, 100 * 1024, 200 * 1024])
+def test_the_generic_shared_window_starts_at_a_multiple_of_2_18(dynamic):
+    """The assumption `field` rests on (docs/fence.md §8), on this GPU: every CTA's
+    generic shared addresses are its window addresses plus a multiple of 2**18."""
+    from ptxkit import runtime
+
+    kernel = runtime.load(ptxkit.assemble(WINDOW_PROBE, arch="sm_90a", filename="window_probe.ptx")).kernel("probe")
+    out = np.zeros((264, 4), np.uint64)
+    kernel.launch(runtime.Out(out), grid=264, block=32, shared_mem=dynamic)
+    windows, generics = out[:, [0, 2]].astype(object), out[:, [1, 3]].astype(object)
+    assert all(w < 1 << 18 for w in windows.flat) and all(g >= 1 << 18 for g in generics.flat)  # all written
+    assert all((g - w) % (1 << 18) == 0 for g, w in zip(generics.flat, windows.flat))
 
 
 @settings(max_examples=300)
