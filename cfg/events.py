@@ -777,8 +777,13 @@ def _close_boxes(by_block: list) -> None:
     into another load's buffer would race with that load (docs/fence.md §3.3: an
     assumption, as for expect_tx)."""
     starts: dict = {}
+    rings: dict = {}  # (region, step) -> the lowest start of each load into a ring of that step
     for events in by_block:
         for event in events:
+            if type(event.detail) is Box and event.detail.step is not None:
+                for location in event.writes:
+                    if location.region is not None:
+                        rings.setdefault((location.region, event.detail.step), set()).add(location.start)
             objects = list(event.locations) if event.kind is Kind.INIT else []
             if event.mbarrier is not None:
                 objects.append(event.mbarrier)
@@ -790,13 +795,6 @@ def _close_boxes(by_block: list) -> None:
                 if location.region is not None:
                     starts.setdefault(location.region, set()).add(location.start)
     ordered = {region: sorted(found) for region, found in starts.items()}
-    rings: dict = {}  # (region, step) -> the lowest start of each load into a ring of that step
-    for events in by_block:
-        for event in events:
-            if type(event.detail) is Box and event.detail.step is not None:
-                for location in event.writes:
-                    if location.region is not None:
-                        rings.setdefault((location.region, event.detail.step), set()).add(location.start)
     rings = {key: sorted(found) for key, found in rings.items()}
     for events in by_block:
         for index, event in enumerate(events):

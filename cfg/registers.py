@@ -1835,7 +1835,7 @@ class _Analysis:
                 return None
             added += operands[2].value
             at, operands = inner, instructions[inner].operands
-        if self._shifts(instructions[at].operands, heads[at], z, scale) \
+        if self._shifts(operands, heads[at], z, scale) \
                 and not _redefined(instructions, heads, at + 1, setting[1], z, plain):
             return None, at, added, None  # (z << k) + C, no register b
         if heads[at][2] != "add" or len(operands) != 3 or any(o.kind != "register" for o in operands[1:]):
@@ -1985,9 +1985,9 @@ class _Analysis:
             head, args = heads[site[1]], instructions[site[1]].operands
             if head[0] is not None or len(args) < 2:
                 return None
-            if head[2] == "add" and len(args) == 3 and args[1].kind == "register" and args[1].name == name \
-                    and args[2].kind == "immediate" and isinstance(args[2].value, int):
-                step, increment = args[2].value, site
+            advance = self._advance_step(site, name)
+            if advance is not None:
+                step, increment = advance, site
             elif head[2] == "mov":
                 start, init = constant_operand(instructions, heads, site[1], args[1]), site
             elif any_start:
