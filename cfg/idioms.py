@@ -546,7 +546,8 @@ class Linear:
     repeats: bool = True  # some register met more than once (or a coefficient cancelled)
 
 
-def linear(instructions, heads, position: int, plain, outside=None, block=None, defining=None) -> Linear | None:
+def linear(instructions, heads, position: int, plain, outside=None, block=None, defining=None,
+           holds=None) -> Linear | None:
     """The instruction at `position` as a `Linear` sum over the definitions earlier in
     its block (None when it is no sum); `Linear.repeats` says whether that sum names
     some register fewer times than the instruction's own operands and the definitions
@@ -556,7 +557,9 @@ def linear(instructions, heads, position: int, plain, outside=None, block=None, 
     position, block)``, for a register the block does not define before reading it
     (`block` names the instruction's own block to it). `defining(block, position,
     register)`, when given, answers where the block last defines a register before a
-    position (else the block's instructions are scanned).
+    position (else the block's instructions are scanned). `holds(block, position,
+    found)`, when given, says whether a `Remainder` that scales another register's
+    quotient holds there (`Remainder.counter`); one that does not is expanded as a sum.
 
     >>> from ptxkit import parse
     >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
@@ -569,7 +572,7 @@ def linear(instructions, heads, position: int, plain, outside=None, block=None, 
     """
     if heads[position][0] is not None or not _word(heads[position]):
         return None
-    expansion = _Expansion(plain, outside, defining)
+    expansion = _Expansion(plain, outside, defining, holds)
     found = expansion.expand((instructions, heads, block), position, position, _LINEAR_DEPTH)
     if found is None:
         return None
@@ -616,8 +619,8 @@ class _Expansion:
     """One `linear` expansion: how many register occurrences it met, and what it
     expanded from other blocks."""
 
-    def __init__(self, plain, outside, defining):
-        self.plain, self.outside = plain, outside
+    def __init__(self, plain, outside, defining, holds=None):
+        self.plain, self.outside, self.holds = plain, outside, holds
         self.defining = defining or (lambda code, at, register: _defining(code[0], code[1], at, register, plain))
         self.counted = 0
         self.crossed: list = []
@@ -674,7 +677,8 @@ class _Expansion:
         heads = code[1]
         if heads[where][0] is not None or not _word(heads[where]):
             return None
-        if remainder(code[0], heads, where, self.plain) is not None:
+        found = remainder(code[0], heads, where, self.plain)
+        if found is not None and (found.counter is None or self.holds is None or self.holds(code[2], where, found)):
             return None  # a remainder: its own range is tighter than any sum of what it reads
         counted, crossed = self.counted, len(self.crossed)
         self.counted = 0

@@ -106,6 +106,15 @@ def _cvt_reading(modifiers: list):
     return source_bits, lambda value: truncate(value, source_bits)
 
 
+def _narrowing_cvt(opcode: str) -> bool:
+    """True for an integer ``cvt`` to as many bits as its source or fewer: it keeps the
+    source modulo its width."""
+    modifiers = opcode.split(".")[1:]
+    reading = _cvt_reading(modifiers)
+    types = [m for m in modifiers if m in _INTEGER_TYPES]
+    return reading is not None and _INTEGER_TYPES[types[0]] <= _INTEGER_TYPES[types[1]]
+
+
 @record
 class _MultipleOf:
     """What a test ``x % modulus == 0`` bounds ``x`` by: rounding it up to `modulus` leaves
@@ -1623,13 +1632,13 @@ class _Analysis:
             return None if register in declined else outside(reading, register)
 
         for _ in range(3):
-            found = linear(instructions, heads, position, plain, offer, block, defining)
+            found = linear(instructions, heads, position, plain, offer, block, defining, self.counts_alike)
             bad = {register for reading, there, read, register in (found.crossed if found is not None else ())
                    if not self._unwritten_between(there, reading, read)}
             if not bad:
                 return found
             declined |= bad
-        return linear(instructions, heads, position, plain, None, block, defining)
+        return linear(instructions, heads, position, plain, None, block, defining, self.counts_alike)
 
     def counter_remainder(self, block: int, position: int, found):
         """``(compute, sources)`` for a sum ``a * x - b * q + ...`` where ``q = z / D`` and
@@ -1681,7 +1690,8 @@ class _Analysis:
         base = add(number(found.constant), ring)
 
         def summed(at):
-            start = self.values.get(version_of())
+            version = version_of()
+            start = self.values.get(version) if version is not None else number(0)
             if not start:
                 return [()]  # not evaluated yet
             kept = add(start, number(shift)) if shift else start  # x0 - s * z0
@@ -1705,10 +1715,17 @@ class _Analysis:
         not between the two adds, ``x - s * z`` is what it was when they were set: x's
         first value less ``s * c``, or b's value where x was set. `origin` is
         ``(version of that value, constant added, keys the slice needs)``."""
-        x_counter, z_counter = self._counter(prefix, x, any_start=True), self._counter(prefix, z)
-        if x_counter is not None and z_counter is None:
-            return self._scaled_lockstep(prefix, x, z, x_counter, reading)
-        if x_counter is None or z_counter is None or not z_counter[1] or x_counter[1] % z_counter[1]:
+        x_counter = self._counter(prefix, x, any_start=True)
+        if x_counter is None:
+            return None
+        z_counter = self._counter(prefix, z)
+        paired = self._paired_lockstep(prefix, x, x_counter, z_counter, reading) if z_counter is not None else None
+        return paired if paired is not None else self._scaled_lockstep(prefix, x, z, x_counter, reading)
+
+    def _paired_lockstep(self, prefix: str, x: str, x_counter: tuple, z_counter: tuple,
+                         reading: tuple) -> tuple | None:
+        """`_lockstep` where z is set to a constant: the two settings must run as one."""
+        if not z_counter[1] or x_counter[1] % z_counter[1]:
             return None
         (x_set, x_add), (z_set, z_add) = x_counter[2:], z_counter[2:]
         if x_add[0] != z_add[0] or x_add[0] == reading[0] and \
@@ -1731,21 +1748,26 @@ class _Analysis:
         return scale, (lambda: self.defs.get((x_set, x_key), version), -scale * z_counter[0], [x_key, version])
 
     def _scaled_lockstep(self, prefix: str, x: str, z: str, x_counter: tuple, reading: tuple) -> tuple | None:
-        """`_lockstep` where z is set before the loop in any way (at a join: nvcc's
-        remainder loop after an unrolled one) and x to ``s * z + b`` (``add x, (z << k),
-        b``, ``2**k = s``): ``x - s * z`` is b where x was set, as long as z changes on
-        the way from there to `reading` only by its add, in the block of x's add (CUTLASS
-        93's K/V producer: ``x - 49152 * (z / 3)`` with x advancing 16384 per stage)."""
+        """`_lockstep` where x is set to ``s * z + b + C`` (``add x, (z << k), b``, ``2**k =
+        s``; or no b) and z before the loop in any way (at a join: nvcc's remainder loop after an
+        unrolled one), or to a constant once outside a loop around x's setting (Triton's
+        persistent loop sets x from the stage count z each tile, while z counts on across
+        tiles): ``x - s * z`` is b where x was set, as long as z changes on the way from
+        there to `reading` only by its add, in the block of x's add (CUTLASS 93's K/V
+        producer: ``x - 49152 * (z / 3)`` with x advancing 16384 per stage)."""
         advance = self._advance_of(prefix, z, x_counter, reading)
         if advance is None:
             return None
         scale, z_add = advance
         x_set = x_counter[2]
         found = self._scaled_from(x_set, z, scale)
-        if found is None or found[0] is None or not self._z_kept(prefix, z, z_add, x_set, found[1], reading):
+        if found is None or not self._z_kept(prefix, z, z_add, x_set, found[1], reading):
             return None
         b, _, added, b_site = found
-        x_key, b_key = prefix + x, prefix + b  # x's setting is followed, so b's version where it is read is known
+        x_key = prefix + x
+        if b is None:  # x = (z << k) + C
+            return scale, (lambda: None, added, [x_key])
+        b_key = prefix + b  # x's setting is followed, so b's version where it is read is known
         return scale, (lambda: self.uses.get((b_site, b_key), b_key), added, [x_key, b_key])
 
     def _lockstep_with_partner(self, prefix: str, x: str, z: str, terms: dict, coefficient: int,
@@ -1754,7 +1776,9 @@ class _Analysis:
         and another term t of the sum, with x's coefficient, is set once to ``(z << k) + c``
         (``2**k = s``) from z's start, in the block that sets x: ``t + x - s * z`` is ``x0 +
         c`` (CUTLASS 93's mbarrier of a stage, ``((z0 << 3) + c) + x - 24 * (z / 3)``, x
-        counting 8 per stage from the barriers' base); ``(None, None)`` otherwise."""
+        counting 8 per stage from the barriers' base). A term t copied from z there
+        (`_copies`) with ``s`` times x's coefficient is the same with c = 0 (Triton's
+        persistent loop, whose sum went through the shift); ``(None, None)`` otherwise."""
         x_counter = self._counter(prefix, x, any_start=True)
         advance = self._advance_of(prefix, z, x_counter, reading) if x_counter is not None else None
         if advance is None:
@@ -1762,13 +1786,18 @@ class _Analysis:
         scale, z_add = advance
         x_set = x_counter[2]
         for t, t_coefficient in terms.items():
-            site = self._only_site(prefix, t) if t not in (x, z) and t_coefficient == coefficient else None
+            site = self._only_site(prefix, t) if t not in (x, z) else None
             if site is None or site[0] != x_set[0]:
                 continue
-            found = self._scaled_from(site, z, scale)
-            if found is None or found[0] is not None:
+            if t_coefficient == coefficient:
+                found = self._scaled_from(site, z, scale)
+                if found is None or found[0] is not None:
+                    continue
+                _, read_at, added, _ = found
+            elif t_coefficient == coefficient * scale and self._copies(site, z):
+                read_at, added = site[1], 0  # the sum's expansion went through the shift: s * t
+            else:
                 continue
-            _, read_at, added, _ = found
             block = site[0]
             code = self.flow.blocks[block]
             if _redefined(code.instructions, code.heads, min(read_at, x_set[1]) + 1, max(read_at, x_set[1]), z,
@@ -1779,6 +1808,13 @@ class _Analysis:
             version = _version(x_key, *x_set)
             return (scale, (lambda: self.defs.get((x_set, x_key), version), added, [x_key, version, prefix + t])), t
         return None, None
+
+    def _copies(self, site: tuple, z: str) -> bool:
+        """True when the instruction at `site` is an unguarded ``mov`` of z or a ``cvt``
+        of z to as many bits or fewer (z modulo the width of a sum that reads it)."""
+        head, operands = self.flow.blocks[site[0]].heads[site[1]], self.flow.blocks[site[0]].instructions[site[1]].operands
+        return head[0] is None and len(operands) == 2 and operands[1].kind == "register" and \
+            operands[1].name == z and (head[2] == "mov" or head[2] == "cvt" and _narrowing_cvt(head[1]))
 
     def _advance_of(self, prefix: str, z: str, x_counter: tuple, reading: tuple) -> tuple | None:
         """``(s, z's add site)`` where z's one advance ``add z, z, step`` is in the block of
@@ -1835,7 +1871,7 @@ class _Analysis:
                 return None
             added += operands[2].value
             at, operands = inner, instructions[inner].operands
-        if self._shifts(operands, heads[at], z, scale) \
+        if self._shifts(instructions, heads, at, z, scale, plain) \
                 and not _redefined(instructions, heads, at + 1, setting[1], z, plain):
             return None, at, added, None  # (z << k) + C, no register b
         if heads[at][2] != "add" or len(operands) != 3 or any(o.kind != "register" for o in operands[1:]):
@@ -1844,18 +1880,32 @@ class _Analysis:
             return None
         for a, b in ((operands[1], operands[2]), (operands[2], operands[1])):
             a_at = _last_definition(instructions, heads, at, a.name, plain)
-            if a_at is None or not self._shifts(instructions[a_at].operands, heads[a_at], z, scale) \
+            if a_at is None or not self._shifts(instructions, heads, a_at, z, scale, plain) \
                     or b.name in (z, operands[0].name) or _redefined(instructions, heads, a_at + 1, setting[1], z, plain):
                 continue
             return b.name, a_at, added, (block, at)
         return None
 
     @staticmethod
-    def _shifts(operands, head, z: str, scale: int) -> bool:
-        """True for an unguarded ``shl r, z, k`` with ``2**k = scale``."""
-        return head[0] is None and head[2] == "shl" and len(operands) == 3 and operands[1].kind == "register" \
-            and operands[1].name == z and operands[2].kind == "immediate" and isinstance(operands[2].value, int) \
-            and 1 << operands[2].value == scale
+    def _shifts(instructions, heads, at: int, z: str, scale: int, plain) -> bool:
+        """True for an unguarded ``shl r, z, k`` at `at` with ``2**k = scale``, or a shift of
+        ``w = cvt z`` set just before in the block (an integer ``cvt`` keeps z modulo the
+        narrower width, which is all a sum of that width reads: Triton's 64-bit stage count
+        shifted as 32 bits)."""
+        head, operands = heads[at], instructions[at].operands
+        if not (head[0] is None and head[2] == "shl" and len(operands) == 3 and operands[1].kind == "register"
+                and operands[2].kind == "immediate" and isinstance(operands[2].value, int)
+                and 1 << operands[2].value == scale):
+            return False
+        shifted = operands[1].name
+        if shifted == z:
+            return True
+        inner = _last_definition(instructions, heads, at, shifted, plain)
+        if inner is None or heads[inner][0] is not None or heads[inner][2] != "cvt":
+            return False
+        source = instructions[inner].operands
+        return len(source) == 2 and source[1].kind == "register" and source[1].name == z \
+            and _narrowing_cvt(heads[inner][1]) and not _redefined(instructions, heads, inner + 1, at, z, plain)
 
     def _kept_between(self, key: str, site: tuple, reading: tuple) -> bool:
         """True when `key` is not set after `site` (block, position) and before `reading`:

@@ -473,6 +473,45 @@ def test_a_term_set_from_a_stage_count_start_cancels_the_counter_beside_it(split
         "dynamic shared+[1024, 1040] step 8 (shared::cta window)"  # z moved on after T read it
 
 
+#: Triton 3.6's persistent warp-specialized GEMM: the 64-bit stage count ``%rd1`` starts at 0
+#: before the tile loop and counts on across tiles; each tile sets ``%r3 = cvt(z) << 13`` and
+#: ``%r12 = cvt(z) << 3`` beside a barrier counter ``%r14`` from 0, all advancing with z;
+#: ``q = z / 3`` by ``mul.hi.u64`` and the stage is ``%r3 - 24576 * q`` (8 KB stages), its
+#: barrier ``%r14 + %r12 - 24 * q``, both read before the advances.
+PERSISTENT = ("\tmov.u32 %r1, dyn;\n\tld.param.u32 %r20, [k_n];\n\tmov.b64 %rd1, 0;\n\tmov.u32 %r21, 0;\n"
+              "TILE:\n\tcvt.u32.u64 %r2, %rd1;\n\tshl.b32 %r12, %r2, 3;\n\tshl.b32 %r3, %r2, 13;\n"
+              "\tmov.u32 %r14, 0;\n\tmov.u32 %r5, %r20;\n"
+              "LOOP:\n\tmul.hi.u64 %rd2, %rd1, -6148914691236517205;\n\tshr.u64 %rd3, %rd2, 1;\n"
+              "\tcvt.u32.u64 %r6, %rd3;\n\tmul.lo.s32 %r7, %r6, 24;\n\tsub.s32 %r8, %r12, %r7;\n"
+              "\tmul.lo.s32 %r9, %r6, 24576;\n\tsub.s32 %r10, %r3, %r9;\n\tadd.s32 %r11, %r1, %r10;\n"
+              "\tadd.s32 %r13, %r14, %r8;\n\tadd.s32 %r15, %r1, %r13;\n"
+              "\tst.shared.u32 [%r11], %r15;\n\t// here\n\tadd.s64 %rd1, %rd1, 1;\n\tadd.s32 %r14, %r14, 8;\n"
+              "\tadd.s32 %r3, %r3, 8192;\n\tadd.s32 %r5, %r5, -1;\n\tsetp.ne.s32 %p2, %r5, 0;\n\t@%p2 bra LOOP;\n"
+              "\tadd.s32 %r21, %r21, 132;\n\tsetp.lt.s32 %p3, %r21, %r20;\n\t@%p3 bra TILE;\n")
+
+
+@pytest.mark.parametrize("change, stage, barrier", [
+    (None, "dynamic shared+[0, 16384] step 8192 (shared::cta window)",
+     "dynamic shared+[0, 16] step 8 (shared::cta window)"),
+    # x advances two stages' bytes per stage: x - 8192 * z is no longer the tile's start
+    (("add.s32 %r3, %r3, 8192", "add.s32 %r3, %r3, 16384"), None, "dynamic shared+[0, 16] step 8 (shared::cta window)"),
+    # the barrier's term shifts the 32-bit copy of another register than the stage count
+    (("shl.b32 %r12, %r2, 3", "shl.b32 %r12, %r21, 3"), "dynamic shared+[0, 16384] step 8192 (shared::cta window)",
+     None),
+    # a copy through 16 bits keeps z only modulo 2**16: 8192 * it is not 8192 * z modulo 2**32
+    (("cvt.u32.u64 %r2, %rd1;", "cvt.u16.u64 %rs1, %rd1;\n\tcvt.u32.u16 %r2, %rs1;"), None, None),
+])
+def test_a_stage_count_counting_on_across_tiles_gives_the_stage(change, stage, barrier):
+    """The counter idiom of docs/fence.md §3.1 where the stage count is set once before an
+    outer loop and the counters beside it from its 32-bit copy each time round: ``x - s * z``
+    is 0 modulo 2**32 where x is set, and stays so while both advance."""
+    body = PERSISTENT if change is None else PERSISTENT.replace(*change)
+    assert change is None or change[0] in PERSISTENT
+    found = (value_at(body, "%r11", ".param .u32 k_n"), value_at(body, "%r15", ".param .u32 k_n"))
+    assert found[0] == stage if stage is not None else found[0] != "dynamic shared+[0, 16384] step 8192 (shared::cta window)"
+    assert found[1] == barrier if barrier is not None else found[1] != "dynamic shared+[0, 16] step 8 (shared::cta window)"
+
+
 @pytest.mark.parametrize("body, shown", [
     # CUTLASS 77's MLA: a K-block counter advanced by 2 that leaves its loop at 8, tested
     # with == in the middle of the loop: 8 is the last value at the top (before 0..8, widened away)
