@@ -27,7 +27,7 @@ from ptxkit.cfg.events import Kind
 from ptxkit.cfg.loops import find_loops, reachable
 from ptxkit.isa import SyncObject
 
-__all__ = ["separate_phases"]
+__all__ = ["counted_phases", "separate_phases"]
 
 
 def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
@@ -47,8 +47,7 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
     ...                                                                         (id(second), id(first))])
     True
     """
-    named = [(block, index, event) for block, found in enumerate(events) for index, event in enumerate(found)
-             if event.sync is not None and event.sync[0] is SyncObject.NAMED_BARRIER]
+    named = _named(events)
     if len(named) < 2:
         return set()
     dominators = DominatorTree.of(flow)
@@ -73,6 +72,35 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
             if apart:
                 pairs.add((id(event), id(other)))
     return pairs
+
+
+def counted_phases(flow, events: list[list]) -> dict[int, tuple]:
+    """``id(event) -> (n, loops)`` for the named-barrier operations whose phase is the
+    same in every thread that runs them: after `n` operations on their barrier outside
+    loops and the loops `loops` (headers), which every thread entering runs alike.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.events import classify, EventOptions
+    >>> from ptxkit.cfg.inline import inlined_graph
+    >>> from ptxkit.cfg.locations import SHARED
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     "\\tbar.sync 0;\\n\\tbar.sync 0;\\n\\tret;\\n}\\n")
+    >>> flow = inlined_graph(m.function("k"))
+    >>> sorted(counted_phases(flow, classify(flow, EventOptions(SHARED)).by_block).values())
+    [(0, frozenset()), (1, frozenset())]
+    """
+    named = _named(events)
+    if not named:
+        return {}
+    dominators = DominatorTree.of(flow)
+    forest = find_loops(flow, dominators)
+    return _counted_phases(flow, named, forest, dominators, _Threads(flow, dominators, forest.innermost()))
+
+
+def _named(events: list[list]) -> list:
+    """``(block, index, event)`` of every named-barrier operation."""
+    return [(block, index, event) for block, found in enumerate(events) for index, event in enumerate(found)
+            if event.sync is not None and event.sync[0] is SyncObject.NAMED_BARRIER]
 
 
 def _around_uniform_loops(flow, named: list, matches, forest, threads: "_Threads") -> set[tuple[int, int]]:

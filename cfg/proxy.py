@@ -48,6 +48,7 @@ import enum
 import re
 
 from ptxkit._records import record
+from ptxkit.cfg.armed import fenced_before_copies
 from ptxkit.cfg.dataflow import solve_forward
 from ptxkit.cfg.divergence import thread_meets
 from ptxkit.cfg.dominance import DominatorTree
@@ -258,6 +259,8 @@ class KernelAnalysis:
         self.facts: list[Fact] = []
         self._make_facts()
         self._export_limits = export_limits(self.flow, self.events, self.facts) if self._count else {}
+        self._fenced_before_copies = fenced_before_copies(
+            self.flow, self.events, self.facts, lambda fence: self.plane(self._fence_kill(fence), LOCAL))
         self._hearers = self._limited_hearers()
         self._crediting_ids = self._crediting_fences()
         self._meets: dict = {}  # block -> its merge, where thread-index splits meet (with credit only)
@@ -712,6 +715,10 @@ class KernelAnalysis:
                 in_flight = self.plane(state, IN_FLIGHT)
                 same |= in_flight
                 unpublished |= in_flight
+            fenced = self._fenced_before_copies.get(key)
+            if fenced:  # every copy the waiters need comes after every thread fenced these (§4.6)
+                same &= ~fenced
+                unpublished &= ~fenced
             crossed = self.plane(state, CROSSED)
             if event.cross:
                 crossed |= self.plane(state, REMOTE) | same

@@ -1,0 +1,140 @@
+"""What an ``expect_tx`` arrive need not hand over (docs/fence.md §4.6).
+
+An ``mbarrier.arrive.expect_tx`` with N > 0 bytes cannot complete its phase alone: the
+transaction count it raises comes down only through the ``complete_tx`` of the copies
+that complete on the mbarrier (PTX ISA, mbarrier phase completion). So a thread that
+waits on that phase has one of those copies in its past, and with it everything
+before the copy's issue. Where every copy completing on the mbarrier is issued after a
+``bar.sync`` that every thread of the CTA reaches in one certain phase
+(`ptxkit.cfg.phases.counted_phases`), and every access of a fact reaches a proxy fence
+that orders it and then that ``bar.sync`` on every path, each instance of the access
+is fenced on a causality path to whatever the waiter does next: the arrive need not
+hand the fact over. Triton's prologues arm the first stages' barriers right after
+initialising them and fence before the ``bar.sync`` that precedes the first copies.
+"""
+
+from __future__ import annotations
+
+from ptxkit.cfg.dominance import DominatorTree
+from ptxkit.cfg.events import Kind
+from ptxkit.cfg.locations import overlaps
+from ptxkit.cfg.phases import counted_phases
+from ptxkit.isa import SyncObject
+
+__all__ = ["fenced_before_copies"]
+
+
+def fenced_before_copies(flow, events: list[list], facts: list, killed) -> dict[int, int]:
+    """``id(arrive) -> facts`` (a bit mask over ``fact.index``) that an ``expect_tx``
+    arrive need not hand over; `killed(fence event)` is the mask of facts a fence
+    orders.
+
+    >>> from ptxkit.cfg.fence import fence_text
+    >>> text = (".version 8.0\\n.target sm_90a\\n.address_size 64\\n.extern .shared .align 1024 .b8 s[];\\n"
+    ...     ".visible .entry k(.param .u64 k_map)\\n{\\n.reg .b32 %r<4>;\\n.reg .b64 %rd<2>;\\n.reg .pred %p<2>;\\n"
+    ...     "\\tmov.u32 %r1, s;\\n\\tld.param.u64 %rd1, [k_map];\\n\\tmbarrier.init.shared.b64 [%r1+8192], 1;\\n"
+    ...     "\\tmbarrier.init.shared.b64 [%r1+8200], 1;\\n"
+    ...     "\\tmbarrier.arrive.expect_tx.shared.b64 _, [%r1+8192], 4096;\\n\\tfence.proxy.async.shared::cta;\\n"
+    ...     "\\tbar.sync 0;\\n\\tcp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes"
+    ...     " [%r1], [%rd1, {%r2}], [%r1+8192];\\n\\tmbarrier.try_wait.parity.shared.b64 %p1, [%r1+8192], 0;\\n"
+    ...     "\\tcp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes"
+    ...     " [%r1+4096], [%rd1, {%r2}], [%r1+8200];\\n\\tret;\\n}\\n")
+    >>> fence_text(text, "k.ptx")[1].fences  # the init of +8200 reaches the waiter only through the copy
+    []
+    """
+    armed = [(block, event) for block, found in enumerate(events) for event in found
+             if event.kind is Kind.ARRIVE and _arms(flow, block, event)]
+    if not armed or not facts or any(_completes_by_hand(flow, block) for block in range(len(flow))):
+        return {}
+    dominators = DominatorTree.of(flow)
+    phased = counted_phases(flow, events)
+    barriers = [(block, event) for block, found in enumerate(events) for event in found
+                if id(event) in phased and _whole_cta_sync(flow, block, event)]
+    copies = [(block, event) for block, found in enumerate(events) for event in found if event.mbarrier is not None]
+    fences = {id(event): killed(event) for found in events for event in found
+              if event.kind in (Kind.FENCE, Kind.INIT_FENCE) and event.guard is None}
+    dropped: dict[int, int] = {}
+    fenced_for: dict[tuple, int] = {}  # (block, position) of a barrier -> the facts fenced before it
+    for block, arrive in armed:
+        completing = [(b, e) for b, e in copies if overlaps(e.mbarrier, arrive.sync[1])]
+        if not completing or any(e.cross for _, e in completing):
+            continue
+        mask = 0
+        for barrier in barriers:
+            if all(_before(dominators, barrier, copy) for copy in completing):
+                key = (barrier[0], barrier[1].position)
+                if key not in fenced_for:
+                    fenced_for[key] = _fenced_before(flow, events, facts, fences, barrier)
+                mask |= fenced_for[key]
+        if mask:
+            dropped[id(arrive)] = mask
+    return dropped
+
+
+def _arms(flow, block: int, event) -> bool:
+    """An ``mbarrier.arrive.expect_tx`` of a positive constant byte count, in this CTA."""
+    instruction = flow.blocks[block].instructions[event.position]
+    count = instruction.operands[-1] if instruction.operands else None
+    return event.sync is not None and event.sync[0] is SyncObject.MBARRIER and not event.cross \
+        and instruction.opcode.startswith("mbarrier.arrive.expect_tx") and count is not None \
+        and count.kind == "immediate" and isinstance(count.value, int) and count.value > 0
+
+
+def _completes_by_hand(flow, block: int) -> bool:
+    """A ``mbarrier.complete_tx``: a transaction count brought down without a copy."""
+    return any(head[2] == "mbarrier" and ".complete_tx" in head[1] for head in flow.blocks[block].heads)
+
+
+def _whole_cta_sync(flow, block: int, event) -> bool:
+    """An unguarded ``bar.sync``/``barrier.sync`` with no thread count: every thread of
+    the CTA arrives on it."""
+    instruction = flow.blocks[block].instructions[event.position]
+    return event.guard is None and event.kind is Kind.ARRIVE_WAIT and event.sync[1] is not None \
+        and instruction.opcode.split(".")[0] in ("bar", "barrier") and ".sync" in instruction.opcode \
+        and len(instruction.operands) == 1
+
+
+def _before(dominators, first: tuple, second: tuple) -> bool:
+    """Whether event `first` (block, event) comes before `second` on every path to it."""
+    if first[0] == second[0]:
+        return first[1].position < second[1].position
+    return dominators.dominates(first[0], second[0])
+
+
+def _fenced_before(flow, events: list[list], facts: list, fences: dict, barrier: tuple) -> int:
+    """The facts each of whose accesses reaches, on every path, a fence that orders it
+    and then `barrier`."""
+    mask = 0
+    for fact in facts:
+        if fact.origins and all(_fenced_on_every_path(flow, events, fences, 1 << fact.index, origin, barrier)
+                                for origin in fact.origins):
+            mask |= 1 << fact.index
+    return mask
+
+
+def _fenced_on_every_path(flow, events: list[list], fences: dict, bit: int, origin: tuple, barrier: tuple) -> bool:
+    """Every path from the access at `origin` (block, event) reaches a fence ordering
+    `bit`, then `barrier`; none ends, or meets the barrier, before."""
+    start_block, start_event = origin
+    work = [(start_block, start_event.position + 1, False)]
+    seen = set()
+    while work:
+        block, position, fenced = work.pop()
+        for event in events[block]:
+            if event.position < position:
+                continue
+            if event is barrier[1]:
+                if not fenced:
+                    return False
+                break
+            if fences.get(id(event), 0) & bit:
+                fenced = True
+        else:
+            successors = flow.succ[block]
+            if not successors:
+                return False  # the thread ends without arriving
+            for successor in successors:
+                if (successor, fenced) not in seen:
+                    seen.add((successor, fenced))
+                    work.append((successor, 0, fenced))
+    return True

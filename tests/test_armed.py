@@ -1,0 +1,66 @@
+"""ptxkit.cfg.armed: what an expect_tx arrive before the fence need not hand over."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptxkit.cfg.fence import fence_text
+
+#: Triton's prologue (docs/fence.md §4.6): two stage barriers initialised, the first armed
+#: with 4 KB, one fence, ``bar.sync 0``, the first stage's copy; a thread that waits on
+#: the first stage then issues the copy of the second, which completes on the second
+#: barrier. The second init reaches that thread only through the first stage's phase,
+#: which no thread passes before the copy issued after the ``bar.sync``: no fence needed.
+PROLOGUE = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 s[];\n"
+            ".visible .entry k(.param .u64 k_map, .param .u32 k_n)\n{{\n.reg .b32 %r<8>;\n.reg .b64 %rd<2>;\n"
+            ".reg .pred %p<4>;\n\tmov.u32 %r1, s;\n\tld.param.u64 %rd1, [k_map];\n\tld.param.u32 %r3, [k_n];\n"
+            "\tmov.u32 %r2, %tid.x;\n\tsetp.eq.u32 %p2, %r2, 0;\n"
+            "\t@%p2 mbarrier.init.shared.b64 [%r1+8192], 1;\n\t@%p2 mbarrier.init.shared.b64 [%r1+8200], 1;\n"
+            "{before}\t@%p2 mbarrier.arrive.expect_tx.shared.b64 _, [%r1+8192], {bytes};\n{fence}\t{sync};\n"
+            "{copy}\tmbarrier.try_wait.parity.shared.b64 %p1, [%r1+8192], 0;\n"
+            "\t@%p2 cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes"
+            " [%r1+4096], [%rd1, {{%r2}}], [%r1+8200];\n\tret;\n}}\n")
+FIRST_COPY = ("\t@%p2 cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes"
+              " [%r1], [%rd1, {%r2}], [%r1+8192];\n")
+FENCE = "\tfence.proxy.async.shared::cta;\n"
+
+
+def program(before="", bytes="4096", fence=FENCE, sync="bar.sync 0", copy=FIRST_COPY) -> str:
+    return PROLOGUE.format(before=before, bytes=bytes, fence=fence, sync=sync, copy=copy)
+
+
+def fences(text: str) -> list[int]:
+    return [fence.line for fence in fence_text(text, "k.ptx", placement="inline")[1].fences]
+
+
+def test_an_init_fenced_before_the_sync_every_copy_waits_behind_needs_nothing():
+    assert fences(program()) == []
+
+
+@pytest.mark.parametrize("change", [
+    # an arrive with no bytes to wait for completes its phase alone, before the fence
+    dict(bytes="0"),
+    # a plain arrive: the same
+    dict(before="\t@%p2 mbarrier.arrive.shared.b64 _, [%r1+8192];\n", bytes="0"),
+    # the first copy is issued before the fence: its complete_tx may end the phase first
+    dict(before=FIRST_COPY, copy=""),
+    # a bar.sync of 128 threads: the threads that made the inits need not be among them
+    dict(sync="bar.sync 0, 128"),
+    # a way round the fence: a thread that skips it reaches the bar.sync with its init unfenced
+    dict(fence="\t@%p3 bra SKIP;\n" + FENCE + "SKIP:\n"),
+])
+def test_the_waiter_still_gets_the_init_where_a_copy_may_come_first(change):
+    """Each variant lets some thread pass the first stage's phase with the second init
+    not fenced on any path to it, so the second copy needs the fence (and the first
+    one too, where it is issued before the fence or on a way round it)."""
+    text = program(**change)
+    second = next(number for number, line in enumerate(text.splitlines(), 1) if "[%r1+4096]" in line)
+    assert second in fences(text)
+
+
+@pytest.mark.ptxas
+def test_the_programs_assemble():
+    from ptxkit.ptxas import assemble
+
+    for text in (program(), fence_text(program(bytes="0"), "k.ptx", placement="inline")[0]):
+        assemble(text, "sm_90a", options=("-c",), filename="k.ptx", cache=False)
