@@ -105,6 +105,7 @@ EXPECTED = {
     "h21a_debug_descriptor_from_template": [],
     "h21b_debug_descriptor_write_inside_tile": [(CTA, "wgmma.mma_async")],
     "h22_own_barrier_per_warpgroup": [],
+    "h23_armed_before_the_fence": [],
     "h04b_cp_async_writer_side_option": [(CTA, "wgmma.mma_async")],
     "h10a_war_ld_shared_then_tma_load": [(CTA, "cp.async.bulk.tensor")],
     "h11a_mbarrier_init_then_tma": [(CTA, "bar.sync")],
