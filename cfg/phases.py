@@ -77,17 +77,16 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
 def counted_phases(flow, events: list[list]) -> dict[int, tuple]:
     """``id(event) -> (n, loops)`` for the named-barrier operations whose phase is the
     same in every thread that runs them: after `n` operations on their barrier outside
-    loops and the loops `loops` (headers), which every thread entering runs alike.
+    loops and the loops `loops` (headers), which every thread entering runs alike. A
+    ``bar.sync`` in a loop that a thread-dependent test leaves has none:
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.events import classify, EventOptions
-    >>> from ptxkit.cfg.inline import inlined_graph
-    >>> from ptxkit.cfg.locations import SHARED
-    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
-    ...     "\\tbar.sync 0;\\n\\tbar.sync 0;\\n\\tret;\\n}\\n")
-    >>> flow = inlined_graph(m.function("k"))
-    >>> sorted(counted_phases(flow, classify(flow, EventOptions(SHARED)).by_block).values())
-    [(0, frozenset()), (1, frozenset())]
+    >>> from ptxkit.cfg import events, inline, locations
+    >>> flow = inline.inlined_graph(ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+    ...     ".visible .entry k()\\n{\\n.reg .pred %p<2>;\\n\\tbar.sync 0;\\nL:\\n\\tbar.sync 0;\\n"
+    ...     "\\tsetp.eq.u32 %p1, %tid.x, 0;\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n").function("k"))
+    >>> list(counted_phases(flow, events.classify(flow, events.EventOptions(locations.SHARED)).by_block).values())
+    [(0, frozenset())]
     """
     named = _named(events)
     if not named:
