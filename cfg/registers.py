@@ -107,12 +107,12 @@ def _cvt_reading(modifiers: list):
 
 
 def _narrowing_cvt(opcode: str) -> bool:
-    """True for an integer ``cvt`` to as many bits as its source or fewer: it keeps the
-    source modulo its width."""
+    """True for an integer ``cvt`` to as many bits as its source or fewer that does not
+    saturate: it keeps the source modulo its width."""
     modifiers = opcode.split(".")[1:]
     reading = _cvt_reading(modifiers)
     types = [m for m in modifiers if m in _INTEGER_TYPES]
-    return reading is not None and _INTEGER_TYPES[types[0]] <= _INTEGER_TYPES[types[1]]
+    return reading is not None and "sat" not in modifiers and _INTEGER_TYPES[types[0]] <= _INTEGER_TYPES[types[1]]
 
 
 @record

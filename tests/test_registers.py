@@ -498,6 +498,8 @@ PERSISTENT = ("\tmov.u32 %r1, dyn;\n\tld.param.u32 %r20, [k_n];\n\tmov.b64 %rd1,
     # the barrier's term shifts the 32-bit copy of another register than the stage count
     (("shl.b32 %r12, %r2, 3", "shl.b32 %r12, %r21, 3"), "dynamic shared+[0, 16384] step 8192 (shared::cta window)",
      None),
+    # a saturating cut is no copy of z modulo 2**32
+    (("cvt.u32.u64 %r2, %rd1;", "cvt.sat.u32.u64 %r2, %rd1;"), None, None),
     # a copy through 16 bits keeps z only modulo 2**16: 8192 * it is not 8192 * z modulo 2**32
     (("cvt.u32.u64 %r2, %rd1;", "cvt.u16.u64 %rs1, %rd1;\n\tcvt.u32.u16 %r2, %rs1;"), None, None),
 ])
