@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Kind
-from ptxkit.cfg.locations import overlaps
+from ptxkit.cfg.locations import CTA, overlaps
 from ptxkit.cfg.phases import counted_phases
 from ptxkit.isa import SyncObject
 
@@ -51,13 +51,16 @@ def fenced_before_copies(flow, events: list[list], facts: list, killed) -> dict[
     barriers = [(block, event) for block, found in enumerate(events) for event in found
                 if id(event) in phased and _whole_cta_sync(flow, block, event)]
     copies = [(block, event) for block, found in enumerate(events) for event in found if event.mbarrier is not None]
+    remote = [event.sync[1] for found in events for event in found  # st.async, a multicast commit: other CTAs'
+              if event.kind is Kind.ARRIVE and event.cross and event.sync[0] is SyncObject.MBARRIER]
     fences = {id(event): killed(event) for found in events for event in found
               if event.kind in (Kind.FENCE, Kind.INIT_FENCE) and event.guard is None}
     dropped: dict[int, int] = {}
     fenced_for: dict[tuple, int] = {}  # (block, position) of a barrier -> the facts fenced before it
     for block, arrive in armed:
         completing = [(b, e) for b, e in copies if overlaps(e.mbarrier, arrive.sync[1])]
-        if not completing or any(e.cross for _, e in completing):
+        if not completing or any(e.cross for _, e in completing) or \
+                any(overlaps(other, arrive.sync[1]) for other in remote):
             continue
         mask = 0
         for barrier in barriers:
@@ -103,11 +106,14 @@ def _before(dominators, first: tuple, second: tuple) -> bool:
 
 def _fenced_before(flow, events: list[list], facts: list, fences: dict, barrier: tuple) -> int:
     """The facts each of whose accesses reaches, on every path, a fence that orders it
-    and then `barrier`."""
+    and then `barrier`: accesses of this CTA's shared memory that are done when made
+    (not ``cp.async`` writes, which a fence does not wait for; not writes into another
+    CTA, which only a fence in that CTA orders for it, §4.3)."""
     mask = 0
     for fact in facts:
-        if fact.origins and all(_fenced_on_every_path(flow, events, fences, 1 << fact.index, origin, barrier)
-                                for origin in fact.origins):
+        done = fact.location.space == CTA and all(event.kind is not Kind.CP_ASYNC for _, event in fact.origins)
+        if done and fact.origins and all(_fenced_on_every_path(flow, events, fences, 1 << fact.index, origin, barrier)
+                                         for origin in fact.origins):
             mask |= 1 << fact.index
     return mask
 
