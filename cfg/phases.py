@@ -17,15 +17,23 @@ loop (or before it), to a later (or earlier) one, provided the threads that use 
 barrier keep its phases in step, which a correct kernel does. An operation that only
 some of them run, or that threads which skip the loop run (one role's code after
 another's, in two ``if``s), may meet any iteration.
+
+A loop that threads leave on their own (Triton's warp-specialization loop, which reads
+each warp's partition from shared memory in every round) has no such count. Where all
+the operations on a barrier lie in one region of it, entered at one block, and every
+visit of the region runs the same sequence of them (`_visited_regions`), the operations
+are counted from the region's entry instead: visit after visit, every thread runs that
+sequence, so an operation that comes before another in it never shares its phase.
 """
 
 from __future__ import annotations
 
-from ptxkit.cfg.divergence import cta_uniform, definitions, guard_of
+from ptxkit.cfg.divergence import conditional, cta_uniform, definitions, guard_of, qualified
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Kind
 from ptxkit.cfg.loops import find_loops, reachable
-from ptxkit.isa import SyncObject
+from ptxkit.cfg.registers import written_and_read
+from ptxkit.isa import SyncObject, is_special_register
 
 __all__ = ["counted_phases", "separate_phases"]
 
@@ -56,6 +64,11 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
     pairs = _around_uniform_loops(flow, named, matches, forest, threads)
     pairs |= _apart_across_arms(flow, named, dominators, threads)
     counted = _counted_phases(flow, named, forest, dominators, threads)
+    for visited in _visited_regions(flow, named, forest, dominators, threads):
+        for first, mine in visited.items():
+            for second, theirs in visited.items():
+                if _apart_in_a_visit(mine, theirs):
+                    pairs.add((first, second))
     for block, index, event in named:
         for other_block, other_index, other in named:
             if other is event or not matches(event.sync, other.sync):
@@ -302,37 +315,200 @@ def _counted_phases(flow, named: list, forest, dominators, threads: "_Threads") 
     every path reaches after exactly `n` operations on it outside loops and after the
     loops in `loops` (their headers): loops that every thread entering runs alike
     (`_alike`), so that they add the same count in every thread."""
+    found: dict[int, tuple] = {}
+    for barrier, on in _by_barrier(named).items():
+        found.update(_count(flow, on, barrier, forest, dominators, threads)[0])
+    return found
+
+
+def _by_barrier(named: list) -> dict:
+    """barrier id -> {block: the operations in it that may be on that barrier}, for the
+    ids some operation names alone."""
     by_block: dict[int, list] = {}
     for block, _, event in named:
         by_block.setdefault(block, []).append(event)
-    found: dict[int, tuple] = {}
-    start = (0, frozenset())
+    out = {}
     for barrier in {next(iter(e.sync[1])) for _, _, e in named if e.sync[1] is not None and len(e.sync[1]) == 1}:
         on = {block: [e for e in found_here if e.sync[1] is None or barrier in e.sync[1]]
               for block, found_here in by_block.items()}
-        on = {block: ops for block, ops in on.items() if ops}
-        looping = {loop for loop in forest.loops if any(b in on for b in loop.blocks)}
-        outermost = [loop for loop in looping if not _inside_any(loop, looping)]
-        owner = {block: loop for loop in outermost for block in loop.blocks}
-        counts: dict[int, tuple | None] = {}  # the count at the end of a block; None: not one count
-        for block in flow.rpo:
-            loop = owner.get(block)
-            if loop is not None and block != loop.header:
-                counts[block] = counts[loop.header]  # what leaves the loop: what its header gives
-                continue
-            incoming = [counts[p] for p in flow.pred[block] if p in counts and (loop is None or p not in loop.blocks)]
-            state = _join(incoming + [start] * (block == flow.start), block, threads)
-            if loop is not None:
-                alike = state is not None and _alike(flow, loop, on, barrier, dominators, threads)
-                counts[block] = (state[0], state[1] | {loop.header}) if alike else None
-                continue
-            for event in on.get(block, ()):
-                certain = event.guard is None and event.sync[1] == {barrier}
-                if state is not None and certain:
-                    found[id(event)] = state
-                state = (state[0] + 1, state[1]) if state is not None and certain else None
-            counts[block] = state
+        out[barrier] = {block: ops for block, ops in on.items() if ops}
+    return out
+
+
+def _count(flow, on: dict, barrier, forest, dominators, threads: "_Threads", entry: int | None = None,
+           within: frozenset | None = None) -> tuple[dict, dict]:
+    """``(found, counts)``: the counted phases of the operations `on` (block -> events)
+    the barrier, from the kernel's entry or from block `entry` through the blocks
+    `within` (the loops wholly inside them), and the count at the end of each block
+    (None where the ways disagree)."""
+    looping = {loop for loop in forest.loops if any(b in on for b in loop.blocks)
+               and (within is None or loop.blocks <= within)}
+    outermost = [loop for loop in looping if not _inside_any(loop, looping)]
+    owner = {block: loop for loop in outermost for block in loop.blocks}
+    start = entry if entry is not None else flow.start
+    found: dict[int, tuple] = {}
+    counts: dict[int, tuple | None] = {}  # the count at the end of a block; None: not one count
+    for block in flow.rpo:
+        if within is not None and block not in within:
+            continue
+        loop = owner.get(block)
+        if loop is not None and block != loop.header:
+            counts[block] = counts[loop.header]  # what leaves the loop: what its header gives
+            continue
+        incoming = [counts[p] for p in flow.pred[block] if p in counts and (loop is None or p not in loop.blocks)
+                    and block != start]
+        state = _join(incoming + [(0, frozenset())] * (block == start), block, threads)
+        if loop is not None:
+            alike = state is not None and _alike(flow, loop, on, barrier, dominators, threads)
+            counts[block] = (state[0], state[1] | {loop.header}) if alike else None
+            continue
+        for event in on.get(block, ()):
+            certain = event.guard is None and event.sync[1] == {barrier}
+            if state is not None and certain:
+                found[id(event)] = state
+            state = (state[0] + 1, state[1]) if state is not None and certain else None
+        counts[block] = state
+    return found, counts
+
+
+def _visited_regions(flow, named: list, forest, dominators, threads: "_Threads") -> list[dict]:
+    """For each barrier whose operations have no counted phase because they lie in a loop
+    that threads leave on their own (Triton's warp-specialization dispatch loop, which
+    reads each warp's partition from shared memory), ``{id(event): (n, loops)}`` counted
+    from the entry of the region they all lie in: the blocks of that loop dominated by
+    the operations' nearest common dominator. Each visit of the region runs the same
+    sequence of operations on the barrier when every operation in it is counted, every
+    way out of it leaves with the same count, no way leads back to its entry inside it,
+    and every CTA-uniform branch in it tests values that are the same at every visit
+    (`_Visits`): then an operation counted before another never shares its phase, in
+    one visit or across visits (docs/fence.md §4.2)."""
+    found = []
+    for barrier, on in _by_barrier(named).items():
+        entry = _common_dominator(dominators, on)
+        loop = threads.innermost.get(entry)
+        if loop is None:
+            continue
+        region = frozenset(block for block in loop.blocks if dominators.dominates(entry, block))
+        if entry == loop.header or any(entry in flow.succ[block] for block in region):
+            continue
+        counted, counts = _count(flow, on, barrier, forest, dominators, threads, entry, region)
+        places = {key: (n, loops, None) for key, (n, loops) in counted.items()}
+        for block, ops in on.items():
+            inner = threads.innermost.get(block)
+            while inner is not None and inner.parent is not None and inner.parent.blocks <= region:
+                inner = inner.parent
+            after = counts.get(inner.header) if inner is not None and inner.blocks <= region else None
+            for event in ops:
+                if id(event) not in places and after is not None and event.guard is None \
+                        and event.sync[1] == {barrier}:
+                    places[id(event)] = (after[0], after[1] - {inner.header}, inner.header)
+        if len(places) != sum(len(ops) for ops in on.values()):
+            continue  # an operation whose place in the visit is not certain
+        ends = {counts.get(block) for block in region for successor in flow.succ[block] if successor not in region}
+        if len(ends) != 1 or None in ends or not _Visits(flow, threads, entry, region, loop).same_each_time():
+            continue
+        found.append(places)
     return found
+
+
+def _apart_in_a_visit(first: tuple, second: tuple) -> bool:
+    """Whether two operations placed in a visit (`_visited_regions`: the count before
+    them, the loops before them, and the loop around them or None) come one before the
+    other in every visit: counted ones as `_before` says; one in a loop before the
+    other when the other follows that loop, or comes before the loop's count."""
+    (n1, loops1, in1), (n2, loops2, in2) = first, second
+    if in1 is None and in2 is None:
+        return _before((n1, loops1), (n2, loops2)) or _before((n2, loops2), (n1, loops1))
+    if in1 == in2:
+        return False  # in one loop: §4.2's rule for a loop's body decides
+    return _ahead(first, second) or _ahead(second, first)
+
+
+def _ahead(first: tuple, second: tuple) -> bool:
+    """`first` comes before `second` in every visit."""
+    (n1, loops1, in1), (n2, loops2, in2) = first, second
+    done = loops1 | {in1} if in1 is not None else loops1  # the loops behind `first` once it is over
+    if in1 is not None:
+        return done <= loops2 and n1 <= n2  # `second` follows the whole loop of `first`
+    return loops1 <= loops2 and n1 < n2 if in2 is not None else _before((n1, loops1), (n2, loops2))
+
+
+def _common_dominator(dominators, blocks) -> int:
+    """The nearest block that dominates every one of `blocks`."""
+    blocks = list(blocks)
+    chain = []
+    node = blocks[0]
+    while True:
+        chain.append(node)
+        parent = dominators.idom.get(node, node)
+        if parent == node:
+            break
+        node = parent
+    return next(candidate for candidate in chain if all(dominators.dominates(candidate, b) for b in blocks))
+
+
+class _Visits:
+    """Whether the CTA-uniform branches of a `region` (from block `entry`, inside `loop`)
+    test values that are the same at every visit: computed from constants, kernel
+    parameters and CTA-wide registers, through registers set before every loop around
+    the region or set inside it before they are read (no value carried from the
+    previous visit)."""
+
+    def __init__(self, flow, threads: "_Threads", entry: int, region: frozenset, loop):
+        self.flow, self.threads, self.entry, self.region = flow, threads, entry, region
+        self.around = [loop, *loop.enclosing()]
+
+    def same_each_time(self) -> bool:
+        for block in self.region:
+            if conditional(self.flow, block) and self.threads.uniform_branch(block) \
+                    and not self._fixed(guard_of(self.flow, block), frozenset()):
+                return False
+        return True
+
+    def _fixed(self, register: str, seen: frozenset) -> bool:
+        if register in seen or is_special_register(register):
+            return True  # special registers: cta_uniform took only CTA-wide ones
+        sites = self.threads.defined.get(register, ())
+        if not sites:
+            return False
+        inside = [site for site in sites if site[0] in self.region]
+        if any(site[0] in loop.blocks for site in sites if site[0] not in self.region for loop in self.around):
+            return False  # set again on the way round, outside the region
+        if inside and self._carried(register):
+            return False  # a value from the previous visit
+        seen = seen | {register}
+        for block, position in inside:
+            instruction, head = self.flow.blocks[block].instructions[position], self.flow.blocks[block].heads[position]
+            reads = [element.name for operand in instruction.operands[1:] for element in (operand, *operand.elements)
+                     if element.kind == "register" and element.name is not None]
+            if head[0] is not None:
+                reads.append(head[0].register)
+            if not all(self._fixed(qualified(self.flow, block, name), seen) for name in reads):
+                return False
+        return True
+
+    def _carried(self, register: str) -> bool:
+        """Whether some way from the region's entry reads `register` before an unguarded
+        instruction of the region sets it."""
+        flow = self.flow
+        work, seen = [self.entry], {self.entry}
+        while work:
+            block = work.pop()
+            for instruction, head in zip(flow.blocks[block].instructions, flow.blocks[block].heads):
+                found = written_and_read(instruction, head, frozenset())
+                if found is None:
+                    continue
+                writes, reads = found
+                if any(qualified(flow, block, name) == register for name in reads):
+                    return True
+                if head[0] is None and any(qualified(flow, block, name) == register for name in writes):
+                    break
+            else:
+                for successor in flow.succ[block]:
+                    if successor in self.region and successor not in seen:
+                        seen.add(successor)
+                        work.append(successor)
+        return False
 
 
 def _before(first: tuple, second: tuple) -> bool:

@@ -205,3 +205,41 @@ def test_a_loop_tested_at_its_top_keeps_its_phases_apart_from_the_code_after_it(
     assert pairs == {(id(inside), id(after)), (id(after), id(inside))}
     pairs, _ = syncs(WHILE_IN_A_ROLE.replace("\tld.param.u32 %r1, [n];\n", "\tmov.u32 %r1, %tid.x;\n"))
     assert pairs == set()
+
+
+#: Triton's Hopper warp-specialization loop: each warp reads its partition from shared
+#: memory in every round (a test no value shared by the CTA decides), and partition 0 runs
+#: its barrier's whole sequence in one visit: a sync, a K loop of CTA-uniform length with
+#: a sync in it, then two syncs around its epilogue.
+DISPATCH = ("\tld.param.u32 %r1, [n];\n\tmov.u32 %r0, %tid.x;\nROUND:\n{round}\tbar.sync 1;\n"
+            "\tld.shared.u32 %r3, [%r0];\n\tsetp.eq.u32 %p1, %r3, 0;\n\t@%p1 bra PART;\n"
+            "\tsetp.eq.u32 %p1, %r3, 2;\n\t@%p1 bra DONE;\n\tbra.uni ROUND;\n"
+            "PART:\n\tbar.sync 2, 128;\n\tmov.u32 %r2, 0;\nK:\n\tbar.sync 2, 128;\n\tadd.s32 %r2, %r2, 1;\n"
+            "\tsetp.lt.u32 %p0, %r2, {bound};\n\t@%p0 bra K;\n\tbar.sync 2, 128;\n{before}\tbar.sync 2, 128;\n"
+            "\tbra.uni ROUND;\nDONE:\n")
+
+
+def dispatch(bound="%r1", before="", round=""):
+    return DISPATCH.replace("{bound}", bound).replace("{before}", before).replace("{round}", round)
+
+
+def test_a_partition_in_a_dispatch_loop_runs_its_sequence_in_every_visit():
+    """Visit after visit each thread runs the partition's four syncs outside the K loop in
+    order, and the loop as often: the first never meets the last, nor either of them the
+    K loop's (docs/fence.md §4.2)."""
+    pairs, (_, first, inside, third, last) = syncs(dispatch())
+    assert {(id(first), id(last)), (id(last), id(first)), (id(first), id(inside)), (id(inside), id(last)),
+            (id(third), id(last))} <= pairs
+    assert (id(first), id(first)) not in pairs
+
+
+def test_a_partition_whose_visits_differ_keeps_its_pairs():
+    """A K loop bound read from shared memory, or one the whole CTA shares that grows round
+    by round, a sync some threads skip, a way out of the partition before its last sync:
+    the visits may run different sequences, so no phase inside is certain."""
+    for body in (dispatch(bound="%r3"), dispatch(round="\tadd.s32 %r1, %r1, 1;\n"),
+                 dispatch(before="\t@%p1 bar.sync 2, 128;\n"),
+                 dispatch(before="\t@%p1 bra DONE;\n")):
+        pairs, found = syncs(body)
+        partition = [e for e in found if e.sync[1] == {2}]
+        assert (id(partition[0]), id(partition[-1])) not in pairs
