@@ -368,3 +368,40 @@ def test_the_text_shortcut_never_hides_a_fence(path):
     itself finds nothing to fence or warn about."""
     _, report = fence_text(path.read_text(), rewrite=False)
     assert not report.fences and not report.warnings
+
+
+#: Triton 3.6's own PTX for kernels written here (samples/triton/ws_kernels.py, compiled by
+#: samples/triton/generate.py), each with the one fence it needs, after its mbarrier inits:
+#: an ``mbarrier.init`` is a generic-proxy write of the barrier that the copies' complete-tx
+#: updates through the async proxy, with no proxy fence between them on any path (PTX ISA,
+#: "mbarrier.init", "Causality Order"; read in the PTX by hand).
+TRITON_WS = {
+    # the Q load's barrier: init (70), bar.sync, expect_tx, its TMA load (87); the K/V
+    # stage barriers are armed before the kernel's own fence (132) and bar.sync 0, which
+    # every K/V load follows (docs/fence.md §4.6)
+    "attention_forward_128": [72],
+    # the partitions' inits (57-240), no proxy fence anywhere after them; the epilogue's
+    # stmatrix tile is fenced before bar.sync 2 and its TMA store, in a partition of the
+    # warp-specialization loop (§4.2)
+    "matmul_in_kernel_descriptors_ws": [242],
+    # the same inits; each TMA load's stage and barrier follow the stage count that runs
+    # on across tiles (§3.1), so the tensormap staging words and the WS state are not hit
+    "matmul_persistent_ws": [194],
+}
+
+
+@pytest.mark.parametrize("name", TRITON_WS)
+def test_triton_warp_specialized_kernels_need_only_their_init_fence(name):
+    text = (SAMPLES / "triton" / "ws" / f"{name}.ptx").read_text()
+    _, report = fence_text(text, f"{name}.ptx")
+    assert [(fence.line, fence.hazard) for fence in report.fences] == \
+        [(line, "mbarrier-init") for line in TRITON_WS[name]]
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("name", TRITON_WS)
+def test_triton_warp_specialized_kernels_assemble_fenced(name):
+    from ptxkit.ptxas import assemble
+
+    fenced, _ = fence_text((SAMPLES / "triton" / "ws" / f"{name}.ptx").read_text(), f"{name}.ptx")
+    assemble(fenced, "sm_90a", options=("-c",), filename=f"{name}.ptx", cache=False)  # raises PtxasError if not
