@@ -405,7 +405,8 @@ def _visited_regions(flow, named: list, forest, dominators, threads: "_Threads")
         if len(places) != sum(len(ops) for ops in on.values()):
             continue  # an operation whose place in the visit is not certain
         ends = {counts.get(block) for block in region for successor in flow.succ[block] if successor not in region}
-        if len(ends) != 1 or None in ends or not _Visits(flow, threads, entry, region, loop).same_each_time():
+        looping = [inner for inner in forest.loops if inner.blocks <= region and any(b in on for b in inner.blocks)]
+        if len(ends) != 1 or None in ends or not _Visits(flow, threads, entry, region, loop).same_each_time(looping):
             continue
         found.append(places)
     return found
@@ -457,10 +458,22 @@ class _Visits:
     def __init__(self, flow, threads: "_Threads", entry: int, region: frozenset, loop):
         self.flow, self.threads, self.entry, self.region = flow, threads, entry, region
         self.around = [loop, *loop.enclosing()]
+        self.first: dict | None = None  # `_first_accesses`, on demand
 
-    def same_each_time(self) -> bool:
+    def same_each_time(self, looping: list) -> bool:
+        """Whether the branches that decide how often the `looping` loops (those with
+        operations on the barrier) run test values fixed across visits: their exits, and
+        the branches before them that may skip them. A branch whose two ways run
+        different operations, or that decides a loop inside one of them, leaves no
+        count (`_count`), so no other branch changes the sequence."""
+        inside = {block for inner in looping for block in inner.blocks}
+        before = reachable(self.flow.pred, next(iter(inner.header for inner in looping))) if looping else set()
+        for inner in looping[1:]:
+            before |= reachable(self.flow.pred, inner.header)
         for block in self.region:
-            if conditional(self.flow, block) and self.threads.uniform_branch(block) \
+            deciding = block in before and block not in inside or any(
+                block in inner.blocks and any(s not in inner.blocks for s in self.flow.succ[block]) for inner in looping)
+            if deciding and conditional(self.flow, block) and self.threads.uniform_branch(block) \
                     and not self._fixed(guard_of(self.flow, block), frozenset()):
                 return False
         return True
@@ -490,25 +503,38 @@ class _Visits:
     def _carried(self, register: str) -> bool:
         """Whether some way from the region's entry reads `register` before an unguarded
         instruction of the region sets it."""
-        flow = self.flow
+        flow, first = self.flow, self._first_accesses()
         work, seen = [self.entry], {self.entry}
         while work:
             block = work.pop()
-            for instruction, head in zip(flow.blocks[block].instructions, flow.blocks[block].heads):
-                found = written_and_read(instruction, head, frozenset())
-                if found is None:
-                    continue
-                writes, reads = found
-                if any(qualified(flow, block, name) == register for name in reads):
-                    return True
-                if head[0] is None and any(qualified(flow, block, name) == register for name in writes):
-                    break
-            else:
+            access = first[block].get(register)
+            if access == "read":
+                return True
+            if access is None:
                 for successor in flow.succ[block]:
                     if successor in self.region and successor not in seen:
                         seen.add(successor)
                         work.append(successor)
         return False
+
+    def _first_accesses(self) -> dict:
+        """block -> {register: "read" or "write"}, how each instruction of the region's
+        blocks first touches a register (a guarded write does not count as one)."""
+        if self.first is None:
+            self.first = {}
+            for block in self.region:
+                found: dict = {}
+                for instruction, head in zip(self.flow.blocks[block].instructions, self.flow.blocks[block].heads):
+                    accessed = written_and_read(instruction, head, frozenset())
+                    if accessed is None:
+                        continue
+                    for name in accessed[1]:
+                        found.setdefault(qualified(self.flow, block, name), "read")
+                    if head[0] is None:
+                        for name in accessed[0]:
+                            found.setdefault(qualified(self.flow, block, name), "write")
+                self.first[block] = found
+        return self.first
 
 
 def _before(first: tuple, second: tuple) -> bool:
