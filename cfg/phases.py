@@ -32,7 +32,7 @@ from ptxkit.cfg.divergence import conditional, cta_uniform, definitions, guard_o
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Kind
 from ptxkit.cfg.loops import find_loops, reachable
-from ptxkit.cfg.registers import written_and_read
+from ptxkit.cfg.registers import destinations
 from ptxkit.isa import SyncObject, is_special_register
 
 __all__ = ["counted_phases", "separate_phases"]
@@ -374,9 +374,11 @@ def _count(flow, on: dict, barrier, forest, dominators, threads: "_Threads", ent
 def _visited_regions(flow, named: list, forest, dominators, threads: "_Threads") -> list[dict]:
     """For each barrier whose operations have no counted phase because they lie in a loop
     that threads leave on their own (Triton's warp-specialization dispatch loop, which
-    reads each warp's partition from shared memory), ``{id(event): (n, loops)}`` counted
-    from the entry of the region they all lie in: the blocks of that loop dominated by
-    the operations' nearest common dominator. Each visit of the region runs the same
+    reads each warp's partition from shared memory), ``{id(event): (n, loops, inside)}``
+    counted from the entry of the region they all lie in (the blocks of that loop
+    dominated by the operations' nearest common dominator): the count and the loops
+    before the operation, and the header of the region's loop around it, if any (its
+    place is then that loop's). Each visit of the region runs the same
     sequence of operations on the barrier when every operation in it is counted, every
     way out of it leaves with the same count, no way leads back to its entry inside it,
     and every CTA-uniform branch in it tests values that are the same at every visit
@@ -467,9 +469,7 @@ class _Visits:
         different operations, or that decides a loop inside one of them, leaves no
         count (`_count`), so no other branch changes the sequence."""
         inside = {block for inner in looping for block in inner.blocks}
-        before = reachable(self.flow.pred, next(iter(inner.header for inner in looping))) if looping else set()
-        for inner in looping[1:]:
-            before |= reachable(self.flow.pred, inner.header)
+        before = set().union(*(reachable(self.flow.pred, inner.header) for inner in looping))
         for block in self.region:
             deciding = block in before and block not in inside or any(
                 block in inner.blocks and any(s not in inner.blocks for s in self.flow.succ[block]) for inner in looping)
@@ -492,11 +492,7 @@ class _Visits:
         seen = seen | {register}
         for block, position in inside:
             instruction, head = self.flow.blocks[block].instructions[position], self.flow.blocks[block].heads[position]
-            reads = [element.name for operand in instruction.operands[1:] for element in (operand, *operand.elements)
-                     if element.kind == "register" and element.name is not None]
-            if head[0] is not None:
-                reads.append(head[0].register)
-            if not all(self._fixed(qualified(self.flow, block, name), seen) for name in reads):
+            if not all(self._fixed(qualified(self.flow, block, name), seen) for name in _read_registers(instruction, head)):
                 return False
         return True
 
@@ -525,16 +521,25 @@ class _Visits:
             for block in self.region:
                 found: dict = {}
                 for instruction, head in zip(self.flow.blocks[block].instructions, self.flow.blocks[block].heads):
-                    accessed = written_and_read(instruction, head, frozenset())
-                    if accessed is None:
-                        continue
-                    for name in accessed[1]:
+                    for name in _read_registers(instruction, head):
                         found.setdefault(qualified(self.flow, block, name), "read")
                     if head[0] is None:
-                        for name in accessed[0]:
+                        for name in destinations(instruction, head, frozenset()):
                             found.setdefault(qualified(self.flow, block, name), "write")
                 self.first[block] = found
         return self.first
+
+
+def _read_registers(instruction, head) -> list[str]:
+    """The registers an instruction reads: its guard, its sources, and those of an
+    address it writes through."""
+    operands = instruction.operands
+    read = [head[0].register] if head[0] is not None else []
+    for index, operand in enumerate(operands):
+        if index == 0 and operand.kind != "memory":
+            continue  # the destination
+        read += [e.name for e in (operand, *operand.elements) if e.kind == "register" and e.name is not None]
+    return read
 
 
 def _before(first: tuple, second: tuple) -> bool:
