@@ -460,7 +460,6 @@ class _Visits:
     def __init__(self, flow, threads: "_Threads", entry: int, region: frozenset, loop):
         self.flow, self.threads, self.entry, self.region = flow, threads, entry, region
         self.around = [loop, *loop.enclosing()]
-        self.first: dict | None = None  # `_first_accesses`, on demand
 
     def same_each_time(self, looping: list) -> bool:
         """Whether the branches that decide how often the `looping` loops (those with
@@ -499,35 +498,35 @@ class _Visits:
     def _carried(self, register: str) -> bool:
         """Whether some way from the region's entry reads `register` before an unguarded
         instruction of the region sets it."""
-        flow, first = self.flow, self._first_accesses()
         work, seen = [self.entry], {self.entry}
         while work:
             block = work.pop()
-            access = first[block].get(register)
+            access = self._first_access(block, register)
             if access == "read":
                 return True
             if access is None:
-                for successor in flow.succ[block]:
+                for successor in self.flow.succ[block]:
                     if successor in self.region and successor not in seen:
                         seen.add(successor)
                         work.append(successor)
         return False
 
-    def _first_accesses(self) -> dict:
-        """block -> {register: "read" or "write"}, how each instruction of the region's
-        blocks first touches a register (a guarded write does not count as one)."""
-        if self.first is None:
-            self.first = {}
-            for block in self.region:
-                found: dict = {}
-                for instruction, head in zip(self.flow.blocks[block].instructions, self.flow.blocks[block].heads):
-                    for name in _read_registers(instruction, head):
-                        found.setdefault(qualified(self.flow, block, name), "read")
-                    if head[0] is None:
-                        for name in destinations(instruction, head, frozenset()):
-                            found.setdefault(qualified(self.flow, block, name), "write")
-                self.first[block] = found
-        return self.first
+    def _first_access(self, block: int, register: str) -> str | None:
+        """How the block first touches `register` (a qualified name): "read", "write" (an
+        unguarded one) or None; only instructions that name it are parsed."""
+        code = self.flow.blocks[block]
+        prefix = code.context.prefix if code.context is not None else ""
+        if not register.startswith(prefix):
+            return None  # a register of another inlined copy
+        name = register[len(prefix):]
+        for instruction, head in zip(code.instructions, code.heads):
+            if name not in instruction.text:
+                continue
+            if name in _read_registers(instruction, head):
+                return "read"
+            if head[0] is None and name in destinations(instruction, head, frozenset()):
+                return "write"
+        return None
 
 
 def _read_registers(instruction, head) -> list[str]:

@@ -235,9 +235,11 @@ def test_a_partition_in_a_dispatch_loop_runs_its_sequence_in_every_visit():
 
 def test_a_partition_whose_visits_differ_keeps_its_pairs():
     """A K loop bound read from shared memory, or one the whole CTA shares that grows round
-    by round, a sync some threads skip, a way out of the partition before its last sync:
-    the visits may run different sequences, so no phase inside is certain."""
-    for body in (dispatch(bound="%r3"), dispatch(round="\tadd.s32 %r1, %r1, 1;\n"),
+    by round, a K count carried from the previous visit, a sync some threads skip, a way
+    out of the partition before its last sync: the visits may run different sequences,
+    so no phase inside is certain."""
+    carried = "\tmov.u32 %r2, 0;\n" + dispatch().replace("\tmov.u32 %r2, 0;\nK:", "K:")  # K's count runs on
+    for body in (dispatch(bound="%r3"), dispatch(round="\tadd.s32 %r1, %r1, 1;\n"), carried,
                  dispatch(before="\t@%p1 bar.sync 2, 128;\n"),
                  dispatch(before="\t@%p1 bra DONE;\n")):
         pairs, found = syncs(body)
