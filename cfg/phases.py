@@ -470,8 +470,9 @@ class _Visits:
         inside = {block for inner in looping for block in inner.blocks}
         before = set().union(*(reachable(self.flow.pred, inner.header) for inner in looping))
         for block in self.region:
-            deciding = block in before and block not in inside or any(
-                block in inner.blocks and any(s not in inner.blocks for s in self.flow.succ[block]) for inner in looping)
+            exits = any(block in inner.blocks and any(s not in inner.blocks for s in self.flow.succ[block])
+                        for inner in looping)
+            deciding = block in before and block not in inside or exits
             if deciding and conditional(self.flow, block) and self.threads.uniform_branch(block) \
                     and not self._fixed(guard_of(self.flow, block), frozenset()):
                 return False
@@ -491,7 +492,8 @@ class _Visits:
         seen = seen | {register}
         for block, position in inside:
             instruction, head = self.flow.blocks[block].instructions[position], self.flow.blocks[block].heads[position]
-            if not all(self._fixed(qualified(self.flow, block, name), seen) for name in _read_registers(instruction, head)):
+            reads = _read_registers(instruction, head)
+            if not all(self._fixed(qualified(self.flow, block, name), seen) for name in reads):
                 return False
         return True
 

@@ -106,13 +106,19 @@ def _cvt_reading(modifiers: list):
     return source_bits, lambda value: truncate(value, source_bits)
 
 
-def _narrowing_cvt(opcode: str) -> bool:
-    """True for an integer ``cvt`` to as many bits as its source or fewer that does not
-    saturate: it keeps the source modulo its width."""
-    modifiers = opcode.split(".")[1:]
-    reading = _cvt_reading(modifiers)
+def _copy_of(instruction, head, z: str) -> bool:
+    """True for an unguarded ``mov`` of register `z`, or an integer ``cvt`` of it to as
+    many bits or fewer that does not saturate: either keeps z modulo the width of a sum
+    that reads it."""
+    operands = instruction.operands
+    if head[0] is not None or len(operands) != 2 or operands[1].kind != "register" or operands[1].name != z:
+        return False
+    if head[2] == "mov":
+        return True
+    modifiers = head[1].split(".")[1:]
     types = [m for m in modifiers if m in _INTEGER_TYPES]
-    return reading is not None and "sat" not in modifiers and _INTEGER_TYPES[types[0]] <= _INTEGER_TYPES[types[1]]
+    return head[2] == "cvt" and _cvt_reading(modifiers) is not None and "sat" not in modifiers \
+        and _INTEGER_TYPES[types[0]] <= _INTEGER_TYPES[types[1]]
 
 
 @record
@@ -1749,8 +1755,8 @@ class _Analysis:
 
     def _scaled_lockstep(self, prefix: str, x: str, z: str, x_counter: tuple, reading: tuple) -> tuple | None:
         """`_lockstep` where x is set to ``s * z + b + C`` (``add x, (z << k), b``, ``2**k =
-        s``; or no b) and z before the loop in any way (at a join: nvcc's remainder loop after an
-        unrolled one), or to a constant once outside a loop around x's setting (Triton's
+        s``; or no b) and z before the loop in any way (at a join: nvcc's remainder loop
+        after an unrolled one), or to a constant once outside a loop around x's setting (Triton's
         persistent loop sets x from the stage count z each tile, while z counts on across
         tiles): ``x - s * z`` is b where x was set, as long as z changes on the way from
         there to `reading` only by its add, in the block of x's add (CUTLASS 93's K/V
@@ -1777,7 +1783,7 @@ class _Analysis:
         (``2**k = s``) from z's start, in the block that sets x: ``t + x - s * z`` is ``x0 +
         c`` (CUTLASS 93's mbarrier of a stage, ``((z0 << 3) + c) + x - 24 * (z / 3)``, x
         counting 8 per stage from the barriers' base). A term t copied from z there
-        (`_copies`) with ``s`` times x's coefficient is the same with c = 0 (Triton's
+        (`_copy_of`) with ``s`` times x's coefficient is the same with c = 0 (Triton's
         persistent loop, whose sum went through the shift); ``(None, None)`` otherwise."""
         x_counter = self._counter(prefix, x, any_start=True)
         advance = self._advance_of(prefix, z, x_counter, reading) if x_counter is not None else None
@@ -1794,7 +1800,8 @@ class _Analysis:
                 if found is None or found[0] is not None:
                     continue
                 _, read_at, added, _ = found
-            elif t_coefficient == coefficient * scale and self._copies(site, z):
+            elif t_coefficient == coefficient * scale and _copy_of(self.flow.blocks[site[0]].instructions[site[1]],
+                                                                   self.flow.blocks[site[0]].heads[site[1]], z):
                 read_at, added = site[1], 0  # the sum's expansion went through the shift: s * t
             else:
                 continue
@@ -1808,13 +1815,6 @@ class _Analysis:
             version = _version(x_key, *x_set)
             return (scale, (lambda: self.defs.get((x_set, x_key), version), added, [x_key, version, prefix + t])), t
         return None, None
-
-    def _copies(self, site: tuple, z: str) -> bool:
-        """True when the instruction at `site` is an unguarded ``mov`` of z or a ``cvt``
-        of z to as many bits or fewer (z modulo the width of a sum that reads it)."""
-        head, operands = self.flow.blocks[site[0]].heads[site[1]], self.flow.blocks[site[0]].instructions[site[1]].operands
-        return head[0] is None and len(operands) == 2 and operands[1].kind == "register" and \
-            operands[1].name == z and (head[2] == "mov" or head[2] == "cvt" and _narrowing_cvt(head[1]))
 
     def _advance_of(self, prefix: str, z: str, x_counter: tuple, reading: tuple) -> tuple | None:
         """``(s, z's add site)`` where z's one advance ``add z, z, step`` is in the block of
@@ -1901,11 +1901,8 @@ class _Analysis:
         if shifted == z:
             return True
         inner = _last_definition(instructions, heads, at, shifted, plain)
-        if inner is None or heads[inner][0] is not None or heads[inner][2] != "cvt":
-            return False
-        source = instructions[inner].operands
-        return len(source) == 2 and source[1].kind == "register" and source[1].name == z \
-            and _narrowing_cvt(heads[inner][1]) and not _redefined(instructions, heads, inner + 1, at, z, plain)
+        return inner is not None and _copy_of(instructions[inner], heads[inner], z) \
+            and not _redefined(instructions, heads, inner + 1, at, z, plain)
 
     def _kept_between(self, key: str, site: tuple, reading: tuple) -> bool:
         """True when `key` is not set after `site` (block, position) and before `reading`:

@@ -69,7 +69,8 @@ def test_the_programs_assemble():
 def test_a_cp_async_write_fenced_without_its_wait_is_still_handed_over():
     """A fence does not wait for a ``cp.async`` write to land: the write made before the
     armed arrive may still be in flight when the copy of the second stage reads it."""
-    cp_async = "\tcp.async.ca.shared.global [%r1+4096], [%rd1], 4;\n\tcp.async.mbarrier.arrive.noinc.shared.b64 [%r1+8200];\n"
+    cp_async = ("\tcp.async.ca.shared.global [%r1+4096], [%rd1], 4;\n"
+                "\tcp.async.mbarrier.arrive.noinc.shared.b64 [%r1+8200];\n")
     text = program(before=cp_async)
     second = next(number for number, line in enumerate(text.splitlines(), 1) if "[%r1+4096], [%rd1, {%r2}]" in line)
     assert second in fences(text)
