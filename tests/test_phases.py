@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 import ptxkit
 from ptxkit.cfg.events import EventOptions, Kind, classify
 from ptxkit.cfg.inline import inlined_graph
@@ -245,3 +248,97 @@ def test_a_partition_whose_visits_differ_keeps_its_pairs():
         pairs, found = syncs(body)
         partition = [e for e in found if e.sync[1] == {2}]
         assert (id(partition[0]), id(partition[-1])) not in pairs
+
+
+#: Random partition bodies for the dispatch loop, kept in step as §4.2 assumes (every
+#: thread runs as many syncs as the others up to each point of the body): a sync; a
+#: do-while loop of syncs whose bound is a parameter or the round count; such a loop
+#: behind a skip on one of those values; as many syncs on the two sides of a branch on
+#: the thread index. A visit's syncs differ from thread to thread only across that
+#: branch, and from visit to visit with the round count.
+_SOURCES = ("p0", "p1", "round")
+_REGISTER = {"p0": "%r10", "p1": "%r11", "round": "%r8"}
+_LOOP = st.tuples(st.just("loop"), st.integers(1, 2), st.sampled_from(_SOURCES))
+_BODY = st.lists(st.one_of(st.just(("op",)), _LOOP, st.tuples(st.just("skip"), st.sampled_from(_SOURCES), _LOOP),
+                           st.integers(1, 2).map(lambda n: ("split", n, n))), min_size=1, max_size=5)
+_SYNC = "\tbar.sync 2, 128;\n"
+
+
+def _partition(body: list) -> str:
+    """The dispatch loop of `DISPATCH` with `body` as partition 0's code."""
+    lines, label = [], iter(range(100))
+
+    def loop(ops: int, source: str) -> None:
+        name = f"L{next(label)}"
+        lines.append(f"\tmov.u32 %r9, 0;\n{name}:\n" + _SYNC * ops +
+                     f"\tadd.s32 %r9, %r9, 1;\n\tsetp.lt.u32 %p2, %r9, {_REGISTER[source]};\n\t@%p2 bra {name};\n")
+
+    for item in body:
+        if item[0] == "op":
+            lines.append(_SYNC)
+        elif item[0] == "loop":
+            loop(item[1], item[2])
+        elif item[0] == "skip":
+            name = f"S{next(label)}"
+            lines.append(f"\tsetp.eq.u32 %p3, {_REGISTER[item[1]]}, 0;\n\t@%p3 bra {name};\n")
+            loop(item[2][1], item[2][2])
+            lines.append(f"{name}:\n")
+        else:
+            zero, join = f"Z{next(label)}", f"J{next(label)}"
+            lines.append(f"\tsetp.eq.u32 %p3, %r0, 0;\n\t@%p3 bra {zero};\n" + _SYNC * item[2] +
+                         f"\tbra.uni {join};\n{zero}:\n" + _SYNC * item[1] + f"{join}:\n")
+    return (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u32 p0, .param .u32 p1)\n{\n"
+            ".reg .b32 %r<16>;\n.reg .pred %p<4>;\n\tld.param.u32 %r10, [p0];\n\tld.param.u32 %r11, [p1];\n"
+            "\tmov.u32 %r0, %tid.x;\n\tmov.u32 %r8, 0;\nROUND:\n\tbar.sync 1;\n\tadd.s32 %r8, %r8, 1;\n"
+            "\tld.shared.u32 %r3, [%r0];\n\tsetp.eq.u32 %p1, %r3, 0;\n\t@%p1 bra PART;\n"
+            "\tsetp.eq.u32 %p1, %r3, 2;\n\t@%p1 bra DONE;\n\tbra.uni ROUND;\nPART:\n"
+            + "".join(lines) + "\tbra.uni ROUND;\nDONE:\n\tret;\n}\n")
+
+
+def _run(body: list, values: dict) -> list[int]:
+    """The syncs one visit of one thread runs, as indexes of the body's syncs in text order."""
+    order, static = [], 0
+
+    def loop(ops: int, source: str) -> None:
+        for _ in range(max(1, values[source])):
+            order.extend(range(static, static + ops))
+
+    for item in body:
+        if item[0] == "op":
+            order.append(static)
+        elif item[0] == "loop":
+            loop(item[1], item[2])
+        elif item[0] == "skip" and values[item[1]] != 0:
+            loop(item[2][1], item[2][2])
+        elif item[0] == "split":  # the text has the other side (thread index != 0) first
+            first, taken = (static + item[2], item[1]) if values["tid"] == 0 else (static, item[2])
+            order.extend(range(first, first + taken))
+        static += {"op": 1, "loop": item[1] if item[0] == "loop" else 0,
+                   "skip": item[2][1] if item[0] == "skip" else 0,
+                   "split": item[1] + item[2] if item[0] == "split" else 0}[item[0]]
+    return order
+
+
+@settings(max_examples=200, deadline=None)
+@given(_BODY, st.lists(st.integers(0, 2), min_size=2, max_size=2), st.sets(st.integers(1, 3), min_size=1),
+       st.sets(st.integers(1, 3), min_size=1))
+def test_syncs_kept_apart_in_a_partition_never_meet(body, params, rounds_0, rounds_1):
+    """Two threads of the partition (thread index 0 and 1) each visit it in some rounds of
+    the dispatch loop; the k-th sync of one meets the k-th of the other. No pair that
+    `separate_phases` keeps apart may meet, whatever the parameters and the rounds."""
+    text = _partition(body)
+    flow = inlined_graph(ptxkit.parse(text, "k.ptx").function("k"))
+    events = classify(flow, EventOptions(SHARED)).by_block
+    pairs = separate_phases(flow, events, lambda a, b: a[1] is None or b[1] is None or bool(a[1] & b[1]))
+    lines = [number for number, line in enumerate(text.splitlines(), 1) if "bar.sync 2, 128" in line]
+    syncs = {flow.blocks[block].instructions[e.position].line: id(e)
+             for block, found in enumerate(events) for e in found if e.sync is not None and e.sync[1] == {2}}
+    ids = [syncs[line] for line in lines]
+    runs = []
+    for thread, rounds in ((0, rounds_0), (1, rounds_1)):
+        runs.append([op for round_ in sorted(rounds) for op in _run(body, {
+            "p0": params[0], "p1": params[1], "round": round_, "tid": thread})])
+    if len(runs[0]) != len(runs[1]):
+        return  # a phase one thread never arrives at: a kernel that hangs on its own barrier
+    for mine, theirs in zip(*runs):
+        assert mine == theirs or (ids[mine], ids[theirs]) not in pairs, (body, mine, theirs)
