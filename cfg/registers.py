@@ -106,6 +106,15 @@ def _cvt_reading(modifiers: list):
     return source_bits, lambda value: truncate(value, source_bits)
 
 
+def _register_and_constant(operands) -> tuple[str, int] | None:
+    """``(r, C)`` for the operands ``d, r, C`` of a two-source instruction whose second
+    source is an integer constant, else None."""
+    if len(operands) == 3 and operands[1].kind == "register" and operands[2].kind == "immediate" \
+            and isinstance(operands[2].value, int):
+        return operands[1].name, operands[2].value
+    return None
+
+
 def _copy_of(instruction, head, z: str) -> bool:
     """True for an unguarded ``mov`` of register `z`, or an integer ``cvt`` of it to as
     many bits or fewer that does not saturate: either keeps z modulo the width of a sum
@@ -132,12 +141,12 @@ class _MultipleOf:
 def _inverse(opcode: str, base: str, operands, uniform: bool):
     """The inverse of one defining step for branch refinement (see `_inverse_chain`)."""
     low_bits = len(operands) == 3 and operands[2].kind == "immediate" and isinstance(operands[2].value, int)
-    if low_bits and opcode.startswith("rem.u") and operands[2].value >= 2 \
-            and not operands[2].value & (operands[2].value - 1):
+    modulus = None
+    if low_bits and opcode.startswith("rem.u"):
         modulus = operands[2].value
-        return lambda value: _MultipleOf(modulus) if constant(value) == 0 else (Atom(0, None, None, -INF, INF),)
-    if low_bits and base == "and" and operands[2].value >= 1 and not operands[2].value & (operands[2].value + 1):
+    elif low_bits and base == "and":
         modulus = operands[2].value + 1  # x & (N - 1) is x % N
+    if modulus is not None and modulus >= 2 and not modulus & (modulus - 1):
         return lambda value: _MultipleOf(modulus) if constant(value) == 0 else (Atom(0, None, None, -INF, INF),)
     if base in ("add", "sub") and len(operands) == 3 and operands[2].kind == "immediate" \
             and isinstance(operands[2].value, int):
@@ -1846,10 +1855,8 @@ class _Analysis:
     def _advance_step(self, site: tuple, name: str) -> int | None:
         """The constant of an unguarded ``add name, name, step`` at `site`, else None."""
         head, args = self.flow.blocks[site[0]].heads[site[1]], self.flow.blocks[site[0]].instructions[site[1]].operands
-        if head[0] is None and head[2] == "add" and len(args) == 3 and args[1].kind == "register" \
-                and args[1].name == name and args[2].kind == "immediate" and isinstance(args[2].value, int):
-            return args[2].value
-        return None
+        found = _register_and_constant(args) if head[0] is None and head[2] == "add" else None
+        return found[1] if found is not None and found[0] == name else None
 
     def _scaled_from(self, setting: tuple, z: str, scale: int) -> tuple | None:
         """``(b, where z is read, C, where b is read)`` where the instruction at `setting`
@@ -1864,8 +1871,7 @@ class _Analysis:
         operands = instructions[at].operands
         if heads[at][0] is not None:
             return None  # a guarded setting may leave an older value
-        while heads[at][2] == "add" and len(operands) == 3 and operands[1].kind == "register" \
-                and operands[2].kind == "immediate" and isinstance(operands[2].value, int):
+        while heads[at][2] == "add" and _register_and_constant(operands) is not None:
             inner = _last_definition(instructions, heads, at, operands[1].name, plain)
             if inner is None or heads[inner][0] is not None:
                 return None
@@ -1892,12 +1898,10 @@ class _Analysis:
         ``w = cvt z`` set just before in the block (an integer ``cvt`` keeps z modulo the
         narrower width, which is all a sum of that width reads: Triton's 64-bit stage count
         shifted as 32 bits)."""
-        head, operands = heads[at], instructions[at].operands
-        if not (head[0] is None and head[2] == "shl" and len(operands) == 3 and operands[1].kind == "register"
-                and operands[2].kind == "immediate" and isinstance(operands[2].value, int)
-                and 1 << operands[2].value == scale):
+        head, found = heads[at], _register_and_constant(instructions[at].operands)
+        if head[0] is not None or head[2] != "shl" or found is None or 1 << found[1] != scale:
             return False
-        shifted = operands[1].name
+        shifted = found[0]
         if shifted == z:
             return True
         inner = _last_definition(instructions, heads, at, shifted, plain)
@@ -2135,21 +2139,18 @@ class _Analysis:
         x not set again in between): d is bits ``[k, k + n)`` of x (`ptxkit.cfg.values.field`),
         so a descriptor's start field taken from a generic shared address is its window
         address's (ThunderKittens' ``tcgen05.cp`` source)."""
-        if len(operands) != 3 or operands[1].kind != "register" or operands[2].kind != "immediate" \
-                or not isinstance(operands[2].value, int) or operands[2].value <= 0 \
-                or operands[2].value & (operands[2].value + 1):
+        mask = _register_and_constant(operands)
+        if mask is None or mask[1] <= 0 or mask[1] & (mask[1] + 1):
             return None
         instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
         plain = self.plain(block)
-        at = _last_definition(instructions, heads, position, operands[1].name, plain)
+        at = _last_definition(instructions, heads, position, mask[0], plain)
         if at is None or heads[at][0] is not None or not heads[at][1].startswith(("shr.u", "shr.b")):
             return None
-        shift = instructions[at].operands
-        if len(shift) != 3 or shift[1].kind != "register" or shift[2].kind != "immediate" \
-                or not isinstance(shift[2].value, int) or _redefined(instructions, heads, at + 1, position,
-                                                                     shift[1].name, plain):
+        shift = _register_and_constant(instructions[at].operands)
+        if shift is None or _redefined(instructions, heads, at + 1, position, shift[0], plain):
             return None
-        source, count, length, width = shift[1], shift[2].value, operands[2].value.bit_length(), _width(modifiers)
+        source, count, length, width = instructions[at].operands[1], shift[1], mask[1].bit_length(), _width(modifiers)
         evaluate = self.evaluate
         return (lambda at: [field(evaluate(block, source, at), count, length, width)]), \
             [self.prefix(block) + source.name]
@@ -2203,10 +2204,8 @@ class _Analysis:
         set (`_twin`), is not 0 as the branch conditions narrow it: d is q rounded up to N
         (ThunderKittens' allocator, ``if (p & 1023) p = (p & -1024) + 1024``); else what
         `otherwise` computes. None where the instructions do not have that shape."""
-        if len(operands) != 3 or operands[1].kind != "register" or operands[2].kind != "immediate" \
-                or not isinstance(operands[2].value, int):
-            return None
-        modulus = operands[2].value
+        summand = _register_and_constant(operands)
+        modulus = summand[1] if summand is not None else 0
         if modulus < 2 or modulus & (modulus - 1):
             return None
         instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
@@ -2214,11 +2213,11 @@ class _Analysis:
         at = _last_definition(instructions, heads, position, operands[1].name, plain)
         if at is None or heads[at][0] is not None or heads[at][2] != "and":
             return None
-        masked = instructions[at].operands
-        q = masked[1].name if len(masked) == 3 and masked[1].kind == "register" else None
-        if q is None or masked[2].kind != "immediate" or masked[2].value != -modulus \
-                or _redefined(instructions, heads, at + 1, position, q, plain):
+        masked = _register_and_constant(instructions[at].operands)
+        if masked is None or masked[1] != -modulus \
+                or _redefined(instructions, heads, at + 1, position, masked[0], plain):
             return None
+        q = masked[0]
         prefix = self.prefix(block)
         names = {q}
         source = _last_definition(instructions, heads, at, q, plain)
@@ -2335,12 +2334,11 @@ class _Analysis:
         at = _last_definition(instructions, heads, position, x, plain)
         if at is None or heads[at][0] is not None or heads[at][2] != "add":
             return None
-        summand = instructions[at].operands
-        if len(summand) != 3 or summand[1].kind != "register" or summand[1].name != y \
-                or summand[2].kind != "immediate" or not isinstance(summand[2].value, int) \
+        summand = _register_and_constant(instructions[at].operands)
+        if summand is None or summand[0] != y \
                 or _redefined(instructions, heads, min(at, read_at) + 1, max(at, read_at), y, plain):
             return None
-        return summand[2].value
+        return summand[1]
 
     def ring_refinement(self, block: int, position: int, operands):
         """``selp d, a, b, p`` where ``p`` is ``setp.<cmp> p, x, C`` and `a`/`b` are

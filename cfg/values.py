@@ -334,10 +334,7 @@ def widen(old: tuple, new: tuple, thresholds: list | None = None) -> tuple:
         if hi > before.hi:
             above = [t for t in thresholds or () if t >= hi] if atom.form == NUM else []
             hi = above[0] if above else INF
-        if lo > -INF:  # stay congruent: the first value inside a widened bound
-            lo += (atom.lo - lo) % step
-        if hi < INF:
-            hi -= (hi - atom.lo) % step
+        lo, hi = _inward(lo, hi, atom.lo, step)  # stay congruent: the first values inside widened bounds
         out.append(atom._replace(lo=lo, hi=hi, step=step))
     return tuple(out)
 
@@ -751,6 +748,16 @@ def _bit_extremes(a: int, b: int, c: int, d: int, once: bool) -> tuple[int, int,
     return low_a, low_c, high_b, high_d
 
 
+def _inward(lo, hi, origin: int, step: int) -> tuple:
+    """``(lo, hi)`` moved inward to the nearest numbers ``origin + k * step`` (infinite
+    ends stay)."""
+    if lo > -INF:
+        lo += (origin - lo) % step
+    if hi < INF:
+        hi -= (hi - origin) % step
+    return lo, hi
+
+
 def field(a: tuple, position: int, length: int, width: int = 64) -> tuple:
     """Bits ``[position, position + length)`` of `a` as an unsigned number: ``(a >> position)
     & (2**length - 1)`` or ``bfe.u`` (a descriptor's start field). Below bit 18 a generic
@@ -975,10 +982,7 @@ def refine(value: tuple, comparison: str, bound: int, holds: bool, unsigned: boo
         # tested != 8 ends at 6); the others keep to whole intervals
         step = x.step if comparison == "ne" and x.lo > -INF else 1
         if step > 1:
-            if lo > -INF:
-                lo += (x.lo - lo) % step
-            if hi < INF:
-                hi -= (hi - x.lo) % step
+            lo, hi = _inward(lo, hi, x.lo, step)
         if lo > hi:
             return ()
         return _num(lo, hi, step)
