@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.graph import derived
-from ptxkit.cfg.registers import destinations
+from ptxkit.cfg.operands import destinations
 from ptxkit.isa import STATE_SPACES, is_special_register
 
 __all__ = ["cta_uniform", "definitions", "guard_of", "qualified", "thread_meets", "thread_only"]

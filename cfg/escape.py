@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import bisect
 
-from ptxkit.cfg.registers import _is_param, _reads, _targets, symbol_regions, written_and_read
+from ptxkit.cfg.operands import is_param, operand_reads, operand_targets, written_and_read
+from ptxkit.cfg.symbols import symbol_regions
 from ptxkit.isa import access_width
 
 #: The stack pointers of nvcc's -G builds (generic and local-window).
@@ -91,9 +92,9 @@ def shared_pointer_registers(flow) -> set[str]:
             modifiers = opcode.split(".")[1:]
             if base in _STORES:
                 stored = [prefix + r for operand in operands[1:] if operand.kind != "memory"
-                          for r in _reads(operand, plain)]
+                          for r in operand_reads(operand, plain)]
                 slot = _stack_slot(prefix, operands[0], modifiers) if base == "st" else None
-                if base == "st" and _is_param(modifiers):  # an argument of the next call, or a result
+                if base == "st" and is_param(modifiers):  # an argument of the next call, or a result
                     slot = ("param", prefix, calls[position], operands[0].name)
                     stack.passed(slot, stored)
                 elif slot is None and base == "st" and stack.through(prefix, operands[0], modifiers, stored, stores):
@@ -101,10 +102,11 @@ def shared_pointer_registers(flow) -> set[str]:
                 kind = slot or "memory"
                 stores.append((kind, stored))
                 continue
-            targets = [prefix + name for name in _targets(operands[0], plain)]
+            targets = [prefix + name for name in operand_targets(operands[0], plain)]
             stack.define(prefix, base, operands, targets, flow, block)
             if base == "atom":  # atom d, [a], b: b goes to memory, the old value comes back
-                stores.append(("memory", [prefix + r for operand in operands[2:] for r in _reads(operand, plain)]))
+                stores.append(("memory", [prefix + r for operand in operands[2:]
+                                          for r in operand_reads(operand, plain)]))
                 loads.append(targets)
                 continue
             if not targets:
@@ -121,7 +123,7 @@ def shared_pointer_registers(flow) -> set[str]:
                 slot = _stack_slot(prefix, operands[1], modifiers) if len(operands) > 1 else None
                 if slot is not None:
                     slot_loads.append((slot, targets))
-                elif not _is_param(modifiers):
+                elif not is_param(modifiers):
                     if len(operands) < 2 or not stack.through(prefix, operands[1], modifiers, targets, loads):
                         loads.append(targets)
                 elif (slot := _parameter_slot(flow, block, operands[1])) is not None:
@@ -136,7 +138,7 @@ def shared_pointer_registers(flow) -> set[str]:
                     sources.update(targets)
                 continue
             for operand in operands[1:]:
-                for name in _reads(operand, plain):
+                for name in operand_reads(operand, plain):
                     uses.setdefault(prefix + name, []).append(targets)
     stack.resolve(stores, loads, slot_loads)
     stored_to: dict[str, list] = {}  # register -> where stores put it ("memory", "param" or stack bytes)

@@ -31,9 +31,10 @@ from ptxkit.cfg.locations import (
     overlaps, space_bits,
 )
 from ptxkit.cfg.escape import shared_pointer_registers
-from ptxkit.cfg.registers import (
-    PORTABLE_CLUSTER, analyse_registers, destinations, special_ranges, symbol_regions,
-)
+from ptxkit.cfg.operands import destinations
+from ptxkit.cfg.registers import analyse_registers
+from ptxkit.cfg.specials import PORTABLE_CLUSTER, special_ranges
+from ptxkit.cfg.symbols import symbol_regions
 from ptxkit.cfg.thread_sets import runners
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP_FORM,

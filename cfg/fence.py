@@ -40,7 +40,7 @@ from ptxkit.cfg.locations import spaces_text
 from ptxkit.cfg.options import EXTERN_POLICIES, check_target
 from ptxkit.cfg.placement import FENCE_SIDES, PLACEMENTS, VARIANTS, PlannedFence, fence_text_for, plan_fences
 from ptxkit.cfg.proxy import AnalysisOptions, Hazard, KernelAnalysis
-from ptxkit.cfg.registers import PORTABLE_CLUSTER
+from ptxkit.cfg.specials import PORTABLE_CLUSTER
 from ptxkit.isa import may_need_fence
 from ptxkit.syntax import Function
 

@@ -42,7 +42,7 @@ from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Kind
 from ptxkit.cfg.locations import CLUSTER, overlaps
 from ptxkit.cfg.loops import loop_forest
-from ptxkit.cfg.registers import destinations
+from ptxkit.cfg.operands import destinations
 from ptxkit.cfg.thread_sets import runners
 from ptxkit.isa import COMPARISONS, MODULAR_OPERATIONS, SyncObject
 

@@ -32,7 +32,7 @@ from ptxkit.cfg.divergence import conditional, cta_uniform, definitions, guard_o
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Kind
 from ptxkit.cfg.loops import find_loops, reachable
-from ptxkit.cfg.registers import destinations
+from ptxkit.cfg.operands import destinations
 from ptxkit.isa import SyncObject, is_special_register
 
 __all__ = ["counted_phases", "separate_phases"]

@@ -58,7 +58,7 @@ from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location,
 from ptxkit.cfg.loops import loop_forest
 from ptxkit.cfg.once import export_limits
 from ptxkit.cfg.phases import separate_phases
-from ptxkit.cfg.registers import PORTABLE_CLUSTER
+from ptxkit.cfg.specials import PORTABLE_CLUSTER
 from ptxkit.cfg.thread_sets import runners
 from ptxkit.isa import SyncObject
 

@@ -18,8 +18,8 @@ from itertools import repeat
 
 from ptxkit.cfg.divergence import conditional, definitions, guard_of, qualified
 from ptxkit.cfg.graph import derived
-from ptxkit.cfg.registers import special_ranges
-from ptxkit.isa import COMPARISONS, MODULAR_OPERATIONS, UNSIGNED_COMPARISONS, is_special_register
+from ptxkit.cfg.specials import special_ranges
+from ptxkit.isa import COMPARISONS, MODULAR_OPERATIONS, UNSIGNED_COMPARISONS
 
 #: a predicate's values, one byte per thread, as the digits of a binary number
 _DIGITS = bytes.maketrans(b"\x00\x01", b"01")

@@ -12,7 +12,7 @@ import ptxkit
 from ptxkit import parse_statement
 from ptxkit.cfg.graph import flow_graph
 from ptxkit.cfg.inline import inlined_graph
-from ptxkit.cfg.registers import analyse_registers, register_values, symbol_regions
+from ptxkit.cfg.registers import analyse_registers, register_values
 from ptxkit.cfg.values import number, show
 from test_values import contains_number
 
@@ -692,15 +692,6 @@ def test_registers_declared_without_percent():
     assert show(value) == "dynamic shared+0 (shared::cluster window)"
 
 
-def test_symbol_regions():
-    module = ptxkit.parse(f"{HEAD}.visible .entry k()\n{{\n.shared .align 8 .b64 bars[4];\n"
-                          f".local .align 8 .b8 __local_depot0[64];\n.reg .b32 plain;\n\tret;\n}}\n")
-    regions = symbol_regions(module.function("k"))
-    assert regions["bars"][0].region.size == 32 and regions["bars"][0].region.align == 8
-    assert regions["dyn"][0].region.size is None and regions["dyn"][0].region.align == 1024
-    assert regions["__local_depot0"][0].space == "local" and regions["plain"] is None
-
-
 @pytest.mark.parametrize("directives, shown", [
     ("", "[0, 7]"),  # the portable limit
     (" .reqnctapercluster 2, 1, 1", "[0, 1]"),
@@ -846,38 +837,6 @@ def test_only_joins_widen_early():
     assert show(analysis.values["s@join1"]) == "[0, 99]"
     assert show(analysis.values["%r2"]) == f"[0, {(_PATIENCE + 1) * 16384}] step 16384"
     assert show(analysis.values["%r3"]) == "[0, 99]"
-
-
-def test_written_and_read_from_the_text_agree_with_the_parsed_operands():
-    # every instruction of the repository's PTX samples: the text scan names what the
-    # parsed operands name (a special register by its name before the dot)
-    import pathlib
-
-    from ptxkit.cfg.registers import _reads, _targets, written_and_read
-    from ptxkit.instruction import head_of
-    from ptxkit.isa import is_special_register
-
-    plain = frozenset({"P1", "x1f"})  # registers declared without '%' (inline assembly)
-    checked = 0
-    for path in sorted(pathlib.Path(__file__).parent.parent.glob("samples/*/*.ptx")):
-        for function in ptxkit.parse(path.read_text()).functions:
-            for node in function.instructions() if not function.is_declaration else ():
-                found = written_and_read(node, head_of(node), plain)
-                if found is None or any(is_special_register(name) for name in found[0]):
-                    continue  # the parser takes a register named like %pm1 for the special one
-                operands = node.operands
-                parsed_written = _targets(operands[0], plain) if operands else []
-                parsed_read = [name.split(".")[0] for operand in operands[1:] for name in _reads(operand, plain)]
-                assert found == (parsed_written, parsed_read), node.text
-                checked += 1
-    for text in ("mad.lo.s32 %r1, %r2, 0x1f, %r3;", "selp.b32 x1f, P1, 0f3F800000, %p1;",
-                 "shfl.sync.bfly.b32 %r1|%p1, %r2, 1, 31, -1;", "mov.u32 %r1, %tid.x;",
-                 "tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [tex0, {%f5, %f6}];"):
-        node = parse_statement(text)
-        operands = node.operands
-        assert written_and_read(node, head_of(node), plain) == (
-            _targets(operands[0], plain), [n.split(".")[0] for o in operands[1:] for n in _reads(o, plain)]), text
-    assert checked > 5000
 
 
 @pytest.mark.parametrize("between, shown", [

@@ -1,0 +1,249 @@
+"""What integer instructions compute on abstract values (`ptxkit.cfg.values`).
+
+The register analysis (`ptxkit.cfg.registers`) applies these to the values of an
+instruction's operands: the binary operations by opcode (`BINARY`), how a ``cvt`` or a
+signed ``setp`` reads its source, ``cvta``/``mapa`` between the state spaces' windows, and
+the bit-field instructions (PTX ISA, "Integer Arithmetic Instructions").
+
+>>> from ptxkit.cfg.values import show
+>>> show(BINARY["div"](number(0, 100), number(4), 32))
+'[0, 25]'
+"""
+
+from __future__ import annotations
+
+import math
+
+from ptxkit.cfg.operands import INTEGER_TYPES, OTHER_TYPES, TYPE_BITS
+from ptxkit.cfg.values import (
+    GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
+    Atom, add, and_, anywhere, constant, join, mul, number, or_, shl, shr, signed, sub, truncate, wrap, xor,
+)
+
+#: Any 64-bit pattern read as unsigned.
+WORD = (0, (1 << 64) - 1)
+
+
+def identity(value):
+    """The value as it is: how an unsigned comparison, or a copy, reads a register.
+
+    >>> identity(number(3)) == number(3)
+    True
+    """
+    return value
+
+
+def compared_as(kind: str):
+    """How a ``setp`` of type `kind` reads a register's value: a signed one sees a number
+    that may have the sign bit set as negative (`ptxkit.cfg.values.signed`).
+
+    >>> from ptxkit.cfg.values import show
+    >>> show(compared_as("s32")(number(0xFFFFFFFF))), show(compared_as("u32")(number(0xFFFFFFFF)))
+    ('-1', '4294967295')
+    """
+    if kind[:1] == "s" and kind[1:] in TYPE_BITS:
+        bits = TYPE_BITS[kind[1:]]
+        return lambda value: signed(value, bits)
+    return identity
+
+
+def cvt_reading(modifiers: list):
+    """How an integer ``cvt`` reads its source: ``(bits, view)``, the low bits it keeps
+    and the function of the source's value it gives; None for a ``cvt`` of other types.
+    A sign extension reads them as signed, a zero extension as unsigned, a cut keeps the
+    number they are congruent to (`ptxkit.cfg.values.wrap`).
+
+    >>> from ptxkit.cfg.values import show
+    >>> bits, view = cvt_reading(["s64", "s32"])
+    >>> bits, show(view(number(0xFFFFFFFF)))
+    (32, '-1')
+    """
+    types = [m for m in modifiers if m in INTEGER_TYPES or m in OTHER_TYPES]
+    if len(types) != 2 or types[0] in OTHER_TYPES or types[1] in OTHER_TYPES:
+        return None
+    bits, source_bits = INTEGER_TYPES[types[0]], INTEGER_TYPES[types[1]]
+    if source_bits < bits and types[1][0] == "s":
+        return source_bits, lambda value: signed(value, source_bits)
+    if bits <= source_bits:
+        return bits, lambda value: wrap(value, bits)
+    return source_bits, lambda value: truncate(value, source_bits)
+
+
+def rounded_up_to(value: tuple, modulus: int, width: int = 64) -> tuple:
+    """`value` rounded up to a multiple of `modulus`, a power of two: ``(x + N - 1) & -N``.
+
+    >>> from ptxkit.cfg.values import show
+    >>> show(rounded_up_to(number(1000), 1024))
+    '1024'
+    """
+    return and_(add(value, number(modulus - 1)), number(-modulus), width)
+
+
+def cvta(value: tuple, modifiers: list) -> tuple:
+    """``cvta`` (or ``cvta.to``) of `value` for the state space its modifiers name: an
+    address in that space changes form (generic or window), anything else becomes some
+    address of that space.
+
+    >>> from ptxkit.cfg.values import show
+    >>> show(cvta(number(5), ["to", "shared", "u32"]))
+    'somewhere (shared::cta window)'
+    """
+    to_window = "to" in modifiers
+    space = next((m for m in modifiers if m.startswith(("shared", "global", "local", "param", "const"))), None)
+    target = {"shared": SHARED_CTA_SPACE, "shared::cta": SHARED_CTA_SPACE, "shared::cluster": SHARED_CLUSTER_SPACE,
+              "global": GLOBAL_SPACE_NAME, "local": LOCAL_SPACE}.get(space, OTHER_SPACE)
+    form = WINDOW if to_window else GENERIC
+    out = ()
+    for atom in value:
+        if atom.is_address and atom.space == target or (target == SHARED_CLUSTER_SPACE and atom.is_address
+                                                         and atom.space == SHARED_CTA_SPACE and atom.form == WINDOW):
+            out = join(out, (atom._replace(form=form),))
+        else:
+            out = join(out, anywhere(target, form))
+    return out
+
+
+def mapa(value: tuple, modifiers: list) -> tuple:
+    """``mapa`` of `value`: the same offset in another CTA's shared memory of the cluster
+    (a window address with ``.shared::cluster``, else generic).
+
+    >>> from ptxkit.cfg.values import show
+    >>> show(mapa(number(5), ["shared::cluster", "u32"]))
+    'somewhere (shared::cluster window)'
+    """
+    form = WINDOW if "shared::cluster" in modifiers else GENERIC
+    out = ()
+    for atom in value:
+        if atom.is_address and atom.space in (SHARED_CTA_SPACE, SHARED_CLUSTER_SPACE) and not atom.shift:
+            out = join(out, (atom._replace(form=form, space=SHARED_CLUSTER_SPACE),))
+        else:
+            out = join(out, anywhere(SHARED_CLUSTER_SPACE, form))
+    return out
+
+
+def bit_field(length: tuple, signed: bool) -> tuple:
+    """What ``bfe`` extracts: a field of `length` bits, sign-extended when `signed`.
+
+    >>> from ptxkit.cfg.values import show
+    >>> show(bit_field(number(4), False)), show(bit_field(number(4), True))
+    ('[0, 15]', '[-8, 7]')
+    """
+    bits = constant(length)
+    if bits is None or not 0 < bits <= 64:
+        return TOP if signed else number(*WORD)
+    return number(-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else number(0, (1 << bits) - 1)
+
+
+def at_most(value: tuple, most: int) -> tuple:
+    """`value` with its numbers (and top) kept to ``[0, most]``; addresses stay.
+
+    >>> from ptxkit.cfg.values import show
+    >>> show(at_most(TOP, 1)), show(at_most(number(0, 1 << 40), 1)), show(at_most(number(2, 9, 7), 100))
+    ('[0, 1]', '[0, 1]', '[2, 9] step 7')
+    """
+    out: tuple = ()
+    for atom in value:
+        if atom.form == TOP[0].form:
+            atom = Atom(0, None, None, 0, most)
+        elif atom.form == 0 and (atom.lo < 0 or atom.hi > most):
+            lo, hi = max(atom.lo, 0), min(atom.hi, most)
+            atom = Atom(0, None, None, 0, most) if lo > hi or atom.lo < 0 else atom._replace(hi=hi - (hi - lo) % atom.step)
+        out = join(out, (atom,))
+    return out
+
+
+def bit_insert(field: tuple, into: tuple, position, length, width: int) -> tuple:
+    """``bfi d, a, b, pos, len`` with constant `position` and `length`: `into` with bits
+    ``[pos, pos + len)`` replaced by the low `length` bits of `field` (PTX ISA, bfi).
+
+    >>> from ptxkit.cfg.values import show
+    >>> show(bit_insert(number(0, 3), number(0, 3), 10, 22, 32))
+    '[0, 3075]'
+    """
+    if not isinstance(position, int) or not isinstance(length, int) or not 0 <= position < width or length <= 0:
+        return TOP
+    length = min(length, width - position)
+    mask = ((1 << length) - 1) << position
+    kept = and_(into, number(((1 << width) - 1) ^ mask), width)
+    return or_(kept, shl(and_(field, number((1 << length) - 1), width), number(position)), width)
+
+
+def _divisor(b: tuple) -> tuple[int, int] | None:
+    """The bounds of a divisor that is a positive number, else None."""
+    if len(b) != 1 or b[0].form != 0 or b[0].lo < 1:
+        return None
+    return b[0].lo, b[0].hi
+
+
+def _div(a: tuple, b: tuple, width: int) -> tuple:
+    """``a / b`` for a non-negative `a` and a positive `b`."""
+    if not a or not b:  # an operand not known yet: nothing yet (TOP would stick)
+        return ()
+    divisor = _divisor(b)
+    if divisor is None or len(a) != 1 or a[0].form != 0 or a[0].lo < 0:
+        return TOP
+    least, most = divisor
+    return number(a[0].lo // most if most < INF else 0, a[0].hi // least if a[0].hi < INF else INF)
+
+
+def remainder_of(a: tuple, b: tuple, width: int, signed: bool = False) -> tuple:
+    """``a % b`` for a positive `b`: below b, and `a` itself when it is already below; a
+    signed remainder of a dividend that may be negative is negative or zero too. By a
+    constant, the remainder keeps what the dividend's step says of it: ``a % d`` is ``a``
+    modulo ``gcd(step, d)`` (an even index stays even).
+
+    >>> from ptxkit.cfg.values import show
+    >>> show(remainder_of(number(0, 118, 2), number(32), 32))
+    '[0, 30] step 2'
+    >>> show(remainder_of(number(4, 1000, 24), number(16), 32))
+    '[4, 12] step 8'
+    >>> show(remainder_of(number(31), number(4), 32)), show(remainder_of(number(36, 44, 4), number(32), 32))
+    ('3', '[4, 12] step 4')
+    """
+    if not a or not b:
+        return ()
+    divisor = _divisor(b)
+    if divisor is None:
+        return TOP
+    least, most = divisor
+    natural = len(a) == 1 and a[0].form == 0 and 0 <= a[0].lo
+    if natural and a[0].hi < least:
+        return a
+    if most >= INF:
+        return TOP
+    if natural and least == most:
+        lo, hi, step = a[0].lo, a[0].hi, a[0].step
+        if hi < INF and lo // most == hi // most:  # within one period: no wrap-around
+            return number(lo % most, hi % most, step) if lo < hi else number(lo % most)
+        if step > 1:
+            common = math.gcd(step, most)
+            low = lo % common
+            return number(low, most - 1 - (most - 1 - low) % common, common)
+    return number(0 if natural or not signed else 1 - most, most - 1)
+
+
+def _extreme(pick):
+    """``min`` or ``max`` of two numbers, as `pick` takes them."""
+    def combine(a: tuple, b: tuple, width: int) -> tuple:
+        if not a or not b:
+            return ()
+        if len(a) == 1 == len(b) and a[0].form == 0 == b[0].form:
+            return number(pick(a[0].lo, b[0].lo), pick(a[0].hi, b[0].hi))
+        return TOP
+    return combine
+
+
+#: Opcodes whose result depends on whether their type reads the top bit as a sign
+#: (``add``, ``mul.lo`` and the bitwise ones give the same bits either way; ``mul``/``mad``
+#: with ``.hi`` or ``.wide`` depend on it too).
+SIGN_READING = frozenset(("shr", "div", "rem", "min", "max", "setp", "slct"))
+#: opcode -> ``f(a, b, width)``: the value of ``op d, a, b`` from its operands' values.
+BINARY = {
+    "add": lambda a, b, w: add(a, b), "sub": lambda a, b, w: sub(a, b), "mul": lambda a, b, w: mul(a, b),
+    "shl": lambda a, b, w: shl(a, b), "shr": lambda a, b, w: shr(a, b), "and": and_,
+    "or": or_, "xor": xor, "div": _div, "rem": remainder_of,
+    "min": _extreme(min), "max": _extreme(max),
+}
+#: A comparison with its operands swapped (``a < b`` is ``b > a``).
+SWAPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le", "lo": "hi", "hi": "lo",
+           "ls": "hs", "hs": "ls"}

@@ -1,0 +1,210 @@
+"""Which registers an instruction writes and reads, and the types its modifiers name.
+
+Helpers of the register analysis (`ptxkit.cfg.registers`) and of the passes that walk
+every instruction (escape, divergence, phases): most read the text of an instruction
+rather than its parsed operands, which is what makes a pass over a megabyte kernel cheap.
+A *plain* register is one declared without ``%`` (``.reg .b32 r;``); `plain` is the set of
+their names in scope.
+
+>>> from ptxkit import parse_statement
+>>> operand_targets(parse_statement("mov.b64 {%r1, %r2}, %rd3;").operands[0], frozenset())
+['%r1', '%r2']
+"""
+
+from __future__ import annotations
+
+from ptxkit._regex import compile as compile_pattern
+
+#: The widths a type modifier names (``.u32``: 32).
+TYPE_BITS = {"8": 8, "16": 16, "32": 32, "64": 64, "128": 128}
+INTEGER_TYPES = {f"{kind}{bits}": bits for kind in "bsu" for bits in (8, 16, 32, 64)}
+OTHER_TYPES = frozenset("f16 f16x2 f32 f64 bf16 bf16x2 tf32 e4m3 e5m2 e4m3x2 e5m2x2 e2m3x2 e3m2x2 e2m1x2 ue8m0x2"
+                        .split())
+#: Opcodes whose first operand is not a register they write.
+NO_DEFINITION = frozenset("bra brx call ret exit trap nanosleep stackrestore pmevent st red bar barrier "
+                          "fence membar prefetch prefetchu".split())
+
+_FIRST_OPERAND = compile_pattern(r"\s*(\{[^}]*\}|[^,;{]+)")
+_ONE_REGISTER = compile_pattern(r"\s*(%[\w$]+)\s*,")
+_NAME = compile_pattern(r"[%A-Za-z_$][\w$]*")
+#: a token of an operand list: a number (0x1f, 0f3F800000, 2.5: skipped) or a name (the group)
+_TOKEN = compile_pattern(r"[0-9][\w.]*|([%A-Za-z_$][\w$]*)")
+
+
+def destinations(instruction, head, plain) -> list[str]:
+    """The registers an instruction's first operand names (what `operand_targets` gives),
+    read from the text without parsing every operand: the fast path for passes over
+    every instruction.
+
+    >>> from ptxkit import parse_statement
+    >>> from ptxkit.instruction import head_of
+    >>> node = parse_statement("setp.eq.s32 %p1|%p2, %r1, 0;")
+    >>> destinations(node, head_of(node), frozenset()), destinations(parse_statement("st.u32 [%r1], 2;"),
+    ...     head_of(parse_statement("st.u32 [%r1], 2;")), frozenset())
+    (['%p1', '%p2'], [])
+    """
+    text = instruction.text
+    if "/" in text:  # a comment in the operands: the parser knows where it ends
+        operands = instruction.operands
+        return operand_targets(operands[0], plain) if operands else []
+    match = _ONE_REGISTER.match(text, head[3])
+    if match is not None:  # most instructions: one register, then the next operand
+        return [match.group(1)]
+    match = _FIRST_OPERAND.match(text, head[3])
+    if match is None:
+        return []
+    first = match.group(1).lstrip()
+    if not first or first[0] in "[-0123456789":
+        return []
+    return [name for name in _NAME.findall(first) if name[0] == "%" or name in plain]
+
+
+def written_and_read(instruction, head, plain) -> tuple[list[str], list[str]] | None:
+    """`destinations`, and the registers the other operands name (what `operand_reads` gives
+    for each, a special register by its name before the dot), read from the text
+    without parsing the operands; None when a comment sits among them or the first
+    operand is an address (its brackets may hold commas).
+
+    >>> from ptxkit import parse_statement
+    >>> from ptxkit.instruction import head_of
+    >>> node = parse_statement("mad.lo.s32 %r1, %r2, 0x1f, %r3;")
+    >>> written_and_read(node, head_of(node), frozenset())
+    (['%r1'], ['%r2', '%r3'])
+    """
+    text = instruction.text
+    if "/" in text:
+        return None
+    match = _FIRST_OPERAND.match(text, head[3])
+    if match is None:
+        return [], []
+    first = match.group(1).lstrip()
+    if first[:1] == "[":
+        return None
+    written = [] if not first or first[0] in "-0123456789" else \
+        [name for name in _NAME.findall(first) if name[0] == "%" or name in plain]
+    return written, [name for name in _TOKEN.findall(text, match.end()) if name and (name[0] == "%" or name in plain)]
+
+
+def is_register(operand, plain) -> bool:
+    """True for an operand that is a register (``%r1``, or a plain one).
+
+    >>> from ptxkit import parse_statement
+    >>> [is_register(o, frozenset({"n"})) for o in parse_statement("add.s32 %r1, n, 4;").operands]
+    [True, True, False]
+    """
+    return operand.kind == "register" or (operand.kind == "symbol" and operand.name in plain)
+
+
+def operand_targets(operand, plain) -> list[str]:
+    """The registers an instruction's first operand defines (``%r``, ``{%a, %b}``,
+    ``%r|%p``); `plain` names registers declared without ``%``.
+
+    >>> from ptxkit import parse_statement
+    >>> operand_targets(parse_statement("setp.lt.s32 %p1|%p2, %r1, 4;").operands[0], frozenset())
+    ['%p1', '%p2']
+    """
+    if is_register(operand, plain):
+        return [operand.name]
+    if operand.kind in ("vector", "pair"):
+        return [e.name for e in operand.elements if is_register(e, plain)]
+    return []
+
+
+def operand_reads(operand, plain) -> list[str]:
+    """Every register an operand reads, recursively.
+
+    >>> from ptxkit import parse_statement
+    >>> operand_reads(parse_statement("st.shared.u32 [%r1+8], %r2;").operands[0], frozenset())
+    ['%r1']
+    """
+    if is_register(operand, plain) or operand.kind == "special":
+        return [operand.name]
+    found: list[str] = []
+    for element in operand.elements:
+        found.extend(operand_reads(element, plain))
+    return found
+
+
+def defines(instruction, head, register: str, plain) -> bool:
+    """True when `instruction` writes `register` (its name in the text is checked first:
+    most instructions of a long block do not even mention it).
+
+    >>> from ptxkit import parse_statement
+    >>> from ptxkit.instruction import head_of
+    >>> node = parse_statement("add.s32 %r1, %r2, 4;")
+    >>> defines(node, head_of(node), "%r1", frozenset()), defines(node, head_of(node), "%r2", frozenset())
+    (True, False)
+    """
+    return register in instruction.text and head[2] not in NO_DEFINITION \
+        and register in destinations(instruction, head, plain)
+
+
+def last_definition(instructions, heads, position: int, register: str, plain) -> int | None:
+    """The index of the last instruction before `position` that writes `register`, or None.
+
+    >>> from ptxkit import parse_statement
+    >>> from ptxkit.instruction import head_of
+    >>> block = [parse_statement(s) for s in ("mov.u32 %r1, 1;", "add.s32 %r2, %r1, 1;", "mov.u32 %r1, 2;")]
+    >>> last_definition(block, [head_of(n) for n in block], 2, "%r1", frozenset())
+    0
+    """
+    for index in range(position - 1, -1, -1):
+        if defines(instructions[index], heads[index], register, plain):
+            return index
+    return None
+
+
+def redefined(instructions, heads, start: int, stop: int, register: str, plain) -> bool:
+    """True when an instruction in ``[start, stop)`` writes `register`.
+
+    >>> from ptxkit import parse_statement
+    >>> from ptxkit.instruction import head_of
+    >>> block = [parse_statement(s) for s in ("mov.u32 %r1, 1;", "add.s32 %r2, %r1, 1;")]
+    >>> redefined(block, [head_of(n) for n in block], 1, 2, "%r1", frozenset())
+    False
+    """
+    return any(defines(instructions[index], heads[index], register, plain) for index in range(start, stop))
+
+
+def register_and_constant(operands) -> tuple[str, int] | None:
+    """``(r, C)`` for the operands ``d, r, C`` of a two-source instruction whose second
+    source is an integer constant, else None.
+
+    >>> from ptxkit import parse_statement
+    >>> register_and_constant(parse_statement("shl.b32 %r2, %r1, 10;").operands)
+    ('%r1', 10)
+    """
+    if len(operands) == 3 and operands[1].kind == "register" and operands[2].kind == "immediate" \
+            and isinstance(operands[2].value, int):
+        return operands[1].name, operands[2].value
+    return None
+
+
+def is_param(modifiers) -> bool:
+    """True when the modifiers of an ``ld``/``st`` name the parameter space.
+
+    >>> is_param(["param", "b32"]), is_param(["shared", "b32"])
+    (True, False)
+    """
+    return "param" in modifiers or "param::entry" in modifiers or "param::func" in modifiers
+
+
+def type_width(modifiers) -> int:
+    """The bits of the last type among `modifiers` (64 when none names one).
+
+    >>> type_width(["shared", "v2", "u16"]), type_width(["shared"])
+    (16, 64)
+    """
+    for modifier in reversed(modifiers):
+        if modifier[:1] in "bsuf" and modifier[1:] in TYPE_BITS:
+            return TYPE_BITS[modifier[1:]]
+    return 64
+
+
+def element_bytes(opcode: str) -> int:
+    """The bytes of one element an opcode's type names.
+
+    >>> element_bytes("ld.shared.v4.f32"), element_bytes("st.shared.b8")
+    (4, 1)
+    """
+    return max(type_width(opcode.split(".")[1:]) // 8, 1)

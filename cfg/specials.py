@@ -1,0 +1,97 @@
+"""Special registers (PTX ISA §10): the ranges they take, narrowed by what a kernel
+declares of its block and cluster shape, and which of them keep one value for a run.
+
+>>> SPECIAL_RANGES["%laneid"], is_fixed_special("12:%tid.x"), is_fixed_special("%smid")
+((0, 31), True, False)
+"""
+
+from __future__ import annotations
+
+import math
+
+#: The register of `%tid.x` and friends: their ranges (PTX ISA §10).
+SPECIAL_RANGES = {
+    "%tid.x": (0, 1023), "%tid.y": (0, 1023), "%tid.z": (0, 63), "%ntid.x": (1, 1024), "%ntid.y": (1, 1024),
+    "%ntid.z": (1, 64), "%laneid": (0, 31), "%warpid": (0, 63), "%nwarpid": (1, 64), "%cluster_ctarank": (0, 15),
+    "%cluster_nctarank": (1, 16), "%cluster_ctaid.x": (0, 15), "%cluster_ctaid.y": (0, 15),
+    "%cluster_ctaid.z": (0, 15), "%cluster_nctaid.x": (1, 16), "%cluster_nctaid.y": (1, 16),
+    "%cluster_nctaid.z": (1, 16), "%dynamic_smem_size": (0, 232448), "%total_smem_size": (0, 233472),
+    "%smid": (0, 1023), "%nsmid": (1, 1024),
+    "%ctaid.x": (0, (1 << 31) - 2), "%ctaid.y": (0, 65534), "%ctaid.z": (0, 65534),
+    "%nctaid.x": (1, (1 << 31) - 1), "%nctaid.y": (1, 65535), "%nctaid.z": (1, 65535),
+}
+#: Special registers that keep one value for a thread's whole run (PTX ISA §10; not
+#: ``%warpid`` or ``%smid``, which may change when a thread is rescheduled): a branch on a
+#: copy of one bounds every later read of it.
+FIXED_SPECIALS = frozenset({
+    "%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%laneid", "%cluster_ctarank",
+    "%cluster_nctarank", "%cluster_ctaid.x", "%cluster_ctaid.y", "%cluster_ctaid.z", "%cluster_nctaid.x",
+    "%cluster_nctaid.y", "%cluster_nctaid.z", "%dynamic_smem_size", "%total_smem_size",
+    "%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x", "%nctaid.y", "%nctaid.z",
+})
+
+
+#: CTAs per cluster without the non-portable opt-in (CUDA programming guide, thread
+#: block clusters: 8 is the portable maximum, 16 needs cudaFuncAttributeNonPortableClusterSizeAllowed)
+PORTABLE_CLUSTER = 8
+
+
+def special_ranges(function, max_cluster: int = PORTABLE_CLUSTER) -> dict:
+    """`SPECIAL_RANGES` narrowed by the kernel's ``.maxntid``/``.reqntid`` (its threads
+    per block: ``%tid.x < N`` when it declares ``N, 1, 1``) and by its cluster size:
+    ``.reqnctapercluster``/``.maxclusterrank`` when it declares one, else `max_cluster`
+    CTAs (docs/fence.md §8).
+
+    >>> import ptxkit
+    >>> k = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+    ...                  ".visible .entry k() .maxntid 384, 1, 1\\n{\\n\\tret;\\n}\\n").function("k")
+    >>> special_ranges(k)["%tid.x"], special_ranges(k)["%tid.y"], special_ranges(k)["%cluster_ctarank"]
+    ((0, 383), (0, 0), (0, 7))
+    """
+    ranges = dict(SPECIAL_RANGES)
+    cluster = max_cluster
+    for name, args in function.signature.directives:
+        if name not in (".maxntid", ".reqntid", ".reqnctapercluster", ".maxclusterrank"):
+            continue
+        try:
+            dims = [int(a.strip()) for a in args.split(",")]
+        except ValueError:
+            continue
+        if name in (".reqnctapercluster", ".maxclusterrank"):
+            cluster = math.prod(dims)
+            continue
+        if len(dims) == 1:
+            dims = dims * 3  # a total: no dimension is larger
+        for axis, size in zip("xyz", dims):
+            if size >= 1:
+                ranges[f"%tid.{axis}"] = (0, min(size - 1, ranges[f"%tid.{axis}"][1]))
+                ranges[f"%ntid.{axis}"] = (1, min(size, ranges[f"%ntid.{axis}"][1]))
+    if 1 <= cluster <= 16:
+        ranges["%cluster_ctarank"] = (0, cluster - 1)
+        ranges["%cluster_nctarank"] = (1, cluster)
+        for axis in "xyz":
+            ranges[f"%cluster_ctaid.{axis}"] = (0, cluster - 1)
+            ranges[f"%cluster_nctaid.{axis}"] = (1, cluster)
+    return ranges
+
+
+def one_dimensional(function) -> bool:
+    """True when the kernel declares its blocks one-dimensional (``.maxntid N, 1, 1``).
+
+    >>> import ptxkit
+    >>> k = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+    ...     ".visible .entry k() .maxntid 256, 1, 1\\n{\\n\\tret;\\n}\\n").function("k")
+    >>> one_dimensional(k)
+    True
+    """
+    for name, args in function.signature.directives:
+        if name in (".maxntid", ".reqntid"):
+            dims = [a.strip() for a in args.split(",")]
+            return all(d == "1" for d in dims[1:])
+    return False
+
+
+def is_fixed_special(key: str) -> bool:
+    """True for the key of a `FIXED_SPECIALS` register (in any inlined copy: ``"12:%tid.x"``;
+    an example in the module's docstring)."""
+    return key.rpartition(":")[2] in FIXED_SPECIALS

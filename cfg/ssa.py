@@ -1,0 +1,112 @@
+"""The static single assignment form the register analysis (`ptxkit.cfg.registers`) uses.
+
+Each definition of a register makes a *version* of it (`version_name`); joins go where
+the dominance frontiers (`frontiers`) say two versions meet; a read looks up the version
+that reaches the block it reads in (`reading_block`). `-G` stack cells are followed as
+if they were registers, under a key of their own (`cell_key`).
+
+>>> version_name("%r1", 3, 7), cell_key(("frame", 16, 4))
+('%r1@3:7', '[frame+16:4]')
+"""
+
+from __future__ import annotations
+
+
+def blocks_between(flow, dominators, there: int, reading: int) -> frozenset:
+    """The blocks on a way from block `there` to block `reading` (`reading` included)
+    that does not pass `there` again. Where `there` dominates `reading`, every block
+    that reaches `reading` without passing `there` comes after it, so one walk back from
+    `reading` finds them (a dominator and the block it reaches, as `-G` code recomputes a
+    value, are near each other; the walk forward from `there` would cover the rest of
+    the kernel).
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.dominance import DominatorTree
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .pred %p<2>;\\n\\t@%p1 bra B;\\n\\tbar.sync 0;\\nB:\\n\\tbar.sync 1;\\n\\tret;\\n}\\n")
+    >>> flow = flow_graph(m.function("k"))
+    >>> sorted(blocks_between(flow, DominatorTree.of(flow), 0, 2))
+    [1, 2]
+    """
+
+    def closure(start, step):
+        seen, work = set(), list(start)
+        while work:
+            node = work.pop()
+            if node != there and node not in seen:
+                seen.add(node)
+                work.extend(step[node])
+        return seen
+
+    back = closure(flow.pred[reading], flow.pred) | {reading}
+    if there != reading and dominators.dominates(there, reading):
+        return frozenset(node for node in back if dominators.dominates(there, node))  # not the unreachable ones
+    return frozenset(closure(flow.succ[there], flow.succ) & back)
+
+
+def by_block(definitions: dict) -> dict:
+    """(block, key) -> the sorted positions of the block's definitions of key.
+
+    >>> by_block({"%r1": [(0, 5), (0, 2), (3, 1)]})
+    {(0, '%r1'): [2, 5], (3, '%r1'): [1]}
+    """
+    found: dict = {}
+    for key, sites in definitions.items():
+        for block, position in sites:
+            found.setdefault((block, key), []).append(position)
+    for positions in found.values():
+        positions.sort()
+    return found
+
+
+def frontiers(flow, idom: dict) -> tuple[dict, dict]:
+    """The dominance frontier of each block (where a definition in it needs a join) and
+    the dominator tree's children, of one graph.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.dominance import DominatorTree
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .pred %p<2>;\\n\\t@%p1 bra B;\\n\\tbar.sync 0;\\nB:\\n\\tbar.sync 1;\\n\\tret;\\n}\\n")
+    >>> flow = flow_graph(m.function("k"))
+    >>> frontiers(flow, DominatorTree.of(flow).idom)[0]  # a definition in the arm meets at B
+    {1: {2}}
+    """
+    frontier: dict[int, set] = {}
+    for block in flow.rpo:
+        preds = [p for p in flow.pred[block] if p in idom]
+        if len(preds) < 2:
+            continue
+        for runner in preds:
+            while runner != idom.get(block) and runner is not None:
+                frontier.setdefault(runner, set()).add(block)
+                parent = idom.get(runner)
+                runner = parent if parent != runner else None
+    children: dict[int, list] = {}
+    for node, parent in idom.items():
+        if node != parent:
+            children.setdefault(parent, []).append(node)
+    return frontier, children
+
+
+def version_name(key: str, block: int, position: int) -> str:
+    """The name of the SSA version of `key` that the definition at (block, position) makes
+    (an example in the module's docstring)."""
+    return f"{key}@{block}:{position}"
+
+
+def reading_block(at) -> int:
+    """The block whose view of the registers `at` (a rule's ``(block, position)``, or a
+    query's or a branch's point) reads.
+
+    >>> reading_block((4, 2)), reading_block(("query", "st", 7))
+    (4, 7)
+    """
+    return at[-1] if at[0] in ("query", "branch") else at[0]
+
+
+def cell_key(cell: tuple) -> str:
+    """The key a stack cell ``(region, offset, width)`` is followed under (no register's name
+    has a bracket; an example in the module's docstring)."""
+    return f"[{cell[0]}+{cell[1]}:{cell[2]}]"

@@ -1,0 +1,206 @@
+"""Where a kernel's variables live: the regions its ``.shared``, ``.local`` and
+``.global`` declarations give, and the zero-filled templates a ``-G`` build copies from.
+
+The register analysis (`ptxkit.cfg.registers`) starts a ``mov`` of a variable's name at
+its region (docs/fence.md §3.1); every ``extern .shared`` array is the one dynamic region
+(`DYNAMIC_SHARED`). A symbol table also holds, under `PLAIN_KEY`, the registers declared
+without ``%``.
+"""
+
+from __future__ import annotations
+
+from ptxkit.cfg.inline import Context
+from ptxkit.cfg.operands import TYPE_BITS
+from ptxkit.cfg.values import (
+    GLOBAL_SPACE_NAME, LOCAL_SPACE, OTHER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW, Atom, Region, address, number,
+)
+from ptxkit.syntax import Directive, Function
+
+_SPACE_OF_DECLARATION = {".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE, ".global": GLOBAL_SPACE_NAME}
+#: The name of the region every ``extern .shared`` array of a kernel starts.
+DYNAMIC_SHARED = "dynamic shared"
+PLAIN_KEY = " plain registers"  # the key of a symbol table's set of registers declared without %
+
+
+def symbol_regions(function, context: Context | None = None) -> dict:
+    """Variables visible in `function` -> the abstract value of their address
+    (registers declared without a ``%``, as inline assembly does, map to None).
+
+    Every ``extern .shared`` array is the same dynamic region (they all start at the
+    dynamic shared memory); ``.local`` variables get one region per inlined copy.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.values import show
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.extern .shared .align 16 .b8 dyn[];\\n"
+    ...                  ".visible .entry k()\\n{\\n.shared .align 8 .b64 bars[4];\\n\\tret;\\n}\\n")
+    >>> regions = symbol_regions(m.function("k"))
+    >>> show(regions["dyn"]), show(regions["bars"]), regions["bars"][0].region.size
+    ('dynamic shared+0 (shared::cta window)', 'bars+0 (shared::cta window)', 32)
+    """
+    suffix = f"@{context.id}" if context is not None and context.id else ""
+    module = function.module
+    found = dict(_module_symbols(module, suffix)) if module is not None else {}
+    declared = _declared(function, suffix)
+    found.update(declared)
+    if _dynamic_alignments(declared):  # extern arrays in the function too: one region with the module's
+        _one_dynamic_region(found, max(_dynamic_alignments(found)))
+    for param in function.signature.params:
+        found.setdefault(param.name, (Atom(WINDOW, OTHER_SPACE),))
+    return found
+
+
+class _SymbolCache:
+    """Symbol tables of the module being analysed (one module at a time is kept): a
+    kernel with thousands of inlined calls asks for the same tables thousands of times."""
+
+    module = None
+    tables: dict[int, dict] = {}
+
+    @classmethod
+    def get(cls, module, node, suffix: str, build) -> dict:
+        if cls.module is not module:
+            cls.module, cls.tables = module, {}
+        tables = cls.tables.setdefault(id(node), {})
+        if None in tables:  # no .local variables: one table fits every inlined copy
+            return tables[None]
+        table = tables.get(suffix)
+        if table is None:
+            table = build()
+            local = any(v is not None and v[0].space == LOCAL_SPACE for v in table.values())
+            tables[suffix if local else None] = table
+        return table
+
+
+def _module_symbols(module, suffix: str) -> dict:
+    """The module-scope variables and functions."""
+    return _SymbolCache.get(module, module, suffix, lambda: _scan(module.items, True, suffix))
+
+
+def _declared(function, suffix: str) -> dict:
+    """The variables a function declares."""
+    return _SymbolCache.get(function.module, function, suffix, lambda: _scan(function.walk(), False, suffix))
+
+
+def _scan(nodes, module_scope: bool, suffix: str) -> dict:
+    found: dict[str, tuple] = {}
+    dynamic = 0  # the largest alignment an extern .shared array declares
+    for node in nodes:
+        if type(node) is Directive:
+            if not module_scope and node.name == ".reg":
+                declaration = node.declaration
+                for name in declaration.base_names if declaration is not None else ():
+                    if not name.startswith("%"):
+                        found[name] = None
+            else:
+                dynamic = max(dynamic, _declare(node, found, suffix))
+        elif module_scope and type(node) is Function:
+            found[node.name] = (Atom(WINDOW, OTHER_SPACE),)
+    if dynamic:
+        _one_dynamic_region(found, dynamic)
+    return found
+
+
+def _dynamic_alignments(table: dict) -> set:
+    return {value[0].region.align for value in table.values()
+            if value is not None and value[0].region is not None and value[0].region.name == DYNAMIC_SHARED}
+
+
+def _one_dynamic_region(found: dict, align: int) -> None:
+    """Every extern .shared array starts at the one dynamic shared memory, aligned as
+    the most aligned of them asks."""
+    region = Region(DYNAMIC_SHARED, SHARED_CTA_SPACE, None, align)
+    for name, value in found.items():
+        if value is not None and value[0].region is not None and value[0].region.name == DYNAMIC_SHARED:
+            found[name] = address(region)
+
+
+def _declare(directive, found: dict, suffix: str) -> int:
+    """Add the variables `directive` declares; the alignment of the dynamic shared
+    memory it declares, or 0."""
+    declaration = directive.declaration
+    if declaration is None:
+        return 0
+    space = _SPACE_OF_DECLARATION.get(declaration.space)
+    if space is None:
+        if declaration.space in (".const", ".param"):
+            for name in declaration.base_names:
+                found[name] = (Atom(WINDOW, OTHER_SPACE),)
+        return 0
+    element = TYPE_BITS.get((declaration.type or ".b8")[2:], 8) // 8
+    dynamic = 0
+    for name, base in zip(declaration.names, declaration.base_names):
+        dims = [d.strip() for d in name[len(base):].strip("[]").split("][")] if "[" in name else []
+        align = declaration.align or element
+        if dims and not all(dims):  # extern array of unknown size
+            if space == SHARED_CTA_SPACE:
+                found[base] = address(Region(DYNAMIC_SHARED, space, None, align))
+                dynamic = max(dynamic, align)
+                continue
+            size = None
+        else:
+            size = element
+            for dim in dims:
+                size *= int(dim, 0)
+        found[base] = address(Region(base + (suffix if space == LOCAL_SPACE else ""), space, size, align))
+    return dynamic
+
+
+def templates(module) -> frozenset:
+    """The names of the module's *templates*: ``.global`` variables it defines (not
+    ``.extern``) with no initializer, whose name has a ``$``, which no C++ name has
+    (nvcc's ``make_smem_desc…$265``, the zero-filled object a ``-G`` build copies a
+    default-constructed descriptor from), and that no instruction of the module names but
+    to take its address. PTX zero-fills a ``.global`` variable without an initializer
+    (PTX ISA, "Global state space"), and the module never writes a template:
+    docs/fence.md §3.2 and §8.
+
+    >>> import ptxkit
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.global .align 8 .b8 desc$1[8];\\n"
+    ...     ".global .align 8 .b8 table[8] = {1, 2, 3, 4, 5, 6, 7, 8};\\n")
+    >>> sorted(templates(m))
+    ['desc$1']
+    """
+    if module is None:
+        return frozenset()
+    if _TEMPLATES.get("module") is not module:  # one module at a time, as `_SymbolCache`
+        _TEMPLATES.update(module=module, names=_find_templates(module))
+    return _TEMPLATES["names"]
+
+
+_TEMPLATES: dict = {}
+
+
+def _find_templates(module) -> frozenset:
+    found = set()
+    for node in module.items:
+        declaration = node.declaration if type(node) is Directive else None
+        if declaration is not None and declaration.space == ".global" and declaration.initializer is None \
+                and ".extern" not in declaration.linkage:  # defined here: zero-filled here
+            found.update(name for name in declaration.base_names if "$" in name)
+    if found:
+        for instruction in module.instructions():
+            named = {operand.name for operand in instruction.operands} | \
+                {element.name for operand in instruction.operands for element in operand.elements}
+            if named & found and instruction.opcode.split(".")[0] != "mov":
+                found -= named
+    return frozenset(found)
+
+
+def template_load(address: tuple, width: int, names: frozenset) -> tuple:
+    """What a load of `width` bytes through `address` gives when it reads inside a
+    template (zero) of `names`, else top.
+
+    >>> from ptxkit.cfg.values import show
+    >>> from ptxkit.cfg.values import GENERIC
+    >>> desc = address(Region("desc$1", GLOBAL_SPACE_NAME, 8, 8), form=GENERIC)
+    >>> show(template_load(desc, 8, frozenset({"desc$1"}))), show(template_load(desc, 8, frozenset()))
+    ('0', 'top')
+    """
+    if len(address) != 1:
+        return TOP
+    atom = address[0]
+    region = atom.region
+    if not atom.is_address or atom.space != GLOBAL_SPACE_NAME or region is None or region.name not in names \
+            or region.size is None or atom.lo < 0 or atom.hi + width > region.size or atom.shift or atom.high:
+        return TOP
+    return number(0)
