@@ -884,8 +884,12 @@ def pack(parts: list[tuple], bits: int) -> tuple:
     >>> r = Region("s", SHARED_CTA_SPACE, 4096, 16)
     >>> show(pack([shr(address(r, 32), number(4)), number(0x40000040)], 32))
     's+32 (shared::cta window) >> 4 | 0x4000004000000000'
+    >>> pack([shr(address(r, 32), number(4)), ()], 32)
+    ()
     """
     low, rest = parts[0], parts[1:]
+    if not all(rest):  # a part not known yet: nothing yet (top would stick)
+        return ()
     upper = 0
     for index, part in enumerate(rest, 1):
         value = constant(part)
