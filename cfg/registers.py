@@ -834,6 +834,8 @@ class _Analysis(BranchConditions, CounterIdioms):
         signed_type = any(m[:1] == "s" and m[1:] in TYPE_BITS for m in modifiers)
         if base in SIGN_READING or base in ("mul", "mad") and ("hi" in modifiers or "wide" in modifiers):
             view = (lambda value: signed(value, width)) if signed_type else (lambda value: truncate(value, width))
+            if base in ("min", "max"):  # an unknown operand is still a number of the type: max(x, 0) >= 0
+                view = _known_type(view, width, signed_type)
 
             def values(at):  # these read their operands' bits as numbers of the type's width and sign
                 return [view(evaluate(block, a, at)) for a in args]
@@ -968,6 +970,13 @@ class _Analysis(BranchConditions, CounterIdioms):
                 negative = modifier[0] == "s"
                 return number(-(1 << (bits - 1)) if negative else 0, (1 << (bits - (1 if negative else 0))) - 1)
         return TOP
+
+
+def _known_type(view, width: int, signed_type: bool):
+    """`view`, with top read as any number of the `width`-bit type (signed or not): what
+    ``min`` and ``max`` compare is a number of their type, whatever the register held."""
+    full = number(-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed_type else number(0, (1 << width) - 1)
+    return lambda value: full if value == TOP else view(value)
 
 
 #: Updates a definition that is no join, on a cycle no join breaks, may take before it is

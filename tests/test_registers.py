@@ -344,6 +344,22 @@ def test_an_instruction_reads_its_operands_with_its_types_sign(extra, register, 
     assert value_at(NARROW + extra, register) == shown
 
 
+@pytest.mark.parametrize("extremum, shown", [
+    ("max.s32 %r3, %r2, 0", "[0, 2147483647]"),  # FlashMLA's max(valid_window_size, 0)
+    ("max.s32 %r3, 0, %r2", "[0, 2147483647]"),
+    ("min.s32 %r3, %r2, 64", "[-2147483648, 64]"),
+    ("max.u32 %r3, %r2, 7", "[7, 4294967295]"),
+    ("min.u32 %r3, %r2, 64", "[0, 64]"),
+    ("max.s64 %rd3, %rd2, -1", "[-1, 9223372036854775807]"),
+])
+def test_an_unknown_operand_of_min_or_max_is_a_number_of_its_type(extremum, shown):
+    """What ``min``/``max`` compare is a number of their type, whatever the register held:
+    one bound of the result is the known operand's (PTX ISA, max: the larger of the two
+    as the type reads them)."""
+    body = "\tld.global.u32 %r2, [%rd1];\n\tld.global.u64 %rd2, [%rd1];\n\t" + extremum + ";\n"
+    assert value_at(body, extremum.split()[1].rstrip(",")) == shown
+
+
 def test_a_signed_test_of_a_narrow_register_bounds_it_as_signed():
     body = NARROW + "\tsetp.gt.s16 %p1, %rs1, 3;\n\t@%p1 bra DONE;\n\tmov.u16 %rs4, %rs1;\n\t// here\n\tret;\nDONE:\n"
     assert value_at(body, "%rs4") == "[-128, 3]"  # not [0, 3]: the low threads' bits are negative
@@ -863,3 +879,14 @@ def test_an_offset_taken_back_after_the_index_moved_on_is_not_cancelled():
             "\tmad.lo.s32 %r7, %r2, -8184, %r6;\n")
     low, high = map(int, re.search(r"\[(-?\d+), (-?\d+)\]", value_at(body, "%r7")).groups())
     assert low <= -8184 and high >= 8 * 3 - 8184
+
+
+def test_a_descriptor_unpacked_and_packed_again_in_a_loop_keeps_its_address():
+    """FlashMLA's fp8 decode adds a K step to the low word of a wgmma descriptor and packs
+    it with the high word again: a pack evaluated before its high word is known waits for
+    it (an unknown part would make the descriptor top, and top never goes away)."""
+    body = ("\tmov.u32 %r1, 0;\nLOOP:\n\tmov.u32 %r2, dyn;\n\tmad.lo.s32 %r3, %r1, 73728, %r2;\n\tshr.u32 %r4, %r3, 4;\n"
+            "\tand.b32 %r5, %r4, 16383;\n\tcvt.u64.u32 %rd1, %r5;\n\tor.b64 %rd2, %rd1, 34363932672;\n"
+            "\tmov.b64 {%r6, %r7}, %rd2;\n\tadd.s32 %r8, %r6, 128;\n\tmov.b64 %rd3, {%r8, %r7};\n// here\n"
+            "\tadd.s32 %r9, %r1, 1;\n\tsetp.eq.s32 %p1, %r1, 1;\n\tselp.b32 %r1, 0, %r9, %p1;\n\tbra.uni LOOP;\n")
+    assert value_at(body, "%rd3") == "dynamic shared+[2048, 75776] step 73728 (shared::cta window) >> 4 | 0x800400000"
