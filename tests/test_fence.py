@@ -106,6 +106,7 @@ EXPECTED = {
     "h21b_debug_descriptor_write_inside_tile": [(CTA, "wgmma.mma_async")],
     "h22_own_barrier_per_warpgroup": [],
     "h23_armed_before_the_fence": [],
+    "h24_clamped_index_zero_fills_the_tile": [],
     "h04b_cp_async_writer_side_option": [(CTA, "wgmma.mma_async")],
     "h10a_war_ld_shared_then_tma_load": [(CTA, "cp.async.bulk.tensor")],
     "h11a_mbarrier_init_then_tma": [(CTA, "bar.sync")],
