@@ -82,11 +82,16 @@ def rounded_up_to(value: tuple, modulus: int, width: int = 64) -> tuple:
 def cvta(value: tuple, modifiers: list) -> tuple:
     """``cvta`` (or ``cvta.to``) of `value` for the state space its modifiers name: an
     address in that space changes form (generic or window), anything else becomes some
-    address of that space.
+    address of that space. A generic address of another CTA's shared memory (`mapa`, or
+    the XOR of `ptxkit.cfg.values.xor`) made a window address stays that CTA's: a
+    ``.shared::cluster`` window address (docs/fence.md §8).
 
-    >>> from ptxkit.cfg.values import show
+    >>> from ptxkit.cfg.values import Region, address, show
     >>> show(cvta(number(5), ["to", "shared", "u32"]))
     'somewhere (shared::cta window)'
+    >>> peer = address(Region("s", SHARED_CLUSTER_SPACE, 4096, 16), 64, form=GENERIC)
+    >>> show(cvta(peer, ["to", "shared", "u64"]))
+    's+64 (shared::cluster window)'
     """
     to_window = "to" in modifiers
     space = next((m for m in modifiers if m.startswith(("shared", "global", "local", "param", "const"))), None)
@@ -98,6 +103,9 @@ def cvta(value: tuple, modifiers: list) -> tuple:
         if atom.is_address and atom.space == target or (target == SHARED_CLUSTER_SPACE and atom.is_address
                                                          and atom.space == SHARED_CTA_SPACE and atom.form == WINDOW):
             out = join(out, (atom._replace(form=form),))
+        elif to_window and target == SHARED_CTA_SPACE and atom.is_address and atom.space == SHARED_CLUSTER_SPACE \
+                and atom.form == GENERIC:
+            out = join(out, (atom._replace(form=WINDOW),))
         else:
             out = join(out, anywhere(target, form))
     return out

@@ -663,6 +663,8 @@ def xor(a: tuple, b: tuple, width: int = 64) -> tuple:
     ('[8, 13]', '[0, 1535]')
     >>> show(or_(number(0, 1760, 32), number(256)))
     '[256, 2016] step 32'
+    >>> show(xor(address(r, 64, 96, form=GENERIC), number(1 << 24)))
+    's+[64, 96] (shared::cluster generic)'
 
     """
     return _bitwise(_unsigned(a, width), _unsigned(b, width), high_ok=False)
@@ -694,12 +696,23 @@ def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
             if x.high & y.lo:
                 return TOP
             return (x._replace(high=x.high | y.lo),)
+        if not high_ok and _peer_window(x, y):
+            return (x._replace(space=SHARED_CLUSTER_SPACE),)
         if x.high or y.hi >= INF:
             return TOP
         count = _bits_below(y.hi)
         return _small_bits(x, count, min(_zero_low_bits(y), count))
 
     return _lift2(a, b, one)
+
+
+def _peer_window(x: Atom, y: Atom) -> bool:
+    """True for ``x ^ C`` with `x` a generic address of shared memory and `C` a constant
+    that leaves its window bits alone: it is taken to name the same bytes in another CTA
+    of the cluster, as a generic ``mapa`` would (FlashMLA's ``addr ^ (1 << 24)``;
+    docs/fence.md §8 states the assumption)."""
+    return x.form == GENERIC and x.space in (SHARED_CTA_SPACE, SHARED_CLUSTER_SPACE) and not x.shift \
+        and not x.high and y.lo == y.hi and 0 < y.lo < 1 << 64 and not y.lo % SHARED_WINDOW_LIMIT
 
 
 def _or_bounds(a: int, b: int, c: int, d: int) -> tuple[int, int]:
@@ -780,6 +793,8 @@ def truncate(a: tuple, bits: int) -> tuple:
 
     >>> show(truncate(number(5), 16)), show(truncate(number(0, 70000), 16))
     ('5', '[0, 65535]')
+    >>> show(truncate(address(Region("s", SHARED_CLUSTER_SPACE, 64, 8), 8), 32))
+    's+8 (shared::cluster window)'
     """
     top = 1 << bits
 
@@ -791,8 +806,8 @@ def truncate(a: tuple, bits: int) -> tuple:
         limit = _limit_bits(x)
         if limit is not None and not x.high and limit <= bits:
             return (x,)
-        if x.form == GENERIC and bits >= 64:
-            return (x,)
+        if x.form == GENERIC and bits >= 64 or x.form == WINDOW and bits >= 32 and not x.shift and not x.high:
+            return (x,)  # a window address fits 32 bits (``mapa.shared::cluster.u32``, ``cvta.to.shared.u32``)
         if x.high and limit is not None and x.high < top:
             return (x,)
         return TOP

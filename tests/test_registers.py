@@ -890,3 +890,15 @@ def test_a_descriptor_unpacked_and_packed_again_in_a_loop_keeps_its_address():
             "\tmov.b64 {%r6, %r7}, %rd2;\n\tadd.s32 %r8, %r6, 128;\n\tmov.b64 %rd3, {%r8, %r7};\n// here\n"
             "\tadd.s32 %r9, %r1, 1;\n\tsetp.eq.s32 %p1, %r1, 1;\n\tselp.b32 %r1, 0, %r9, %p1;\n\tbra.uni LOOP;\n")
     assert value_at(body, "%rd3") == "dynamic shared+[2048, 75776] step 73728 (shared::cta window) >> 4 | 0x800400000"
+
+
+def test_a_generic_address_xored_above_the_window_names_a_peer_ctas_bytes():
+    """FlashMLA reaches the other CTA of a pair by XORing a generic shared address with
+    1 << 24 and converting it back (docs/fence.md §8): the same bytes, in shared::cluster,
+    where the XOR used to blur the offset by 32 MB inside the CTA's own memory."""
+    body = ("\tmov.u32 %r1, dyn;\n\tcvt.u64.u32 %rd1, %r1;\n\tcvta.shared.u64 %rd2, %rd1;\n\tadd.s64 %rd3, %rd2, 4096;\n"
+            "\txor.b64 %rd4, %rd3, 16777216;\n\tcvta.to.shared.u64 %rd5, %rd4;\n\tcvt.u32.u64 %r2, %rd5;\n")
+    assert value_at(body, "%rd4") == "dynamic shared+4096 (shared::cluster generic)"
+    assert value_at(body, "%r2") == "dynamic shared+4096 (shared::cluster window)"
+    low = body.replace("16777216", "16")  # a swizzle's XOR stays in the CTA's own window
+    assert value_at(low, "%rd4") == "dynamic shared+4112 (shared::cta generic)"
