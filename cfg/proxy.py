@@ -620,15 +620,17 @@ class KernelAnalysis:
         self._fixpoint(needy)
 
     def _made_once(self) -> int:
-        """The facts made only outside loops (and irreducible cycles): one instance per
-        thread. Only for those is another thread's credit sure to be of the instance this
-        thread still has pending: in a loop, the credit an arrive carries may be of the
-        previous round's instance while this round's was handed on only to threads that
-        never fenced it (docs/fence.md §4.4)."""
+        """The facts made by one access outside loops (and irreducible cycles): one
+        instance per thread. Only for those is another thread's credit sure to be of the
+        instance this thread still has pending: in a loop, the credit an arrive carries
+        may be of the previous round's instance while this round's was handed on only to
+        threads that never fenced it; and of two accesses of the same bytes, the second
+        may come after the arrive that handed the first to the fencing thread
+        (docs/fence.md §4.4)."""
         forest = loop_forest(self.flow)
         cyclic = set(forest.innermost()) | forest.irreducible
         return sum(1 << fact.index for fact in self.facts
-                   if not any(block in cyclic for block, _ in fact.origins))
+                   if len(fact.origins) == 1 and fact.origins[0][0] not in cyclic)
 
     def _fixpoint(self, needy: dict[int, int]) -> None:
         waits, hears, homes = self._handoffs()

@@ -834,8 +834,21 @@ def test_fenced_output_has_no_violation(program, mode, war):
     assert not fence_text(fenced, "k.ptx", war=war, **mode)[1].fences
 
 
+#: drawn unseeded in December 2026: A writes X, hands it to B at bar.arrive 1, writes X
+#: again, and waits for B's bar.arrive 2 before its wgmma on X. B's fence after bar.sync
+#: 1 orders A's first write only, but both writes are one fact (the same bytes), and
+#: the credit B's arrive carried back cleared A's second, unfenced, write too
+#: (docs/fence.md §4.4: a thread's own instance is credited only for a fact one access makes)
+WRITTEN_AGAIN_AFTER_THE_HAND_OFF = Program(
+    role_a=(("if", (("event", "st", ("X",)),), ()), ("arrive", "forward", "named"), ("event", "st", ("X",)),
+            ("event", "tma_load", ("Y",)), ("wait", "backward", "named"), ("event", "wgmma", ("X", "X"))),
+    role_b=(("wait", "forward", "named"), ("event", "fence", ()), ("arrive", "backward", "named")),
+    init_fenced=True, rounds=False, in_sequence=False, once=False, role_c=())
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(loops=True), st.sampled_from(PASS_MODES), st.booleans())
+@example(WRITTEN_AGAIN_AFTER_THE_HAND_OFF, {"placement": "inline", "fence_side": "issuer"}, False)
 def test_fenced_loops_and_roles_in_sequence_have_no_violation(program, mode, war):
     """(b) for roles that loop (one hand-off each way per round, so that the roles
     keep the phases of their objects in step) and for roles one after the other."""
