@@ -181,6 +181,8 @@ class _Analysis(BranchConditions, CounterIdioms):
         self._rounding_blocks: dict[int, bool] = {}  # `_may_round`
         self.special = special_ranges(flow.function, max_cluster)
         self.symbols: dict[int, dict] = {}  # context id -> symbol values
+        self._symbols_of: dict[int, dict] = {}  # block -> its context's symbol values
+        self._plain_of: dict[int, frozenset] = {}  # block -> `plain`
         self.thresholds: set[int] = set()  # constants compared against: where widening stops
         self.returning: dict[int, Context] = {}  # block -> the inlined callee that returns into it
         for block in flow.blocks:
@@ -208,13 +210,22 @@ class _Analysis(BranchConditions, CounterIdioms):
 
     def plain(self, block: int) -> frozenset:
         """Registers declared without ``%`` in the block's function (inline assembly)."""
-        table = self.symbol_values(block)
-        names = table.get(PLAIN_KEY)
+        names = self._plain_of.get(block)
         if names is None:
-            names = table[PLAIN_KEY] = frozenset(name for name, value in table.items() if value is None)
+            table = self.symbol_values(block)
+            names = table.get(PLAIN_KEY)
+            if names is None:
+                names = table[PLAIN_KEY] = frozenset(name for name, value in table.items() if value is None)
+            self._plain_of[block] = names
         return names
 
     def symbol_values(self, block: int) -> dict:
+        table = self._symbols_of.get(block)
+        if table is None:
+            table = self._symbols_of[block] = self._context_symbols(block)
+        return table
+
+    def _context_symbols(self, block: int) -> dict:
         context = self.flow.blocks[block].context
         key = context.id if context is not None else 0
         table = self.symbols.get(key)
