@@ -7,6 +7,18 @@ if they were registers, under a key of their own (`cell_key`).
 
 >>> version_name("%r1", 3, 7), cell_key(("frame", 16, 4))
 ('%r1@3:7', '[frame+16:4]')
+
+On a branch around one block (0 branches to 2 or falls into 1, which goes on to 2), a
+definition in the arm meets the others at 2, and the way from 0 to 2 passes 1:
+
+>>> import ptxkit
+>>> from ptxkit.cfg.dominance import DominatorTree
+>>> from ptxkit.cfg.graph import flow_graph
+>>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+...     ".reg .pred %p<2>;\\n\\t@%p1 bra B;\\n\\tbar.sync 0;\\nB:\\n\\tbar.sync 1;\\n\\tret;\\n}\\n")
+>>> flow = flow_graph(m.function("k"))
+>>> frontiers(flow, DominatorTree.of(flow).idom)[0], sorted(blocks_between(flow, DominatorTree.of(flow), 0, 2))
+({1: {2}}, [1, 2])
 """
 
 from __future__ import annotations
@@ -18,16 +30,7 @@ def blocks_between(flow, dominators, there: int, reading: int) -> frozenset:
     that reaches `reading` without passing `there` comes after it, so one walk back from
     `reading` finds them (a dominator and the block it reaches, as `-G` code recomputes a
     value, are near each other; the walk forward from `there` would cover the rest of
-    the kernel).
-
-    >>> import ptxkit
-    >>> from ptxkit.cfg.dominance import DominatorTree
-    >>> from ptxkit.cfg.graph import flow_graph
-    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
-    ...     ".reg .pred %p<2>;\\n\\t@%p1 bra B;\\n\\tbar.sync 0;\\nB:\\n\\tbar.sync 1;\\n\\tret;\\n}\\n")
-    >>> flow = flow_graph(m.function("k"))
-    >>> sorted(blocks_between(flow, DominatorTree.of(flow), 0, 2))
-    [1, 2]
+    the kernel; an example in the module's docstring).
     """
 
     def closure(start, step):
@@ -62,16 +65,7 @@ def by_block(definitions: dict) -> dict:
 
 def frontiers(flow, idom: dict) -> tuple[dict, dict]:
     """The dominance frontier of each block (where a definition in it needs a join) and
-    the dominator tree's children, of one graph.
-
-    >>> import ptxkit
-    >>> from ptxkit.cfg.dominance import DominatorTree
-    >>> from ptxkit.cfg.graph import flow_graph
-    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
-    ...     ".reg .pred %p<2>;\\n\\t@%p1 bra B;\\n\\tbar.sync 0;\\nB:\\n\\tbar.sync 1;\\n\\tret;\\n}\\n")
-    >>> flow = flow_graph(m.function("k"))
-    >>> frontiers(flow, DominatorTree.of(flow).idom)[0]  # a definition in the arm meets at B
-    {1: {2}}
+    the dominator tree's children, of one graph (an example in the module's docstring).
     """
     frontier: dict[int, set] = {}
     for block in flow.rpo:
