@@ -69,6 +69,19 @@ def cvt_reading(modifiers: list):
     return source_bits, lambda value: truncate(value, source_bits)
 
 
+def any_number_of_type(view, width: int, signed_type: bool):
+    """`view` (how an instruction reads its operands), with top read as any number of the
+    `width`-bit type, signed or not: what ``min`` and ``max`` compare is a number of their
+    type whatever the register held, so ``max.s32`` of anything and 0 is at least 0.
+
+    >>> from ptxkit.cfg.values import show
+    >>> show(BINARY["max"](any_number_of_type(identity, 32, True)(TOP), number(0), 32))
+    '[0, 2147483647]'
+    """
+    full = number(-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed_type else number(0, (1 << width) - 1)
+    return lambda value: full if value == TOP else view(value)
+
+
 def rounded_up_to(value: tuple, modulus: int, width: int = 64) -> tuple:
     """`value` rounded up to a multiple of `modulus`, a power of two: ``(x + N - 1) & -N``.
 

@@ -42,8 +42,8 @@ from collections.abc import Callable
 
 from ptxkit._records import record
 from ptxkit.cfg.arithmetic import (
-    BINARY, SIGN_READING, SWAPPED, WORD, at_most, bit_field, bit_insert, compared_as, cvt_reading, cvta, mapa,
-    remainder_of,
+    BINARY, SIGN_READING, SWAPPED, WORD, any_number_of_type, at_most, bit_field, bit_insert, compared_as,
+    cvt_reading, cvta, mapa, remainder_of,
 )
 from ptxkit.cfg.conditions import BranchConditions
 from ptxkit.cfg.counters import RECOMPUTED, CounterIdioms
@@ -181,8 +181,6 @@ class _Analysis(BranchConditions, CounterIdioms):
         self._rounding_blocks: dict[int, bool] = {}  # `_may_round`
         self.special = special_ranges(flow.function, max_cluster)
         self.symbols: dict[int, dict] = {}  # context id -> symbol values
-        self._symbols_of: dict[int, dict] = {}  # block -> its context's symbol values
-        self._plain_of: dict[int, frozenset] = {}  # block -> `plain`
         self.thresholds: set[int] = set()  # constants compared against: where widening stops
         self.returning: dict[int, Context] = {}  # block -> the inlined callee that returns into it
         for block in flow.blocks:
@@ -210,22 +208,13 @@ class _Analysis(BranchConditions, CounterIdioms):
 
     def plain(self, block: int) -> frozenset:
         """Registers declared without ``%`` in the block's function (inline assembly)."""
-        names = self._plain_of.get(block)
+        table = self.symbol_values(block)
+        names = table.get(PLAIN_KEY)
         if names is None:
-            table = self.symbol_values(block)
-            names = table.get(PLAIN_KEY)
-            if names is None:
-                names = table[PLAIN_KEY] = frozenset(name for name, value in table.items() if value is None)
-            self._plain_of[block] = names
+            names = table[PLAIN_KEY] = frozenset(name for name, value in table.items() if value is None)
         return names
 
     def symbol_values(self, block: int) -> dict:
-        table = self._symbols_of.get(block)
-        if table is None:
-            table = self._symbols_of[block] = self._context_symbols(block)
-        return table
-
-    def _context_symbols(self, block: int) -> dict:
         context = self.flow.blocks[block].context
         key = context.id if context is not None else 0
         table = self.symbols.get(key)
@@ -846,7 +835,7 @@ class _Analysis(BranchConditions, CounterIdioms):
         if base in SIGN_READING or base in ("mul", "mad") and ("hi" in modifiers or "wide" in modifiers):
             view = (lambda value: signed(value, width)) if signed_type else (lambda value: truncate(value, width))
             if base in ("min", "max"):  # an unknown operand is still a number of the type: max(x, 0) >= 0
-                view = _known_type(view, width, signed_type)
+                view = any_number_of_type(view, width, signed_type)
 
             def values(at):  # these read their operands' bits as numbers of the type's width and sign
                 return [view(evaluate(block, a, at)) for a in args]
@@ -981,13 +970,6 @@ class _Analysis(BranchConditions, CounterIdioms):
                 negative = modifier[0] == "s"
                 return number(-(1 << (bits - 1)) if negative else 0, (1 << (bits - (1 if negative else 0))) - 1)
         return TOP
-
-
-def _known_type(view, width: int, signed_type: bool):
-    """`view`, with top read as any number of the `width`-bit type (signed or not): what
-    ``min`` and ``max`` compare is a number of their type, whatever the register held."""
-    full = number(-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed_type else number(0, (1 << width) - 1)
-    return lambda value: full if value == TOP else view(value)
 
 
 #: Updates a definition that is no join, on a cycle no join breaks, may take before it is
