@@ -979,7 +979,7 @@ class KernelAnalysis:
                         origins = self.facts[fact].origins
                         if not origins:
                             return [arrive, wait, target]
-                        origin = self._access_step(origins[0], fact)
+                        origin = self._access_step(self._unfenced_origin(fact) or origins[0], fact)
                         origin.what = "origin"
                         return [origin, arrive, wait, target]
                     traced = self._trace(self._bit(plane, fact), arrive_block, arrive_event)
@@ -988,6 +988,20 @@ class KernelAnalysis:
                         return [self._access_step(origin, fact), arrive, wait, target]
                 return [wait, target]
         return [target]
+
+    def _unfenced_origin(self, fact: int):
+        """An access of `fact` still pending in its own thread at an arrive, which hands
+        it on (``(block, event)``), or None: of the instructions that make one fact, the
+        one a witness should name, not one its own thread fenced."""
+        for block, state, event in self.walk():
+            if event.kind not in (Kind.ARRIVE, Kind.ARRIVE_WAIT):
+                continue
+            for plane in (LOCAL, IN_FLIGHT) if event.detail == "cp.async" else (LOCAL,):
+                if self.plane(state, plane) >> fact & 1:
+                    traced = self._trace(self._bit(plane, fact), block, event)
+                    if traced is not None:
+                        return traced[0]
+        return None
 
     def _bit(self, which: int, fact: int) -> int:
         return which * self._count + fact

@@ -493,3 +493,21 @@ def test_witness_of_an_access_handed_on_twice_names_the_access():
     assert site.write.line == line_of(text, "st.shared.b16")
     assert "generic-proxy write at line" in site.message() and site.path_text().startswith("line ")
     assert "st.shared" not in site.path_text()  # its way to the relay's arrive is not traced
+
+
+@pytest.mark.parametrize("fenced_first", [True, False])
+def test_witness_of_an_access_handed_on_twice_names_an_unfenced_one(fenced_first):
+    """Warpgroups 0 and 3 write the same bytes and arrive on barrier 1, warpgroup 0 after
+    a proxy fence; warpgroup 1 relays to warpgroup 2's wgmma through barrier 2. The
+    witness names warpgroup 3's write, the one no fence orders, whichever comes first."""
+    head, _, _ = kernel("", "").partition("\tsetp.lt.u32")
+    fenced = "FENCED:\n\tst.shared.b16 [%r1+64], %h0;\n\tfence.proxy.async.shared::cta;\n\tbar.arrive 1, 384;\n" \
+             "\tbra.uni DONE;\n"
+    unfenced = "UNFENCED:\n\tst.shared.b16 [%r1+64], %h1;\n\tbar.arrive 1, 384;\n\tbra.uni DONE;\n"
+    body = ("\tshr.u32 %r6, %r5, 7;\n\tsetp.eq.u32 %p1, %r6, 0;\n\t@%p1 bra FENCED;\n\tsetp.eq.u32 %p2, %r6, 1;\n"
+            "\t@%p2 bra RELAY;\n\tsetp.eq.u32 %p3, %r6, 3;\n\t@%p3 bra UNFENCED;\n\tbar.sync 2, 256;\n" + WG +
+            "\tbra.uni DONE;\n" + (fenced + unfenced if fenced_first else unfenced + fenced) +
+            "RELAY:\n\tbar.sync 1, 384;\n\tbar.arrive 2, 256;\nDONE:\n\tret;\n}\n")
+    text = head + body
+    site, = fence_text(text, "k.ptx", rewrite=False)[1].missing
+    assert site.write.line == line_of(text, "%h1;")
