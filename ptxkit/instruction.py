@@ -110,9 +110,12 @@ class InstructionView:
 _COMMENT = compile_pattern(r"//[^\n]*|/\*[\s\S]*?\*/")
 _HEAD = compile_pattern(
     r"\s*(?:@\s*(!?)\s*([%A-Za-z_$][\w$]*)\s+)?"  # guard
-    r"([A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*)"  # opcode and modifiers
+    # opcode and modifiers; ptxas also reads a modifier after blanks (`.bulk_group .L2::cache_hint`)
+    r"([A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*|\s+\.[A-Za-z_$][\w$]*(?:::[\w$]+)*)*)"
     r"(?=[\s;{(\[]|$)"
 )
+#: blanks, then what can only be a modifier: the opcode goes on past them
+_SPACED_MODIFIER = compile_pattern(r"\s+\.[A-Za-z_$]")
 _OPCODE = compile_pattern(r"[A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*")
 _REGISTER_NAME = compile_pattern(r"[%A-Za-z_$][\w$]*")
 #: interned guards and split opcodes, shared by every instruction
@@ -207,12 +210,16 @@ def _head(text: str):
         start = 0
     if opcode[-1] == ";":
         opcode = opcode[:-1]
+    end = start + len(opcode)
+    dot = text.find(".", end, end + 24)
+    if dot > end and text[end:dot].isspace() and _SPACED_MODIFIER.match(text, end):
+        return _slow_head(text)
     info = _OPCODES.get(opcode)
     if info is None:
         if not _OPCODE.fullmatch(opcode):
             return _slow_head(text)
         info = _opcode_info(opcode)
-    return guard, info, start + len(opcode)
+    return guard, info, end
 
 
 def _slow_head(text: str):
@@ -220,6 +227,7 @@ def _slow_head(text: str):
     if match is None:
         return None
     negation, register, opcode = match.groups()
+    opcode = "".join(opcode.split())
     guard = _guard(register, negation == "!") if register is not None else None
     return guard, _OPCODES.get(opcode) or _opcode_info(opcode), match.end()
 

@@ -156,3 +156,18 @@ def test_instruction_head_reads_guard_and_opcode_only():
     assert (odd.guard, odd.opcode, odd.end) == (Guard("%p2", True), "st.shared.u32", 20)
     with pytest.raises(ptxkit.PtxSyntaxError, match="expected a predicate register and an opcode"):
         instruction_head(view("@%p1 ;"))
+
+
+@pytest.mark.parametrize("text, opcode, first", [
+    # TileLang's TMA store: ptxas reads a modifier after a blank as part of the opcode
+    ("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group .L2::cache_hint [%rd57, {%r1, %r2, %r3, %r4}], "
+     "[%r73], %rd58;", "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group.L2::cache_hint", "memory"),
+    ("add .s32 %r1, %r2, %r3;", "add.s32", "register"),
+    ("@%p1 add.s32\t.sat %r1, %r2, 1;", "add.s32.sat", "register"),
+    ("mov.f32 %f1, .5;", "mov.f32", "register"),  # a number after the first operand stays one
+])
+def test_modifiers_after_blanks_belong_to_the_opcode(text, opcode, first):
+    inst = view(text)
+    assert inst.opcode == opcode and inst.modifiers == tuple(opcode.split(".")[1:])
+    assert inst.operands[0].kind == first
+    assert instruction_head(inst).opcode == opcode
