@@ -996,7 +996,7 @@ class KernelAnalysis:
         for block, state, event in self.walk():
             if event.kind not in (Kind.ARRIVE, Kind.ARRIVE_WAIT):
                 continue
-            for plane in (LOCAL, IN_FLIGHT) if event.detail == "cp.async" else (LOCAL,):
+            for plane in _own_planes(event):
                 if self.plane(state, plane) >> fact & 1:
                     traced = self._trace(self._bit(plane, fact), block, event)
                     if traced is not None:
@@ -1018,9 +1018,7 @@ class KernelAnalysis:
         for block, state, event in self.walk():
             if event.kind not in (Kind.ARRIVE, Kind.ARRIVE_WAIT) or not _matches(wait.sync, event.sync):
                 continue
-            planes = [LOCAL]
-            if event.detail == "cp.async":
-                planes.append(IN_FLIGHT)
+            planes = list(_own_planes(event))
             if which == CROSSED and event.cross:
                 planes.append(REMOTE)
             planes += [IMPORTED, CROSSED] if which == CROSSED else [IMPORTED]
@@ -1079,6 +1077,12 @@ class KernelAnalysis:
             same, crossed, _ = self.imports.get(id(event), _NO_IMPORT)
             return bool((self.put(same, IMPORTED) | self.put(crossed, CROSSED)) >> bit & 1)
         return False
+
+
+def _own_planes(event: Event) -> tuple:
+    """The planes whose accesses an arrive hands on from its own thread: those pending
+    there, and for ``cp.async.mbarrier.arrive`` the copies still in flight."""
+    return (LOCAL, IN_FLIGHT) if event.detail == "cp.async" else (LOCAL,)
 
 
 def _at_risk(event: Event, hazard: Hazard) -> tuple:

@@ -211,7 +211,7 @@ def _head(text: str):
     if opcode[-1] == ";":
         opcode = opcode[:-1]
     end = start + len(opcode)
-    dot = text.find(".", end, end + 24)
+    dot = text.find(".", end)  # a cheap look before the pattern: most operands hold no dot
     if dot > end and text[end:dot].isspace() and _SPACED_MODIFIER.match(text, end):
         return _slow_head(text)
     info = _OPCODES.get(opcode)
