@@ -308,8 +308,9 @@ def _collapse(atoms) -> tuple:
 def widen(old: tuple, new: tuple, thresholds: list | None = None) -> tuple:
     """Widening for loops: a bound that grew from `old` to `new` jumps to the next of
     the sorted `thresholds` (the constants the code compares against), else to
-    infinity (an address's to the end of its region), so every loop settles after a
-    few rounds and a ring index still lands on its bound.
+    infinity (an address's to the end of its region, or down to its start; to minus
+    infinity once below it, lest the bound move back up and the loop never settle), so
+    every loop settles after a few rounds and a ring index still lands on its bound.
 
     >>> show(widen(number(0, 1), number(0, 2))), show(widen(number(5), number(5)))
     ('[0, inf]', '5')
@@ -317,6 +318,9 @@ def widen(old: tuple, new: tuple, thresholds: list | None = None) -> tuple:
     '[0, 5]'
     >>> show(widen(number(0, 2, 2), number(0, 4, 2), [11, 12, 13]))  # a ring stepped by 2, tested at 12
     '[0, 10] step 2'
+    >>> r = Region("s", SHARED_CTA_SPACE, 65536, 1024)
+    >>> widen(address(r, 0, 8192), address(r, -8192, 8192))[0].lo == -INF, show(widen(address(r, 64), address(r, 32, 64)))
+    (True, 's+[0, 64] (shared::cta window)')
     """
     if old == new or is_top(new):
         return new
@@ -330,7 +334,7 @@ def widen(old: tuple, new: tuple, thresholds: list | None = None) -> tuple:
         lo, hi, step = atom.lo, atom.hi, _common_step(before, atom)
         if lo < before.lo:
             below = [t for t in thresholds or () if t <= lo] if atom.form == NUM else []
-            lo = below[-1] if below else (-INF if atom.form == NUM else 0)
+            lo = below[-1] if below else (-INF if atom.form == NUM or lo < 0 else 0)
         if hi > before.hi:
             above = [t for t in thresholds or () if t >= hi] if atom.form == NUM else []
             hi = above[0] if above else INF
