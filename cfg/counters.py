@@ -592,26 +592,36 @@ class CounterIdioms:
         return (lambda at: [extend(value(at)[0])]), sources
 
     def shifted_field(self, block: int, position: int, operands, modifiers: list):
-        """``and d, r, 2**n - 1`` of ``r = x >> k`` set earlier in the block (k a constant,
-        x not set again in between): d is bits ``[k, k + n)`` of x (`ptxkit.cfg.values.field`),
-        so a descriptor's start field taken from a generic shared address is its window
-        address's (ThunderKittens' ``tcgen05.cp`` source)."""
+        """``and d, r, M`` with `M` one run of ones, bits ``[p, p + n)``, of ``r = x >> k``
+        or ``r = x << k`` (k <= p) set earlier in the block (k a constant, x not set again
+        in between): d is bits ``[p + k, p + k + n)`` or ``[p - k, p - k + n)`` of x
+        (`ptxkit.cfg.values.field`) moved up to bit p. So a descriptor's start field taken
+        from a generic shared address is its window address's (ThunderKittens'
+        ``tcgen05.cp`` source), and bits 7-9 of a stage address moved into a descriptor's
+        base-offset field by ``(a << 42) & (7 << 49)`` are known (FlashInfer's fmha_v2)."""
         mask = register_and_constant(operands)
-        if mask is None or mask[1] <= 0 or mask[1] & (mask[1] + 1):
+        if mask is None or mask[1] <= 0:
+            return None
+        low = (mask[1] & -mask[1]).bit_length() - 1
+        ones = mask[1] >> low
+        if ones & (ones + 1):
             return None
         instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
         plain = self.plain(block)
         at = last_definition(instructions, heads, position, mask[0], plain)
-        if at is None or heads[at][0] is not None or not heads[at][1].startswith(("shr.u", "shr.b")):
+        if at is None or heads[at][0] is not None or not heads[at][1].startswith(("shr.u", "shr.b", "shl.")):
             return None
         shift = register_and_constant(instructions[at].operands)
         if shift is None or redefined(instructions, heads, at + 1, position, shift[0], plain):
             return None
-        source, count = instructions[at].operands[1], shift[1]
-        length, width = mask[1].bit_length(), type_width(modifiers)
-        evaluate = self.evaluate
-        return (lambda at: [field(evaluate(block, source, at), count, length, width)]), \
-            [self.prefix(block) + source.name]
+        source, count = instructions[at].operands[1], shift[1] if heads[at][2] == "shr" else -shift[1]
+        length, width = ones.bit_length(), type_width(modifiers)
+        if low + count < 0 or low + length > width:
+            return None
+        evaluate, sources = self.evaluate, [self.prefix(block) + source.name]
+        if low == 0:
+            return (lambda at: [field(evaluate(block, source, at), count, length, width)]), sources
+        return (lambda at: [shl(field(evaluate(block, source, at), low + count, length, width), number(low))]), sources
 
     def _wrapped_remainder(self, block: int, position: int, register: str, vanishes):
         """``(compute, sources)`` of an alignment remainder last defined in `block` before

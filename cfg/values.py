@@ -543,6 +543,9 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
     ('32', '32')
     >>> show(and_(address(r, 64, 128), number(0xFEFFFFF8), 32))  # sm_100's peer-CTA bit and 8-byte alignment
     's+[64, 128] step 8 (shared::cta window)'
+    >>> stages = add(address(Region("t", SHARED_CTA_SPACE, 65536, 1024)), number(0, 32768, 16384))
+    >>> show(and_(shr(stages, number(7)), number(7))), show(and_(shr(stages, number(4)), number(7)))  # bits 7-9, 4-6
+    ('0', '0')
 
     """
     mask = constant(b)
@@ -592,11 +595,14 @@ def _and_address(x: Atom, mask: int, full: int, width: int) -> tuple:
             mask = full ^ low
     if limit is not None and (mask + 1) & mask == 0 and mask >= (1 << limit) - 1:
         return (x,)  # keeps every bit an address can have
-    if (mask + 1) & mask == 0 and not x.shift:  # the low bits: the offset modulo an aligned step
-        step = mask + 1
-        region_align = x.region.align if x.region is not None else 1
-        if region_align % step == 0 and x.hi - x.lo < step and x.lo // step == x.hi // step:
-            return _num(x.lo % step, x.hi % step)
+    if (mask + 1) & mask == 0 and x.region is not None and -INF < x.lo and x.hi < INF:
+        # the low bits of the (shifted) address: bits [shift, shift + m) of the offset when
+        # the region's start has none there, exact when every offset agrees on them
+        span = (mask + 1) << x.shift
+        if x.region.align % span == 0 and (x.lo // span == x.hi // span or _stride(x) % span == 0):
+            return _num((x.lo >> x.shift) & mask, (x.hi >> x.shift) & mask if _stride(x) % span else
+                        (x.lo >> x.shift) & mask)
+    if (mask + 1) & mask == 0 and not x.shift:
         return _num(0, mask)
     if mask < 1 << (width - 1):  # some low bits of the address: a number no larger than the mask
         return _masked(mask, mask)
