@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 
-from ptxkit.cfg.arithmetic import compared_as, cvt_reading, rounded_up_to
+from ptxkit.cfg.arithmetic import SWAPPED, compared_as, cvt_reading, rounded_up_to
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.idioms import align_up, constant_operand, linear, quotient_of, remainder
@@ -19,7 +19,9 @@ from ptxkit.cfg.operands import (
     INTEGER_TYPES, last_definition, operand_reads, redefined, register_and_constant, type_width,
 )
 from ptxkit.cfg.ssa import blocks_between, by_block, version_name
-from ptxkit.cfg.values import INF, NUM, TOP, add, constant, field, join, mul, number, refine, shl
+from ptxkit.cfg.values import (
+    INF, NUM, TOP, add, constant, field, join, mul, number, refine, refine_by, shl, unpack,
+)
 
 
 def _copy_of(instruction, head, z: str) -> bool:
@@ -773,11 +775,19 @@ class CounterIdioms:
         """A ``selp`` that rounds a register up to a power of two (`ptxkit.cfg.idioms.
         align_up`): ``(x + N - 1) & -N`` when the other terms add up to N, else what
         `otherwise` computes."""
+        prefix = self.prefix(block)
+
+        def elsewhere(register: str):
+            site = self._dominating_site(block, register)
+            if site is None:
+                return None
+            code = self.flow.blocks[site[0]]
+            return site[0], code.instructions, code.heads, site[1]
+
         found = align_up(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position,
-                         self.plain(block))
+                         self.plain(block), elsewhere)
         if found is None:
             return None
-        prefix = self.prefix(block)
         width = type_width(modifiers)
 
         def compute(at):
@@ -807,6 +817,107 @@ class CounterIdioms:
                 or redefined(instructions, heads, min(at, read_at) + 1, max(at, read_at), y, plain):
             return None
         return summand[1]
+
+    def selected_step(self, block: int, position: int, operands):
+        """``add r, d, y`` where ``d`` is ``selp d, A, B, p`` of two constants, ``p`` is
+        ``setp.<cmp> p, x, b`` (`b` a register or a constant) and ``y`` is ``x`` or a part of
+        it (`_part_of`), all in this block: each constant is added to ``x``'s part refined
+        by the outcome of the comparison that selects it, so a descriptor stepped round a
+        ring of stages by ``lo += desc < start + 512 ? 512 : -512`` stays on the ring
+        (FlashInfer's fmha_v2; docs/fence.md §3.1)."""
+        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
+        plain = self.plain(block)
+        for selected, y in ((operands[1], operands[2]), (operands[2], operands[1])):
+            if selected.kind != "register" or y.kind != "register":
+                continue
+            selp_at = last_definition(instructions, heads, position, selected.name, plain)
+            arms = instructions[selp_at].operands if selp_at is not None and heads[selp_at][0] is None \
+                and heads[selp_at][2] == "selp" else ()
+            if len(arms) == 4 and arms[1].kind == arms[2].kind == "immediate" and arms[3].kind == "register" \
+                    and all(isinstance(arm.value, int) for arm in arms[1:3]):
+                break
+        else:
+            return None
+        predicate = arms[3]
+        setp_at = last_definition(instructions, heads, selp_at, predicate.name, plain)
+        if setp_at is None or heads[setp_at][0] is not None or heads[setp_at][2] != "setp" \
+                or redefined(instructions, heads, setp_at + 1, position, predicate.name, plain):
+            return None
+        compare = instructions[setp_at].operands
+        parts = heads[setp_at][1].split(".")
+        if len(compare) != 3 or len(parts) != 3 or parts[1] not in SWAPPED or parts[2] not in INTEGER_TYPES:
+            return None
+        for x, bound, comparison in ((compare[1], compare[2], parts[1]), (compare[2], compare[1], SWAPPED[parts[1]])):
+            if x.kind != "register" or bound.kind not in ("register", "immediate") \
+                    or bound.kind == "register" and redefined(instructions, heads, setp_at + 1, position, bound.name,
+                                                              plain):
+                continue
+            part = self._part_of(block, position, setp_at, y.name, x.name)
+            if part is not None and not redefined(instructions, heads, setp_at + 1, position, x.name, plain):
+                break
+        else:
+            return None
+        prefix = self.prefix(block)
+        unsigned, view = parts[2][0] in "ub", compared_as(parts[2])
+        sides = ((arms[1].value, not predicate.negated), (arms[2].value, predicate.negated))
+
+        def compute(at):
+            x_value = self.lookup(at, prefix + x.name)
+            b_value = self.evaluate(block, bound, at)
+            if not x_value or not b_value:
+                return [()]  # not evaluated yet
+            out = ()
+            for step, holds in sides:  # an arm only where the comparison can come out its way
+                kept = refine_by(view(x_value), comparison, view(b_value), holds, unsigned)
+                if kept and part != (0, 1, 0):
+                    kept = unpack(kept, part[1], part[2])[part[0]]
+                out = join(out, add(kept, number(step)) if kept else ())
+            return [out if out else TOP]
+
+        return compute, [prefix + x.name] + ([prefix + bound.name] if bound.kind == "register" else [])
+
+    def _part_of(self, block: int, position: int, setp_at: int, y: str, x: str):
+        """``(index, count, bits)`` when register `y`, read at `position`, holds part `index`
+        of the `count` parts of `bits` bits that register `x` held when the ``setp`` at
+        `setp_at` read it (``(0, 1, 0)``: `y` is `x`): `y` unpacked from `x`
+        (``mov.b64 {y, h}, x``) or `x` packed from `y` (``mov.b64 x, {y, h}``) in this
+        block, neither set again on the way, or `x` packed from `y` in a block that
+        dominates this one, where each is set once and neither here (fmha_v2 packs the
+        descriptor in one block and tests and steps it in the next); None otherwise."""
+        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
+        plain = self.plain(block)
+        if y == x:
+            return (0, 1, 0)
+        packed = last_definition(instructions, heads, setp_at, x, plain)
+        sites = [(block, last_definition(instructions, heads, position, y, plain), 1, 0), (block, packed, 0, 1)]
+        if packed is None and last_definition(instructions, heads, position, y, plain) is None:
+            site, y_site = self._dominating_site(block, x), self._dominating_site(block, y)
+            if site is not None and y_site is not None and y_site[0] == site[0] and y_site[1] < site[1]:
+                sites.append((site[0], site[1], 0, 1))
+        for where, at, whole, vector in sites:
+            code = self.flow.blocks[where]
+            if at is None or code.heads[at][0] is not None or code.heads[at][2] != "mov":
+                continue
+            moved = code.instructions[at].operands
+            if len(moved) != 2 or moved[vector].kind != "vector" or moved[whole].kind != "register" \
+                    or moved[whole].name != x:
+                continue
+            names = [element.name if element.kind == "register" else None for element in moved[vector].elements]
+            if y not in names or where == block and (
+                    redefined(instructions, heads, min(at, setp_at) + 1, max(at, setp_at), x, plain)
+                    or redefined(instructions, heads, at + 1, position, y, plain)):
+                continue
+            return names.index(y), len(names), type_width(code.heads[at][1].split(".")[1:]) // len(names)
+        return None
+
+    def _dominating_site(self, block: int, register: str) -> tuple[int, int] | None:
+        """``(block, position)`` of the one definition of `register` (of `block`'s inlined
+        copy) when it lies in another block that dominates `block`, else None: wherever
+        `block` reads it, it holds what the last run of that block set."""
+        site = self._only_site(self.prefix(block), register)
+        if site is None or site[0] == block or not DominatorTree.of(self.flow).dominates(site[0], block):
+            return None
+        return site
 
     def ring_refinement(self, block: int, position: int, operands):
         """``selp d, a, b, p`` where ``p`` is ``setp.<cmp> p, x, C`` and `a`/`b` are

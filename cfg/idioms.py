@@ -374,8 +374,15 @@ class AlignUp:
     others: tuple
 
 
-def align_up(instructions, heads, position: int, plain) -> AlignUp | None:
-    """The align-up idiom computed by the ``selp`` at `position`, or None.
+def align_up(instructions, heads, position: int, plain, elsewhere=None) -> AlignUp | None:
+    """The align-up idiom computed by the ``selp`` at `position`, or None: ``r = x &
+    (N - 1)``, ``p = r == 0``, the select of ``x`` and a sum ``x - r + ...``. Its parts
+    may lie in another block when `elsewhere` finds them: ``elsewhere(register)`` gives
+    ``(block, instructions, heads, position)`` of the one definition of a register in a
+    block the caller knows runs before this one on every way to it, or None. ``x``, ``r``
+    and the sum (unless this block computes it) must then all be set in that block and
+    not in this one (nvcc rounds the dynamic shared base once and tests or selects it
+    again in later blocks).
 
     >>> from ptxkit import parse
     >>> from ptxkit.cfg.graph import flow_graph
@@ -391,9 +398,62 @@ def align_up(instructions, heads, position: int, plain) -> AlignUp | None:
     if heads[position][0] is not None or heads[position][2] != "selp" or len(operands) != 4 \
             or operands[3].kind != "register":
         return None
+    here = (None, instructions, heads)
+
+    def site(register: str, before: int):
+        """Where `register`, read at `before` in this block, was set: here or elsewhere."""
+        at = _defining(instructions, heads, before, register, plain)
+        if at is not None:
+            return here + (at,)
+        return elsewhere(register) if elsewhere is not None else None
+
     predicate = operands[3]
-    setp_at = _defining(instructions, heads, position, predicate.name, plain)
-    if setp_at is None or heads[setp_at][2] != "setp" or heads[setp_at][0] is not None:
+    setp = site(predicate.name, position)
+    test = _alignment_test(*setp, plain, site if setp[0] is None else None) if setp is not None else None
+    if test is None:
+        return None
+    x, remainder_register, modulus, home, comparison = test
+    _, code, code_heads, and_at = home
+    if home[0] is None:  # all in this block: x and r unchanged from the test to the select
+        if not _unchanged(instructions, heads, and_at, position, x, plain) \
+                or _defining(instructions, heads, position, remainder_register, plain) != and_at:
+            return None
+    else:
+        x_site = elsewhere(x)
+        if x_site is None or x_site[0] != home[0] or x_site[3] > and_at \
+                or _defining(instructions, heads, position, x, plain) is not None \
+                or _defining(instructions, heads, position, remainder_register, plain) is not None:
+            return None
+    aligned, rounded = operands[1], operands[2]
+    if (comparison == "ne") != predicate.negated:
+        aligned, rounded = rounded, aligned
+    if aligned.kind != "register" or aligned.name != x or rounded.kind != "register":
+        return None
+    terms: dict = {}
+    summed = site(rounded.name, position)
+    if summed is None:
+        return None
+    if summed[0] is None:  # the sum is computed here
+        span, where = ((and_at, position) if home[0] is None else (-1, position)), (instructions, heads, position)
+    elif summed[0] == home[0] and summed[3] > and_at:
+        span, where = (and_at, summed[3] + 1), (code, code_heads, summed[3] + 1)
+    else:
+        return None
+    if not _linear(*where[:2], where[2], rounded.name, 1, span, (x, remainder_register), terms, 0):
+        return None
+    if terms.pop(x, 0) != 1 or terms.pop(remainder_register, 0) != -1:
+        return None
+    constant = terms.pop(None, 0)
+    others = tuple((coefficient, name) for name, coefficient in sorted(terms.items()) if coefficient)
+    return AlignUp(x, modulus, constant, others)
+
+
+def _alignment_test(block, instructions, heads, setp_at: int, plain, site=None):
+    """``(x, r, N, home, comparison)`` for the ``setp.eq/ne p, r, 0`` at `setp_at` of
+    `block` (None: the select's) of ``r = x & (N - 1)`` (N a power of two) set before
+    it in that block, or through ``site(r, setp_at)`` (`align_up`); `home` is ``(block,
+    instructions, heads, position)`` of the ``and``. None when it is no such test."""
+    if heads[setp_at][2] != "setp" or heads[setp_at][0] is not None:
         return None
     compare = instructions[setp_at].operands
     comparison = heads[setp_at][1].split(".")[1]
@@ -402,9 +462,15 @@ def align_up(instructions, heads, position: int, plain) -> AlignUp | None:
         return None
     remainder_register = compare[1].name
     and_at = _defining(instructions, heads, setp_at, remainder_register, plain)
-    if and_at is None or heads[and_at][2] != "and" or heads[and_at][0] is not None:
+    home = (block, instructions, heads, and_at)
+    if and_at is None and site is not None:
+        home = site(remainder_register, setp_at)
+    if home is None or home[3] is None:
         return None
-    masked = instructions[and_at].operands
+    code, code_heads, and_at = home[1:]
+    if code_heads[and_at][2] != "and" or code_heads[and_at][0] is not None:
+        return None
+    masked = code[and_at].operands
     if len(masked) != 3 or masked[1].kind != "register" or masked[2].kind != "immediate" \
             or not isinstance(masked[2].value, int):
         return None
@@ -412,22 +478,7 @@ def align_up(instructions, heads, position: int, plain) -> AlignUp | None:
     x = masked[1].name
     if modulus < 2 or modulus & (modulus - 1) or x == remainder_register:
         return None
-    aligned, rounded = operands[1], operands[2]
-    if (comparison == "ne") != predicate.negated:
-        aligned, rounded = rounded, aligned
-    if aligned.kind != "register" or aligned.name != x or rounded.kind != "register":
-        return None
-    if _defining(instructions, heads, position, remainder_register, plain) != and_at or \
-            not _unchanged(instructions, heads, and_at, position, x, plain):
-        return None
-    terms: dict = {}
-    if not _linear(instructions, heads, position, rounded.name, 1, (and_at, position), (x, remainder_register), terms, 0):
-        return None
-    if terms.pop(x, 0) != 1 or terms.pop(remainder_register, 0) != -1:
-        return None
-    constant = terms.pop(None, 0)
-    others = tuple((coefficient, name) for name, coefficient in sorted(terms.items()) if coefficient)
-    return AlignUp(x, modulus, constant, others)
+    return x, remainder_register, modulus, home, comparison
 
 
 @record

@@ -777,7 +777,12 @@ class _Analysis(BranchConditions, CounterIdioms):
             if refined is not None:
                 compute, extra = refined
                 sources.extend(extra)
-        if base == "add" and len(targets) == 1 and self._may_round(block):
+        if base == "add" and len(targets) == 1 and len(operands) == 3:
+            selected = self.selected_step(block, position, operands)
+            if selected is not None:
+                compute, extra = selected
+                sources.extend(extra)
+        if base == "add" and len(targets) == 1 and compute is plain_compute and self._may_round(block):
             rounding = rounding_add(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position,
                                     plain)
             if rounding is not None:

@@ -1029,10 +1029,18 @@ def refine_by(value: tuple, comparison: str, other: tuple, holds: bool, unsigned
     '[0, 31]'
     >>> show(refine_by(number(0, 100), "lt", number(16, 32), False)), show(refine_by(number(0, 9), "lt", (), True))
     ('[16, 100]', '[0, 9]')
+    >>> r = Region("s", SHARED_CTA_SPACE, 65536, 1024)
+    >>> ring, end = add(address(r), number(0, 16384, 8192)), address(r, 8192)
+    >>> show(refine_by(ring, "lo", end, True)), show(refine_by(ring, "lo", end, False))
+    ('s+0 (shared::cta window)', 's+[8192, 16384] step 8192 (shared::cta window)')
     """
     if not holds:
         comparison = _NEGATION.get(comparison)
-    if comparison is None or len(other) != 1 or other[0].form != NUM:
+    if comparison is None or len(other) != 1:
+        return value
+    if other[0].is_address:
+        return _refine_offsets(value, comparison, other[0])
+    if other[0].form != NUM:
         return value
     lo, hi = other[0].lo, other[0].hi
     if (unsigned or comparison in ("lo", "ls", "hi", "hs")) and lo < 0:
@@ -1042,6 +1050,29 @@ def refine_by(value: tuple, comparison: str, other: tuple, holds: bool, unsigned
     if comparison in ("gt", "ge", "hi", "hs", "eq") and lo > -INF and value:
         value = refine(value, "ge" if comparison == "eq" else comparison, lo, True, unsigned)
     return value
+
+
+def _refine_offsets(value: tuple, comparison: str, other: Atom) -> tuple:
+    """`refine_by` against an address: the atoms of `value` into the same region, in the
+    same form and with the same `high` bits, compare as their offsets do (the address field
+    lies below the high bits); a `shift` drops low bits, so ``x >> s >= y >> s`` only says
+    ``x > y - 2**s``. Other atoms stay as they are."""
+    if other.region is None or other.lo <= -INF or other.hi >= INF:
+        return value
+    blur = (1 << other.shift) - 1
+    least = {"lt": -INF, "le": -INF, "gt": other.lo + 1, "ge": other.lo - blur, "eq": other.lo - blur}
+    most = {"lt": other.hi - 1, "le": other.hi + blur, "gt": INF, "ge": INF, "eq": other.hi + blur}
+    kind = _SIGNLESS.get(comparison, comparison)
+    if kind not in least:
+        return value
+
+    def one(x: Atom) -> tuple:
+        if _key(x) != _key(other):
+            return (x,)
+        lo, hi = _inward(max(x.lo, least[kind]), min(x.hi, most[kind]), x.lo, x.step)
+        return (x._replace(lo=lo, hi=hi, step=x.step if lo < hi else 1),) if lo <= hi else ()
+
+    return _lift(value, one)
 
 
 def compare(value: tuple, comparison: str, bound: int, unsigned: bool = False) -> tuple:
@@ -1071,5 +1102,6 @@ def meet(a: tuple, b: tuple) -> tuple:
     return a
 
 
+_SIGNLESS = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
 _NEGATION = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le",
              "lo": "hs", "hs": "lo", "ls": "hi", "hi": "ls"}

@@ -902,3 +902,78 @@ def test_a_generic_address_xored_above_the_window_names_a_peer_ctas_bytes():
     assert value_at(body, "%r2") == "dynamic shared+4096 (shared::cluster window)"
     low = body.replace("16777216", "16")  # a swizzle's XOR stays in the CTA's own window
     assert value_at(low, "%rd4") == "dynamic shared+4112 (shared::cta generic)"
+
+
+#: nvcc's rounded base selected again in a later block (FlashInfer's fmha_v2): the entry
+#: block rounds the dynamic base up to 1024 once; a later block tests p & 1023 again and
+#: selects p or the sum the entry block computed
+ROUNDED_EARLIER = (
+    "\tmov.u32 %r1, low;\n\tcvt.u64.u32 %rd1, %r1;\n\tcvta.shared.u64 %rd2, %rd1;\n\tand.b64 %rd3, %rd2, 1023;\n"
+    "\tmov.u64 %rd9, 1024;\n\tsub.s64 %rd4, %rd9, %rd3;\n\tadd.s64 %rd5, %rd2, %rd4;\n\tsetp.eq.s64 %p1, %rd3, 0;\n"
+    "\tselp.b64 %rd6, %rd2, %rd5, %p1;\n\tld.param.u32 %r2, [k_n];\n\tsetp.eq.s32 %p2, %r2, 0;\n\t@%p2 bra LATER;\n"
+    "\tst.u32 [%rd6], %r2;\nLATER:\n")
+TESTED_LATER = "\tsetp.eq.s64 %p3, %rd3, 0;\n\tselp.b64 %rd7, %rd2, %rd5, %p3;\n\tadd.s64 %rd8, %rd7, 163960;\n"
+SUMMED_LATER = ("\tmov.u64 %rd10, 1024;\n\tsub.s64 %rd11, %rd10, %rd3;\n\tadd.s64 %rd12, %rd2, %rd11;\n"
+                "\tselp.b64 %rd7, %rd2, %rd12, %p1;\n\tadd.s64 %rd8, %rd7, 163960;\n")
+
+
+@pytest.mark.parametrize("later", [TESTED_LATER, SUMMED_LATER])
+def test_a_base_rounded_up_in_an_earlier_block_keeps_offsets_exact(later):
+    shown = value_at(ROUNDED_EARLIER + later, "%rd8", params=".param .u32 k_n", head=LOW_ALIGNED)
+    assert shown == "dynamic shared aligned 1024+163960 (shared::cta generic)"
+    # p set again on the way (a second definition): the later select is only a select
+    moved = ROUNDED_EARLIER.replace("\tst.u32", "\tadd.s64 %rd2, %rd2, 16;\n\tst.u32") + later
+    assert value_at(moved, "%rd8", params=".param .u32 k_n", head=LOW_ALIGNED).startswith("dynamic shared+[")
+
+
+#: FlashInfer's fmha_v2 steps a wgmma descriptor round a ring of two 8 KB stages by
+#: comparing it with the ring's end: lo += desc < end ? 512 : -512 (512 descriptor units
+#: are 8192 bytes)
+DESCRIPTOR_RING = (
+    "\tmov.u32 %r1, dyn;\n\tld.param.u32 %r2, [k_n];\n\tshr.u32 %r3, %r1, 4;\n\tcvt.u64.u32 %rd1, %r3;\n"
+    "\tor.b64 %rd2, %rd1, 4611686293305294848;\n\tadd.s64 %rd3, %rd2, 512;\n\tmov.u32 %r4, 0;\n"
+    "LOOP:\n\t// here\n\tsetp.lt.u64 %p1, %rd2, %rd3;\n\tmov.b64 {%r5, %r6}, %rd2;\n\tselp.b32 %r7, 512, -512, %p1;\n"
+    "\tadd.s32 %r8, %r7, %r5;\n\tmov.b64 %rd2, {%r8, %r6};\n\tadd.s32 %r4, %r4, 1;\n\tsetp.lt.u32 %p2, %r4, %r2;\n"
+    "\t@%p2 bra LOOP;\n")
+
+
+@pytest.mark.parametrize("body", [
+    DESCRIPTOR_RING,
+    # the end compared the other way round, and the descriptor packed from the stepped word
+    DESCRIPTOR_RING.replace("\tsetp.lt.u64 %p1, %rd2, %rd3;\n\tmov.b64 {%r5, %r6}, %rd2;\n",
+                            "\tmov.b64 {%r5, %r6}, %rd2;\n\tmov.b64 %rd4, {%r5, %r6};\n\tsetp.gt.u64 %p1, %rd3, %rd4;\n"),
+    # packed in one block, tested and stepped in the next (each part set once)
+    DESCRIPTOR_RING.replace("\tsetp.lt.u64 %p1, %rd2, %rd3;\n\tmov.b64 {%r5, %r6}, %rd2;\n",
+                            "\tmov.b64 {%r5, %r6}, %rd2;\n\tmov.b64 %rd4, {%r5, %r6};\n\tsetp.eq.u32 %p3, %r2, 7;\n"
+                            "\t@%p3 bra NEXT;\nNEXT:\n\tsetp.lt.u64 %p1, %rd4, %rd3;\n"),
+])
+def test_a_descriptor_stepped_round_a_ring_by_comparing_with_its_end(body):
+    ring = "dynamic shared+[0, 8192] step 8192 (shared::cta window) >> 4 | 0x4000004000000000"
+    assert value_at(body, "%rd2", params=".param .u32 k_n") == ring
+
+
+@pytest.mark.parametrize("change", [
+    ("selp.b32 %r7, 512, -512", "selp.b32 %r7, -512, 512"),  # below the end it steps down: no ring
+    ("setp.lt.u64 %p1, %rd2, %rd3", "setp.lt.u64 %p1, %rd2, %rd9"),  # an end nothing bounds
+])
+def test_what_is_not_a_descriptor_ring(change):
+    body = DESCRIPTOR_RING.replace(*change)
+    assert value_at(body, "%rd2", params=".param .u32 k_n") != value_at(DESCRIPTOR_RING, "%rd2", params=".param .u32 k_n")
+
+
+def test_an_address_stepped_below_its_region_settles():
+    # widening takes an address going down to the region's start; one already below it
+    # goes to minus infinity, or its bound would move back up each round and never settle
+    body = ("\tmov.u32 %r1, dyn;\n\tld.param.u32 %r2, [k_n];\nLOOP:\n\t// here\n\tadd.s32 %r1, %r1, -8192;\n"
+            "\tsetp.lt.u32 %p2, %r1, %r2;\n\t@%p2 bra LOOP;\n")
+    assert value_at(body, "%r1", params=".param .u32 k_n").startswith("dynamic shared+[-")
+
+
+def test_bits_of_an_address_moved_up_into_a_descriptor_field():
+    # fmha_v2's base-offset field: (a << 42) & (7 << 49) is bits 7-9 of a at bit 49, none
+    # set for a 1024-aligned stage; bits 4-6 of an address 16 bytes in are 1
+    body = ("\tmov.u32 %r1, dyn;\n\tadd.s32 %r2, %r1, 98304;\n\tcvt.u64.u32 %rd1, %r2;\n\tshl.b64 %rd2, %rd1, 42;\n"
+            "\tand.b64 %rd3, %rd2, 3940649673949184;\n\tadd.s32 %r3, %r1, 16;\n\tshl.b32 %r4, %r3, 1;\n"
+            "\tand.b32 %r5, %r4, 224;\n")
+    assert value_at(body, "%rd3") == "0"
+    assert value_at(body, "%r5") == "32"
