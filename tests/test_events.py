@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 import ptxkit
 from ptxkit.cfg.events import EventOptions, Kind, classify, describe
 from ptxkit.cfg.inline import inlined_graph
@@ -36,6 +39,14 @@ def test_generic_addressing():
             "\tst.u32 [dyn+4], %r3;\n")
     # a pointer loaded from memory cannot be shared here: nothing stores a shared address
     assert events(body) == [("write", "dynamic shared[16:20]"), ("write", "dynamic shared[4:8]")]
+
+
+def test_a_shared_access_through_a_generic_address_of_our_own_bytes():
+    # TensorRT-LLM's block-scale GEMM stores its scales with st.shared through cvta.shared
+    # pointers: the low bits of such an address are its window address's (docs/fence.md §8)
+    body = ("\tmov.u64 %rd1, dyn;\n\tcvta.shared.u64 %rd2, %rd1;\n\tst.shared.f32 [%rd2+86144], %f1;\n"
+            "\tld.param.u64 %rd3, [k_p];\n\tst.shared.f32 [%rd3], %f1;\n")
+    assert events(body) == [("write", "dynamic shared[86144:86148]"), ("write", "shared::cta")]
 
 
 def test_async_footprints():
@@ -308,3 +319,48 @@ def test_a_barrier_id_that_follows_the_thread_index_is_taken_for_the_threads_tha
     found = [describe(e) for block in classify(inlined_graph(ptxkit.parse(from_parameter).function("k")),
                                                EventOptions()).by_block for e in block]
     assert found == ["named barrier 0 or 1 or 2 or 3 or 4 or 5 or 6 or 7"] * 3
+
+
+#: Each thread stores tid + 7 with st.shared through the generic address of its word of
+#: dyn, and after bar.sync reads the word with ld.shared through its window address.
+GENERIC_SHARED_PROBE = """.version 8.0
+.target sm_90a
+.address_size 64
+.extern .shared .align 16 .b8 dyn[];
+.visible .entry probe(.param .u64 out)
+{
+  .reg .b32 %r<6>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [out];
+  cvta.to.global.u64 %rd1, %rd1;
+  mov.u32 %r1, %tid.x;
+  add.s32 %r2, %r1, 7;
+  mov.u64 %rd2, dyn;
+  cvta.shared.u64 %rd3, %rd2;
+  mul.wide.u32 %rd4, %r1, 4;
+  add.s64 %rd5, %rd3, %rd4;
+  st.shared.u32 [%rd5+4096], %r2;
+  bar.sync 0;
+  mov.u32 %r3, dyn;
+  shl.b32 %r4, %r1, 2;
+  add.s32 %r5, %r3, %r4;
+  ld.shared.u32 %r2, [%r5+4096];
+  add.s64 %rd6, %rd1, %rd4;
+  st.global.u32 [%rd6], %r2;
+  ret;
+}
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.ptxas
+def test_a_shared_access_through_a_generic_address_lands_on_its_window_bytes():
+    """The assumption behind `test_a_shared_access_through_a_generic_address_of_our_own_bytes`
+    (docs/fence.md §8), on this GPU: st.shared through a cvta.shared pointer writes the
+    bytes its window address names."""
+    from ptxkit import runtime
+
+    kernel = runtime.load(ptxkit.assemble(GENERIC_SHARED_PROBE, arch="sm_90a", filename="probe.ptx")).kernel("probe")
+    out = np.zeros(256, np.uint32)
+    kernel.launch(runtime.Out(out), grid=1, block=256, shared_mem=8192)
+    assert (out == np.arange(256) + 7).all()
