@@ -16,8 +16,9 @@ import math
 
 from ptxkit.cfg.operands import INTEGER_TYPES, OTHER_TYPES, TYPE_BITS
 from ptxkit.cfg.values import (
-    GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW,
-    Atom, add, and_, anywhere, constant, join, mul, number, or_, shl, shr, signed, sub, truncate, wrap, xor,
+    GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE,
+    SHARED_WINDOW_LIMIT, TOP, WINDOW, Atom, add, and_, anywhere, constant, join, mul, number, or_, shl, shr, signed,
+    sub, truncate, wrap, xor,
 )
 
 #: Any 64-bit pattern read as unsigned.
@@ -102,6 +103,8 @@ def cvta(value: tuple, modifiers: list) -> tuple:
     >>> from ptxkit.cfg.values import Region, address, show
     >>> show(cvta(number(5), ["to", "shared", "u32"]))
     'somewhere (shared::cta window)'
+    >>> show(cvta(number(0), ["to", "shared", "u64"]))  # XQA's descriptor template: its low 18 bits are 0
+    '[0, 18446744073709289472] step 262144'
     >>> peer = address(Region("s", SHARED_CLUSTER_SPACE, 4096, 16), 64, form=GENERIC)
     >>> show(cvta(peer, ["to", "shared", "u64"]))
     's+64 (shared::cluster window)'
@@ -119,6 +122,9 @@ def cvta(value: tuple, modifiers: list) -> tuple:
         elif to_window and target == SHARED_CTA_SPACE and atom.is_address and atom.space == SHARED_CLUSTER_SPACE \
                 and atom.form == GENERIC:
             out = join(out, (atom._replace(form=WINDOW),))
+        elif to_window and target == SHARED_CTA_SPACE and atom.form == NUM and atom.lo == atom.hi == 0:
+            # the null pointer: minus the window's start, a multiple of 2**18 (docs/fence.md §8)
+            out = join(out, number(0, (1 << 64) - SHARED_WINDOW_LIMIT, SHARED_WINDOW_LIMIT))
         else:
             out = join(out, anywhere(target, form))
     return out

@@ -593,14 +593,16 @@ class CounterIdioms:
         value, sources = found
         return (lambda at: [extend(value(at)[0])]), sources
 
-    def shifted_field(self, block: int, position: int, operands, modifiers: list):
+    def shifted_field(self, block: int, position: int, operands, modifiers: list, otherwise):
         """``and d, r, M`` with `M` one run of ones, bits ``[p, p + n)``, of ``r = x >> k``
         or ``r = x << k`` (k <= p) set earlier in the block (k a constant, x not set again
         in between): d is bits ``[p + k, p + k + n)`` or ``[p - k, p - k + n)`` of x
         (`ptxkit.cfg.values.field`) moved up to bit p. So a descriptor's start field taken
         from a generic shared address is its window address's (ThunderKittens'
         ``tcgen05.cp`` source), and bits 7-9 of a stage address moved into a descriptor's
-        base-offset field by ``(a << 42) & (7 << 49)`` are known (FlashInfer's fmha_v2)."""
+        base-offset field by ``(a << 42) & (7 << 49)`` are known (FlashInfer's fmha_v2).
+        A field moved up that is still an address (bits of the start field) is what
+        `otherwise` computes."""
         mask = register_and_constant(operands)
         if mask is None or mask[1] <= 0:
             return None
@@ -623,7 +625,12 @@ class CounterIdioms:
         evaluate, sources = self.evaluate, [self.prefix(block) + source.name]
         if low == 0:
             return (lambda at: [field(evaluate(block, source, at), count, length, width)]), sources
-        return (lambda at: [shl(field(evaluate(block, source, at), low + count, length, width), number(low))]), sources
+
+        def moved_up(at):
+            bits = field(evaluate(block, source, at), low + count, length, width)
+            return otherwise(at) if any(atom.is_address for atom in bits) else [shl(bits, number(low))]
+
+        return moved_up, sources
 
     def _wrapped_remainder(self, block: int, position: int, register: str, vanishes):
         """``(compute, sources)`` of an alignment remainder last defined in `block` before

@@ -762,7 +762,7 @@ class _Analysis(BranchConditions, CounterIdioms):
                 compute, extra = shifted
                 sources.extend(extra)
         if base == "and":
-            masked = self.shifted_field(block, position, operands, modifiers)
+            masked = self.shifted_field(block, position, operands, modifiers, compute)
             if masked is not None:
                 compute, extra = masked
                 sources.extend(extra)

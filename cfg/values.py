@@ -541,8 +541,12 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
     ('[0, 3]', '[0, 4] step 4')
     >>> show(and_(number(32), number(224), 32)), show(and_(number(32, 63), number(224), 32))
     ('32', '32')
+    >>> show(and_(number(16, INF, 1 << 18), number(0x3FFF0)))  # bits below a power-of-two step
+    '16'
     >>> show(and_(address(r, 64, 128), number(0xFEFFFFF8), 32))  # sm_100's peer-CTA bit and 8-byte alignment
     's+[64, 128] step 8 (shared::cta window)'
+    >>> show(and_(shr(address(Region("t", SHARED_CTA_SPACE, 65536, 1024), 2048, 2100), number(4)), number(0x3FC0), 32))
+    't+2048 (shared::cta window) >> 4'
     >>> stages = add(address(Region("t", SHARED_CTA_SPACE, 65536, 1024)), number(0, 32768, 16384))
     >>> show(and_(shr(stages, number(7)), number(7))), show(and_(shr(stages, number(4)), number(7)))  # bits 7-9, 4-6
     ('0', '0')
@@ -561,6 +565,8 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
 
     def one(x: Atom) -> tuple:
         if x.form == NUM:
+            if x.lo > -INF and mask < _power_of_two_step(x):  # every value has the same bits there
+                return number(x.lo & mask)
             if x.lo >= 0 and x.hi <= mask and (mask + 1) & mask == 0:
                 return (x,)
             if 0 <= x.lo and x.hi <= full:  # the exact bounds: x & m == ~(~x | ~m)
@@ -606,13 +612,13 @@ def _and_address(x: Atom, mask: int, full: int, width: int) -> tuple:
         return _num(0, mask)
     if mask < 1 << (width - 1):  # some low bits of the address: a number no larger than the mask
         return _masked(mask, mask)
-    low = full ^ mask  # an alignment mask keeps the high bits: -2**m
-    if (low + 1) & low == 0 and not x.shift:
-        step = low + 1
+    low = full ^ mask  # an alignment mask keeps the high bits: -2**m (of a shifted address, 2**m << shift)
+    if (low + 1) & low == 0:
+        step = (low + 1) << x.shift
         if x.region is None:
             return _shifted(x, x.lo - (step - 1), x.hi)
-        if x.region.align % step == 0:
-            return _shifted(x, x.lo - x.lo % step, x.hi - x.hi % step, step)
+        if x.region.align % step == 0:  # a ring whose stride is a multiple of the step keeps its stride
+            return _shifted(x, x.lo - x.lo % step, x.hi - x.hi % step, x.step if x.step % step == 0 else step)
         # rounding an address of a less aligned object: offsets from its start
         # rounded up to the mask's alignment, which lies up to `slack` bytes further
         lo = x.lo - (step - x.region.align)
@@ -673,6 +679,10 @@ def xor(a: tuple, b: tuple, width: int = 64) -> tuple:
     ('[8, 13]', '[0, 1535]')
     >>> show(or_(number(0, 1760, 32), number(256)))
     '[256, 2016] step 32'
+    >>> show(or_(number(0, 55), number(-64, 0, 64)))  # a small number below a negative one's zero bits
+    '[-64, 55]'
+    >>> show(or_(number(0, 7 << 49, 1 << 49), number(0x4000004000000000)))  # bits apart: a sum
+    '[4611686293305294848, 4615626942979244032] step 562949953421312'
     >>> show(xor(address(r, 64, 96, form=GENERIC), number(1 << 24)))
     's+[64, 96] (shared::cluster generic)'
 
@@ -684,10 +694,13 @@ def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
     def one(x: Atom, y: Atom) -> tuple:
         if x.form == NUM and y.form != NUM:
             x, y = y, x
+        if x.form == NUM == y.form and (_below_zeros(x, y) or _below_zeros(y, x)):
+            return _add_atoms(x, y)  # a small number into the zero low bits of another, negative too
         if y.form != NUM or y.lo < 0:
             return TOP
         if y.hi < INF and (y.hi < 1 << _zero_low_bits(x) or (x.form == NUM and x.lo >= 0
-                                                               and x.hi < 1 << _zero_low_bits(y))):
+                                                               and x.hi < 1 << _zero_low_bits(y))) \
+                or x.form == NUM and not _possible_bits(x) & _possible_bits(y):
             return _add_atoms(x, y)  # the set bits do not meet: OR and XOR are a sum
         if x.form == NUM:
             if x.lo < 0:
@@ -714,6 +727,25 @@ def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
         return _small_bits(x, count, min(_zero_low_bits(y), count))
 
     return _lift2(a, b, one)
+
+
+def _below_zeros(small: Atom, other: Atom) -> bool:
+    """True when number `small` is non-negative and below the low bits that are zero in
+    every value of number `other`, whatever its sign (``-64 | x`` for x < 64 is -64 + x)."""
+    if small.lo < 0 or small.hi >= INF or other.lo <= -INF:
+        return False
+    known = other.lo if other.lo == other.hi else gcd(other.lo, other.step)
+    return not known or small.hi < known & -known
+
+
+def _possible_bits(x: Atom) -> int:
+    """The bits a non-negative number `x` may have set (all, for any other atom): a
+    constant's own, else those from the lowest one its step leaves free up to its top one."""
+    if x.form != NUM or x.lo < 0 or x.hi >= INF:
+        return -1
+    if x.lo == x.hi:
+        return x.lo
+    return (1 << x.hi.bit_length()) - (1 << _zero_low_bits(x))
 
 
 def _peer_window(x: Atom, y: Atom) -> bool:
@@ -798,11 +830,22 @@ def field(a: tuple, position: int, length: int, width: int = 64) -> tuple:
     return and_(shr(a, number(position)), number((1 << length) - 1), width)
 
 
+def _power_of_two_step(x: Atom) -> int:
+    """The largest power of two every value of number `x` is congruent modulo (1 for
+    none): its step's, or any for a single value."""
+    if x.lo == x.hi:
+        return 1 << 80
+    return x.step & -x.step
+
+
 def truncate(a: tuple, bits: int) -> tuple:
-    """Keep the low `bits` bits (``cvt`` to a narrower integer, ``cvt.u16.u32``).
+    """Keep the low `bits` bits (``cvt`` to a narrower integer, ``cvt.u16.u32``); a
+    number that steps by a power of two keeps its residue modulo that step.
 
     >>> show(truncate(number(5), 16)), show(truncate(number(0, 70000), 16))
     ('5', '[0, 65535]')
+    >>> show(truncate(number(16, INF, 1 << 18), 32))
+    '[16, 4294705168] step 262144'
     >>> show(truncate(address(Region("s", SHARED_CLUSTER_SPACE, 64, 8), 8), 32))
     's+8 (shared::cluster window)'
     """
@@ -812,6 +855,11 @@ def truncate(a: tuple, bits: int) -> tuple:
         if x.form == NUM:
             if 0 <= x.lo and x.hi < top:
                 return (x,)
+            step = _power_of_two_step(x)
+            if step > top:
+                return _num(x.lo % top, x.lo % top)
+            if step > 1:  # the low bits keep their residue
+                return _num(x.lo % step, top - step + x.lo % step, step)
             return _num(0, top - 1)
         limit = _limit_bits(x)
         if limit is not None and not x.high and limit <= bits:
@@ -911,10 +959,14 @@ def pack(parts: list[tuple], bits: int) -> tuple:
     's+32 (shared::cta window) >> 4 | 0x4000004000000000'
     >>> pack([shr(address(r, 32), number(4)), ()], 32)
     ()
+    >>> len(pack([shr(address(r, 32), number(4)), number(0x40000040, 0x40000040 + (1 << 19), 1 << 17)], 32))
+    5
     """
     low, rest = parts[0], parts[1:]
     if not all(rest):  # a part not known yet: nothing yet (top would stick)
         return ()
+    if len(rest) == 1 and constant(rest[0]) is None:
+        return _pack_each(low, rest[0], bits)
     upper = 0
     for index, part in enumerate(rest, 1):
         value = constant(part)
@@ -937,6 +989,19 @@ def pack(parts: list[tuple], bits: int) -> tuple:
     return _lift(low, one)
 
 
+def _pack_each(low: tuple, high: tuple, bits: int) -> tuple:
+    """`pack` of `low` under an upper part that is one of a few numbers (a descriptor's
+    base-offset field, bits 49-51, not known): the join of each packing, TOP when
+    there are more than `_MAX_ATOMS`."""
+    if len(high) != 1 or high[0].form != NUM or high[0].lo < 0 or high[0].hi >= 1 << bits \
+            or (high[0].hi - high[0].lo) // high[0].step >= _MAX_ATOMS:
+        return TOP
+    out: tuple = ()
+    for value in range(high[0].lo, high[0].hi + 1, high[0].step):
+        out = join(out, pack([low, number(value)], bits))
+    return out
+
+
 def unpack(a: tuple, count: int, bits: int) -> list[tuple]:
     """``mov.b64 {lo, hi}, a`` and its 16-bit forms: the `count` parts of `bits` bits.
 
@@ -945,6 +1010,8 @@ def unpack(a: tuple, count: int, bits: int) -> list[tuple]:
     ['s+32 (shared::cta window) >> 4', '64']
     >>> unpack((), 2, 32)
     [(), ()]
+    >>> [show(p) for p in unpack(number(0x4000004000000000, 0x4000004000000000 + (7 << 49), 1 << 49), 2, 32)]
+    ['0', '[1073741888, 1074659392] step 131072']
     """
     if not a:  # not known yet: nothing yet
         return [()] * count
@@ -955,6 +1022,8 @@ def unpack(a: tuple, count: int, bits: int) -> list[tuple]:
             return [number((x.lo >> (bits * i)) & mask) for i in range(count)]
         if x.form == NUM and 0 <= x.lo and x.hi <= mask:
             return [(x,)] + [number(0)] * (count - 1)
+        if x.form == NUM and count == 2 and 0 <= x.lo and x.hi < 1 << (2 * bits) and _power_of_two_step(x) > mask:
+            return [number(x.lo & mask), _num(x.lo >> bits, x.hi >> bits, x.step >> bits)]  # the low part is fixed
         limit = _limit_bits(x)
         if x.is_address and limit is not None and limit <= bits:
             return [(x._replace(high=x.high & mask),)] + [number((x.high >> (bits * i)) & mask)

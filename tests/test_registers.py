@@ -977,3 +977,42 @@ def test_bits_of_an_address_moved_up_into_a_descriptor_field():
             "\tand.b32 %r5, %r4, 224;\n")
     assert value_at(body, "%rd3") == "0"
     assert value_at(body, "%r5") == "32"
+
+
+#: XQA (FlashInfer) builds a descriptor template from a null pointer and adds the start
+#: field to its low word afterwards; its base-offset field (bits 49-51) depends on how
+#: the dynamic base is aligned, which the PTX does not say
+TEMPLATE = ("\tmov.u32 %r1, dyn;\n\tmov.u64 %rd1, 0;\n\tcvta.to.shared.u64 %rd2, %rd1;\n\tcvt.u32.u64 %r2, %rd2;\n"
+            "\tand.b32 %r3, %r2, 262128;\n\tshr.u32 %r4, %r3, 4;\n\tcvt.u64.u32 %rd3, %r4;\n"
+            "\tor.b64 %rd4, %rd3, 4611686293305294848;\n\tmov.b64 {%r5, %r6}, %rd4;\n\tshr.u32 %r7, %r1, 4;\n"
+            "\tadd.s32 %r8, %r7, %r5;\n\tmov.b64 %rd5, {%r8, %r6};\n")
+
+
+def test_a_descriptor_from_a_null_template():
+    # the shared window starts at a multiple of 2^18 (docs/fence.md §8): a null pointer
+    # made a window address has no bit below 2^18, so the template's start field is 0
+    assert value_at(TEMPLATE, "%rd3") == "0"
+    assert value_at(TEMPLATE, "%rd5") == "dynamic shared+0 (shared::cta window) >> 4 | 0x4000004000000000"
+    # a base-offset field of any of eight values: one descriptor per value, each at dyn+0
+    field = TEMPLATE.replace("\tor.b64 %rd4, %rd3,", "\tld.param.u32 %r9, [k_n];\n\tand.b32 %r10, %r9, 7;\n"
+                             "\tcvt.u64.u32 %rd6, %r10;\n\tshl.b64 %rd7, %rd6, 49;\n\tor.b64 %rd8, %rd7, %rd3;\n"
+                             "\tor.b64 %rd4, %rd8,")
+    shown = value_at(field, "%rd5", params=".param .u32 k_n").split(" or ")
+    assert len(shown) == 8 and all(s.startswith("dynamic shared+0 (shared::cta window) >> 4 | 0x40") for s in shown)
+    assert "dynamic shared+0 (shared::cta window) >> 4 | 0x400e004000000000" in shown
+
+
+def test_a_start_field_rounded_down_to_a_swizzle_atom():
+    # TensorRT-LLM: ((base + stage) >> 4) & 0x3FC0 rounds the start down to 1024 bytes
+    # within the 14-bit field; a stage ring of 8 KB stays one
+    body = ("\tmov.u32 %r1, dyn;\n\tld.param.u32 %r2, [k_n];\n\tand.b32 %r3, %r2, 1;\n\tshl.b32 %r4, %r3, 13;\n"
+            "\tadd.s32 %r5, %r1, %r4;\n\tadd.s32 %r6, %r5, 160;\n\tshr.u32 %r7, %r6, 4;\n\tand.b32 %r8, %r7, 16320;\n")
+    assert value_at(body, "%r8", params=".param .u32 k_n") == "dynamic shared+[0, 8192] step 8192 (shared::cta window) >> 4"
+
+
+def test_a_small_number_ored_below_a_negative_ones_zero_bits():
+    # TensorRT-LLM's epilogue: (tid bits) | (w << 6) with w in [-1, 0] is their sum
+    body = ("\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 63;\n\tshr.u32 %r3, %r1, 7;\n\tadd.s32 %r3, %r3, -1;\n"
+            "\tshl.b32 %r4, %r3, 6;\n\tor.b32 %r5, %r2, %r4;\n")
+    assert value_at(body, "%r4", directives=".maxntid 256, 1, 1") == "[-64, 0] step 64"
+    assert value_at(body, "%r5", directives=".maxntid 256, 1, 1") == "[-64, 63]"
