@@ -273,6 +273,7 @@ class KernelAnalysis:
         self.exports: dict[int, tuple[int, int, int, int]] = {}
         self.imports: dict[int, tuple[int, int, int]] = {}
         self._reasons: dict[int, int] = {}
+        self._foreign_bits: tuple | None = None  # (the runners they were made from, bits by block)
 
     # -- planes -----------------------------------------------------------------------------
     def plane(self, state: int, which: int) -> int:
@@ -632,6 +633,27 @@ class KernelAnalysis:
         return sum(1 << fact.index for fact in self.facts
                    if len(fact.origins) == 1 and fact.origins[0][0] not in cyclic)
 
+    def _foreign(self) -> list[int]:
+        """Block -> the state bits of the facts it cannot have made itself: in this
+        thread's planes (LOCAL, IN_FLIGHT), the facts whose every access lies in blocks
+        that no thread running this one runs (`ptxkit.cfg.thread_sets`). A path from such
+        an access to this block is no thread's, so what it carries in those planes is
+        dropped on entry; what was handed over stays (docs/fence.md §4.1)."""
+        threads = runners(self.flow)
+        if self._foreign_bits is None or self._foreign_bits[0] is not threads:  # the graph may have grown
+            made_by = [0] * len(self.facts)
+            for fact in self.facts:
+                for block, _ in fact.origins:
+                    made_by[fact.index] |= threads[block]
+            by_threads: dict[int, int] = {}
+            for ran in threads:
+                if ran not in by_threads:  # a block no thread seems to run, or made in one: kept (`dead` decides)
+                    mask = sum(1 << index for index, makers in enumerate(made_by)
+                               if ran and makers and not makers & ran)
+                    by_threads[ran] = self.put(mask, LOCAL) | self.put(mask, IN_FLIGHT)
+            self._foreign_bits = threads, [by_threads[ran] for ran in threads]
+        return self._foreign_bits[1]
+
     def _fixpoint(self, needy: dict[int, int]) -> None:
         waits, hears, homes = self._handoffs()
         self._kills = {key: self.kill_mask(cover) for key, cover in needy.items()}
@@ -640,10 +662,12 @@ class KernelAnalysis:
         dead = self.dead
         events_of = self.events
         step = self._step
+        foreign = self._foreign()
 
         def transfer(block, state):
             if block in dead:
                 return 0
+            state &= ~foreign[block]
             for event in events_of[block]:
                 state = step(event, state)
             return state
@@ -686,7 +710,7 @@ class KernelAnalysis:
             if self._crediting:  # credit made the hand-offs oscillate: solve without it (sound)
                 self._crediting = {}
                 return self._fixpoint(needy)
-        self.ins, self.outs = result.ins, result.outs
+        self.ins, self.outs = [state & ~foreign[block] for block, state in enumerate(result.ins)], result.outs
 
     def _step(self, event: Event, state: int) -> int:
         """One event's effect on a state; an arrive also records what it exports."""

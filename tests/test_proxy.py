@@ -73,6 +73,24 @@ def test_hand_offs_that_need_nothing(producer, consumer):
     assert needs(kernel(producer, consumer)) == []
 
 
+def test_a_path_no_thread_takes_carries_no_access_of_its_own():
+    # the consumers (tid >= 128) store into the tile, loop back, and thread 0 of the
+    # producers issues a TMA store of it: no thread runs both, so without a barrier no
+    # fence in thread 0 would order the store, and none is wanted; through bar.sync the
+    # store is handed over, the fence is wanted, and the witness shows the hand-off
+    store = "\tcp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd9, {%r0}], [%r1];\n"
+    body = ("L:\n\tsetp.lt.u32 %p5, %r5, 128;\n\t@%p5 bra PRODUCER;\n\tst.shared.u32 [%r1], %r5;\n\tbra.uni NEXT;\n"
+            "PRODUCER:\n\tsetp.ne.u32 %p4, %r5, 0;\n\t@%p4 bra NEXT;\n" + store + "NEXT:\n"
+            "\tadd.s32 %r7, %r7, 1;\n\tsetp.lt.u32 %p3, %r7, 4;\n\t@%p3 bra L;\n")
+    text = (f"{HEAD}.visible .entry k() .maxntid 256, 1, 1\n{{\n{REGS}\tmov.u32 %r7, 0;\n"
+            f"{body}\tret;\n}}\n")
+    assert needs(text) == []
+    synced = text.replace("NEXT:\n", "NEXT:\n\tbar.sync 0;\n")
+    assert needs(synced) == [(line_of(synced, "cp.async.bulk.tensor"), "raw", "shared::cta")]
+    assert witness(synced) == ["generic-proxy write: st.shared.u32", "arrive: bar.sync", "wait: bar.sync",
+                               "op: cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group"]
+
+
 def test_barrier_id_in_a_register_matches_any():
     text = kernel("\tst.shared.b16 [%r1+64], %h0;\n\tbar.arrive %r9, 256;\n", "\tbar.sync 1, 256;\n" + WG)
     assert needs(text) == [(line_of(text, "wgmma"), "raw", "shared::cta")]
