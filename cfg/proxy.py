@@ -273,6 +273,7 @@ class KernelAnalysis:
         self.exports: dict[int, tuple[int, int, int, int]] = {}
         self.imports: dict[int, tuple[int, int, int]] = {}
         self._reasons: dict[int, int] = {}
+        self._touch_answers: dict = {}  # `_touched`
         self._foreign_bits: tuple | None = None  # (the runners they were made from, bits by block)
 
     # -- planes -----------------------------------------------------------------------------
@@ -907,7 +908,7 @@ class KernelAnalysis:
                 targets = _at_risk(event, fact.hazard)
                 if any(covers(target, fact.location) for target in targets):
                     continue  # every access the fact stands for lies in the op's bytes
-                answers = (self._touches(block, origin, targets) for block, origin in fact.origins)
+                answers = (self._touched(block, origin, targets) for block, origin in fact.origins)
                 kept = next((answer for answer in answers if answer is not False), False)
                 if kept is None:
                     whole |= 1 << index
@@ -917,6 +918,15 @@ class KernelAnalysis:
                     changed = True
             self._need_masks[key] = (mask, crossed)
         return changed
+
+    def _touched(self, block: int, origin: Event, targets: tuple):
+        """`Events.touches`, asked once per access and targets: the same access meets
+        the same bytes of many ops, and again in each round of `solve`."""
+        key = (block, id(origin), targets)
+        answer = self._touch_answers.get(key, self)
+        if answer is self:
+            answer = self._touch_answers[key] = self._touches(block, origin, targets)
+        return answer
 
     # -- results --------------------------------------------------------------------------
     def needs(self) -> list[Need]:
