@@ -418,9 +418,10 @@ def align_up(instructions, heads, position: int, plain, elsewhere=None) -> Align
         if not _unchanged(instructions, heads, and_at, position, x, plain) \
                 or _defining(instructions, heads, position, remainder_register, plain) != and_at:
             return None
-    else:
-        x_site = elsewhere(x)
+    else:  # x and r each set once, in the test's block, x first
+        x_site, r_site = elsewhere(x), elsewhere(remainder_register)
         if x_site is None or x_site[0] != home[0] or x_site[3] > and_at \
+                or r_site is None or r_site[0] != home[0] or r_site[3] != and_at \
                 or _defining(instructions, heads, position, x, plain) is not None \
                 or _defining(instructions, heads, position, remainder_register, plain) is not None:
             return None
@@ -445,6 +446,8 @@ def align_up(instructions, heads, position: int, plain, elsewhere=None) -> Align
         return None
     constant = terms.pop(None, 0)
     others = tuple((coefficient, name) for name, coefficient in sorted(terms.items()) if coefficient)
+    if others and summed[0] is not None:
+        return None  # read where the select is, they may no longer be what the sum added
     return AlignUp(x, modulus, constant, others)
 
 

@@ -924,6 +924,9 @@ def test_a_base_rounded_up_in_an_earlier_block_keeps_offsets_exact(later):
     # p set again on the way (a second definition): the later select is only a select
     moved = ROUNDED_EARLIER.replace("\tst.u32", "\tadd.s64 %rd2, %rd2, 16;\n\tst.u32") + later
     assert value_at(moved, "%rd8", params=".param .u32 k_n", head=LOW_ALIGNED).startswith("dynamic shared+[")
+    # so is the remainder: the later block may read another one than the sum took away
+    masked = ROUNDED_EARLIER.replace("\tst.u32", "\tand.b64 %rd3, %rd2, 511;\n\tst.u32") + later
+    assert value_at(masked, "%rd8", params=".param .u32 k_n", head=LOW_ALIGNED).startswith("dynamic shared+[")
 
 
 #: FlashInfer's fmha_v2 steps a wgmma descriptor round a ring of two 8 KB stages by
