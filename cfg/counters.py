@@ -81,16 +81,13 @@ class CounterIdioms:
         a register's one definition in a block that dominates where it is read, when no
         register that definition reads is written on any way between the two blocks."""
         blocks = self.flow.blocks
-        instructions, heads = blocks[block].instructions, blocks[block].heads
-        definitions, context = self.definitions(), blocks[block].context
-        dominators = DominatorTree.of(self.flow)
+        instructions, heads, context = blocks[block].instructions, blocks[block].heads, blocks[block].context
 
         def outside(reading: int, register: str):
-            sites = definitions.get(self.prefix(reading) + register, ())
-            if len(sites) != 1 or sites[0][0] == reading or blocks[sites[0][0]].context is not context \
-                    or not dominators.dominates(sites[0][0], reading):
+            site = self._dominating_site(reading, register) if blocks[reading].context is context else None
+            if site is None:
                 return None
-            there, at = sites[0]
+            there, at = site
             return blocks[there].instructions, blocks[there].heads, at, there
 
         index = self._definition_index()
@@ -895,9 +892,10 @@ class CounterIdioms:
         plain = self.plain(block)
         if y == x:
             return (0, 1, 0)
-        packed = last_definition(instructions, heads, setp_at, x, plain)
-        sites = [(block, last_definition(instructions, heads, position, y, plain), 1, 0), (block, packed, 0, 1)]
-        if packed is None and last_definition(instructions, heads, position, y, plain) is None:
+        packed, y_at = last_definition(instructions, heads, setp_at, x, plain), \
+            last_definition(instructions, heads, position, y, plain)
+        sites = [(block, y_at, 1, 0), (block, packed, 0, 1)]
+        if packed is None and y_at is None:
             site, y_site = self._dominating_site(block, x), self._dominating_site(block, y)
             if site is not None and y_site is not None and y_site[0] == site[0] and y_site[1] < site[1]:
                 sites.append((site[0], site[1], 0, 1))

@@ -639,7 +639,7 @@ class KernelAnalysis:
         thread's planes (LOCAL, IN_FLIGHT), the facts whose every access lies in blocks
         that no thread running this one runs (`ptxkit.cfg.thread_sets`). A path from such
         an access to this block is no thread's, so what it carries in those planes is
-        dropped on entry; what was handed over stays (docs/fence.md §4.1)."""
+        dropped on entry; what was handed over stays (docs/fence.md §5.2)."""
         threads = runners(self.flow)
         if self._foreign_bits is None or self._foreign_bits[0] is not threads:  # the graph may have grown
             made_by = [0] * len(self.facts)

@@ -694,14 +694,11 @@ def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
     def one(x: Atom, y: Atom) -> tuple:
         if x.form == NUM and y.form != NUM:
             x, y = y, x
-        if x.form == NUM == y.form and (_below_zeros(x, y) or _below_zeros(y, x)):
-            return _add_atoms(x, y)  # a small number into the zero low bits of another, negative too
+        if x.form == NUM == y.form and not _possible_bits(x) & _possible_bits(y) \
+                or y.form == NUM and 0 <= y.lo and y.hi < 1 << _zero_low_bits(x):
+            return _add_atoms(x, y)  # the set bits do not meet: OR and XOR are a sum
         if y.form != NUM or y.lo < 0:
             return TOP
-        if y.hi < INF and (y.hi < 1 << _zero_low_bits(x) or (x.form == NUM and x.lo >= 0
-                                                               and x.hi < 1 << _zero_low_bits(y))) \
-                or x.form == NUM and not _possible_bits(x) & _possible_bits(y):
-            return _add_atoms(x, y)  # the set bits do not meet: OR and XOR are a sum
         if x.form == NUM:
             if x.lo < 0:
                 return TOP
@@ -729,23 +726,17 @@ def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
     return _lift2(a, b, one)
 
 
-def _below_zeros(small: Atom, other: Atom) -> bool:
-    """True when number `small` is non-negative and below the low bits that are zero in
-    every value of number `other`, whatever its sign (``-64 | x`` for x < 64 is -64 + x)."""
-    if small.lo < 0 or small.hi >= INF or other.lo <= -INF:
-        return False
-    known = other.lo if other.lo == other.hi else gcd(other.lo, other.step)
-    return not known or small.hi < known & -known
-
-
 def _possible_bits(x: Atom) -> int:
-    """The bits a non-negative number `x` may have set (all, for any other atom): a
-    constant's own, else those from the lowest one its step leaves free up to its top one."""
-    if x.form != NUM or x.lo < 0 or x.hi >= INF:
+    """The bits number `x` may have set, as a two's-complement mask (negative: without
+    end upwards): a constant's own; else from the lowest bit its values may have up to
+    the top one of a bounded non-negative number, or every one from there up."""
+    if x.lo <= -INF:
         return -1
     if x.lo == x.hi:
         return x.lo
-    return (1 << x.hi.bit_length()) - (1 << _zero_low_bits(x))
+    known = gcd(x.lo, x.step)
+    lowest = known & -known
+    return (1 << x.hi.bit_length()) - lowest if 0 <= x.lo and x.hi < INF else -lowest
 
 
 def _peer_window(x: Atom, y: Atom) -> bool:
