@@ -387,7 +387,7 @@ def _visited_regions(flow, named: list, forest, dominators, threads: "_Threads")
     found = []
     for barrier, on in _by_barrier(named).items():
         entry = _common_dominator(dominators, on)
-        loop = threads.innermost.get(entry)
+        loop = threads.innermost.get(entry) if entry is not None else None
         if loop is None:
             continue
         region = frozenset(block for block in loop.blocks if dominators.dominates(entry, block))
@@ -436,8 +436,9 @@ def _ahead(first: tuple, second: tuple) -> bool:
     return loops1 <= loops2 and n1 < n2 if in2 is not None else _before((n1, loops1), (n2, loops2))
 
 
-def _common_dominator(dominators, blocks) -> int:
-    """The nearest block that dominates every one of `blocks`."""
+def _common_dominator(dominators, blocks) -> int | None:
+    """The nearest block that dominates every one of `blocks`; None when there is none
+    (one of them is unreachable from the entry)."""
     blocks = list(blocks)
     chain = []
     node = blocks[0]
@@ -447,7 +448,7 @@ def _common_dominator(dominators, blocks) -> int:
         if parent == node:
             break
         node = parent
-    return next(candidate for candidate in chain if all(dominators.dominates(candidate, b) for b in blocks))
+    return next((candidate for candidate in chain if all(dominators.dominates(candidate, b) for b in blocks)), None)
 
 
 class _Visits:

@@ -250,6 +250,16 @@ def test_a_partition_whose_visits_differ_keeps_its_pairs():
         assert (id(partition[0]), id(partition[-1])) not in pairs
 
 
+def test_a_sync_no_path_reaches_leaves_the_visits_uncounted():
+    """A sync on the barrier after an ``exit`` (code no path from the entry reaches): the
+    operations have no common dominator, so no visit is counted; before, the search for
+    one raised StopIteration (found by mutating samples/fence/h01)."""
+    pairs, found = syncs(dispatch().replace("DONE:\n", "DONE:\n\texit;\n\tbar.sync 2, 128;\n"))
+    partition = [e for e in found if e.sync[1] == {2}]
+    assert len(partition) == 5
+    assert (id(partition[0]), id(partition[-2])) not in pairs
+
+
 #: Random partition bodies for the dispatch loop, kept in step as §4.2 assumes (every
 #: thread runs as many syncs as the others up to each point of the body): a sync; a
 #: do-while loop of syncs whose bound is a parameter or the round count; such a loop
