@@ -92,6 +92,8 @@ class _Values:
             return None
         if isinstance(values, int):  # the same in every thread
             return (1 << self.count) - 1 if values else 0
+        if not set(values) <= {0, 1}:  # not a predicate (a guard on a .b32 register: invalid PTX)
+            return None
         return int(bytes(reversed(values)).translate(_DIGITS), 2)
 
     def of(self, register: str) -> list | int | None:

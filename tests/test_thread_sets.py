@@ -50,6 +50,13 @@ def test_a_branch_on_anything_but_the_thread_index_sends_every_thread_both_ways(
     assert found["B1"] == list(range(128))
 
 
+def test_a_guard_that_is_no_predicate_sends_every_thread_both_ways():
+    # invalid PTX (ptxas rejects a .b32 guard), but the pass must not fail on it: the
+    # thread index itself as a guard has values other than 0 and 1 (found by mutation)
+    found = threads_of("\tmov.u32 %r1, %tid.x;\n\t@%r1 bra DONE;\n\tbar.arrive 1, 64;\n", ".maxntid 64, 1, 1")
+    assert found["B1"] == list(range(64))
+
+
 def test_without_a_declared_shape_every_thread_index_is_possible():
     found = threads_of("\tmov.u32 %r1, %tid.x;\n\tsetp.gt.u32 %p1, %r1, 1000;\n\t@%p1 bra DONE;\n\tbar.arrive 1;\n")
     assert found["B1"] == list(range(1001))
