@@ -21,7 +21,7 @@ from __future__ import annotations
 from ptxkit._gc import paused_gc
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.instruction import Head, head_of
-from ptxkit.isa import BLOCK_TERMINATORS
+from ptxkit.isa import BLOCK_TERMINATORS, fewest_operands
 from ptxkit.syntax import Block, Directive, Instruction, Label
 
 ENTRY, EXIT = "entry", "exit"
@@ -256,6 +256,9 @@ def _split_blocks(function) -> tuple[list[BasicBlock], dict, list]:
                 if current.terminator is not None:
                     current = _new_block(blocks)
                 head = head_of(node)
+                fewest = fewest_operands(head[1])
+                if fewest and len(node.operands) < fewest:
+                    raise node.error(f"'{head[1]}' takes at least {fewest} operands, not {len(node.operands)}")
                 current.instructions.append(node)
                 current.heads.append(head)
                 base = head[2]

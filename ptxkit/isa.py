@@ -273,6 +273,49 @@ def _classify(opcode: str) -> ProxyEffect:
     return ProxyEffect(kind, spaces)
 
 
+#: The fewest operands each instruction takes, from its syntax in the PTX ISA ("Instruction
+#: Set"), for the opcodes whose operands ptxkit's analyses read; a longer prefix wins
+#: (``cp.async.bulk.tensor`` over ``cp.async``). Optional operands are not counted:
+#: ``mbarrier.arrive`` takes ``state, [addr]`` and may add a count.
+FEWEST_OPERANDS = {
+    **dict.fromkeys(("mov", "cvt", "cvta", "neg", "not", "cnot", "abs", "popc", "clz", "brev", "bfind", "ld", "ldu",
+                     "st", "red", "ldmatrix", "stmatrix"), 2),
+    **dict.fromkeys(("add", "sub", "mul", "mul24", "div", "rem", "min", "max", "and", "or", "xor", "shl", "shr",
+                     "mapa", "setp", "set", "atom", "st.async", "red.async"), 3),
+    **dict.fromkeys(("mad", "mad24", "selp", "slct", "bfe", "prmt", "shf", "shfl"), 4),
+    "bfi": 5, "shfl.sync": 5,
+    "wgmma.mma_async": 4, "tcgen05.mma": 4, "tcgen05.commit": 1, "tcgen05.shift": 1,
+    **dict.fromkeys(("tcgen05.cp", "tcgen05.ld", "tcgen05.st", "tcgen05.alloc", "tcgen05.dealloc"), 2),
+    "cp.async": 3, "cp.async.bulk": 3, "cp.reduce.async.bulk": 3, "cp.async.bulk.tensor": 2,
+    "cp.reduce.async.bulk.tensor": 2, "cp.async.bulk.prefetch": 2, "cp.async.bulk.prefetch.tensor": 1,
+    "cp.async.mbarrier.arrive": 1, "cp.async.wait_group": 1, "cp.async.bulk.wait_group": 1,
+    "cp.async.commit_group": 0, "cp.async.wait_all": 0, "cp.async.bulk.commit_group": 0,
+    **dict.fromkeys(("mbarrier.init", "mbarrier.arrive", "mbarrier.arrive_drop", "mbarrier.expect_tx",
+                     "mbarrier.complete_tx", "mbarrier.pending_count"), 2),
+    "mbarrier.test_wait": 3, "mbarrier.try_wait": 3, "mbarrier.inval": 1,
+    **{f"{name}.{op}": count for name in ("bar", "bar.cta", "barrier", "barrier.cta")
+       for op, count in (("sync", 1), ("arrive", 2), ("red", 3))},
+    "bar.warp.sync": 1,
+}
+_FEWEST_CACHE: dict[str, int] = {}
+
+
+def fewest_operands(opcode: str) -> int:
+    """The fewest operands `opcode` takes (`FEWEST_OPERANDS`; 0 for opcodes not listed).
+
+    >>> [fewest_operands(opcode) for opcode in ("add.s32", "cp.async.bulk.tensor.2d.shared::cluster.global",
+    ...                                         "cp.async.ca.shared.global", "barrier.cluster.arrive")]
+    [3, 2, 3, 0]
+    """
+    found = _FEWEST_CACHE.get(opcode)
+    if found is None:
+        parts = opcode.split(".")
+        found = next((FEWEST_OPERANDS[key] for end in range(len(parts), 0, -1)
+                      if (key := ".".join(parts[:end])) in FEWEST_OPERANDS), 0)
+        _FEWEST_CACHE[opcode] = found
+    return found
+
+
 def is_benign_extern(name: str) -> bool:
     """True for extern functions that touch no shared memory (``vprintf``, libdevice).
 

@@ -185,6 +185,11 @@ def test_bad_ptx_gives_a_located_error_and_writes_nothing(tmp_path, capsys):
     assert main(["fence", "-i", str(bad)]) == 2
     assert capsys.readouterr().err.startswith(f"{bad}:35:13: error: branch target 'NOWHERE' is not a label in scope")
     assert bad.read_text() == before
+    bad.write_text(IF_HOIST.read_text().replace("mov.u32 \t%r2, bar;", "mov.u32 \t%r2;"))  # an operand short
+    before = bad.read_text()
+    assert main(["fence", "-i", str(bad)]) == 2
+    assert capsys.readouterr().err.startswith(f"{bad}:24:2: error: 'mov.u32' takes at least 2 operands, not 1")
+    assert bad.read_text() == before
     bad.write_text(".version 8.0\n.target sm_90a\n.visible .entry k()\n{\n\tmov.u32 %r1, 0\n}\n")
     assert main(["fence", str(bad), "-o", str(tmp_path / "out.ptx")]) == 2
     assert ": error: expected ';'" in capsys.readouterr().err and not (tmp_path / "out.ptx").exists()

@@ -1,11 +1,13 @@
-"""The facts about the PTX ISA in ptxkit.isa: the proxy table, hand-offs, async operand forms."""
+"""The facts about the PTX ISA in ptxkit.isa: the proxy table, hand-offs, async operand forms, operand counts."""
 
 from __future__ import annotations
 
 import pytest
 
+import ptxkit
+from ptxkit.instruction import parse_instruction
 from ptxkit.isa import (
-    PROXY_TABLE, SYNC_TABLE, AsyncForm, Effect, Sync, SyncObject, async_form, is_special_register,
+    PROXY_TABLE, SYNC_TABLE, AsyncForm, Effect, Sync, SyncObject, async_form, fewest_operands, is_special_register,
     may_need_fence, parse_target, proxy_effect, sync_effect,
 )
 
@@ -160,3 +162,28 @@ def test_generic_async_forms_do_not(text):
     ``cp.async.bulk``)."""
     assert not may_need_fence(text)
     assert may_need_fence(text + "\tcp.async.bulk.shared::cta.global [%r1], [%rd1], 16, [%r2];\n")
+
+
+
+@pytest.mark.parametrize("text, fewest", [
+    ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4];", 2),
+    ("cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%rd1, {%r2}], [%r1];", 2),
+    ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 64, [%r2];", 3),
+    ("cp.async.bulk.prefetch.L2.global [%rd1], 64;", 2),
+    ("cp.async.bulk.prefetch.tensor.2d.L2.global [%rd1, {%r1, %r2}];", 1),
+    ("cp.async.ca.shared.global [%r1], [%rd1], 16;", 3),
+    ("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r1];", 1),
+    ("mbarrier.arrive.shared::cta.b64 _, [%r1];", 2),
+    ("mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;", 3),
+    ("bar.sync 1;", 1), ("bar.arrive 1, 256;", 2), ("bar.red.popc.u32 %r1, 0, %p1;", 3),
+    ("barrier.cluster.arrive;", 0), ("wgmma.fence.sync.aligned;", 0),
+    ("shfl.sync.idx.b32 %r1|%p1, %r2, 0, 31, -1;", 5), ("setp.lt.s32 %p1|%p2, %r1, %r2;", 3),
+    ("st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%r1], %r2, [%r3];", 3),
+    ("tcgen05.commit.cta_group::1.mbarrier::arrive::one.b64 [%rd1];", 1),
+    ("tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, %p1;", 4),
+])
+def test_the_fewest_operands_of_valid_forms(text, fewest):
+    """Each form, written as the PTX ISA's syntax gives it with no optional operand, has
+    at least the operands the table asks of its opcode (longest prefix)."""
+    view = parse_instruction(ptxkit.parse_statement(text))
+    assert fewest_operands(view.opcode) == fewest <= len(view.operands)

@@ -58,10 +58,10 @@ def test_a_guard_that_is_no_predicate_sends_every_thread_both_ways():
 
 
 def test_without_a_declared_shape_every_thread_index_is_possible():
-    found = threads_of("\tmov.u32 %r1, %tid.x;\n\tsetp.gt.u32 %p1, %r1, 1000;\n\t@%p1 bra DONE;\n\tbar.arrive 1;\n")
+    found = threads_of("\tmov.u32 %r1, %tid.x;\n\tsetp.gt.u32 %p1, %r1, 1000;\n\t@%p1 bra DONE;\n\tbar.arrive 1, 64;\n")
     assert found["B1"] == list(range(1001))
     # %laneid of a block that may have more than one dimension: not followed
-    lanes = threads_of("\tmov.u32 %r1, %laneid;\n\tsetp.eq.u32 %p1, %r1, 0;\n\t@%p1 bra DONE;\n\tbar.arrive 1;\n")
+    lanes = threads_of("\tmov.u32 %r1, %laneid;\n\tsetp.eq.u32 %p1, %r1, 0;\n\t@%p1 bra DONE;\n\tbar.arrive 1, 64;\n")
     assert len(lanes["B1"]) == 1024
 
 
