@@ -31,6 +31,7 @@ from ptxkit.cfg.locations import (
     overlaps, space_bits,
 )
 from ptxkit.cfg.escape import shared_pointer_registers
+from ptxkit.cfg.frames import stack_frames
 from ptxkit.cfg.operands import destinations
 from ptxkit.cfg.registers import analyse_registers
 from ptxkit.cfg.specials import PORTABLE_CLUSTER, special_ranges
@@ -190,12 +191,19 @@ class _Classifier:
                 builder = self.classify(block.index, position, instruction, head)
                 if builder is not None:
                     builders[block.index].append(builder)
-        aligned = {}
+        aligned, answers = {}, None
         if self.tensor_boxes and _less_aligned(flow):  # first the tensor copies' addresses: what alignment they show
-            boxes, _, _ = analyse_registers(flow, {key: self.queries[key] for key in self.tensor_boxes},
-                                         self.options.max_cluster)
-            aligned = _tensor_alignment(list(boxes.values()))
-        self.values, dead, self.by_thread = analyse_registers(flow, self.queries, self.options.max_cluster, aligned)
+            # a -G build solves its values in rounds, for its stack: ask every question in them and keep
+            # the answers when the copies show no alignment the kernel does not declare
+            everything = stack_frames(flow) is not None
+            asked = self.queries if everything else {key: self.queries[key] for key in self.tensor_boxes}
+            first = analyse_registers(flow, asked, self.options.max_cluster)
+            aligned = _tensor_alignment([first[0][key] for key in self.tensor_boxes])
+            if everything and not aligned:
+                answers = first
+        if answers is None:
+            answers = analyse_registers(flow, self.queries, self.options.max_cluster, aligned)
+        self.values, dead, self.by_thread = answers
         self.expect_tx = [(self._mbarrier(mbar), _most(self.value(count))) for mbar, count in self.armed]
         by_block = [[] if index in dead else [event for builder in items for event in builder(self)]
                     for index, items in enumerate(builders)]
