@@ -226,10 +226,12 @@ class BranchConditions:
 
     def _paired_setp(self, block: int, predicate: str) -> tuple | None:
         """``(p, x, C, comparison, type)`` of the ``setp p, x, C`` that defines
-        `predicate` in another block, when `p` and `x` are each defined once and in the
-        same block, unguarded, `x` first: every execution of that block sets both, so
-        wherever both are read they come from the same one (a ring index advanced and
-        tested in one block, selected in a later one)."""
+        `predicate` in another block, when `p` and `x` are each defined once, unguarded,
+        and `block` reads the `x` that the last ``setp`` compared: `x` set first in the
+        same block (every execution of that block sets both), or in a third block from
+        which no path reaches `block` but through the ``setp``'s (a ring index advanced
+        in one block, tested in a later one and selected in a third: FlashMLA's sm100
+        backward kernel)."""
         prefix = self.prefix(block)
         site = self._only_site(prefix, predicate)
         if site is None:
@@ -240,10 +242,30 @@ class BranchConditions:
         if head[2] != "setp" or head[0] is not None or len(compare) != 3 or compare[1].kind != "register":
             return None
         x_site = self._only_site(prefix, compare[1].name)
-        if x_site is None or x_site[0] != where or x_site[1] >= at or self.flow.blocks[where].heads[x_site[1]][0]:
+        if x_site is None or self.flow.blocks[x_site[0]].heads[x_site[1]][0] is not None:
+            return None
+        if x_site[0] == where and x_site[1] > at:
+            return None
+        if x_site[0] != where and (block in (where, x_site[0]) or self._reaches_avoiding(x_site[0], block, where)):
             return None
         parts = head[1].split(".")
         return (*compare, parts[1], parts[-1])
+
+    def _reaches_avoiding(self, start: int, target: int, avoided: int) -> bool:
+        """True when a path leaves block `start` and reaches block `target` without
+        entering block `avoided`."""
+        succ = self.flow.succ
+        seen = {avoided}
+        work = [b for b in succ[start] if b not in seen]
+        while work:
+            current = work.pop()
+            if current == target:
+                return True
+            if current in seen:
+                continue
+            seen.add(current)
+            work.extend(b for b in succ[current] if b not in seen)
+        return False
 
     def _only_site(self, prefix: str, name: str, definitions: dict | None = None) -> tuple[int, int] | None:
         """``(block, position)`` of the one definition of register `name` of the inlined

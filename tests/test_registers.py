@@ -87,6 +87,19 @@ def test_a_ring_index_advanced_in_one_block_and_selected_in_another():
     assert value_at(guarded, "%r1") == "[0, inf]"
 
 
+def test_a_ring_index_advanced_tested_and_selected_in_three_blocks():
+    # x = s + 1 in L, p = (x == 2) in T after a wait loop, selp s, 0, x, p in S after
+    # another: every path from L to S passes T, so S reads the p of the x it selects
+    # (FlashMLA's sm100 backward kernel, CUTLASS's pipeline state across mbarrier waits)
+    body = ("\tmov.u32 %r1, 1;\nL:\n\tadd.s32 %r2, %r1, 1;\nW1:\n\tsetp.lt.u32 %p2, %r9, 7;\n\t@%p2 bra W1;\n"
+            "T:\n\tsetp.eq.s32 %p1, %r2, 2;\nW2:\n\tsetp.lt.u32 %p3, %r10, 7;\n\t@%p3 bra W2;\n"
+            "S:\n\tselp.b32 %r1, 0, %r2, %p1;\n\tsetp.lt.u32 %p4, %r11, 9;\n\t@%p4 bra L;\n")
+    assert value_at(body, "%r1") == "[0, 1]"
+    # a way from L to S around T: S may read the p of an earlier x
+    around = body.replace("\t@%p2 bra W1;\n", "\t@%p2 bra W1;\n\t@%p5 bra S;\n")
+    assert value_at(around, "%r1") == "[0, inf]"
+
+
 @pytest.mark.parametrize("guarded", [
     "\t@%p6 setp.lt.u32 %p1, %r1, 4;\n\t@%p1 bra L;\n",  # the setp may not run: p1 keeps an older value
     "\tsetp.lt.u32 %p2, %r1, 4;\n\t@%p6 not.pred %p1, %p2;\n\t@!%p1 bra L;\n",  # nor may the not
