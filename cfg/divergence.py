@@ -109,9 +109,10 @@ def _thread_only(register: str, definitions: dict, flow, depth: int):
 def cta_uniform(register: str, definitions: dict, flow, seen: frozenset = frozenset()) -> bool:
     """True when every thread of a CTA computes the same value for `register` (a name
     `qualified` by its inlined copy): from kernel parameters (loaded with ``ld.param`` or,
-    as ``-G`` builds do, through a generic pointer made by ``cvta.param``), CTA-wide
-    special registers, symbols' addresses and constants, through pure opcodes; a register
-    defined in a loop counts when all its definitions do.
+    as ``-G`` builds do, through a generic pointer made by ``cvta.param``), read-only
+    global data (``ld.global.nc``) at such an address, CTA-wide special registers,
+    symbols' addresses and constants, through pure opcodes; a register defined in a loop
+    counts when all its definitions do (docs/fence.md §4.2).
 
     >>> cta_uniform("%ctaid.x", {}, None), cta_uniform("%tid.x", {}, None)
     (True, False)
@@ -132,12 +133,12 @@ def cta_uniform(register: str, definitions: dict, flow, seen: frozenset = frozen
                                                    seen):
             return False
         instruction = flow.blocks[block].instructions[position]
-        if head[2] == "ld":  # a kernel parameter, at an address the same in every thread
+        if head[2] == "ld":  # a kernel parameter or read-only data, at an address the same in every thread
             context = flow.blocks[block].context
             if context is not None and context.parent is not None:
                 return False
-            if ".param" not in head[1] and not _reads_kernel_parameters(flow, block, head[1], instruction,
-                                                                        definitions):
+            if ".param" not in head[1] and not _read_only(head[1]) and \
+                    not _reads_kernel_parameters(flow, block, head[1], instruction, definitions):
                 return False
             bases = [e for operand in instruction.operands[1:] for e in operand.elements if e.kind == "register"]
             if not all(cta_uniform(qualified(flow, block, base.name), definitions, flow, seen) for base in bases):
@@ -146,13 +147,25 @@ def cta_uniform(register: str, definitions: dict, flow, seen: frozenset = frozen
         if head[2] not in _PURE and head[2] != "selp":
             return False
         targets = set(destinations(instruction, head, frozenset()))
-        for operand in instruction.operands:
-            if operand.kind in ("immediate", "symbol") or operand.name in targets:
-                continue  # a symbol's address is the same in every thread of a CTA
-            if operand.kind not in ("register", "special") or operand.name is None \
-                    or not cta_uniform(qualified(flow, block, operand.name), definitions, flow, seen):
-                return False
+        for operand in instruction.operands[1:]:  # the sources (a vector: each part)
+            for part in operand.elements if operand.kind == "vector" else (operand,):
+                if part.kind in ("immediate", "symbol") or part.name in targets:
+                    continue  # a symbol's address is the same in every thread of a CTA
+                if part.kind not in ("register", "special") or part.name is None \
+                        or not cta_uniform(qualified(flow, block, part.name), definitions, flow, seen):
+                    return False
     return True
+
+
+def _read_only(opcode: str) -> bool:
+    """True for ``ld.global.nc``: the PTX ISA's non-coherent load, for data that no thread
+    writes while the kernel runs, so every thread that reads an address reads one value.
+
+    >>> _read_only("ld.global.nc.v4.u64"), _read_only("ld.global.u32")
+    (True, False)
+    """
+    modifiers = opcode.split(".")[1:]
+    return "global" in modifiers and "nc" in modifiers
 
 
 def _reads_kernel_parameters(flow, block: int, opcode: str, instruction, definitions: dict) -> bool:

@@ -83,6 +83,15 @@ def test_a_data_dependent_split_does_not_count():
      "\tsetp.lt.u32 %p1, %r1, 9;\n", False),
     (".reg .b64 %rd<4>;\n\tcvta.param.u64 %rd2, %rd1;\n\tld.u32 %r1, [%rd2];\n\tsetp.lt.u32 %p1, %r1, 9;\n",
      False),  # %rd1 is no parameter's address
+    # read-only global data (ld.global.nc) at an address every thread computes alike, unpacked
+    (".reg .b64 %rd<4>;\n\tld.param.u32 %r1, [n];\n\tcvt.u64.u32 %rd2, %r1;\n\tmov.u32 %r2, %ctaid.x;\n"
+     "\tmad.wide.u32 %rd1, %r2, 8, %rd2;\n"
+     "\tld.global.nc.u64 %rd3, [%rd1+8];\n\tmov.b64 {%r3, %r4}, %rd3;\n\tsetp.lt.u32 %p1, %r4, %r1;\n", True),
+    (".reg .b64 %rd<4>;\n\tld.global.nc.u32 %r1, [%rd1];\n\tsetp.lt.u32 %p1, %r1, 9;\n", False),  # %rd1: unset
+    (".reg .b64 %rd<4>;\n\tmov.u32 %r2, %tid.x;\n\tmul.wide.u32 %rd1, %r2, 4;\n\tld.global.nc.u32 %r1, [%rd1];\n"
+     "\tsetp.lt.u32 %p1, %r1, 9;\n", False),  # each thread its own address
+    (".reg .b64 %rd<4>;\n\tmov.u32 %r2, %ctaid.x;\n\tmul.wide.u32 %rd1, %r2, 4;\n\tld.global.u32 %r1, [%rd1];\n"
+     "\tsetp.lt.u32 %p1, %r1, 9;\n", False),  # coherent memory another thread may write meanwhile
 ])
 def test_cta_uniform(body, expected):
     flow = flow_of(body + "\tret;\n")

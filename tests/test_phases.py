@@ -51,6 +51,19 @@ def test_a_loop_every_thread_runs_alike_keeps_its_phases_apart_from_the_code_aft
     assert pairs == {(id(inside), id(after)), (id(after), id(inside))}
 
 
+def test_a_loop_bound_read_from_read_only_memory_keeps_its_phases_apart():
+    """The bound loaded with ``ld.global.nc`` at an address every thread computes alike
+    (a scheduler's metadata, FlashMLA's sm100 decode): every thread reads one value and
+    runs the loop as often; with a coherent ``ld.global`` another thread may change the
+    value between the loads, and nothing is kept apart."""
+    read_only = LOOP.replace("\tld.param.u32 %r1, [n];\n", ".reg .b64 %rd<3>;\n\tld.param.u32 %r0, [n];\n"
+                             "\tcvt.u64.u32 %rd1, %r0;\n\tld.global.nc.u32 %r1, [%rd1+4];\n")
+    pairs, (inside, after) = syncs(read_only)
+    assert pairs == {(id(inside), id(after)), (id(after), id(inside))}
+    pairs, _ = syncs(read_only.replace("ld.global.nc.u32", "ld.global.u32"))
+    assert pairs == set()
+
+
 TWO_IN_A_LOOP = LOOP.replace("LOOP:\n\tbar.sync 1;\n", "LOOP:\n\tbar.sync 1;\n\tbar.sync 1;\n")
 
 
