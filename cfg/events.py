@@ -176,6 +176,7 @@ class _Classifier:
         self.tensor_boxes: list = []  # the shared-memory address keys of tensor copies
         self.accesses: dict = {}  # (block, position) -> the arguments of `_located` for its access
         self.thread_range: tuple | None = None  # the bounds of %tid.x, once `touches` needs them
+        self.ranges_located: dict = {}  # (block, position) -> {(low, high): locations of those threads' access}
 
     def ask(self, block: int, position: int, operand) -> tuple:
         key = (block, position, len(self.queries))
@@ -236,18 +237,23 @@ class _Classifier:
             return None
         budget = [self.THREAD_BUDGET]
         threads = runners(self.flow)[block]  # only the threads that may run the block make the access
+        # what each range of threads touches, kept for the access's other targets (the
+        # proxy analysis asks one access about several)
+        located = self.ranges_located.setdefault((block, event.position), {})
 
-        def meets(value: tuple) -> bool:
-            return any(overlaps(location, target) for found in self._located(*access, value=value)
-                       for location in found.locations for target in targets)
+        def meets(low: int, high: int) -> bool:
+            found = located.get((low, high))
+            if found is None:
+                found = located[(low, high)] = [location for part in self._located(
+                    *access, value=value if (low, high) == self.thread_range else self.by_thread(access[3], low, high))
+                    for location in part.locations]
+            return any(overlaps(location, target) for location in found for target in targets)
 
         def running(low: int, high: int) -> int:  # the threads of [low, high] that may run it, from bit 0
             return threads >> low & ((2 << (high - low)) - 1)
 
-        def hits(low: int, high: int, value: tuple | None = None) -> bool:
-            if not running(low, high):
-                return False
-            if not meets(self.by_thread(access[3], low, high) if value is None else value):
+        def hits(low: int, high: int) -> bool:
+            if not running(low, high) or not meets(low, high):
                 return False
             if low == high or budget[0] <= 0:
                 return True
@@ -260,7 +266,7 @@ class _Classifier:
             return False
         # a real hazard is usually one the first thread has: one evaluation, not a descent
         first = (mine & -mine).bit_length() - 1 + low
-        return meets(value) and (meets(self.by_thread(access[3], first, first)) or hits(low, high, value))
+        return meets(low, high) and (meets(first, first) or hits(low, high))
 
     #: thread runs of one block beyond which a barrier id is not asked thread by thread
     RUN_LIMIT = 32
