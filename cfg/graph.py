@@ -257,7 +257,7 @@ def _split_blocks(function) -> tuple[list[BasicBlock], dict, list]:
                     current = _new_block(blocks)
                 head = head_of(node)
                 fewest = fewest_operands(head[1])
-                if fewest and len(node.operands) < fewest:
+                if fewest and _short_of_operands(node, head[3], fewest):
                     raise node.error(f"'{head[1]}' takes at least {fewest} operands, not {len(node.operands)}")
                 current.instructions.append(node)
                 current.heads.append(head)
@@ -309,6 +309,16 @@ def _edges(blocks: list[BasicBlock], label_blocks: dict) -> list[tuple]:
         if falls:
             edges.append((block.index, block.index + 1 if block.index < last else EXIT, "fallthrough"))
     return edges
+
+
+def _short_of_operands(instruction: Instruction, start: int, fewest: int) -> bool:
+    """True when `instruction` has fewer than `fewest` operands (from offset `start` of
+    its text). Where no bracket, brace or comment can hold a comma, the commas count the
+    operands without parsing them (most instructions; the analyses parse few of them)."""
+    text = instruction.text
+    if "[" not in text and "{" not in text and "/" not in text and text.count(",", start) + 1 >= fewest:
+        return False
+    return len(instruction.operands) < fewest
 
 
 def _branch_target(instruction: Instruction, end: int) -> Label:
