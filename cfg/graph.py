@@ -27,6 +27,8 @@ from ptxkit.syntax import Block, Directive, Instruction, Label
 ENTRY, EXIT = "entry", "exit"
 
 _LABEL_OPERAND = compile_pattern(r"\s*([A-Za-z_$%][\w$]*)\s*;$")
+#: a memory operand or a vector: the commas inside one separate no operands
+_NESTED = compile_pattern(r"\[[^\]]*\]|\{[^}]*\}")
 
 
 class BasicBlock:
@@ -258,7 +260,8 @@ def _split_blocks(function) -> tuple[list[BasicBlock], dict, list]:
                 head = head_of(node)
                 fewest = fewest_operands(head[1])
                 if fewest and _short_of_operands(node, head[3], fewest):
-                    raise node.error(f"'{head[1]}' takes at least {fewest} operands, not {len(node.operands)}")
+                    raise node.error(f"'{head[1]}' takes at least {fewest} operand{'s' * (fewest > 1)}, "
+                                     f"not {len(node.operands)}")
                 current.instructions.append(node)
                 current.heads.append(head)
                 base = head[2]
@@ -313,11 +316,16 @@ def _edges(blocks: list[BasicBlock], label_blocks: dict) -> list[tuple]:
 
 def _short_of_operands(instruction: Instruction, start: int, fewest: int) -> bool:
     """True when `instruction` has fewer than `fewest` operands (from offset `start` of
-    its text). Where no bracket, brace or comment can hold a comma, the commas count the
-    operands without parsing them (most instructions; the analyses parse few of them)."""
+    its text). The commas outside brackets and braces count them without parsing them
+    (the analyses parse few of the instructions); a comment, which may hold commas, or a
+    count that falls short is settled by the parser."""
     text = instruction.text
-    if "[" not in text and "{" not in text and "/" not in text and text.count(",", start) + 1 >= fewest:
-        return False
+    if "/" not in text:
+        commas = text.count(",", start)
+        if commas and ("[" in text or "{" in text):
+            commas = _NESTED.sub("", text[start:]).count(",")
+        if commas + 1 >= fewest and (commas or fewest > 1 or text[start:].strip(" \t\n;")):
+            return False
     return len(instruction.operands) < fewest
 
 

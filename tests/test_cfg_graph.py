@@ -87,14 +87,16 @@ def test_brx_idx_with_a_bad_table():
 
 @pytest.mark.parametrize("text, fewest", [("cvta.to.shared.u64 %rd1;", 2), ("shl.b32 %r1, %r2;", 3),
                                           ("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%r1}, %rd1, %rd2;", 4),
-                                          ("mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1];", 3)])
+                                          ("mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1];", 3),
+                                          ("ld.global.v2.u32 {%r1, %r2};", 2),  # the commas of a vector
+                                          ("mbarrier.inval.shared::cta.b64 ;", 1)])
 def test_an_instruction_short_of_operands_is_an_error_at_its_line(text, fewest):
     """The analyses read operands by position (PTX ISA syntax); one missing is bad input,
     reported where it is, not an internal error later (found by mutating samples)."""
     with pytest.raises(ptxkit.PtxSyntaxError) as err:
         build_cfg(function(f"\tmov.u32 %r1, 0;\n\t{text}\n\tret;\n"))
     assert (err.value.line, err.value.column) == (9, 2)
-    assert f"takes at least {fewest} operands, not {fewest - 1}" in err.value.message
+    assert f"takes at least {fewest} operand{'s' if fewest > 1 else ''}, not {fewest - 1}" in err.value.message
 
 
 def test_declarations_have_no_graph():
