@@ -324,7 +324,7 @@ def _short_of_operands(instruction: Instruction, start: int, fewest: int) -> boo
         commas = text.count(",", start)
         if commas and ("[" in text or "{" in text):
             commas = _NESTED.sub("", text[start:]).count(",")
-        if commas + 1 >= fewest and (commas or fewest > 1 or text[start:].strip(" \t\n;")):
+        if commas + 1 >= fewest and (commas or text[start:].strip(" \t\n;")):  # no comma: one operand, or none
             return False
     return len(instruction.operands) < fewest
 
