@@ -436,6 +436,9 @@ class _Analysis(BranchConditions, CounterIdioms):
                 site = next(iter(only))
             if site is None or site not in self.rules:
                 continue  # a join, an entry value, or nothing defines it: its value stands
+            if self.flow.blocks[site[0]].heads[site[1]][2] == "shfl" and \
+                    not self._uniform_broadcast(site[0], site[1], self.definitions()):
+                continue  # another lane's value, which the range's own index does not give: it stands
             if at[0] != "query":
                 reads.append((at, site))
             versions.add(version)

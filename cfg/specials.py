@@ -76,18 +76,20 @@ def special_ranges(function, max_cluster: int = PORTABLE_CLUSTER) -> dict:
 
 
 def one_dimensional(function) -> bool:
-    """True when the kernel declares its blocks one-dimensional (``.maxntid N, 1, 1``).
+    """True when the kernel declares its blocks one-dimensional (``.maxntid N, 1, 1``; a
+    lone ``N`` bounds the number of threads, not the shape, as `special_ranges` reads it).
 
     >>> import ptxkit
     >>> k = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
     ...     ".visible .entry k() .maxntid 256, 1, 1\\n{\\n\\tret;\\n}\\n").function("k")
-    >>> one_dimensional(k)
-    True
+    >>> one_dimensional(k), one_dimensional(ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+    ...     ".visible .entry k() .maxntid 256\\n{\\n\\tret;\\n}\\n").function("k"))
+    (True, False)
     """
     for name, args in function.signature.directives:
         if name in (".maxntid", ".reqntid"):
             dims = [a.strip() for a in args.split(",")]
-            return all(d == "1" for d in dims[1:])
+            return len(dims) > 1 and all(d == "1" for d in dims[1:])
     return False
 
 

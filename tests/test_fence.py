@@ -110,6 +110,7 @@ EXPECTED = {
     "h25a_descriptor_ring_stepped_by_comparing_with_its_end": [],
     "h25b_descriptor_ring_write_inside_a_stage": [(CTA, "cp.async.bulk.tensor.2d.shared::cluster"),
                                                   (CTA, "wgmma.mma_async")],
+    "h26_lane_zero_index_broadcast_to_every_lane": [(CTA, "cp.async.bulk.global.shared::cta")],
     "h04b_cp_async_writer_side_option": [(CTA, "wgmma.mma_async")],
     "h10a_war_ld_shared_then_tma_load": [(CTA, "cp.async.bulk.tensor")],
     "h11a_mbarrier_init_then_tma": [(CTA, "bar.sync")],

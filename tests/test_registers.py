@@ -764,6 +764,21 @@ def test_values_by_thread_keep_terms_that_follow_one_bit_together():
     assert show(values["%r6"]) == "[-16, 32] step 16"  # the fixpoint's values are kept
 
 
+def test_a_shuffled_value_by_thread_is_another_lane_s():
+    """``shfl.sync.idx d, tid, 0`` gives every lane lane 0's index: thread 1 holds 0, not
+    1, so d does not follow the range's own index and keeps its value for all threads (a
+    store at ``buf + 16 * d`` by lanes 1-31 lands on lane 0's slot; read as thread 1's
+    own, it missed a race). The warp index broadcast from lane 0 in a one-dimensional
+    block is every lane's own; in a block whose rows may split a warp it is not."""
+    body = ("\tmov.u32 %r1, %tid.x;\n\tshfl.sync.idx.b32 %r2, %r1, 0, 31, -1;\n\tshl.b32 %r3, %r2, 4;\n"
+            "\tshr.u32 %r4, %r1, 5;\n\tshfl.sync.idx.b32 %r5, %r4, 0, 31, -1;\n\tshl.b32 %r6, %r5, 4;\n")
+    values, by_thread = _thread_program(body, ["%r3", "%r6"])
+    assert by_thread("%r3", 1, 1) is None and show(values["%r3"]) == "[0, 4080] step 16"  # all threads' stands
+    assert show(by_thread("%r6", 40, 40)) == "16"  # warp 1
+    _, by_thread = _thread_program(body, ["%r6"], directives=" .maxntid 256")  # rows may split a warp
+    assert by_thread("%r6", 40, 40) is None
+
+
 _BITWISE = {"and": lambda x, c: x & c, "or": lambda x, c: x | c, "xor": lambda x, c: x ^ c,
             "shl": lambda x, c: x << c, "shr": lambda x, c: x >> c}
 _CHAIN = st.lists(st.tuples(st.sampled_from(sorted(_BITWISE)), st.integers(0, 255), st.integers(0, 7)),
