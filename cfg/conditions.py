@@ -228,10 +228,10 @@ class BranchConditions:
         """``(p, x, C, comparison, type)`` of the ``setp p, x, C`` that defines
         `predicate` in another block, when `p` and `x` are each defined once, unguarded,
         and `block` reads the `x` that the last ``setp`` compared: `x` set first in the
-        same block (every execution of that block sets both), or in a third block from
-        which no path reaches `block` but through the ``setp``'s (a ring index advanced
-        in one block, tested in a later one and selected in a third: FlashMLA's sm100
-        backward kernel)."""
+        same block (every execution of that block sets both), or in a third block that
+        lies on no way from the ``setp``'s to `block` (`_unwritten_between`: a ring index
+        advanced in one block, tested in a later one and selected in a third, FlashMLA's
+        sm100 backward kernel)."""
         prefix = self.prefix(block)
         site = self._only_site(prefix, predicate)
         if site is None:
@@ -246,26 +246,11 @@ class BranchConditions:
             return None
         if x_site[0] == where and x_site[1] > at:
             return None
-        if x_site[0] != where and (block in (where, x_site[0]) or self._reaches_avoiding(x_site[0], block, where)):
+        if x_site[0] != where and (block in (where, x_site[0])
+                                   or not self._unwritten_between(where, block, (compare[1].name,))):
             return None
         parts = head[1].split(".")
         return (*compare, parts[1], parts[-1])
-
-    def _reaches_avoiding(self, start: int, target: int, avoided: int) -> bool:
-        """True when a path leaves block `start` and reaches block `target` without
-        entering block `avoided`."""
-        succ = self.flow.succ
-        seen = {avoided}
-        work = [b for b in succ[start] if b not in seen]
-        while work:
-            current = work.pop()
-            if current == target:
-                return True
-            if current in seen:
-                continue
-            seen.add(current)
-            work.extend(b for b in succ[current] if b not in seen)
-        return False
 
     def _only_site(self, prefix: str, name: str, definitions: dict | None = None) -> tuple[int, int] | None:
         """``(block, position)`` of the one definition of register `name` of the inlined
