@@ -32,11 +32,10 @@ class Loop:
     (<Loop header=1 blocks=1 depth=2>, 2)
     """
 
-    __slots__ = ("header", "blocks", "latches", "parent", "children")
+    __slots__ = ("header", "blocks", "latches", "parent")
 
     def __init__(self, header: int, blocks: set[int], latches: list[int], parent: "Loop | None" = None):
         self.header, self.blocks, self.latches, self.parent = header, blocks, latches, parent
-        self.children: list[Loop] = []
 
     @property
     def depth(self) -> int:
@@ -118,7 +117,6 @@ def find_loops(flow, dominators: DominatorTree | None = None) -> LoopForest:
         parent = innermost.get(loop.header)
         if parent is not None:
             loop.parent = parent
-            parent.children.append(loop)
         for block in loop.blocks:
             innermost[block] = loop
     loops.sort(key=lambda loop: (loop.depth, rank[loop.header]))

@@ -43,7 +43,7 @@ def test_nested_loops_outermost_first():
     outer, inner = forest.loops
     assert (g.blocks[outer.header].name, g.blocks[inner.header].name) == ("OUTER", "INNER")
     assert names(g, outer.blocks) == ["B3", "INNER", "OUTER"] and names(g, inner.blocks) == ["INNER"]
-    assert inner.parent is outer and outer.children == [inner] and (outer.depth, inner.depth) == (1, 2)
+    assert inner.parent is outer and outer.parent is None and (outer.depth, inner.depth) == (1, 2)
     assert forest.innermost()[inner.header] is inner and not forest.irreducible
 
 
