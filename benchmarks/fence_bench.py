@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ptxkit import parse
 from ptxkit._gc import paused_gc
-from ptxkit.cfg.fence import FenceOptions, fence_module
+from ptxkit.cfg.fence import FenceOptions, fence_module, free_last_analyses
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -199,9 +199,10 @@ def best_of(runs: int, action):
 
 def measure_pass(text: str, name: str, runs: int) -> dict:
     """Best-of-`runs` parse / fence / print times (collector paused as in the CLI; the
-    earlier runs' garbage collected before each, outside the timing, as a process that
-    ends after one run never keeps it)."""
+    earlier runs' analyses and garbage freed before each, outside the timing, as a
+    process that ends after one run never frees them)."""
     def once():
+        free_last_analyses()
         gc.collect()
         with paused_gc():
             t0 = time.perf_counter()

@@ -40,6 +40,7 @@ from ptxkit.cfg.locations import spaces_text
 from ptxkit.cfg.options import EXTERN_POLICIES, check_target
 from ptxkit.cfg.placement import FENCE_SIDES, PLACEMENTS, VARIANTS, PlannedFence, fence_text_for, plan_fences
 from ptxkit.cfg.proxy import AnalysisOptions, Hazard, KernelAnalysis
+from ptxkit.cfg.registers import release_register_analyses
 from ptxkit.cfg.specials import PORTABLE_CLUSTER
 from ptxkit.isa import may_need_fence
 from ptxkit.syntax import Function
@@ -318,6 +319,7 @@ def fence_module(module, options: FenceOptions | None = None, rewrite: bool = Tr
     (True, [('inline', 36)], '\\tfence.proxy.async.shared::cta;')
     """
     options = options or FenceOptions()
+    free_last_analyses()
     report = FenceReport(module.filename, options, rewrite)
     report.skipped = check_target(module)
     if report.skipped:
@@ -332,7 +334,30 @@ def fence_module(module, options: FenceOptions | None = None, rewrite: bool = Tr
         report.edits = [edit for result in results for edit in result.edits]
         if rewrite:
             report.apply()
+        for result in results:  # the plan is made: let the value analyses go (they refer to themselves)
+            release_register_analyses(result.analysis.flow)
+        _previous_analyses.extend(results)
     return report
+
+
+#: The last call's analyses (`free_last_analyses`).
+_previous_analyses: list = []
+
+
+def free_last_analyses() -> None:
+    """Free the analyses of the last `fence_module` call. They are released when its
+    plan is made (`ptxkit.cfg.registers.release_register_analyses`), so reference
+    counting frees them here, when the next call starts: a process that checks one
+    kernel and ends (the command line, the ptxas wrapper) never spends the time, and one
+    that goes on (a batch of files, Triton compiling kernel after kernel) keeps one
+    kernel's analyses at most.
+
+    >>> import ptxkit
+    >>> report = fence_module(ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx"), FenceOptions())
+    >>> len(_previous_analyses), free_last_analyses(), len(_previous_analyses)
+    (1, None, 0)
+    """
+    _previous_analyses.clear()
 
 
 def fence_text(text: str, filename: str = "<input>", rewrite: bool = True, **options) -> tuple[str, FenceReport]:

@@ -111,7 +111,7 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
     """
     if not queries:
         return RegisterAnswers({}, set(), lambda query, low, high, register="%tid.x": None)
-    analysis = _Analysis(flow, max_cluster, aligned)
+    analysis = _analysis(flow, max_cluster, aligned)
     frames = stack_frames(flow)
     if frames is None or not analysis.reads_stack(queries, frames):
         values, dead = analysis.solve(queries)
@@ -126,7 +126,7 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
     # now, and the check below makes any starting model safe
     reused = getattr(flow, "derived", {}).get(_SETTLED_MODEL)
     model = reused if reused is not None else observed(frames)
-    following = _Analysis(flow, max_cluster, aligned)
+    following = _analysis(flow, max_cluster, aligned)
     for _ in range(_STACK_ROUNDS):
         following.follow(model)
         values, dead = following.solve({**queries, **probes})
@@ -137,7 +137,7 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
                 if getattr(flow, "derived", None) is not None:
                     flow.derived[_SETTLED_MODEL] = model
                 return answer
-            following = _Analysis(flow, max_cluster, aligned)  # the answer's `by_thread` keeps this one's values
+            following = _analysis(flow, max_cluster, aligned)  # the answer's `by_thread` keeps this one's values
             if model is reused:  # it holds but gives stores more than these values ask: try what they ask
                 model = found
                 continue
@@ -146,6 +146,38 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
         values, dead = analysis.solve(queries)
         answer = RegisterAnswers(values, dead, analysis.by_thread)
     return answer
+
+
+def release_register_analyses(flow) -> None:
+    """Let the register analyses of `flow` go: drop what refers back to each of them (its
+    rules and narrowings are closures over it), so that they are freed as soon as the
+    last reference to them goes, not at the cyclic collector's next full collection. The
+    fence pass calls it when its plan is made (`ptxkit.cfg.fence.fence_module`); a batch
+    of files, or Triton compiling kernel after kernel, would otherwise keep them all
+    (`ptxkit._gc.paused_gc` moves what the pass builds to the oldest generation). Their
+    `by_thread` answers nothing after it.
+
+    >>> from ptxkit.cfg.graph import flow_graph
+    >>> import ptxkit
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .b32 %r<2>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tret;\\n}\\n")
+    >>> flow = flow_graph(m.function("k"))
+    >>> _ = analyse_registers(flow, {"r": (0, 1, flow.blocks[0].instructions[0].operands[0])})
+    >>> len(flow.derived[_ANALYSES])
+    1
+    >>> release_register_analyses(flow); _ANALYSES in flow.derived
+    False
+    """
+    for analysis in getattr(flow, "derived", {}).pop(_ANALYSES, ()):
+        analysis.release()
+
+
+def _analysis(flow, max_cluster: int, aligned: dict | None) -> "_Analysis":
+    """A new register analysis of `flow`, kept in its `derived` cache for
+    `release_register_analyses`."""
+    analysis = _Analysis(flow, max_cluster, aligned)
+    derived(flow, _ANALYSES, list).append(analysis)
+    return analysis
 
 
 # -- the analysis ----------------------------------------------------------------------------
@@ -191,6 +223,10 @@ class _Analysis(BranchConditions, CounterIdioms):
                     if follower.context is context.parent and (block.index, successor) in flow.kinds \
                             and flow.kinds[(block.index, successor)] == "return":
                         self.returning[successor] = context
+
+    def release(self) -> None:
+        """Drop the rules and narrowings: closures over this analysis (`release_register_analyses`)."""
+        self.rules = self._rules = self._memo = self.narrowing = self.edge_narrowing = None
 
     def follow(self, stack: StackModel | None) -> None:
         """Take `stack` as the model of the stack cells the next `solve` follows; the
@@ -987,5 +1023,7 @@ _PATIENCE, _SAFETY_NET = 12, 256
 _STACK_ROUNDS = 8
 #: The `derived` key of the last stack model a graph's analysis settled on.
 _SETTLED_MODEL = "settled stack model"
+#: The `derived` key of the register analyses made of a graph (`release_register_analyses`).
+_ANALYSES = "register analyses"
 
 

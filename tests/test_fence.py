@@ -9,12 +9,13 @@ a sample needs are on its ``// options:`` line, in ``ptxkit fence`` syntax.
 from __future__ import annotations
 
 import difflib
+import gc
 import re
 
 import pytest
 
 import ptxkit
-from ptxkit.cfg.fence import FenceOptions, check_target, fence_module, fence_text
+from ptxkit.cfg.fence import FenceOptions, check_target, fence_module, fence_text, free_last_analyses
 from ptxkit.cli.main import build_parser
 
 from conftest import SAMPLES
@@ -330,6 +331,24 @@ def test_library_contract():
     report = fence_module(module, FenceOptions())
     assert report.changed and report.missing == [] and str(module) == expected("07_wgmma_marked_async")
     assert report.to_json()["inserted"][0]["path"][0]["line"] == 32
+
+
+@pytest.mark.parametrize("name", ["h21b_debug_descriptor_write_inside_tile", "h26_lane_zero_index_broadcast_to_every_lane"])
+def test_the_value_analyses_go_with_the_last_reference(name):
+    # their rules are closures over them; fence_module lets them go when its plan is made, so that a
+    # batch of files or Triton compiling kernel after kernel does not keep them until a full
+    # collection; the next call frees them (h21b: a -G build, solved in rounds with several analyses)
+    from ptxkit.cfg.registers import _Analysis
+
+    gc.collect()
+    gc.disable()  # only reference counting frees anything now
+    try:
+        report = fence_module(ptxkit.parse(sample(name), "k.ptx"), FenceOptions(), rewrite=False)
+        free_last_analyses()
+        left = sum(isinstance(o, _Analysis) for o in gc.get_objects())
+    finally:
+        gc.enable()
+    assert report.missing and left == 0
 
 
 def test_bad_options_and_input():
