@@ -148,12 +148,35 @@ def guarded(work, path: str, args) -> FileResult:
         return FileResult(path, EXIT_BAD_INPUT, stderr=f"ptxkit: error: {message}\n", data=message)
 
 
+def collect_garbage() -> None:
+    """Before each file of a batch after the first: free what the previous one left in
+    this process. A parsed module is full of reference cycles (nodes and their parents),
+    and the fence pass moves what it builds straight to the collector's oldest generation
+    (`ptxkit._gc.paused_gc`), whose full collections a batch of files alone would rarely
+    trigger: 40 real kernels checked in one process reached 1.4 GB (on this project's
+    development machine), 350 MB with a collection before each file. What the process
+    itself holds takes about 1 ms to walk.
+
+    >>> import gc, weakref
+    >>> class Node: pass
+    >>> node = Node(); node.me = node; kept = weakref.ref(node)
+    >>> gc.disable(); del node; collect_garbage(); gc.enable()
+    >>> kept() is None
+    True
+    """
+    import gc
+
+    gc.collect()
+
+
 def _results(work, files: list[str], args):
     """The results of `work` over `files`, in order (in worker processes for ``-j``)."""
     jobs = getattr(args, "jobs", 1) or os.cpu_count() or 1
     jobs = min(jobs, len(files))
     if jobs <= 1:
-        for path in files:
+        for index, path in enumerate(files):
+            if index:
+                collect_garbage()
             yield guarded(work, path, args)
         return
     from concurrent.futures import ProcessPoolExecutor
@@ -161,7 +184,19 @@ def _results(work, files: list[str], args):
 
     chunk = max(1, len(files) // (jobs * 8))  # small chunks keep the order-preserving output flowing
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        yield from pool.map(partial(guarded, work, args=args), files, chunksize=chunk)
+        yield from pool.map(partial(_in_worker, work, args=args), files, chunksize=chunk)
+
+
+#: Whether this worker process has handled a file (it handles several, one after another).
+_worker_busy = [False]
+
+
+def _in_worker(work, path: str, args) -> FileResult:
+    """`guarded` in a worker process, after `collect_garbage`."""
+    if _worker_busy[0]:
+        collect_garbage()
+    _worker_busy[0] = True
+    return guarded(work, path, args)
 
 
 def _emit(result: FileResult) -> None:
