@@ -83,16 +83,32 @@ def cyclic_work(path: str, args) -> batch.FileResult:
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_a_batch_frees_the_cycles_each_file_left_before_the_next(jobs, monkeypatch):
+def test_a_batch_collects_the_cycles_its_files_left(jobs, monkeypatch, tmp_path):
     # with the collector off, as the fence pass keeps it while building (ptxkit._gc), what a
-    # file left in reference cycles is gone when the next file in the same process starts
-    # (6 files in 2 workers: one of them runs at least 3)
-    monkeypatch.setattr(batch, "_worker_busy", [False])
+    # file left in reference cycles is gone when the next file in the same process starts,
+    # once the files checked add up to COLLECT_AFTER bytes (here every file; 6 files in 2
+    # workers: one of them runs at least 3)
+    monkeypatch.setattr(batch, "COLLECT_AFTER", 1)
+    monkeypatch.setattr(batch, "_worker_garbage", batch._Garbage())
+    files = []
+    for i in range(6):
+        files.append(str(tmp_path / f"k{i}.ptx"))
+        (tmp_path / f"k{i}.ptx").write_text("// a kernel\n")
     _left.clear()
     gc.disable()
     try:
-        status, results = batch.run_files(cyclic_work, [f"k{i}.ptx" for i in range(6)],
-                                          argparse.Namespace(jobs=jobs))
+        status, results = batch.run_files(cyclic_work, files, argparse.Namespace(jobs=jobs))
     finally:
         gc.enable()
     assert status == EXIT_OK and [result.count for result in results] == [0] * 6
+
+
+def test_a_small_batch_leaves_the_collector_alone(monkeypatch, tmp_path):
+    # below COLLECT_AFTER bytes nothing is collected: a batch of small files pays nothing
+    collected = []
+    monkeypatch.setattr(gc, "collect", lambda *args: collected.append(args) or 0)
+    files = [str(tmp_path / "a.ptx"), str(tmp_path / "b.ptx")]
+    for path in files:
+        open(path, "w").write("// a kernel\n")
+    status, _ = batch.run_files(cyclic_work, files, argparse.Namespace(jobs=1))
+    assert status == EXIT_OK and collected == []
