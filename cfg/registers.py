@@ -154,8 +154,8 @@ def release_register_analyses(flow) -> None:
     last reference to them goes, not at the cyclic collector's next full collection. The
     fence pass calls it when its plan is made (`ptxkit.cfg.fence.fence_module`); a batch
     of files, or Triton compiling kernel after kernel, would otherwise keep them all
-    (`ptxkit._gc.paused_gc` moves what the pass builds to the oldest generation). Their
-    `by_thread` answers nothing after it.
+    (`ptxkit._gc.paused_gc` moves what the pass builds to the oldest generation). Nothing
+    may ask them anything after it (their `by_thread` included).
 
     >>> from ptxkit.cfg.graph import flow_graph
     >>> import ptxkit

@@ -160,8 +160,9 @@ class _Garbage:
     batch of files alone would rarely trigger: 40 real kernels (61 MB) checked in one
     process reached 1.4 GB. Once the files since the last collection add up to
     `COLLECT_AFTER` bytes, their garbage is collected, so a batch's memory stays bounded
-    (350 MB for those 40 with a collection after each file); collecting costs about a
-    fifth of the time the checks took, so a batch smaller than that pays nothing.
+    (535 MB for those 40; 350 MB collecting after every file). Collecting costs about a
+    fifth of the time the checks took (measured on those 40), so a batch smaller than
+    `COLLECT_AFTER` pays nothing for it.
 
     >>> import gc, weakref
     >>> class Node: pass
