@@ -58,6 +58,8 @@ from .rowops import ROW_OPS, row_op
 #: the dtypes and ops the row reduction takes
 DTYPES = ("f32", "f16", "bf16")
 OPS = tuple(ROW_OPS)
+#: the ops that follow a NaN policy (`rowops`)
+NAN_POLICY_OPS = ("max", "min", "argmax", "argmin")
 #: vectors each thread should read per row when the row is long enough. Halves take about
 #: four instructions per 32-bit word to widen and fold (f32 one), so for the element-wise
 #: ops they want twice the threads for the same bytes; the ops with a larger state spend
@@ -170,7 +172,11 @@ def row_reduce_kernel(cols: int, dtype: str = "f32", op: str = "sum", threads_pe
     of rows per thread, at most 8; `cluster` (1, 2, 4 or 8 CTAs; more than 1 needs sm_90)
     splits each row across a thread-block cluster. `unroll` is how many vectors a thread
     loads before it folds them, in the loop of long rows. `nan` is the NaN policy of max,
-    min, argmax and argmin (`rowops`).
+    min, argmax and argmin (`rowops`). `target` takes every op and dtype from sm_80; sm_75
+    takes the kernels that need neither a NaN-propagating max/min nor a result rounded to
+    bf16 (`NEWER_INSTRUCTIONS`): sum, sumsq and meanvar of f32 and f16; max, min, argmax
+    and argmin of f32 and f16 with the NaN policy "ignore"; bf16's sumsq, and its argmax
+    and argmin with "ignore".
 
     >>> k = row_reduce_kernel(262144, "bf16", "max")
     >>> k.threads_per_row, k.cluster, k.shape.vector_rounds
@@ -209,7 +215,6 @@ def row_reduce_kernel(cols: int, dtype: str = "f32", op: str = "sum", threads_pe
     if rows_per_thread > 1 and (threads_per_row > 32 or cluster > 1 or shape.full_rounds > unroll):
         raise ValueError("rows_per_thread > 1 needs short rows (no loop), at most 32 threads per row and no cluster")
     b = PtxBuilder(target)
-    b.require_sm(80, "the row reduction (max.NaN, bf16)")
     block = max(CTA_THREADS, threads_per_row)
     directives = f".maxntid {block}, 1, 1"
     if block >= 512 and cluster == 1 and len(reduction.state) > 1:  # else ptxas keeps to 64 registers
@@ -223,10 +228,47 @@ def row_reduce_kernel(cols: int, dtype: str = "f32", op: str = "sum", threads_pe
     name = f"rowreduce_{op}_{t.name}_{cols}" + (f"_stride{row_stride}" if row_stride != cols else "")
     _RowKernel(b, t, reduction, shape, row_stride, threads_per_row, block, unroll, cluster, rows_per_thread,
                outputs).emit()
+    _check_target(b, op, t.name, nan)
     params = [(".u64", "src")] + [(".u64", output) for output, _ in outputs] + [(".u32", "rows")]
     entry = b.entry(name, params, directives)
     return RowReduceKernel(module_text([entry], target, b.version), name, cols, t.name, op, threads_per_row, block,
                            unroll, cluster, rows_per_thread, row_stride, nan, outputs)
+
+
+#: What a row kernel may use that older GPUs lack (PTX ISA, each instruction's target
+#: notes): text of the opcode, the oldest sm that has it, and what the kernel uses it for.
+#: Everything else it emits exists on sm_75, the oldest target ptxas 13 takes.
+NEWER_INSTRUCTIONS = (
+    ("max.NaN.", 80, "max.NaN.f32 (the NaN-propagating max)"),
+    ("min.NaN.", 80, "min.NaN.f32 (the NaN-propagating min)"),
+    ("cvt.rn.bf16.f32", 80, "cvt.rn.bf16.f32 (the result rounded to bf16)"),
+    (".L1::no_allocate", 70, "ld.global.nc.L1::no_allocate (loads that bypass L1)"),
+)
+
+
+def _check_target(b, op: str, dtype: str, nan: str) -> None:
+    """Refuse a kernel whose instructions the target lacks, naming the op, dtype and NaN
+    policy asked for and the instructions that need a newer GPU.
+
+    >>> row_reduce_kernel(1000, "f32", "sum", target="sm_75").ptx.splitlines()[1]
+    '.target sm_75'
+    >>> row_reduce_kernel(1000, "bf16", "max", target="sm_75")
+    Traceback (most recent call last):
+    ...
+    ValueError: the row reduction max of bf16 (NaN policy 'propagate') needs sm_80 or newer for max.NaN.f32 (the NaN-propagating max) and cvt.rn.bf16.f32 (the result rounded to bf16); the target is sm_75
+    """
+    lines = b.instructions()
+    missing = [(sm, use, marker) for marker, sm, use in NEWER_INSTRUCTIONS
+               if b.sm < sm and any(marker in line for line in lines)]
+    if not missing:
+        return
+    policy = f" (NaN policy {nan!r})" if op in NAN_POLICY_OPS else ""
+    uses = " and ".join(use for _, use, _ in missing)
+    hint = ""
+    if op in NAN_POLICY_OPS and all(".NaN." in marker for _, _, marker in missing):
+        hint = "; the NaN policy 'ignore' needs no .NaN instruction"
+    raise ValueError(f"the row reduction {op} of {dtype}{policy} needs sm_{max(sm for sm, _, _ in missing)} or newer "
+                     f"for {uses}; the target is {b.target}{hint}")
 
 
 def default_threads(cols: int, dtype: str, op: str = "sum", cluster: int = 1) -> int:

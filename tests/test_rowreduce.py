@@ -72,12 +72,61 @@ def test_outputs_follow_torch():
      ({"cols": 64, "cluster": 3}, "cluster must be 1, 2, 4 or 8 CTAs, got 3"),
      ({"cols": 64, "nan": "quiet"}, "nan must be 'propagate' or 'ignore'"),
      ({"cols": 2**24 + 1, "op": "meanvar"}, "at most 2\\*\\*24 columns"),
-     ({"cols": 64, "target": "sm_75"}, "needs sm_80 or newer"),
+     ({"cols": 64, "op": "max", "target": "sm_75"},
+      "the row reduction max of f32 \\(NaN policy 'propagate'\\) needs sm_80 or newer for max.NaN.f32"),
      ({"cols": 65536, "cluster": 2, "target": "sm_80"}, "thread-block cluster needs sm_90")],
 )
 def test_refusals(kwargs, message):
     with pytest.raises(ValueError, match=message):
         row_reduce_kernel(**kwargs)
+
+
+#: what sm_75 takes: no NaN-propagating max/min (max.NaN, sm_80) and no result rounded to bf16
+#: (cvt.rn.bf16.f32, sm_80)
+SM75 = {(dt, op, "propagate") for dt in ("f32", "f16") for op in ("sum", "sumsq", "meanvar")} | \
+    {(dt, op, "ignore") for dt in ("f32", "f16") for op in ("max", "min", "argmax", "argmin")} | \
+    {("bf16", "sumsq", "propagate"), ("bf16", "argmax", "ignore"), ("bf16", "argmin", "ignore")}
+REQUESTS = [(dt, op, nan) for dt in DTYPES for op in OPS
+            for nan in (("propagate", "ignore") if op in ("max", "min", "argmax", "argmin") else ("propagate",))]
+
+
+@pytest.mark.parametrize("cols", [7, 1000, 50257])  # rows per thread; one load a thread; a loop
+def test_sm75_takes_the_kernels_that_need_nothing_newer(cols):
+    """A kernel for sm_75 is the sm_90a kernel, its target aside (so the simulated and GPU
+    tests cover it); a refusal names the op, dtype and policy asked for and the instruction
+    that sm_75 lacks."""
+    taken = set()
+    for dt, op, nan in REQUESTS:
+        try:
+            k = row_reduce_kernel(cols, dt, op, target="sm_75", nan=nan)
+        except ValueError as err:
+            policy = f" (NaN policy {nan!r})" if op in ("max", "min", "argmax", "argmin") else ""
+            assert str(err).startswith(f"the row reduction {op} of {dt}{policy} needs sm_80 or newer for ")
+            nan_propagating = nan == "propagate" and op in ("max", "min", "argmax", "argmin", "logsumexp")
+            rounded_to_bf16 = dt == "bf16" and op in ("sum", "max", "min", "logsumexp", "meanvar")
+            assert (".NaN.f32" in str(err)) == nan_propagating and ("cvt.rn.bf16.f32" in str(err)) == rounded_to_bf16
+            continue
+        taken.add((dt, op, nan))
+        newest = row_reduce_kernel(cols, dt, op, target="sm_90a", nan=nan).ptx
+        assert k.ptx == newest.replace(".target sm_90a\n", ".target sm_75\n", 1)
+    assert taken == SM75
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("dt, op, nan", REQUESTS)
+def test_sm75_kernels_assemble_and_refusals_are_needed(dt, op, nan):
+    """ptxas agrees: each kernel taken for sm_75 assembles for it; the sm_80 kernel of each
+    one refused does not."""
+    from ptxkit.ptxas import PtxasError
+
+    for cols in (7, 50257):
+        if (dt, op, nan) in SM75:
+            k = row_reduce_kernel(cols, dt, op, target="sm_75", nan=nan)
+            assert k.name in ptxkit.assemble(k.ptx, arch="sm_75").resources
+        else:
+            k = row_reduce_kernel(cols, dt, op, target="sm_80", nan=nan)
+            with pytest.raises(PtxasError, match="requires .target sm_80 or higher"):
+                ptxkit.assemble(k.ptx.replace(".target sm_80\n", ".target sm_75\n", 1), arch="sm_75")
 
 
 def test_variants_start_with_the_default_and_are_valid():
