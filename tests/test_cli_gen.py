@@ -77,7 +77,7 @@ def test_bad_input_exits_2_with_a_message(argv, message, capsys):
 
 def test_rowreduce(capsys, tmp_path):
     assert main(["gen", "rowreduce", "--dtype", "bf16"]) == 2
-    assert "rowreduce needs --cols" in capsys.readouterr().err
+    assert "the following arguments are required: --cols" in capsys.readouterr().err
     out = tmp_path / "r.ptx"
     assert main(["gen", "rowreduce", "--cols", "1000", "--op", "max", "-o", str(out)]) == 0
     assert ptxkit.parse(out.read_text()).function("rowreduce_max_f32_1000").signature.params[2].name == "rows"
@@ -95,7 +95,9 @@ def test_rowreduce(capsys, tmp_path):
     "argv, message",
     [(["rowreduce", "--cols", "0"], "cols must be at least 1, got 0"),
      (["rowreduce", "--cols", "64", "--op", "median"], "invalid choice: 'median'"),
-     (["rowreduce", "--cols", "64", "--dtype", "s32"], "takes f32, f16 or bf16, not s32"),
+     (["rowreduce", "--cols", "64", "--dtype", "s32"], "invalid choice: 's32'"),
+     (["rowreduce", "--cols", "64", "--strategy", "view"], "unrecognized arguments: --strategy view"),
+     (["reduce", "--op", "prod"], "gen reduce takes --op sum, max or min; prod"),
      (["rowreduce", "--cols", "64", "--row-stride", "60"], "row_stride must be at least cols (64), got 60"),
      (["rowreduce", "--cols", "64", "--nan", "drop"], "invalid choice: 'drop'"),
      (["reduce", "--op", "logsumexp"], "gen reduce takes --op sum, max or min; logsumexp is an op of the row")],
@@ -136,3 +138,58 @@ def test_rowreduce_clusters(capsys):
     assert "needs sm_90 or newer; the target is sm_80" in capsys.readouterr().err
     assert main(["gen", "rowreduce", "--cols", "65536", "--cluster", "3"]) == 2
     assert "invalid choice: 3" in capsys.readouterr().err
+
+
+def test_rowreduce_for_sm75(capsys):
+    """sm_75 has every instruction of an f32 sum; a NaN-propagating max it has not, and the
+    refusal names what was asked for."""
+    assert main(["gen", "rowreduce", "--cols", "1024", "--op", "sum", "--target", "sm_75"]) == 0
+    text = capsys.readouterr().out
+    assert ptxkit.parse(text).targets == ["sm_75"] and "rowreduce_sum_f32_1024" in text
+    assert main(["gen", "rowreduce", "--cols", "1024", "--op", "max", "--target", "sm_75"]) == 2
+    assert capsys.readouterr().err == (
+        "ptxkit: error: the row reduction max of f32 (NaN policy 'propagate') needs sm_80 or newer for max.NaN.f32 "
+        "(the NaN-propagating max); the target is sm_75; the NaN policy 'ignore' needs no .NaN instruction\n")
+    assert main(["gen", "rowreduce", "--cols", "1024", "--op", "max", "--nan", "ignore", "--target", "sm_75"]) == 0
+    assert "max.f32" in capsys.readouterr().out
+
+
+@pytest.mark.ptxas
+def test_rowreduce_for_sm75_assembles(tmp_path):
+    out = tmp_path / "k.ptx"
+    assert main(["gen", "rowreduce", "--cols", "1024", "--op", "sum", "--target", "sm_75", "-o", str(out)]) == 0
+    assert "rowreduce_sum_f32_1024" in ptxkit.assemble(out.read_text(), arch="sm_75").resources
+
+
+def _subcommands(parser) -> dict:
+    import argparse
+
+    return next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices
+
+
+def test_every_gen_option_is_documented(capsys):
+    from ptxkit.cli.main import build_parser
+
+    kinds = _subcommands(_subcommands(build_parser("gen"))["gen"])
+    assert set(kinds) == {"reduce", "rowreduce"}
+    for name, parser in kinds.items():
+        for action in parser._actions:
+            assert action.help and action.help.strip(), (name, action.option_strings)
+        assert main(["gen", name, "--help"]) == 0
+        shown = capsys.readouterr().out
+        assert "Exit codes: 0" in shown and "--target sm_XY" in shown
+        for action in parser._actions:
+            for option in action.option_strings:
+                assert option in shown, (name, option)
+    assert main(["gen", "--help"]) == 0
+    shown = capsys.readouterr().out
+    assert "reduce" in shown and "rowreduce" in shown and "Exit codes: 0" in shown
+
+
+def test_gen_reduce_documents_its_layouts_and_target(capsys):
+    assert main(["gen", "reduce", "--help"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    for option, text in (("--dst-shape N,N...", "the result tile's shape"),
+                         ("--dst-layout LAYOUT", "the result tile's register layout"),
+                         ("--target sm_XY", "the GPU the kernel is for")):
+        assert f"{option} {text}" in shown

@@ -21,7 +21,7 @@ COMMANDS = {
     "fence": ("ptxkit.cli.fence_cmd", "insert (or --check for) generic->async proxy fences"),
     "cfg": ("ptxkit.cli.cfg_cmd", "write a function's control-flow graph as Graphviz DOT or SVG"),
     "assemble": ("ptxkit.cli.assemble_cmd", "assemble PTX into a cubin with ptxas"),
-    "gen": ("ptxkit.cli.gen_cmd", "generate PTX kernels (register-level reductions)"),
+    "gen": ("ptxkit.cli.gen_cmd", "generate PTX kernels: register-level and row reductions"),
     "ptxas": ("ptxkit.cli.ptxas_cmd", "run ptxas on PTX after the fence pass (a drop-in ptxas)"),
 }
 
