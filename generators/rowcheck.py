@@ -33,7 +33,9 @@ APPROX = 2.0**-21
 
 def reference(x, op: str, nan: str = "propagate") -> list[np.ndarray]:
     """The outputs of `op` over the last axis of `x` (float64; indices int64), as torch
-    computes them (`rowops`), with NaN policy `nan` for max, min, argmax and argmin."""
+    computes them (`rowops`), with NaN policy `nan` for max, min, argmax and argmin;
+    meanvar as ``np.mean`` and ``np.var`` (``torch.mean`` and ``torch.var(correction=0)``:
+    a row holding +inf has the mean +inf, where torch's CUDA ``var_mean`` gives NaN)."""
     x = np.asarray(x, np.float64)
     with np.errstate(all="ignore"):
         if op == "sum":

@@ -13,7 +13,7 @@ sumsq      sum of squares         sumsq (f32)                   ``(x.float() ** 
 max        max                    max (input dtype)             ``x.amax(-1)``
 min        min                    min (input dtype)             ``x.amin(-1)``
 logsumexp  (max, rescaled sum)    logsumexp (input dtype)       ``x.logsumexp(-1)``
-meanvar    (n, sum, mean, M2)     mean, var (input dtype)       ``torch.var_mean(x, -1, unbiased=False)``
+meanvar    (n, sum, mean, M2)     mean, var (input dtype)       ``x.mean(-1)``, ``x.var(-1, correction=0)``
 argmax     (value, index)         index (s64)                   ``x.argmax(-1)``
 argmin     (value, index)         index (s64)                   ``x.argmin(-1)``
 =========  =====================  ============================  ===========================================
@@ -25,6 +25,16 @@ NaN wins (as torch; argmax/argmin give the first NaN's index), with ``nan="ignor
 loses to every number (a row of NaN gives NaN's place: -inf or +inf for max/min, index
 0 for argmax/argmin). Ties give the first index. log-sum-exp treats ±inf and NaN as
 torch does (a row of -inf gives -inf, +inf gives +inf, NaN gives NaN).
+
+meanvar gives what IEEE arithmetic, numpy's float64 ``np.mean`` and ``np.var`` and torch's
+``x.mean(-1)`` and ``x.var(-1, correction=0)`` give, infinities included: the mean of a row
+holding +inf (-inf) and no NaN or infinity of the other sign is +inf (-inf), of a row with
+both signs or a NaN it is NaN; the variance of a row holding any infinity or NaN is NaN
+(an infinite element's deviation from the infinite mean is inf - inf). Rows without them match
+``torch.var_mean(x, -1, correction=0)`` too; on rows with an infinity, torch's CUDA
+``var_mean`` (seen on an H100) returns NaN as the mean as well, an artifact of its Welford
+merge (``mean_a + (mean_b - mean_a)·w`` is ``inf - inf`` once an infinite mean meets a
+finite one), not a property of the row: the mean written here is sum / n (`_MeanVar`).
 
 >>> op = ROW_OPS["logsumexp"]
 >>> op.state, op.outputs, op.output_dtypes("bf16")
@@ -228,8 +238,11 @@ class _LogSumExp(RowOp):
 class _MeanVar(RowOp):
     """(n, sum, mean, M2): a batch's own mean and M2 (two passes over registers), then
     Chan's combination, which stays accurate when the mean is large against the spread.
-    The mean written out is sum / n, so that infinities give torch's mean (Chan's running
-    mean turns NaN when two of them meet); any infinity makes M2, and the variance, NaN."""
+    The mean written out is sum / n, not Chan's running mean, which turns NaN when an
+    infinite mean meets a finite one (as torch's CUDA ``var_mean`` does): a row holding
+    +inf gets the mean +inf, as numpy's ``np.mean`` and ``torch.mean`` give, and one with
+    +inf and -inf (or a NaN) NaN. The batch holding an infinity has an infinite mean, so
+    its deviations, M2 and the variance are NaN, as ``np.var`` gives."""
 
     state = (".f32", ".f32", ".f32", ".f32")
     outputs = ("mean", "var")

@@ -294,6 +294,65 @@ def test_meanvar_is_stable_far_from_zero():
     assert np.abs(naive - exact.var(-1)).max() > 1.0  # what the check above guards against
 
 
+def _infinite_rows(rows, cols, stride, rng):
+    """[rows, stride] of random values in [-0.5, 1.5), the columns past `cols` NaN (never
+    read), with ±inf and NaN placed at the first, a middle and the last column (the head,
+    body and tail of different threads), row after row: +inf, -inf, two +inf, +inf and
+    -inf, all +inf, +inf and NaN, nothing, -inf."""
+    x = rng.random((rows, stride)) * 2 - 0.5
+    x[:, cols:] = np.nan
+    first, middle, last = 0, cols // 2, cols - 1
+    placed = [{middle: np.inf}, {first: -np.inf}, {first: np.inf, last: np.inf}, {middle: np.inf, last: -np.inf},
+              {column: np.inf for column in range(cols)}, {first: np.inf, middle: np.nan}, {}, {last: -np.inf}]
+    for row in range(rows):
+        for column, value in placed[row % 8].items():
+            x[row, column] = value
+    return x
+
+
+def _ieee_mean(row) -> float | None:
+    """The mean IEEE arithmetic gives a row with an infinity or a NaN (None for a finite
+    row): NaN with a NaN or infinities of both signs, else the infinity."""
+    if np.isnan(row).any() or (np.isposinf(row).any() and np.isneginf(row).any()):
+        return np.nan
+    return np.inf if np.isposinf(row).any() else -np.inf if np.isneginf(row).any() else None
+
+
+def _assert_ieee_meanvar(got, x) -> set:
+    """The mean of each row of `x` is `_ieee_mean`'s where that is not None; every row with
+    a non-finite element has a NaN variance; finite rows stay finite. Returns the kinds of
+    mean seen ("inf", "-inf", "nan", "finite")."""
+    mean, var = got
+    seen = set()
+    for row, values in enumerate(x):
+        want = _ieee_mean(values)
+        if want is None:
+            assert np.isfinite(mean[row]) and np.isfinite(var[row]), row
+            seen.add("finite")
+        else:
+            assert (np.isnan(mean[row]) if np.isnan(want) else mean[row] == want), (row, mean[row], want)
+            assert np.isnan(var[row]), (row, var[row])
+            seen.add(str(want))
+    return seen
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("cols, stride, threads, cluster", [(7, 7, None, 1), (100, 103, None, 1),
+                                                           (4097, 4097, None, 1), (2048, 2048, 32, 2)])
+def test_meanvar_of_infinite_rows_is_numpys(cols, stride, threads, cluster, dt):
+    """A row holding +inf has the mean +inf, as np.mean and torch.mean give (torch's CUDA
+    var_mean gives NaN); +inf with -inf or a NaN gives NaN; the variance of every such row
+    is NaN, as np.var gives. Several rows per thread, several threads and warps per row,
+    and a row split across a cluster (`rowops`, the module docstring)."""
+    k = row_reduce_kernel(cols, dt, "meanvar", row_stride=stride, threads_per_row=threads, cluster=cluster)
+    x = _infinite_rows(16, cols, stride, np.random.default_rng(cols + cluster))
+    got, exact = simulate(k, x, 16, offset=1)
+    check(k, got, exact)
+    assert _assert_ieee_meanvar(got, exact) == {"inf", "-inf", "nan", "finite"}
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(np.isinf(got[0]), np.isinf(exact.mean(-1)))
+
+
 def test_reads_stay_inside_the_rows():
     """The simulator refuses any access outside its buffer: rows of every alignment, the
     buffer ending with the last element (a strided tensor's last row ends early)."""
@@ -382,6 +441,29 @@ def test_gpu_clusters(cols, threads, cluster, rows, op):
     groups = -(-rows // k.rows_per_cta)
     for grid in (k.grid(rows), cluster, (groups + 3) * cluster):
         check(k, gpu_run(k, src, rows, grid=grid), exact.reshape(rows, cols))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("cols", [1, 2, 7, 100, 1000, 4097, 32000, 50257, 151936])
+def test_gpu_meanvar_of_infinite_rows_is_numpys(cols, dt):
+    """meanvar on rows holding ±inf and NaN, on the GPU, against float64 numpy (np.mean and
+    np.var): +inf alone gives the mean +inf (torch's CUDA var_mean gives NaN), +inf with
+    -inf or a NaN gives NaN, every such variance is NaN; contiguous rows and rows of a
+    wider tensor at an odd offset."""
+    rows = max(16, min(2048, 2**21 // cols))
+    for stride, offset in ((cols, 0), (cols + 3, 5)):
+        k = row_reduce_kernel(cols, dt, "meanvar", row_stride=stride)
+        values = _infinite_rows(rows, cols, stride, np.random.default_rng(cols * 7 + stride))
+        src, exact = _host(values.reshape(-1), dt)
+        got = gpu_run(k, src, rows, offset)
+        exact = exact.reshape(rows, stride)[:, :cols]
+        check(k, got, exact)
+        with np.errstate(invalid="ignore"):
+            want = exact.mean(-1)
+        np.testing.assert_array_equal(got[0][~np.isfinite(want)], want[~np.isfinite(want)])
+        np.testing.assert_array_equal(np.isnan(got[1]), ~np.isfinite(exact).all(-1))
+        assert _assert_ieee_meanvar(got, exact) >= {"inf", "-inf", "nan"}
 
 
 @pytest.mark.gpu
