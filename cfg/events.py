@@ -70,6 +70,12 @@ class Kind(enum.Enum):
     INSERTED = "inserted fence"  # a fence the pass plans to insert (hoisted or writer side)
 
 
+#: `Event.detail` of a ``barrier.cluster.arrive`` that releases at cluster scope
+RELEASE = "release"
+#: `Event.detail` of a planned ``fence.mbarrier_init.release.cluster``
+RELEASES_INITS = "releases inits"
+
+
 @record
 class Event:
     """One effect of one instruction (`position` in its block).
@@ -656,7 +662,9 @@ class _Classifier:
         if obj is SyncObject.WARP:  # the lanes of a warp meet at one bar.warp.sync (docs/fence.md §4.1)
             return lambda c: [Event(position, kind, guard, sync=(obj, id(instruction)))]
         cross = obj is SyncObject.CLUSTER_BARRIER
-        return lambda c: [Event(position, kind, guard, sync=(obj,), cross=cross)]
+        # barrier.cluster.arrive releases at cluster scope unless it is .relaxed (PTX ISA, barrier.cluster)
+        detail = RELEASE if cross and kind is Kind.ARRIVE and ".relaxed" not in opcode else None
+        return lambda c: [Event(position, kind, guard, sync=(obj,), cross=cross, detail=detail)]
 
 
 #: The alignment of a tensor copy's shared-memory box (CUDA C++ programming guide, the

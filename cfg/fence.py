@@ -38,7 +38,8 @@ from ptxkit._records import record
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.locations import spaces_text
 from ptxkit.cfg.options import EXTERN_POLICIES, check_target
-from ptxkit.cfg.placement import FENCE_SIDES, PLACEMENTS, VARIANTS, PlannedFence, fence_text_for, plan_fences
+from ptxkit.cfg.placement import (FENCE_SIDES, PLACEMENTS, RELEASE_INITS, VARIANTS, PlannedFence, fence_text_for,
+                                  plan_fences)
 from ptxkit.cfg.proxy import AnalysisOptions, Hazard, KernelAnalysis
 from ptxkit.cfg.registers import release_register_analyses
 from ptxkit.cfg.specials import PORTABLE_CLUSTER
@@ -144,7 +145,8 @@ class FenceSite:
     `hazard`: ``raw`` (a generic write reaches an async-proxy access of its bytes),
     ``war`` (a generic read reaches an async-proxy write of its bytes) or
     ``mbarrier-init`` (an ``mbarrier.init`` reaches an async op completing on that
-    mbarrier). `write`: the generic access (for any hazard); `target`: the async op,
+    mbarrier) or ``mbarrier-init-cluster`` (the same, for an mbarrier that other CTAs of
+    the cluster use, with no release of the init at cluster scope). `write`: the generic access (for any hazard); `target`: the async op,
     of `target_kind` ``async`` or ``extern`` (a call that may start async ops, under
     ``--extern-policy strict``); `handoff`: for an access made by another thread, the
     arrive and the wait it was handed over through; `path`: the witness, as places
@@ -184,17 +186,21 @@ class FenceSite:
             target = f"the async-proxy write at {self.target}"
         elif self.hazard == Hazard.INIT.value:
             target = f"the async-proxy operation at {self.target}, which completes on that mbarrier"
+        elif self.hazard == Hazard.INIT_CLUSTER.value:
+            target = (f"the async-proxy operation at {self.target}, which completes on that mbarrier, also in "
+                      "other CTAs of the cluster, which use it")
         else:
             target = f"the async-proxy access at {self.target}"
         access = {Hazard.RAW.value: "generic-proxy write", Hazard.WAR.value: "generic-proxy read",
-                  Hazard.INIT.value: "mbarrier.init"}[self.hazard]
+                  Hazard.INIT.value: "mbarrier.init", Hazard.INIT_CLUSTER.value: "mbarrier.init"}[self.hazard]
         source = f"{access} at {self.write}" if self.write else f"a {access}"
         handed = ""
         if self.handoff:
             arrive, wait = (*self.handoff, None)[:2]
             handed = f", handed to the issuing thread through {arrive}" + (f" and {wait}" if wait else "")
-        fence = "no fence.proxy.async or fence.mbarrier_init" if self.hazard == Hazard.INIT.value \
-            else "no proxy fence"
+        fence = {Hazard.INIT.value: "no fence.proxy.async or fence.mbarrier_init",
+                 Hazard.INIT_CLUSTER.value: "no fence.mbarrier_init.release.cluster or releasing cluster barrier",
+                 }.get(self.hazard, "no proxy fence")
         return f"{source} of {self.spaces} may reach {target}{handed} with {fence} in between"
 
     def path_text(self) -> str:
@@ -480,7 +486,7 @@ def _sites_and_edits(analysis: KernelAnalysis, plans: list[PlannedFence], option
     flow = analysis.flow
     labels = None
     for plan in plans:
-        variant = fence_text_for(plan.cover, options.fence_variant)
+        variant = RELEASE_INITS if plan.releases_inits else fence_text_for(plan.cover, options.fence_variant)
         text = f"{plan.guard} {variant};" if plan.guard is not None else f"{variant};"
         anchor, where = _anchor(flow, plan)
         site = _site(analysis, plan, variant, text, anchor, where)

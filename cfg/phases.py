@@ -24,10 +24,17 @@ the operations on a barrier lie in one region of it, entered at one block, and e
 visit of the region runs the same sequence of them (`_visited_regions`), the operations
 are counted from the region's entry instead: visit after visit, every thread runs that
 sequence, so an operation that comes before another in it never shares its phase.
+
+The cluster barrier is counted apart (`_apart_on_the_cluster_barrier`): every thread
+of the cluster arrives once per phase and waits after its arrive, so where every path
+reaches an operation after the same numbers of arrives and waits, an arrive and a wait
+of different phases never meet (the ``barrier.cluster`` pair at a kernel's end does not
+hand its reads back to the TMA issued after the first pair).
 """
 
 from __future__ import annotations
 
+from ptxkit.cfg.dataflow import solve_forward
 from ptxkit.cfg.divergence import conditional, cta_uniform, definitions, guard_of, qualified
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Kind
@@ -39,8 +46,9 @@ __all__ = ["counted_phases", "separate_phases"]
 
 
 def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
-    """``(id(wait), id(arrive))`` pairs of named-barrier events that cannot meet in one
-    phase; `matches(a, b)` says whether two sync keys may name the same barrier.
+    """``(id(wait), id(arrive))`` pairs of named-barrier and cluster-barrier events that
+    cannot meet in one phase; `matches(a, b)` says whether two sync keys may name the
+    same barrier.
 
     >>> import ptxkit
     >>> from ptxkit.cfg.events import classify, EventOptions
@@ -55,13 +63,14 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
     ...                                                                         (id(second), id(first))])
     True
     """
+    pairs = _apart_on_the_cluster_barrier(flow, events)
     named = _named(events)
     if len(named) < 2:
-        return set()
+        return pairs
     dominators = DominatorTree.of(flow)
     forest = find_loops(flow, dominators)
     threads = _Threads(flow, dominators, forest.innermost())
-    pairs = _around_uniform_loops(flow, named, matches, forest, threads)
+    pairs |= _around_uniform_loops(flow, named, matches, forest, threads)
     pairs |= _apart_across_arms(flow, named, dominators, threads)
     counted = _counted_phases(flow, named, forest, dominators, threads)
     for visited in _visited_regions(flow, named, forest, dominators, threads):
@@ -85,6 +94,70 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
             if apart:
                 pairs.add((id(event), id(other)))
     return pairs
+
+
+_MANY = "many"  # the ways into a block disagree on the count
+
+
+def _apart_on_the_cluster_barrier(flow, events: list[list]) -> set[tuple[int, int]]:
+    """``(id(wait), id(arrive))`` pairs of ``barrier.cluster`` operations of different
+    phases. Every non-exited thread of the cluster arrives once per phase and waits for
+    the phase it arrived in before it arrives again (PTX ISA, ``barrier.cluster``), so an
+    arrive that every path reaches after `a` arrives belongs to phase ``a + 1``, and a
+    wait reached after `a` arrives to phase `a`. A count is certain where every path
+    brings the same numbers of arrives and waits, none of them guarded (a loop around
+    an operation makes it uncertain). A kernel whose certain counts break the
+    alternation is left as it is: nothing is separated.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg import events, inline, locations
+    >>> flow = inline.inlined_graph(ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+    ...     ".visible .entry k()\\n{\\n\\tbarrier.cluster.arrive;\\n\\tbarrier.cluster.wait;\\n"
+    ...     "\\tbarrier.cluster.arrive;\\n\\tbarrier.cluster.wait;\\n\\tret;\\n}\\n").function("k"))
+    >>> (arrive1, wait1, arrive2, wait2), = events.classify(flow, events.EventOptions(locations.SHARED)).by_block
+    >>> pairs = _apart_on_the_cluster_barrier(flow, [[arrive1, wait1, arrive2, wait2]])
+    >>> sorted(pairs) == sorted([(id(wait1), id(arrive2)), (id(wait2), id(arrive1))])
+    True
+    """
+    ops = {block: [e for e in found if e.sync is not None and e.sync[0] is SyncObject.CLUSTER_BARRIER]
+           for block, found in enumerate(events)}
+    ops = {block: found for block, found in ops.items() if found}
+    if not any(e.kind is Kind.WAIT for found in ops.values() for e in found):
+        return set()
+    counted: dict[int, object] = {}  # id(event) -> (arrives, waits) before it, once solved
+
+    def step(block: int, count, record: bool = False):
+        for event in ops.get(block, ()):
+            if record:
+                counted[id(event)] = count
+            if not isinstance(count, tuple):
+                continue
+            count = _MANY if event.guard is not None else \
+                (count[0] + 1, count[1]) if event.kind is Kind.ARRIVE else (count[0], count[1] + 1)
+        return count
+
+    ins = solve_forward(flow, step, entry=(0, 0), bottom=None, join=_join_counts).ins
+    for block in ops:
+        step(block, ins[block], record=True)
+    arrives, waits = [], []
+    for block, found in ops.items():
+        for event in found:
+            count = counted.get(id(event))
+            if not isinstance(count, tuple):
+                continue
+            arrived, waited = count
+            if arrived != waited + (event.kind is Kind.WAIT):
+                return set()  # not arrive, wait, arrive, ...: a kernel this rule does not describe
+            (arrives if event.kind is Kind.ARRIVE else waits).append((arrived + (event.kind is Kind.ARRIVE), event))
+    return {(id(wait), id(arrive)) for phase, wait in waits for other, arrive in arrives if phase != other}
+
+
+def _join_counts(one, other):
+    if one is None:
+        return other
+    if other is None or one == other:
+        return one
+    return _MANY
 
 
 def counted_phases(flow, events: list[list]) -> dict[int, tuple]:

@@ -44,6 +44,9 @@ from ptxkit.cfg.loops import Loop, Preheader, branch_region, find_loops, find_pr
 from ptxkit.cfg.options import FENCE_SIDES, FENCE_VARIANTS, PLACEMENTS
 from ptxkit.cfg.proxy import CROSSED, IMPORTED, IN_FLIGHT, LOCAL, Hazard, KernelAnalysis, Need
 
+#: the fence that releases this thread's ``mbarrier.init`` at cluster scope (docs/fence.md §4.7)
+RELEASE_INITS = "fence.mbarrier_init.release.cluster"
+
 #: ``--fence-variant`` values and the spaces each orders.
 VARIANTS = dict(zip(FENCE_VARIANTS, (SHARED, SHARED, SHARED | GLOBAL)))
 
@@ -85,11 +88,14 @@ class PlannedFence:
     """
 
     __slots__ = ("placement", "block", "position", "cover", "guard", "needs", "loop", "preheader", "event", "anchor",
-                 "witness")
+                 "witness", "releases_inits")
 
     def __init__(self, placement: str, block: int, position: int, cover: int, guard, needs: list[Need],
-                 loop: Loop | None = None, preheader: Preheader | None = None, anchor=None, witness: list | None = None):
+                 loop: Loop | None = None, preheader: Preheader | None = None, anchor=None, witness: list | None = None,
+                 releases_inits: bool = False):
         self.placement, self.block, self.position, self.cover, self.guard = placement, block, position, cover, guard
+        # a fence.mbarrier_init.release.cluster: inits that other CTAs use (docs/fence.md §4.7)
+        self.releases_inits = releases_inits
         self.needs, self.loop, self.preheader = needs, loop, preheader
         self.event = None  # the fence's event in the analysis, once added
         self.anchor = anchor  # the instruction it goes before (writer, call)
@@ -120,8 +126,9 @@ def plan_fences(analysis: KernelAnalysis, placement: str = "hoist", fence_side: 
     analysis.solve()
     plans: list[PlannedFence] = []
     needs = analysis.needs()
-    if placement == "hoist" and needs:
-        plans += _after_inits(analysis, needs)
+    released = analysis.hazard_mask(Hazard.INIT_CLUSTER)
+    if needs and (placement == "hoist" or any(need.pending & released for need in needs)):
+        plans += _after_inits(analysis, needs, hoist=placement == "hoist")
         needs = analysis.needs()
     if fence_side == "writer" and needs:
         plans += _writer_side(analysis, needs)
@@ -165,7 +172,7 @@ def _group_ends(events: list, inits: set) -> list[int]:
     return ends + ([last] if last is not None else [])
 
 
-def _after_inits(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFence]:
+def _after_inits(analysis: KernelAnalysis, needs: list[Need], hoist: bool = True) -> list[PlannedFence]:
     """For the async ops that need a fence only because of an ``mbarrier.init``: one
     fence right after the last initialisation of each block that makes them (the CUDA
     programming guide's placement: once, at the start, instead of before every copy that
@@ -174,26 +181,34 @@ def _after_inits(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFen
     fence still serves when every thread they were handed to passes it too; when the
     analysis, solved again, says it does not, the block gets one fence after each run of
     the inits the needs wait on that no arrive separates. Inits inside inlined functions
-    keep their fences at the ops."""
-    inits = analysis.hazard_mask(Hazard.INIT)
-    served = [n for n in needs if n.pending and not n.pending & ~inits]
+    keep their fences at the ops.
+
+    Inits that other CTAs of the cluster use and that nothing releases at cluster scope
+    get ``fence.mbarrier_init.release.cluster`` there, whatever the placement (without
+    `hoist`, only those): it orders only its own thread's inits (docs/fence.md §4.7)."""
+    released = analysis.hazard_mask(Hazard.INIT_CLUSTER)
+    inits = analysis.hazard_mask(Hazard.INIT) | released
+    served = [n for n in needs if n.pending & released or hoist and n.pending and not n.pending & ~inits]
     if not served:
         return []
     flow = analysis.flow
     wanted: dict[int, set] = {}  # block -> positions of the inits a served need waits on
+    releasing: set[int] = set()  # the blocks whose inits other CTAs need released
     for need in served:
-        for fact in analysis.fact_list(need.pending):
+        for fact in analysis.fact_list(need.pending & (inits if hoist else released)):
             for block, event in fact.origins:
                 context = flow.blocks[block].context
                 if context is None or context.parent is None:
                     wanted.setdefault(block, set()).add(event.position)
+                    if fact.hazard is Hazard.INIT_CLUSTER:
+                        releasing.add(block)
     last: dict[int, int] = {}  # block -> the position of its last init
     for fact in analysis.fact_list(inits):
         for block, event in fact.origins:
             if block in wanted:
                 last[block] = max(last.get(block, event.position), event.position)
     cover = analysis.spaces_of(inits)
-    plans = [_init_fence(analysis, served, cover, block, last[block]) for block in sorted(wanted)]
+    plans = [_init_fence(analysis, served, cover, block, last[block], block in releasing) for block in sorted(wanted)]
     analysis.solve()
     split = {plan.block for plan in plans if _still_waits_on_inits(analysis, inits, plan.block)}
     if split:  # one fence at the end is not enough there: one after each run of inits
@@ -202,17 +217,21 @@ def _after_inits(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFen
             plans.remove(plan)
         for block in sorted(split):
             ends = _group_ends(analysis.events[block], wanted[block])
-            plans += [_init_fence(analysis, served, cover, block, position) for position in ends]
+            plans += [_init_fence(analysis, served, cover, block, position, block in releasing) for position in ends]
         analysis.solve()
     return plans
 
 
-def _init_fence(analysis: KernelAnalysis, served: list[Need], cover: int, block: int, position: int) -> PlannedFence:
+def _init_fence(analysis: KernelAnalysis, served: list[Need], cover: int, block: int, position: int,
+                releases: bool) -> PlannedFence:
     """The fence after the init at (block, position), added to the analysis's events."""
     users = [n for n in served if any(b == block and e.position <= position
                                       for f in analysis.fact_list(n.pending) for b, e in f.origins)]
-    plan = PlannedFence("init", block, position + 1, cover, None, users, witness=analysis.explain(users[0]))
-    plan.event = analysis.add_fence(plan.block, plan.position, plan.cover)
+    if releases:  # the witness names an init that other CTAs need released
+        users.sort(key=lambda n: not n.pending & analysis.hazard_mask(Hazard.INIT_CLUSTER))
+    plan = PlannedFence("init", block, position + 1, cover, None, users, witness=analysis.explain(users[0]),
+                        releases_inits=releases)
+    plan.event = analysis.add_fence(plan.block, plan.position, plan.cover, releases_inits=releases)
     return plan
 
 

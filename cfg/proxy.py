@@ -52,13 +52,13 @@ from ptxkit.cfg.armed import fenced_before_copies
 from ptxkit.cfg.dataflow import solve_forward
 from ptxkit.cfg.divergence import thread_meets
 from ptxkit.cfg.dominance import DominatorTree
-from ptxkit.cfg.events import Event, EventOptions, Kind, classify
+from ptxkit.cfg.events import RELEASE, RELEASES_INITS, Event, EventOptions, Kind, classify
 from ptxkit.cfg.inline import inlined_graph
 from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, covers, overlaps, spaces_text
 from ptxkit.cfg.loops import loop_forest
 from ptxkit.cfg.once import export_limits
 from ptxkit.cfg.phases import separate_phases
-from ptxkit.cfg.specials import PORTABLE_CLUSTER
+from ptxkit.cfg.specials import PORTABLE_CLUSTER, special_ranges
 from ptxkit.cfg.thread_sets import runners
 from ptxkit.isa import SyncObject
 
@@ -75,9 +75,14 @@ class Hazard(enum.Enum):
     RAW = "raw"  # a generic write reaches an async-proxy access of the same bytes
     WAR = "war"  # a generic read reaches an async-proxy write of the same bytes
     INIT = "mbarrier-init"  # an mbarrier.init reaches an async op completing on that mbarrier
+    # an mbarrier.init of a barrier that other CTAs of the cluster use reaches an async op
+    # completing on it without a release at cluster scope (docs/fence.md §4.7)
+    INIT_CLUSTER = "mbarrier-init-cluster"
 
 
-_ACCESS = {Hazard.RAW: "generic-proxy write", Hazard.WAR: "generic-proxy read", Hazard.INIT: "mbarrier.init"}
+_INITS = frozenset((Hazard.INIT, Hazard.INIT_CLUSTER))
+_ACCESS = {Hazard.RAW: "generic-proxy write", Hazard.WAR: "generic-proxy read", Hazard.INIT: "mbarrier.init",
+           Hazard.INIT_CLUSTER: "mbarrier.init"}
 
 
 @record
@@ -326,7 +331,7 @@ class KernelAnalysis:
             counts: dict[Hazard, int] = {}
             for i in _bits(mask):
                 counts[self.facts[i].hazard] = counts.get(self.facts[i].hazard, 0) + 1
-            kinds = ", ".join(f"{n} {_ACCESS[h].split()[-1] if h is not Hazard.INIT else 'init'}"
+            kinds = ", ".join(f"{n} {_ACCESS[h].split()[-1] if h not in _INITS else 'init'}"
                               f"{'s' * (n != 1)}" for h, n in counts.items())
             parts.append(f"{kinds} {name} ({spaces_text(self.spaces_of(mask))})")
         return "; ".join(parts) if parts else "nothing pending"
@@ -341,12 +346,16 @@ class KernelAnalysis:
         reads = (Hazard.WAR,) if wants_reads else ()
         hazards_of = {Kind.WRITE: writes, Kind.CP_ASYNC: writes, Kind.READ: reads, Kind.EXTERN: writes + reads,
                       Kind.INIT: (Hazard.INIT,) if wants_inits else ()}
+        shared_with_the_cluster = self._cluster_barriers() if wants_inits else ()
         index: dict[tuple, Fact] = {}
         made: list[tuple[Event, int, bool]] = []
         for block, events in enumerate(self.events):
             for event in events:
                 kind = event.kind
                 hazards = hazards_of.get(kind, ())
+                if kind is Kind.INIT and any(overlaps(location, other) for location in event.locations
+                                             for other in shared_with_the_cluster):
+                    hazards += (Hazard.INIT_CLUSTER,)
                 mask = 0
                 for hazard in hazards:
                     for location in event.locations:
@@ -376,7 +385,7 @@ class KernelAnalysis:
         # and not yet handed across the cluster for shared accesses (mbarrier.init aside:
         # fence.mbarrier_init.release.cluster publishes it from the writer's side)
         shareable = sum(1 << f.index for f in self.facts
-                        if f.location.space & SHARED and f.hazard is not Hazard.INIT)
+                        if f.location.space & SHARED and f.hazard not in _INITS)
         self.generated: dict[int, int] = {}
         for event, mask, in_flight in made:
             self.generated[id(event)] = (self.put(mask, LOCAL) | self.put(mask if in_flight else 0, IN_FLIGHT)
@@ -391,6 +400,24 @@ class KernelAnalysis:
                     mask = self._need_mask(event)
                     crossed = mask if event.cross else mask & self._cluster_mask
                     self._need_masks[id(event)] = (mask, crossed)
+
+    def _cluster_barriers(self) -> list[Location]:
+        """The mbarriers that other CTAs of the cluster may use: those an async op that
+        reaches other CTAs completes on (a multicast copy completes on the barrier at the
+        same offset in every CTA it writes) and those an arrive may reach in another CTA
+        (through the ``shared::cluster`` window). None in a kernel whose cluster has one
+        CTA (docs/fence.md §4.7)."""
+        if special_ranges(self.flow.function, self.options.max_cluster)["%cluster_nctarank"] == (1, 1):
+            return []
+        found = []
+        for events in self.events:
+            for event in events:
+                if event.kind is Kind.ASYNC and event.cross and event.mbarrier is not None:
+                    found.append(event.mbarrier)
+                elif event.kind is Kind.ARRIVE and event.cross and event.sync[0] is SyncObject.MBARRIER \
+                        and event.detail != "completion":
+                    found.append(event.sync[1])
+        return found
 
     def _limited_hearers(self) -> dict[int, set]:
         """id(wait) -> the blocks of the arrives whose exports hold what that wait imports
@@ -503,11 +530,12 @@ class KernelAnalysis:
     def _need_mask(self, event: Event) -> int:
         """The facts that, pending at `event`, make it need a fence."""
         if event.kind is Kind.EXTERN:
-            return self._full & ~self._hazard_masks[Hazard.INIT]
+            return self._full & ~self._hazard_masks[Hazard.INIT] & ~self._hazard_masks[Hazard.INIT_CLUSTER]
         mask = self._overlapping_facts(Hazard.RAW, _at_risk(event, Hazard.RAW))
         mask |= self._overlapping_facts(Hazard.WAR, _at_risk(event, Hazard.WAR))
         if event.mbarrier is not None:
             mask |= self._overlapping_facts(Hazard.INIT, (event.mbarrier,))
+            mask |= self._overlapping_facts(Hazard.INIT_CLUSTER, (event.mbarrier,))
         return mask
 
     def _overlapping_facts(self, hazard: Hazard, locations) -> int:
@@ -531,33 +559,44 @@ class KernelAnalysis:
         mask, crossed = self._need_masks[id(event)]
         return (self.pending(state) & mask) | (self.plane(state, CROSSED) & crossed)
 
+    def _crossing(self, event: Event, state: int) -> bool:
+        """Whether `event` needs a fence for facts of another CTA's threads in `state`:
+        facts handed across CTAs that it may touch there (it reaches other CTAs) or that
+        lie in the cluster window. A fact this CTA's own threads handed over through the
+        cluster barrier is also marked crossed, but for an op of this CTA alone only its
+        own copy counts, which ``.shared::cta`` orders (docs/fence.md §5.3)."""
+        return bool(self.plane(state, CROSSED) & self._need_masks[id(event)][1])
+
     def kill_mask(self, spaces: int) -> int:
-        """The facts a fence ordering `spaces` makes no longer pending (every plane but
-        in-flight and remote: a fence neither completes a cp.async nor orders a write
-        for another CTA)."""
+        """The facts a proxy fence ordering `spaces` makes no longer pending (every plane
+        but in-flight and remote: a fence neither completes a cp.async nor orders a write
+        for another CTA; and no init that other CTAs need released, §4.7)."""
         mask = self._kill_cache.get(spaces)
         if mask is None:
             facts = 0
             for bit, _ in SPACE_NAMES:
                 if spaces & bit:
-                    facts |= self._space_masks[bit]
+                    facts |= self._space_masks[bit] & ~self._hazard_masks[Hazard.INIT_CLUSTER]
             mask = self._kill_cache[spaces] = (self.put(facts, LOCAL) | self.put(facts, IMPORTED)
                                                | self.put(facts, CROSSED))
         return mask
 
     def _fence_kill(self, event: Event) -> int:
-        """The state bits a fence event clears: ``fence.mbarrier_init`` orders the inits,
-        a proxy fence its spaces."""
-        if event.kind is Kind.INIT_FENCE:
+        """The state bits a fence event clears: ``fence.mbarrier_init`` orders the inits
+        (and releases at cluster scope those its own thread made, §4.7), a proxy fence
+        its spaces."""
+        if event.kind is Kind.INIT_FENCE or event.detail == RELEASES_INITS:
             init = self._hazard_masks[Hazard.INIT]
-            return self.put(init, LOCAL) | self.put(init, IMPORTED) | self.put(init, CROSSED)
+            return self.put(init, LOCAL) | self.put(init, IMPORTED) | self.put(init, CROSSED) \
+                | self.put(self._hazard_masks[Hazard.INIT_CLUSTER], LOCAL)
         return self.kill_mask(event.spaces)
 
     # -- planned fences (hoisted, writer side) --------------------------------------------------
-    def add_fence(self, block: int, position: int, cover: int) -> Event:
+    def add_fence(self, block: int, position: int, cover: int, releases_inits: bool = False) -> Event:
         """Record a fence the pass will insert before instruction `position` of `block`
-        (or at its end, when `position` is the block length)."""
-        event = Event(position, Kind.INSERTED, spaces=cover)
+        (or at its end, when `position` is the block length): a proxy fence ordering
+        `cover`, or with `releases_inits` a ``fence.mbarrier_init.release.cluster``."""
+        event = Event(position, Kind.INSERTED, spaces=cover, detail=RELEASES_INITS if releases_inits else None)
         events = self.events[block]
         at = 0
         while at < len(events) and events[at].position < position:
@@ -735,6 +774,10 @@ class KernelAnalysis:
             state |= self.plane(state, IN_FLIGHT)
             if event.detail and strong:
                 state &= ~self.put(self._full, IN_FLIGHT)
+        if kind is Kind.ARRIVE and event.detail == RELEASE and strong:
+            # a release at cluster scope: every init this thread made or saw is released (§4.7)
+            state &= ~(self.put(self._hazard_masks[Hazard.INIT_CLUSTER], LOCAL)
+                       | self.put(self._hazard_masks[Hazard.INIT_CLUSTER], IMPORTED))
         if kind is Kind.ARRIVE or kind is Kind.ARRIVE_WAIT:
             same = self.pending(state)
             unpublished = same & self.plane(state, UNPUBLISHED)
@@ -786,8 +829,7 @@ class KernelAnalysis:
         found = {}
         for block, state, event, pending in self._consumers():
             if pending:
-                crossed = bool(self.plane(state, CROSSED) & pending)
-                found[id(event)] = (pending, self._cover(pending, event, crossed), block)
+                found[id(event)] = (pending, self._cover(pending, event, self._crossing(event, state)), block)
         return found
 
     def _consumers(self):
@@ -824,12 +866,12 @@ class KernelAnalysis:
         """The spaces the fence for `pending` facts must order: the spaces of those
         accesses (a TMA load into this CTA through a ``shared::cluster`` address needs
         no more than ``.shared::cta`` for a ``st.shared`` before it); the cluster window
-        too when an access came from another CTA or the op reaches another CTA; both
+        too when an access of another CTA's threads is ordered (`_crossing`); both
         shared windows before an extern call (docs/fence.md §5.3)."""
         spaces = self.spaces_of(pending)
         if event.kind is Kind.EXTERN:
             return (spaces | SHARED if spaces & SHARED else spaces) & self.options.tracked
-        if spaces & SHARED and (crossed or event.cross):
+        if spaces & SHARED and crossed:
             spaces |= CLUSTER
         return spaces
 
@@ -942,7 +984,7 @@ class KernelAnalysis:
         return found
 
     def _hazard(self, pending: int) -> Hazard:
-        for hazard in (Hazard.RAW, Hazard.WAR, Hazard.INIT):
+        for hazard in (Hazard.RAW, Hazard.WAR, Hazard.INIT_CLUSTER, Hazard.INIT):
             if pending & self._hazard_masks[hazard]:
                 return hazard
         return Hazard.RAW

@@ -23,6 +23,7 @@ from conftest import SAMPLES
 FENCES = SAMPLES / "fence"
 NAMES = sorted(p.stem for p in FENCES.glob("*.ptx"))
 CTA, CLUSTER = "fence.proxy.async.shared::cta;", "fence.proxy.async.shared::cluster;"
+RELEASE_INITS = "fence.mbarrier_init.release.cluster;"
 
 #: The fences each scenario must get (fence.md §2): (inserted line, start of the next statement).
 EXPECTED = {
@@ -112,6 +113,13 @@ EXPECTED = {
     "h25b_descriptor_ring_write_inside_a_stage": [(CTA, "cp.async.bulk.tensor.2d.shared::cluster"),
                                                   (CTA, "wgmma.mma_async")],
     "h26_lane_zero_index_broadcast_to_every_lane": [(CTA, "cp.async.bulk.global.shared::cta")],
+    "h27_cluster_barrier_phases": [],
+    "h28a_cluster_barrier_handoff_to_own_cta_copy": [("@%p1 " + CTA, "@%p1 cp.async.bulk.tensor.2d.shared::cluster")],
+    "h28b_cluster_barrier_handoff_to_multicast_copy": [("@%p1 " + CLUSTER,
+                                                        "@%p1 cp.async.bulk.tensor.2d.shared::cluster")],
+    "h29a_cluster_mbarrier_init_unreleased": [(RELEASE_INITS, "barrier.cluster.arrive.relaxed")],
+    "h29b_cluster_mbarrier_init_cta_fence_only": [(RELEASE_INITS, CTA)],
+    "h29c_cluster_mbarrier_init_released_by_the_barrier": [],
     "h04b_cp_async_writer_side_option": [(CTA, "wgmma.mma_async")],
     "h10a_war_ld_shared_then_tma_load": [(CTA, "cp.async.bulk.tensor")],
     "h11a_mbarrier_init_then_tma": [(CTA, "bar.sync")],
@@ -177,7 +185,7 @@ def edits(before: list[str], after: list[str]) -> tuple[list[int], list[tuple[st
 def test_fences_sit_where_fence_md_says(name):
     after = statements(expected(name))
     inserted, _ = edits(statements(sample(name)), after)
-    found = [(after[j], after[j + 1]) for j in inserted if "fence.proxy" in after[j]]
+    found = [(after[j], after[j + 1]) for j in inserted if after[j].split()[-1].startswith("fence.")]
     want = EXPECTED[name]
     assert len(found) == len(want)
     for (line, following), (text, prefix) in zip(found, want):
@@ -188,8 +196,8 @@ def test_fences_sit_where_fence_md_says(name):
 def test_only_fences_labels_and_redirected_branches_change(name):
     after = statements(expected(name))
     inserted, replaced = edits(statements(sample(name)), after)
-    assert all("fence.proxy.async" in after[j] or re.fullmatch(r"\$ptxkit_preheader_\d+:", after[j])
-               for j in inserted)
+    assert all(re.search(r"fence\.(proxy\.async|mbarrier_init\.release\.cluster)", after[j])
+               or re.fullmatch(r"\$ptxkit_preheader_\d+:", after[j]) for j in inserted)
     for old, new in replaced:  # only a branch redirected to a created preheader
         assert re.sub(r"\$ptxkit_preheader_\d+", "L", new) == old
 

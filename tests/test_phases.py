@@ -365,3 +365,40 @@ def test_syncs_kept_apart_in_a_partition_never_meet(body, params, rounds_0, roun
         return  # a phase one thread never arrives at: a kernel that hangs on its own barrier
     for mine, theirs in zip(*runs):
         assert mine == theirs or (ids[mine], ids[theirs]) not in pairs, (body, mine, theirs)
+
+
+def cluster_ops(body: str):
+    flow = inlined_graph(ptxkit.parse(HEAD + body + "\tret;\n}\n").function("k"))
+    events = classify(flow, EventOptions(SHARED)).by_block
+    found = [e for block in events for e in block if e.sync is not None and e.kind in (Kind.ARRIVE, Kind.WAIT)]
+    return separate_phases(flow, events, lambda a, b: True), found
+
+
+PAIR = "\tbarrier.cluster.arrive;\n\tbarrier.cluster.wait;\n"
+
+
+def test_cluster_barrier_phases_in_straight_line_code_never_meet():
+    """Each thread arrives once per phase and waits for the phase it arrived in: the
+    second arrive is not heard by the first wait, nor the first arrive by the second."""
+    pairs, (arrive1, wait1, arrive2, wait2) = cluster_ops(PAIR + "\tld.param.u32 %r1, [n];\n" + PAIR)
+    assert pairs == {(id(wait1), id(arrive2)), (id(wait2), id(arrive1))}
+    # the same phases after a branch whose sides both leave the count as it is
+    pairs, _ = cluster_ops(PAIR + "\tld.param.u32 %r1, [n];\n\tsetp.ne.u32 %p1, %r1, 0;\n\t@%p1 bra J;\n"
+                           "\tmov.u32 %r2, 1;\nJ:\n" + PAIR)
+    assert len(pairs) == 2
+
+
+def test_cluster_barrier_counts_a_loop_or_a_guard_leaves_open():
+    loop = ("\tld.param.u32 %r1, [n];\n\tmov.u32 %r2, 0;\nL:\n" + PAIR + "\tadd.u32 %r2, %r2, 1;\n"
+            "\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra L;\n")
+    pairs, _ = cluster_ops(PAIR + loop + PAIR)
+    assert pairs == set()  # any number of phases may lie between the first pair and the last
+    pairs, (arrive1, wait1, arrive2, wait2, arrive3, wait3) = cluster_ops(
+        PAIR + "\tsetp.eq.u32 %p1, %r1, 0;\n\t@%p1 barrier.cluster.arrive;\n\tbarrier.cluster.wait;\n" + PAIR)
+    assert (id(wait1), id(arrive2)) in pairs  # the guarded arrive's own phase is certain
+    assert not {(id(wait3), id(arrive1)), (id(wait1), id(arrive3))} & pairs  # the phases after it are not
+
+
+def test_cluster_barrier_code_that_breaks_the_alternation_keeps_every_pair():
+    pairs, _ = cluster_ops("\tbarrier.cluster.wait;\n" + PAIR)
+    assert pairs == set()

@@ -429,6 +429,61 @@ def test_across_ctas_only_the_issuers_fence_counts():
     assert needs(kernel(producer, "\tbarrier.cluster.wait;\n\tfence.proxy.async.shared::cluster;\n" + multicast)) == []
 
 
+def test_a_cta_copy_after_the_cluster_barrier_is_fenced_for_the_cta_only():
+    """The CTA's own store, handed to the issuer through the cluster barrier, meets a copy
+    into this CTA alone: ``.shared::cta`` orders it; a multicast copy also overwrites the
+    peer's bytes, which the peer's threads stored, and needs the cluster window
+    (docs/fence.md §5.3)."""
+    producer = "\tst.shared.b16 [%r1+64], %h0;\n\tbarrier.cluster.arrive;\n"
+    text = kernel(producer, "\tbarrier.cluster.wait;\n" + TMA)
+    assert needs(text) == [(line_of(text, "cp.async.bulk"), "raw", "shared::cta")]
+    multicast = TMA.replace("complete_tx::bytes", "complete_tx::bytes.multicast::cluster").replace(
+        "[%r3];", "[%r3], %h1;")
+    text = kernel(producer, "\tbarrier.cluster.wait;\n" + multicast)
+    assert needs(text) == [(line_of(text, "multicast"), "raw", "shared::cta+shared::cluster")]
+
+
+#: the inits of a barrier that a multicast copy completes on, also in the peer CTA
+CLUSTER_INIT = "\tmbarrier.init.shared::cta.b64 [%r3], 1;\n"
+MULTICAST = TMA.replace("complete_tx::bytes", "complete_tx::bytes.multicast::cluster").replace("[%r3];", "[%r3], %h1;")
+
+
+@pytest.mark.parametrize("publish, needed", [
+    ("\tbarrier.cluster.arrive.relaxed;\n", ["mbarrier-init-cluster"]),
+    ("\tfence.proxy.async.shared::cta;\n\tbarrier.cluster.arrive.relaxed;\n", ["mbarrier-init-cluster"]),
+    ("\tfence.proxy.async.shared::cta;\n\tbarrier.cluster.arrive;\n", []),
+    ("\tfence.mbarrier_init.release.cluster;\n\tbarrier.cluster.arrive.relaxed;\n", []),
+    ("\tbarrier.cluster.arrive;\n", ["mbarrier-init"]),  # released, but not ordered for the async proxy
+])
+def test_an_init_other_ctas_use_is_released_at_cluster_scope(publish, needed):
+    """docs/fence.md §4.7: a CTA-scope proxy fence alone does not publish an init that
+    another CTA's multicast copy completes on; a releasing cluster barrier or
+    ``fence.mbarrier_init.release.cluster`` does."""
+    text = kernel(CLUSTER_INIT + publish, "\tbarrier.cluster.wait;\n" + MULTICAST)
+    assert [hazard for _, hazard, _ in needs(text)] == needed
+
+
+def test_an_init_no_other_cta_uses_needs_no_release():
+    """A copy into this CTA alone, or a cluster of one CTA: the CTA-scope fence does."""
+    publish = "\tfence.proxy.async.shared::cta;\n\tbarrier.cluster.arrive.relaxed;\n"
+    assert needs(kernel(CLUSTER_INIT + publish, "\tbarrier.cluster.wait;\n" + TMA)) == []
+    alone = kernel(CLUSTER_INIT + publish, "\tbarrier.cluster.wait;\n" + MULTICAST)
+    assert needs(alone.replace(".visible .entry k()\n", ".visible .entry k()\n.reqnctapercluster 1, 1, 1\n")) == []
+    # an arrive through the cluster window makes the barrier one that other CTAs use
+    remote = "\tmapa.shared::cluster.u32 %r8, %r3, 1;\n\tmbarrier.arrive.shared::cluster.b64 _, [%r8];\n"
+    text = kernel(CLUSTER_INIT + publish, "\tbarrier.cluster.wait;\n" + TMA + remote)
+    assert [hazard for _, hazard, _ in needs(text)] == ["mbarrier-init-cluster"]
+
+
+def test_fence_mbarrier_init_releases_only_its_own_threads_inits():
+    """PTX ISA, ``fence.mbarrier_init``: it applies to the prior ``mbarrier.init`` of the
+    thread that runs it, so the issuer's fence does not release the producer's init."""
+    text = kernel(CLUSTER_INIT + "\tbar.arrive 1, 256;\n",
+                  "\tbar.sync 1, 256;\n\tfence.mbarrier_init.release.cluster;\n\tbarrier.cluster.arrive.relaxed;\n"
+                  "\tbarrier.cluster.wait;\n" + MULTICAST)
+    assert [hazard for _, hazard, _ in needs(text)] == ["mbarrier-init-cluster"]
+
+
 def test_a_remote_write_is_pending_in_the_cta_it_lands_in():
     producer = ("\tmapa.shared::cluster.u32 %r7, %r1, 1;\n\tmapa.shared::cluster.u32 %r8, %r3, 1;\n"
                 "\tst.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%r7], %r9, [%r8];\n")

@@ -2,7 +2,7 @@
 reads.
 
 One rule per hazard class (``ptxkit.fence.raw``, ``ptxkit.fence.war``,
-``ptxkit.fence.mbarrier-init``); one result per fence, at the statement the fence goes
+``ptxkit.fence.mbarrier-init``, ``ptxkit.fence.mbarrier-init-cluster``); one result per fence, at the statement the fence goes
 before or after, with the witness path from the access to the async operation as a code
 flow; files that are not PTX, and modules left alone, as tool notifications.
 
@@ -30,6 +30,10 @@ HAZARDS = {
     "mbarrier-init": ("MissingProxyFenceAfterMbarrierInit",
                       "An mbarrier.init may reach an async-proxy use of the barrier (TMA completion, "
                       "tcgen05.commit) with no fence making the initialisation visible to the async proxy."),
+    "mbarrier-init-cluster": ("MissingClusterReleaseOfMbarrierInit",
+                              "An mbarrier.init of a barrier that other CTAs of the cluster use (a multicast "
+                              "copy completes on it, a remote arrive reaches it) may reach their use with no "
+                              "fence.mbarrier_init.release.cluster or releasing cluster barrier in between."),
 }
 
 
