@@ -27,7 +27,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from ptxkit.ptxas import PtxasError, assemble
 
-    from .common import EXIT_BAD_INPUT, UsageError, read_input, write_atomically
+    from .common import EXIT_BAD_INPUT, UsageError, read_input
+    from .output import write_file
 
     output = args.output
     if output is None:
@@ -49,11 +50,7 @@ def run(args) -> int:
                   f"{use.stack_frame} bytes stack frame, {use.spill_stores} bytes spill stores, "
                   f"{use.spill_loads} bytes spill loads ({cubin.arch}, ptxas {cubin.ptxas_version})",
                   file=sys.stderr)
-    if output == "-":
-        sys.stdout.buffer.write(cubin.data)
-        sys.stdout.flush()
-    else:
-        write_atomically(output, cubin.data)
+    write_file(output, cubin.data)
     return 0
 
 

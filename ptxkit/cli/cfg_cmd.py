@@ -20,14 +20,15 @@ def add_arguments(parser) -> None:
     form = parser.add_mutually_exclusive_group()
     form.add_argument("--dot", action="store_true", help="write Graphviz DOT")
     form.add_argument("--svg", action="store_true", help="write SVG (needs the Graphviz 'dot' program)")
-    parser.add_argument("-o", "--output", metavar="OUT", help="write to OUT instead of standard output")
+    parser.add_argument("-o", "--output", metavar="OUT", help="write to OUT (default, and -: standard output)")
     add_pass_arguments(parser, same_as_fence=True)
 
 
 def run(args) -> int:
     from ptxkit.cfg.dot import module_dot, render_svg
 
-    from .common import UsageError, parse_input, write_output
+    from .common import UsageError, parse_input
+    from .output import write_output
     from .fence_cmd import fence_options
 
     module = parse_input(args.input)

@@ -1,5 +1,6 @@
-"""What every subcommand shares: reading input, writing output atomically, and
-turning errors into ``file:line:col: error: …`` diagnostics with the right exit code.
+"""What every subcommand shares: reading input and turning errors into
+``file:line:col: error: …`` diagnostics with the right exit code (writing output:
+`ptxkit.cli.output`).
 """
 
 from __future__ import annotations
@@ -93,65 +94,3 @@ def parse_input(path: str):
 
     data, name = read_input(path)
     return parse(data, name)
-
-
-def write_output(text: str, path: str | None) -> None:
-    """Write `text` to `path` atomically (temporary file + rename), or to stdout.
-
-    On any error the destination is left as it was: never a partial file.
-
-    >>> write_output(".version 8.0\\n", None)
-    .version 8.0
-    """
-    if path is None or path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    write_atomically(path, text.encode("utf-8"))
-
-
-def write_atomically(path: str, data: bytes) -> None:
-    """Replace `path` with `data` in one rename. An existing file keeps its mode; a new one
-    gets the mode the umask gives (0644 under umask 022), as a compiler's output does.
-
-    >>> import os, tempfile
-    >>> with tempfile.TemporaryDirectory() as folder:
-    ...     path = os.path.join(folder, "k.cubin")
-    ...     write_atomically(path, b"cubin")
-    ...     open(path, "rb").read(), os.listdir(folder), os.stat(path).st_mode & 0o777 == new_file_mode()
-    (b'cubin', ['k.cubin'], True)
-    """
-    import tempfile
-
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        mode = os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        mode = new_file_mode()
-    fd, temporary = tempfile.mkstemp(prefix=".ptxkit-", dir=directory)  # mode 0600 until chmod
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def new_file_mode() -> int:
-    """The mode ``open(path, "w")`` gives a new file: 0666 less the process's umask.
-
-    >>> import os
-    >>> old = os.umask(0o022); mode = new_file_mode(); _ = os.umask(old)
-    >>> oct(mode)
-    '0o644'
-    """
-    mask = os.umask(0o022)  # the only portable way to read the umask is to set it
-    os.umask(mask)
-    return 0o666 & ~mask

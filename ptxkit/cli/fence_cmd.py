@@ -26,8 +26,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="FILE",
                         help="PTX files or folders (walked for *.ptx), or - for standard input")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("-o", "--output", metavar="OUT", help="write the fenced PTX to OUT (atomically)")
-    where.add_argument("-i", "--in-place", action="store_true", help="rewrite each FILE in place (atomically)")
+    where.add_argument("-o", "--output", metavar="OUT", help="write the fenced PTX to OUT (- for standard output)")
+    where.add_argument("-i", "--in-place", action="store_true", help="rewrite each FILE in place (hard links, mode and owner kept)")
     where.add_argument("--check", action="store_true",
                        help="rewrite nothing; exit 1 and list each missing fence with its reason")
     shown = parser.add_mutually_exclusive_group()
@@ -143,7 +143,8 @@ def fence_one(path: str, args):
     from ptxkit import parse
 
     from .batch import FileResult
-    from .common import EXIT_FINDINGS, EXIT_OK, read_input, write_atomically
+    from .common import EXIT_FINDINGS, EXIT_OK, read_input
+    from .output import write_file
 
     data, name = read_input(path)
     module = parse(data, name)
@@ -163,9 +164,9 @@ def fence_one(path: str, args):
                    f"{f.reason()}\n    path: {f.path_text()}\n" for f in report.fences)
     elif args.in_place:
         if report.changed:
-            write_atomically(path, fenced.encode("utf-8"))
+            write_file(path, fenced.encode("utf-8"))
     elif args.output is not None:
-        write_atomically(args.output, fenced.encode("utf-8"))
+        write_file(args.output, fenced.encode("utf-8"))
     elif not (args.diff or args.explain or args.format != "text"):
         out.append(fenced)
     if args.diff:

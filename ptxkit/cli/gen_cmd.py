@@ -134,7 +134,8 @@ def _register_op(value: str) -> str:
 
 
 def run(args) -> int:
-    from .common import UsageError, write_output
+    from .common import UsageError
+    from .output import write_output
 
     try:
         text = _rowreduce(args) if args.what == "rowreduce" else _reduce(args)
