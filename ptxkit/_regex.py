@@ -14,9 +14,17 @@ from it with the engine's own constructor, as ``re`` does itself.
 
 The file follows the rules of bytecode: written only when ``sys.dont_write_bytecode`` is
 false (``PYTHONDONTWRITEBYTECODE``), under ``sys.pycache_prefix`` when that is set,
-replaced atomically, keyed by the interpreter's cache tag and the engine's magic number
-(another Python never reads it), and ignored when it cannot be read or does not hold
-valid code: the pattern is then compiled the ordinary way.
+replaced atomically, keyed by the interpreter's cache tag, its version and the engine's
+magic number (another Python never reads it), and ignored when it cannot be read or does
+not hold valid code: the pattern is then compiled the ordinary way.
+
+CPython 3.11.0 to 3.11.4 mis-match a possessive repetition of a group when one try of the
+group consumes text and then fails: the text stays consumed (python/cpython#106052,
+fixed in 3.11.5), so ``(?:ab?c)*+`` matches ``'a'`` and the PTX lexer reads a comment
+after a directive as part of it. There, `compile` hands the engine the equivalent that
+CPython 3.11.5 itself first shipped as its fix: a greedy repetition inside an atomic
+group, ``(?>(?:ab?c)*)``. Later versions get the possessive code as written, which scans
+PTX faster.
 """
 
 from __future__ import annotations
@@ -30,6 +38,9 @@ try:  # the two halves of re.compile (Python 3.11 and later)
     from re import _compiler, _parser
 except ImportError:  # pragma: no cover - another implementation: compile as re does
     _sre = None
+
+#: Whether the engine matches a possessive repetition of a group correctly (see above).
+POSSESSIVE_GROUPS_WORK = sys.implementation.name != "cpython" or sys.version_info >= (3, 11, 5)
 
 #: (pattern, flags) -> arguments of _sre.compile after the pattern, as marshal stores them
 _Entry = tuple
@@ -74,18 +85,50 @@ def cache_path() -> str | None:
     folder = os.path.join(package, "__pycache__")
     if sys.pycache_prefix:
         folder = os.path.join(sys.pycache_prefix, package.lstrip(os.sep))
-    return os.path.join(folder, f"regex.{tag}-{_sre.MAGIC}.marshal")
+    version = "{}.{}.{}".format(*sys.version_info)
+    return os.path.join(folder, f"regex.{tag}-{version}-{_sre.MAGIC}.marshal")
 
 
-def _translate(pattern: str, flags: int) -> _Entry:
-    """What ``re._compiler.compile`` hands to the engine, in types marshal can store."""
+def _translate(pattern: str, flags: int, possessive_groups: bool = POSSESSIVE_GROUPS_WORK) -> _Entry:
+    """What ``re._compiler.compile`` hands to the engine, in types marshal can store
+    (without possessive repetitions of groups unless `possessive_groups`)."""
     parsed = _parser.parse(pattern, flags)
+    if not possessive_groups:
+        atomic_for_possessive(parsed)
     code = [int(word) for word in _compiler._code(parsed, flags)]
     names = dict(parsed.state.groupdict)
     by_index = [None] * parsed.state.groups
     for name, index in names.items():
         by_index[index] = name
     return (int(flags | parsed.state.flags), code, parsed.state.groups - 1, names, tuple(by_index))
+
+
+def atomic_for_possessive(tree) -> None:
+    """Rewrite each possessive repetition of a group in a parsed pattern (``re._parser``)
+    as a greedy one inside an atomic group, which matches the same text; repetitions of
+    one character, which the engine runs by counting, stay as they are.
+
+    >>> from re import _parser
+    >>> tree = _parser.parse(r"(?:ab?c)*+x++")
+    >>> atomic_for_possessive(tree)
+    >>> [str(op) for op, _ in tree]
+    ['ATOMIC_GROUP', 'POSSESSIVE_REPEAT']
+    """
+    for index, (op, argument) in enumerate(tree.data):
+        for child in _subpatterns(argument):
+            atomic_for_possessive(child)
+        if op is _parser.POSSESSIVE_REPEAT and not _compiler._simple(argument[2]):
+            greedy = _parser.SubPattern(tree.state, [(_parser.MAX_REPEAT, argument)])
+            tree.data[index] = (_parser.ATOMIC_GROUP, greedy)
+
+
+def _subpatterns(argument):
+    """The parsed sub-patterns inside one node's argument (nested in tuples and lists)."""
+    if isinstance(argument, _parser.SubPattern):
+        yield argument
+    elif isinstance(argument, (tuple, list)):
+        for item in argument:
+            yield from _subpatterns(item)
 
 
 def _load() -> dict:
