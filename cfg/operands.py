@@ -20,8 +20,9 @@ TYPE_BITS = {"8": 8, "16": 16, "32": 32, "64": 64, "128": 128}
 INTEGER_TYPES = {f"{kind}{bits}": bits for kind in "bsu" for bits in (8, 16, 32, 64)}
 OTHER_TYPES = frozenset("f16 f16x2 f32 f64 bf16 bf16x2 tf32 e4m3 e5m2 e4m3x2 e5m2x2 e2m3x2 e3m2x2 e2m1x2 ue8m0x2"
                         .split())
-#: Opcodes whose first operand is not a register they write.
-NO_DEFINITION = frozenset("bra brx call ret exit trap nanosleep stackrestore pmevent st red bar barrier "
+#: Opcodes whose first operand is not a register they write (a ``call`` writes only the
+#: registers its results name: `destinations`).
+NO_DEFINITION = frozenset("bra brx ret exit trap nanosleep stackrestore pmevent st red bar barrier "
                           "fence membar prefetch prefetchu".split())
 
 _FIRST_OPERAND = compile_pattern(r"\s*(\{[^}]*\}|[^,;{]+)")
@@ -44,6 +45,9 @@ def destinations(instruction, head, plain) -> list[str]:
     (['%p1', '%p2'], [])
     """
     text = instruction.text
+    if head[2] == "call":  # `call (%r1), f, (%r2);` writes %r1 (.reg results); `call %rd1, …` writes nothing
+        operands = instruction.operands
+        return operand_targets(operands[0], plain) if operands and operands[0].kind == "list" else []
     if "/" in text:  # a comment in the operands: the parser knows where it ends
         operands = instruction.operands
         return operand_targets(operands[0], plain) if operands else []
@@ -62,8 +66,9 @@ def destinations(instruction, head, plain) -> list[str]:
 def written_and_read(instruction, head, plain) -> tuple[list[str], list[str]] | None:
     """`destinations`, and the registers the other operands name (what `operand_reads` gives
     for each, a special register by its name before the dot), read from the text
-    without parsing the operands; None when a comment sits among them or the first
-    operand is an address (its brackets may hold commas).
+    without parsing the operands; None when a comment sits among them, the first
+    operand is an address (its brackets may hold commas) or it is a call (whose first
+    operand may be what it calls).
 
     >>> from ptxkit import parse_statement
     >>> from ptxkit.instruction import head_of
@@ -72,7 +77,7 @@ def written_and_read(instruction, head, plain) -> tuple[list[str], list[str]] | 
     (['%r1'], ['%r2', '%r3'])
     """
     text = instruction.text
-    if "/" in text:
+    if "/" in text or head[2] == "call":
         return None
     match = _FIRST_OPERAND.match(text, head[3])
     if match is None:
@@ -97,7 +102,7 @@ def is_register(operand, plain) -> bool:
 
 def operand_targets(operand, plain) -> list[str]:
     """The registers an instruction's first operand defines (``%r``, ``{%a, %b}``,
-    ``%r|%p``); `plain` names registers declared without ``%``.
+    ``%r|%p``, a call's results ``(%a, %b)``); `plain` names registers declared without ``%``.
 
     >>> from ptxkit import parse_statement
     >>> operand_targets(parse_statement("setp.lt.s32 %p1|%p2, %r1, 4;").operands[0], frozenset())
@@ -105,7 +110,7 @@ def operand_targets(operand, plain) -> list[str]:
     """
     if is_register(operand, plain):
         return [operand.name]
-    if operand.kind in ("vector", "pair"):
+    if operand.kind in ("vector", "pair", "list"):
         return [e.name for e in operand.elements if is_register(e, plain)]
     return []
 

@@ -705,7 +705,7 @@ class _Analysis(BranchConditions, CounterIdioms):
             if found is None:  # a register declared without %
                 return self.lookup(at, self.prefix(block) + operand.name)
             return add(found, number(int(operand.value or 0))) if operand.value else found
-        if kind == "memory":
+        if kind == "memory" or kind == "offset":  # [base+imm], or %r+imm as an operand
             base = operand.elements[0] if operand.elements else None
             value = self.evaluate(block, base, at) if base is not None else number(0)
             return add(value, number(int(operand.value))) if operand.value else value

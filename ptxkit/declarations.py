@@ -32,17 +32,21 @@ _TYPE = compile(
     r"|pred|texref|samplerref|surfref)"
 )
 _POINTER_SPACES = (".global", ".shared", ".const", ".local")
+_VECTORS = (".v2", ".v4", ".v8")
 
 
 @record
 class Param:
-    """A function parameter: ``.param .u64 .ptr .global .align 16 name`` or ``.reg .b32 x``.
+    """A function parameter: ``.param .u64 .ptr .global .align 16 name``, ``.reg .b32 x``
+    or a vector register, ``.reg .v4 .u16 x`` (`vector` is ``.v4``).
 
     >>> from ptxkit import parse
     >>> m = parse(".visible .entry k(.param .u64 .ptr .global .align 16 p, .param .b8 buf[64])\\n{\\n}\\n")
     >>> p, buf = m.functions[0].signature.params
     >>> (p.type, p.pointer_space, p.pointer_align), (buf.name, buf.array)
     (('.u64', '.global', 16), ('buf', (64,)))
+    >>> parse(".func (.reg .v2 .u32 out) f(.reg.v4.u16 in);\\n").functions[0].signature.params[0].vector
+    '.v4'
     """
 
     space: str
@@ -52,6 +56,7 @@ class Param:
     array: tuple[int | None, ...] = ()
     pointer_space: str | None = None
     pointer_align: int | None = None
+    vector: str | None = None
 
 
 @record
@@ -181,7 +186,7 @@ def _param(function, text: str, offset: int) -> Param:
     space = tokens[0] if tokens else ""
     if space not in (".param", ".reg"):
         raise function.error("expected '.param' or '.reg' to start a parameter", offset)
-    align = pointer_space = pointer_align = type_ = name = None
+    align = pointer_space = pointer_align = type_ = name = vector = None
     saw_ptr = False
     for token in tokens[1:]:
         if token.startswith(".align "):
@@ -193,6 +198,8 @@ def _param(function, text: str, offset: int) -> Param:
             saw_ptr = True
         elif saw_ptr and token in _POINTER_SPACES:
             pointer_space = token
+        elif token in _VECTORS and vector is None and type_ is None:
+            vector = token
         elif _TYPE.fullmatch(token) and type_ is None:
             type_ = token
         elif name is None and _is_declarator(token):
@@ -202,7 +209,7 @@ def _param(function, text: str, offset: int) -> Param:
     if name is None:
         raise function.error("expected a parameter name", offset)
     base, array = _declarator(name)
-    return Param(space, type_, base, align, array, pointer_space, pointer_align)
+    return Param(space, type_, base, align, array, pointer_space, pointer_align, vector)
 
 
 def _is_declarator(token: str) -> bool:

@@ -42,8 +42,10 @@ class Operand:
     """One operand, with its kind and exact text.
 
     kind:
-        ``register`` (``%r1``, ``!%p``; `negated` set), ``special`` (``%tid.x``),
-        ``immediate`` (`value` holds the number), ``symbol`` (a label or variable,
+        ``register`` (``%r1``, ``%93``, ``!%p``; `negated` set), ``special`` (``%tid.x``),
+        ``offset`` (a register plus a constant, ``%r1+4``: `name` is the register,
+        `value` the constant, `elements` the register operand), ``immediate`` (`value`
+        holds the number), ``symbol`` (a label or variable,
         `value` holds a ``+imm`` offset), ``sink`` (``_``), ``pair`` (``%p|%q``),
         ``vector`` (``{a, b}``), ``list`` (``(a, b)`` in calls) or ``memory``
         (``[base+imm]``: `name` is the base, `value` the displacement, `elements`
@@ -118,6 +120,9 @@ _HEAD = compile_pattern(
 _SPACED_MODIFIER = compile_pattern(r"\s+\.[A-Za-z_$]")
 _OPCODE = compile_pattern(r"[A-Za-z_][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*")
 _REGISTER_NAME = compile_pattern(r"[%A-Za-z_$][\w$]*")
+#: a register: ``%`` and at least one more identifier character (``%r1``, ``%93``: PTX ISA
+#: "Identifiers" lets ``%`` start a name that goes on with any of them)
+_PERCENT_NAME = r"%[\w$]+"
 #: interned guards and split opcodes, shared by every instruction
 _GUARDS: dict[tuple[str, bool], Guard] = {}
 _OPCODES: dict[str, tuple[str, str, tuple[str, ...]]] = {}  # opcode -> (opcode, base, modifiers)
@@ -129,21 +134,22 @@ _NUMBER = (
 _COMPONENT = r"(?:\.[xyzwrgba](?![\w$]))?"
 _SIMPLE = compile_pattern(
     rf"(?P<special>!?{SPECIAL_REGISTER_PATTERN})"
-    rf"|(?P<register>!?%[A-Za-z_$][\w$]*{_COMPONENT})"
+    rf"|(?P<register>!?{_PERCENT_NAME}{_COMPONENT})"
+    rf"|(?P<offset>{_PERCENT_NAME}{_COMPONENT}\s*\+\s*{_NUMBER})"  # ptxas takes '+' only
     rf"|(?P<immediate>{_NUMBER})"
     rf"|(?P<sink>_)"
     rf"|(?P<symbol>!?[A-Za-z_$][\w$]*{_COMPONENT}(?:\s*[+-]\s*{_NUMBER})?)"
 )
-_PAIR = compile_pattern(r"(!?%?[A-Za-z_$][\w$]*)\s*\|\s*(%?[A-Za-z_$][\w$]*)")
+_PAIR = compile_pattern(rf"(!?(?:{_PERCENT_NAME}|[A-Za-z_$][\w$]*))\s*\|\s*({_PERCENT_NAME}|[A-Za-z_$][\w$]*)")
 _ADDRESS = compile_pattern(
-    rf"(?P<base>%[A-Za-z_$][\w$]*(?:\.[xyzw])?|[A-Za-z_$][\w$]*|{_NUMBER})"
+    rf"(?P<base>{_PERCENT_NAME}(?:\.[xyzw])?|[A-Za-z_$][\w$]*|{_NUMBER})"
     rf"(?:\s*(?P<sign>[+-])\s*(?P<disp>{_NUMBER}))?"
 )
 _SYMBOL = compile_pattern(rf"([A-Za-z_$][\w$]*{_COMPONENT})(?:\s*([+-])\s*({_NUMBER}))?")
 _FAST_OPERAND = compile_pattern(
-    rf"\s*(?:(!?{SPECIAL_REGISTER_PATTERN})|(!?%[A-Za-z_$][\w$]*)|(_)(?![\w$])|([A-Za-z_$][\w$]*)(?![\w$])"
+    rf"\s*(?:(!?{SPECIAL_REGISTER_PATTERN})|(!?{_PERCENT_NAME})|(_)(?![\w$])|([A-Za-z_$][\w$]*)(?![\w$])"
     rf"|({_NUMBER})(?![\w$.])"
-    rf"|(\[\s*(%?[A-Za-z_$][\w$]*)\s*(?:([+-])\s*({_NUMBER})\s*)?\])"
+    rf"|(\[\s*({_PERCENT_NAME}|[A-Za-z_$][\w$]*)\s*(?:([+-])\s*({_NUMBER})\s*)?\])"
     rf"|(\{{[^{{}}\[\]()|]*\}}))\s*(?:,|$)"
 )
 _SPECIAL, _REGISTER, _SINK, _SYMBOL_KIND, _IMMEDIATE, _MEMORY, _BASE, _SIGN, _DISP, _VECTOR = range(1, 11)
@@ -377,6 +383,8 @@ def _operand(node, text: str, start: int, end: int) -> Operand:
         )
         return Operand("pair", stripped, offset, elements=elements)
     kind = match.lastgroup
+    if kind == "offset":
+        return _offset(stripped, offset)
     if kind == "register" or kind == "special":
         if first == "!":
             return Operand(kind, stripped, offset, stripped[1:], None, True)
@@ -386,6 +394,14 @@ def _operand(node, text: str, start: int, end: int) -> Operand:
     if kind == "sink":
         return Operand("sink", stripped, offset)
     return _symbol(stripped, offset, negated=first == "!")  # inline-asm predicates: !P1
+
+
+def _offset(text: str, offset: int) -> Operand:
+    """``%r1+4``: the register (an element, so that its readers see it) and the constant."""
+    plus = text.index("+")
+    name = text[:plus].rstrip()
+    register = Operand("register", name, offset, name)
+    return Operand("offset", text, offset, name, parse_number(text[plus + 1 :].lstrip()), elements=(register,))
 
 
 def _symbol(text: str, offset: int, negated: bool) -> Operand:

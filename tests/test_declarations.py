@@ -52,6 +52,17 @@ def test_header_pragma_and_register_parameters():
     assert sig.directives == ((".pragma", '"nounroll"'),)
 
 
+def test_vector_register_parameters():
+    # ptxas takes vector registers as the parameters of a .func, with or without blanks
+    text = (".version 8.0\n.target sm_90a\n.address_size 64\n"
+            ".func (.reg .v2 .u32 output) impl(.reg.v4.u16 input, .reg .u32 n);\n")
+    sig = ptxkit.parse(text).functions[0].signature
+    assert sig.return_params == (Param(".reg", ".u32", "output", vector=".v2"),)
+    assert sig.params == (Param(".reg", ".u16", "input", vector=".v4"), Param(".reg", ".u32", "n"))
+    with pytest.raises(ptxkit.PtxSyntaxError, match="unexpected '.v4' in parameter"):
+        ptxkit.parse(text.replace(".v2 .u32", ".v2 .v4 .u32")).functions[0].signature
+
+
 @pytest.mark.parametrize("rest", ["1" * 3000 + ".", "256, " * 1500 + "x.", '"a" ' * 1500 + "."])
 def test_a_malformed_directive_is_rejected_at_once(rest):
     """A long argument followed by a stray '.' once took time exponential in its length

@@ -15,8 +15,10 @@ import re
 import pytest
 
 import ptxkit
+from ptxkit import parse_statement
 from ptxkit.cfg.fence import FenceOptions, check_target, fence_module, fence_text, free_last_analyses
 from ptxkit.cli.main import build_parser
+from ptxkit.syntax import Directive
 
 from conftest import SAMPLES
 
@@ -437,3 +439,56 @@ def test_triton_warp_specialized_kernels_assemble_fenced(name):
 
     fenced, _ = fence_text((SAMPLES / "triton" / "ws" / f"{name}.ptx").read_text(), f"{name}.ptx")
     assemble(fenced, "sm_90a", options=("-c",), filename=f"{name}.ptx", cache=False)  # raises PtxasError if not
+
+
+def renumber_registers(text: str) -> str:
+    """`text` with each %register it declares renamed %1, %2, … in the order declared (one
+    name each: ptxas reads `%<N>` as no range), as a tool that numbers registers writes."""
+    names: dict[str, str] = {}
+    for node in ptxkit.parse(text).walk():
+        declaration = node.declaration if isinstance(node, Directive) and node.name == ".reg" else None
+        for register in declaration.registers() if declaration is not None else ():
+            if register[0] == "%":
+                names.setdefault(register, f"%{len(names) + 1}")
+
+    def declare(match):
+        declaration = parse_statement(match.group(2)).declaration
+        if not all(register in names for register in declaration.registers()):
+            return match.group()  # inline assembly's registers declared without %
+        renamed = ", ".join(names[register] for register in declaration.registers())
+        return f"{match.group(1)}.reg {declaration.type} {renamed};"
+
+    text = re.sub(r"(?m)^([ \t]*)(\.reg\b[^;]*;)", declare, text)
+    return re.sub(r"%[A-Za-z_$][\w$]*(?![\w$])", lambda match: names.get(match.group(), match.group()), text)
+
+
+TRITON_TMA = ["matmul_tma_128x64x64", "matmul_tma_128x128x64", *(f"ws/{name}" for name in TRITON_WS)]
+
+
+@pytest.mark.parametrize("name", TRITON_TMA)
+def test_registers_named_by_numbers_get_the_same_fences(name, tmp_path):
+    """Triton's TMA kernels with every register renamed %1, %2, …: the same fences at the
+    same lines, with the same verdict from `ptxkit fence --check`."""
+    from ptxkit.cli.main import main
+
+    text = (SAMPLES / "triton" / f"{name}.ptx").read_text()
+    renamed = renumber_registers(text)
+    assert "%r1," not in renamed and "%237" in renamed
+    fenced, report = fence_text(text, "original.ptx")
+    fenced_renamed, report_renamed = fence_text(renamed, "renamed.ptx")
+    assert report.fences and fenced_renamed == renumber_registers(fenced)
+    assert [(f.line, f.hazard, f.variant) for f in report_renamed.fences] == \
+        [(f.line, f.hazard, f.variant) for f in report.fences]
+    (tmp_path / "original.ptx").write_text(text)
+    (tmp_path / "renamed.ptx").write_text(renamed)
+    assert main(["fence", "--check", str(tmp_path / "original.ptx")]) == 1
+    assert main(["fence", "--check", str(tmp_path / "renamed.ptx")]) == 1
+
+
+@pytest.mark.ptxas
+def test_a_kernel_with_registers_named_by_numbers_assembles_fenced():
+    from ptxkit.ptxas import assemble
+
+    renamed = renumber_registers((SAMPLES / "triton" / "matmul_tma_128x64x64.ptx").read_text())
+    fenced, _ = fence_text(renamed, "renamed.ptx")
+    assemble(fenced, "sm_90a", options=("-c",), filename="renamed.ptx", cache=False)  # raises PtxasError if not

@@ -119,6 +119,32 @@ def test_elements_of_vector_registers():
         view("mov.f32 %f1, mx.q;").operands
 
 
+def test_registers_named_by_digits():
+    # PTX ISA "Identifiers": '%' may start a name that goes on with any identifier
+    # character, digits first included; ptxas takes %1 and %93 as registers everywhere
+    inst = view("@!%5 setp.eq.u32 %1|%2, %93, 0x10;")
+    assert inst.guard == Guard("%5", True)
+    assert [(o.kind, o.text) for o in inst.operands] == [("pair", "%1|%2"), ("register", "%93"), ("immediate", "0x10")]
+    assert inst.operands[0].registers == ("%1", "%2")
+    store = view("st.global.v2.u32 [%9+8], {%8, %93};")
+    assert (store.operands[0].name, store.operands[0].value) == ("%9", 8)
+    assert store.operands[1].registers == ("%8", "%93")
+    with pytest.raises(ptxkit.PtxSyntaxError, match="unexpected operand '%'"):
+        view("mov.u32 %r1, %;").operands
+
+
+def test_a_register_plus_a_constant_is_an_offset_operand():
+    # ptxas reads `%r1+1` as the register's value plus 1 (its SASS: IADD3 R, R, 0x1); only '+'
+    inst = view("add.u32 %r0, %r1+1, %r2+-1;")
+    assert [(o.kind, o.name, o.value) for o in inst.operands] == [
+        ("register", "%r0", None), ("offset", "%r1", 1), ("offset", "%r2", -1)]
+    spaced = view("mul.lo.u32 %93, %7 + 0x10, %8;").operands[1]
+    assert (spaced.kind, spaced.name, spaced.value, spaced.text) == ("offset", "%7", 16, "%7 + 0x10")
+    assert spaced.registers == ("%7",) and spaced.elements[0].kind == "register"
+    with pytest.raises(ptxkit.PtxSyntaxError, match="unexpected operand '%r1-1'"):
+        view("mov.u32 %r0, %r1-1;").operands
+
+
 def test_operand_offsets_point_into_the_text():
     inst = view("add.s32  %r1,  %r2, /* c */ 7;")
     for op in inst.operands:

@@ -6,7 +6,8 @@ import pathlib
 
 import ptxkit
 from ptxkit import parse_statement
-from ptxkit.cfg.operands import defines, operand_reads, operand_targets, type_width, written_and_read
+from ptxkit.cfg.operands import (defines, destinations, operand_reads, operand_targets, type_width,
+                                 written_and_read)
 from ptxkit.instruction import head_of
 from ptxkit.isa import is_special_register
 
@@ -47,6 +48,24 @@ def test_a_store_or_a_branch_defines_nothing():
         assert not defines(node, head_of(node), register, plain), text
     node = parse_statement("ld.shared.v2.u32 {%r1, %r2}, [%r3];")
     assert defines(node, head_of(node), "%r2", plain) and not defines(node, head_of(node), "%r3", plain)
+
+
+def test_a_call_writes_only_the_registers_its_results_name():
+    plain = frozenset({"out"})
+    for text, written in (("call.uni (%r2), f, (%r1);", ["%r2"]), ("call (%1, out), f, (%2);", ["%1", "out"]),
+                          ("call (retval0), f, (param0);", []), ("call %rd1, (%r1), prototype;", []),
+                          ("call.uni f, (%r1);", [])):
+        node = parse_statement(text)
+        assert destinations(node, head_of(node), plain) == written, text
+        assert [r for r in ("%1", "%r2", "%rd1") if defines(node, head_of(node), r, plain)] == \
+            [r for r in written if r[0] == "%"], text
+        assert written_and_read(node, head_of(node), plain) is None
+
+
+def test_a_register_plus_a_constant_reads_the_register():
+    node = parse_statement("add.u32 %1, %2+1, %r3 + -1;")
+    assert [operand_reads(operand, frozenset()) for operand in node.operands] == [["%1"], ["%2"], ["%r3"]]
+    assert written_and_read(node, head_of(node), frozenset()) == (["%1"], ["%2", "%r3"])
 
 
 def test_the_width_is_the_last_type_named():

@@ -1047,3 +1047,23 @@ def test_a_small_number_ored_below_a_negative_ones_zero_bits():
             "\tshl.b32 %r4, %r3, 6;\n\tor.b32 %r5, %r2, %r4;\n")
     assert value_at(body, "%r4", directives=".maxntid 256, 1, 1") == "[-64, 0] step 64"
     assert value_at(body, "%r5", directives=".maxntid 256, 1, 1") == "[-64, 63]"
+
+
+def test_registers_named_by_numbers_and_a_register_plus_a_constant():
+    # ptxas takes %1 as a register name and %r1+16 as an operand: the register's value plus 16
+    body = ("\t.reg .b32 %7, %93;\n\tmov.u32 %7, dyn;\n\tadd.s32 %93, %7+32, 16;\n"
+            "\tmov.u32 %r1, %93+-8;\n\tadd.s32 %r2, %r1 + 0x10, %93+1;\n")
+    assert value_at(body, "%93") == "dynamic shared+48 (shared::cta window)"
+    assert value_at(body, "%r1") == "dynamic shared+40 (shared::cta window)"
+    assert value_at(body, "%93+4") == "dynamic shared+52 (shared::cta window)"
+    assert value_at(body, "%r2") == "top"  # two addresses added
+
+
+REG_RESULT = (".func (.reg .b32 f_out) f(.reg .b32 f_in)\n{\n\tadd.s32 f_out, f_in, 64;\n\tret;\n}\n")
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_a_call_writes_the_registers_its_results_name(inline):
+    # `call (%r2), f, (%r1)` with .reg parameters: %r2 is f's result, not what it held before
+    body = "\tmov.u32 %r1, dyn;\n\tmov.u32 %r2, 0;\n\tcall.uni (%r2), f, (%r1);\n"
+    assert value_at(body, "%r2", extra=REG_RESULT, inline=inline) == "top"
