@@ -44,6 +44,28 @@ def parse(text: str | bytes, filename: str = "<input>") -> Module:
     return module
 
 
+def check_module_start(text: str, filename: str = "<input>") -> None:
+    """Raise `PtxSyntaxError` unless `text` starts, after comments and blanks, with a
+    ``.version`` directive, as ptxas requires of a module ("Missing .version directive at
+    start of file"): an empty or comment-only file is no PTX module. `parse` itself takes
+    such text (a fragment round-trips); the commands that read a file check it.
+
+    >>> try:
+    ...     check_module_start("// .version 8.0\\n", "k.ptx")
+    ... except PtxSyntaxError as err:
+    ...     print(err.location, err.message)
+    k.ptx:1:1 no .version directive: not a PTX module
+    >>> check_module_start("\\n.version 8.0\\n")
+    """
+    start = TRIVIA.match(text).end()
+    if text.startswith(".version", start) and not text[start + 8 : start + 9].isidentifier():
+        return
+    source = Source(text, filename)
+    if start == len(text):
+        raise source.error(0, "no .version directive: not a PTX module")
+    raise source.error(start, "expected a .version directive first: a PTX module starts with one")
+
+
 def parse_file(path, filename: str | None = None) -> Module:
     """Read and parse a PTX file (bytes are decoded as UTF-8, strictly).
 

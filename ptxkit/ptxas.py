@@ -295,6 +295,9 @@ def parse_diagnostics(log: str, filename: str) -> list[Diagnostic]:
 
     >>> parse_diagnostics("ptxas input.ptx, line 9; error   : Unknown symbol 'x'\\n", "k.ptx")
     [Diagnostic(filename='k.ptx', line=9, severity='error', message="Unknown symbol 'x'")]
+    >>> parse_diagnostics("ptxas input.ptx, line 2; fatal   : Missing .version directive at start of file "
+    ...                   "'input.ptx'\\n", "k.ptx")[0].message
+    "Missing .version directive at start of file 'k.ptx'"
     """
     found = []
     for line in log.splitlines():
@@ -305,7 +308,8 @@ def parse_diagnostics(log: str, filename: str) -> list[Diagnostic]:
         where = match["file"]
         shown = filename if where is None or where == _INPUT else where
         number = int(match["line"]) if match["line"] else None
-        found.append(Diagnostic(shown, number, severity, match["message"].strip()))
+        message = match["message"].strip().replace(f"'{_INPUT}'", f"'{filename}'")  # ours is private
+        found.append(Diagnostic(shown, number, severity, message))
     return found
 
 

@@ -7,6 +7,7 @@ import time
 import pytest
 
 import ptxkit
+from ptxkit.parser import check_module_start
 from ptxkit.syntax import Block, Directive, Function, Instruction, Label
 
 from conftest import SAMPLES
@@ -170,6 +171,20 @@ def test_unbounded_nesting_depth():
     module = ptxkit.parse(text)
     assert str(module) == text
     assert sum(1 for node in module.walk() if isinstance(node, Block)) == depth + 1
+
+
+@pytest.mark.parametrize("text, line, column, message", [
+    ("", 1, 1, "no .version directive: not a PTX module"),
+    ("\t// a comment\n\n/* and\n another */\n", 1, 1, "no .version directive: not a PTX module"),
+    ("// generated\n  .target sm_90a\n.version 8.0\n", 2, 3, "expected a .version directive first"),
+    (".versions 8.0;\n", 1, 1, "expected a .version directive first"),
+])
+def test_a_module_starts_with_its_version_directive(text, line, column, message):
+    assert str(ptxkit.parse(text)) == text  # a fragment parses; the commands that read a file check it
+    with pytest.raises(ptxkit.PtxSyntaxError, match=message) as caught:
+        check_module_start(text, "k.ptx")
+    assert (caught.value.filename, caught.value.line, caught.value.column) == ("k.ptx", line, column)
+    check_module_start(f"/* header */\n{HEADER}")
 
 
 def test_parse_file_names_the_file_in_errors(tmp_path):

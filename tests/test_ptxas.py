@@ -316,6 +316,15 @@ def test_resource_usage_matches_what_the_kernels_declare():
 
 
 @pytest.mark.ptxas
+def test_a_message_naming_the_file_names_the_callers():
+    # ptxas names the file it read in some messages: ours is a private copy, input.ptx
+    with pytest.raises(PtxasError) as caught:
+        assemble("// no module here\n", filename="kernels/empty.ptx", cache=False)
+    assert "Missing .version directive at start of file 'kernels/empty.ptx'" in str(caught.value)
+    assert "input.ptx" not in str(caught.value)
+
+
+@pytest.mark.ptxas
 def test_errors_point_at_the_callers_lines():
     with pytest.raises(PtxasError) as caught:
         assemble(BROKEN, filename="kernels/broken.ptx")

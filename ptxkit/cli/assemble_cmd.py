@@ -25,6 +25,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from ptxkit.parser import check_module_start
     from ptxkit.ptxas import PtxasError, assemble
 
     from .common import EXIT_BAD_INPUT, UsageError, read_input
@@ -36,6 +37,7 @@ def run(args) -> int:
             raise UsageError("reading standard input needs -o OUT")
         output = os.path.splitext(args.file)[0] + ".cubin"
     data, name = read_input(args.file)
+    check_module_start(data.decode("utf-8", "replace"), name)  # at line 1, as parse and fence say it
     try:
         cubin = assemble(data, arch=args.arch, opt_level=args.opt_level, options=args.ptxas_option,
                          filename=name, cache=not args.no_cache)

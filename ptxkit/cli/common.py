@@ -84,13 +84,16 @@ def read_input(path: str) -> tuple[bytes, str]:
 
 
 def parse_input(path: str):
-    """Read and parse a PTX input (file or ``-``) into a `Module`.
+    """Read and parse a PTX input (file or ``-``) into a `Module`; one that does not start
+    with ``.version``, as an empty or comment-only file, is an error (`check_module_start`).
 
     >>> module = parse_input("samples/toolchain/vector_add.ptx")
     >>> module.filename, module.function("vector_add").kind
     ('samples/toolchain/vector_add.ptx', 'entry')
     """
-    from ptxkit import parse
+    from ptxkit.parser import check_module_start, parse
 
     data, name = read_input(path)
-    return parse(data, name)
+    module = parse(data, name)
+    check_module_start(module.source.text, name)
+    return module

@@ -140,15 +140,12 @@ def fence_one(path: str, args):
     >>> result.status, result.count, result.stderr.split(": ")[1]
     (1, 1, 'error')
     """
-    from ptxkit import parse
-
     from .batch import FileResult
-    from .common import EXIT_FINDINGS, EXIT_OK, read_input
+    from .common import EXIT_FINDINGS, EXIT_OK, parse_input
     from .output import write_file
 
-    data, name = read_input(path)
-    module = parse(data, name)
-    original = module.source.text
+    module = parse_input(path)
+    name, original = module.filename, module.source.text
     report = _nothing_to_fence(module, original, args)
     if report is None:
         from ptxkit.cfg.fence import fence_module
