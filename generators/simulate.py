@@ -6,8 +6,10 @@ instruction index execute next), which reconverges forward branches and loops th
 way structured code does. It knows the instructions the generators, the
 register-image harness and the row-reduction kernel use (moves and packs, integer
 and f32/f16/bf16/f16x2/bf16x2/f32x2 arithmetic, ``cvt``, ``setp``/``selp``/``bra``,
-``ld``/``st`` on ``.param``/``.global``/``.shared``, ``shfl.sync.bfly``,
-``activemask``, ``redux.sync``, ``bar.sync``) and raises `SimulationError` on
+``ld``/``st`` on ``.param``/``.global``/``.shared``, ``atom``/``red`` (add, min, max,
+and, or, xor, exch on 32- and 64-bit integers), ``shfl.sync.bfly``, ``activemask``,
+``redux.sync``, ``bar.sync``; and the instrumentation passes' reads of ``%globaltimer``,
+``%clock``, ``%clock64``, ``%smid`` and ``%lanemask_eq``) and raises `SimulationError` on
 anything else, and on what would be undefined on a GPU: a ``shfl.sync`` whose
 member lanes are not all there, a ``bar.sync`` that not every thread reaches,
 a misaligned or out-of-bounds access.
@@ -29,6 +31,13 @@ approximates within a few ulps. Arithmetic in a rounding mode other than ``.rn``
 refused; ``cvt`` honours every mode (`rounding`), saturates float-to-integer
 conversions and turns NaN into 0 there, as PTX does.
 Unwritten registers read as all-ones bits (a NaN), so a missed definition shows.
+
+Time is the step count: each step (one instruction for the threads at the lowest
+instruction index) is one cycle of ``%clock``/``%clock64`` and one ns of
+``%globaltimer``, counted over the whole launch (CTAs run one after another, so later
+CTAs start later); CTA `c` runs on "SM" ``c % 8``. ``launch(..., executions=dict)``
+counts, per instruction line, the warps that executed it (once per step in which some
+of a warp's threads were at it): what a per-warp instruction counter on a GPU counts.
 
 >>> import numpy as np
 >>> text = '''.version 8.0
@@ -87,14 +96,15 @@ _GLOBAL_STRIDE = 1 << 40  # address space of one global buffer
 _CLUSTER_WINDOW = 1 << 24
 
 
-def launch(ptx, name: str, *args, grid=1, block=32, cluster=1) -> None:
+def launch(ptx, name: str, *args, grid=1, block=32, cluster=1, executions: dict | None = None) -> None:
     """Run entry `name` of `ptx` (text or a parsed ptxkit `Module`); numpy arrays are
     global buffers, updated in place (the same array passed twice is one buffer); a
     `Placed` array starts at an address that is not 256-byte aligned.
 
     Scalars (numpy or Python ints) are passed by value. `grid` (in CTAs), `block` and
     `cluster` are ints (only the x dimension is modelled); `grid` must be a multiple of
-    `cluster`, and with clusters `block` a multiple of 32.
+    `cluster`, and with clusters `block` a multiple of 32. `executions`, when given, is
+    filled with instruction line -> warp executions (see the module docstring).
 
     >>> a, b, c = np.arange(6, dtype=np.float32), np.ones(6, np.float32), np.zeros(6, np.float32)
     >>> launch(open("samples/toolchain/vector_add.ptx").read(), "vector_add", a, b, c, np.uint32(6), grid=2, block=4)
@@ -111,7 +121,7 @@ def launch(ptx, name: str, *args, grid=1, block=32, cluster=1) -> None:
         raise SimulationError(f"the kernel requires clusters of {program.cluster} CTAs, launched with {cluster}")
     memory = _GlobalMemory(args)
     for first in range(0, grid, cluster):
-        _Cta(program, memory, first, grid, block, cluster).run()
+        _Cta(program, memory, first, grid, block, cluster).run(executions)
     memory.write_back()
 
 
@@ -179,6 +189,7 @@ class Placed:
 
 class _GlobalMemory:
     def __init__(self, args):
+        self.steps = 0  # the launch's clock (see the module docstring)
         self.params = []
         self.buffers = []
         self.offsets = []
@@ -227,7 +238,7 @@ class _Cta:
         self.done = np.zeros(self.n, bool)
 
     # ---- scheduling ----------------------------------------------------------------------
-    def run(self) -> None:
+    def run(self, executions: dict | None = None) -> None:
         count = len(self.p.instructions)
         while not self.done.all():
             waiting = ~self.done
@@ -236,6 +247,10 @@ class _Cta:
                 raise SimulationError("fell off the end of the kernel without ret")
             here = waiting & (self.pc == pc)
             inst = self.p.instructions[pc]
+            self.mem.steps += 1
+            if executions is not None:
+                warps = len(np.unique(self.tid[here] // np.uint64(32)))
+                executions[inst.line] = executions.get(inst.line, 0) + warps
             active = here.copy()
             if inst.guard is not None:
                 flag = self.read_reg(inst.guard.register).astype(bool)
@@ -289,7 +304,10 @@ class _Cta:
         values = {
             "%tid.x": tid, "%ntid.x": self.block, "%ctaid.x": self.first + rank, "%nctaid.x": self.grid,
             "%laneid": tid % 32, "%warpid": tid // 32, "%tid.y": 0, "%tid.z": 0,
-            "%ctaid.y": 0, "%ctaid.z": 0, "%ntid.y": 1, "%ntid.z": 1,
+            "%lanemask_eq": np.uint64(1) << (tid % np.uint64(32)), "%smid": (self.first + rank) % np.uint64(8),
+            "%nsmid": 8, "%clock": self.mem.steps & 0xFFFFFFFF, "%clock64": self.mem.steps,
+            "%globaltimer": self.mem.steps,
+            "%ctaid.y": 0, "%ctaid.z": 0, "%ntid.y": 1, "%ntid.z": 1, "%nctaid.y": 1, "%nctaid.z": 1,
             "%cluster_ctarank": rank, "%cluster_nctarank": cluster, "%cluster_ctaid.x": rank,
             "%cluster_nctaid.x": cluster, "%clusterid.x": self.first // cluster, "%nclusterid.x": self.grid // cluster,
             **{f"%{name}.{axis}": 0 for name in ("cluster_ctaid", "clusterid") for axis in "yz"},
@@ -663,6 +681,43 @@ def _st(cta, mods, ops, here, active):
         memory[offsets[:, None] + np.arange(nbytes)] = data[rows]
 
 
+_ATOMIC = {"add": lambda a, b: a + b, "min": min, "max": max, "and": lambda a, b: a & b,
+           "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b, "exch": lambda a, b: b}
+
+
+def _atom(cta, mods, ops, here, active):
+    """``atom.space.op.type d, [a], b`` and ``red.space.op.type [a], b``: each active thread
+    in turn (in thread order) reads the old value, stores the new one; ``atom`` returns
+    the old value."""
+    space = next((m for m in mods if m in _SPACES), None)
+    if space is None:
+        raise SimulationError("generic addressing is not modelled")
+    name = next((m for m in mods if m in _ATOMIC), None)
+    kind = mods[-1]
+    if name is None or kind not in ("b32", "u32", "s32", "b64", "u64", "s64"):
+        raise SimulationError(f"atomic {'.'.join(mods)} is not modelled")
+    width = _TYPE_BITS[kind]
+    nbytes, mask = width // 8, _MASK[width]
+    returns = ops[0].kind != "memory"
+    address_op, value_op = (ops[1], ops[2]) if returns else (ops[0], ops[1])
+    values = cta.value(value_op, width) & np.uint64(mask)
+    old = np.zeros(cta.n, np.uint64)
+    for memory, rows, offsets in _access(cta, space, _address(cta, address_op), active, nbytes):
+        for row, offset in zip(rows, offsets):
+            raw = memory[offset: offset + nbytes]
+            before = int(raw.view(f"<u{nbytes}")[0])
+            operand = int(values[row])
+            if kind[0] == "s" and name in ("min", "max"):
+                signed = (lambda v: v - (1 << width) if v >> (width - 1) else v)
+                result = _ATOMIC[name](signed(before), signed(operand)) & mask
+            else:
+                result = _ATOMIC[name](before, operand) & mask
+            raw[:] = np.array([result], f"<u{nbytes}").view(np.uint8)
+            old[row] = before
+    if returns:
+        cta.store(ops[0], active, old, width)
+
+
 def _check_members(cta, here, members):
     """Every lane named in a member mask must be executing this instruction, and vice versa."""
     lanes = cta.tid % np.uint64(32)
@@ -752,7 +807,7 @@ def _nothing(cta, mods, ops, here, active):
 _HANDLERS = {
     "mov": _mov, "cvt": _cvt, "cvta": _cvt, "setp": _setp, "selp": _selp, "bra": _bra, "ret": _ret,
     "exit": _ret, "ld": _ld, "st": _st, "shfl": _shfl, "activemask": _activemask, "redux": _redux,
-    "bar": _bar, "barrier": _bar, "fence": _nothing, "mapa": _mapa, "testp": _testp,
+    "bar": _bar, "barrier": _bar, "fence": _nothing, "mapa": _mapa, "testp": _testp, "atom": _atom, "red": _atom,
     **{name: _handler(name) for name in ("add", "sub", "mul", "mad", "fma", "div", "rem", "max", "min", "and", "or",
                                          "xor", "not", "shl", "shr", "neg", "abs", "ex2", "lg2", "rcp", "sqrt")},
 }

@@ -370,3 +370,49 @@ def test_placed_buffers_start_off_alignment_and_keep_their_bounds():
         run_f32("ld.global.f32 %f0, [%rd1+-4];", data=Placed(data, 4))
     with pytest.raises(ValueError, match="0 to 255 bytes"):
         Placed(data, 256)
+
+
+def test_atomics_run_one_thread_at_a_time_in_thread_order():
+    """atom returns each thread's old value (the threads go in order), red returns none;
+    64-bit and signed min/max, on global and shared memory."""
+    counters = np.zeros(4, np.uint64)
+    out = np.zeros(64, np.uint32)
+    body = ("mov.u32 %r1, 3;\natom.global.add.u32 %r2, [%rd1], %r1;\nst.global.u32 [%rd7], %r2;\n"
+            "red.global.add.u64 [%rd1+8], 5;\n"
+            "sub.s32 %r3, 40, %r0;\nred.global.min.s32 [%rd1+16], %r3;\n"
+            "mov.u32 %r4, shm;\nred.shared.add.u32 [%r4], 1;\nbar.sync 0;\nld.shared.u32 %r5, [%r4];\n"
+            "atom.global.exch.b32 %r6, [%rd1+24], %r5;")
+    text = kernel(body, ("out", "counters")).replace("{\n.reg", "{\n.shared .align 4 .b32 shm;\n.reg", 1)
+    launch(text, "k", out, counters, block=64)
+    assert out.tolist() == [3 * t for t in range(64)]
+    words = counters.view(np.uint32)
+    assert words[0] == 192 and counters[1] == 320 and words[4:6].view(np.int32)[0] == 40 - 63
+    assert words[6] == 64  # every thread saw the shared count after the barrier
+
+
+def test_executions_count_warps_at_each_instruction():
+    """A warp counts once per step it spends at an instruction, whatever its lanes; a
+    divergent branch runs its sides one after the other."""
+    body = "setp.lt.u32 %p0, %r0, 40;\n@%p0 bra LOW;\nst.global.u32 [%rd7], 1;\nbra.uni DONE;\nLOW:\nst.global.u32 [%rd7], 2;\nDONE:"
+    executions = {}
+    out = np.zeros(64, np.uint32)
+    launch(kernel(body), "k", out, block=64, grid=2, executions=executions)
+    lines = kernel(body).splitlines()
+    at = {text: executions.get(i + 1) for i, text in enumerate(lines)}
+    assert at["setp.lt.u32 %p0, %r0, 40;"] == 4
+    assert at["st.global.u32 [%rd7], 1;"] == 2 and at["st.global.u32 [%rd7], 2;"] == 4  # warp 1 runs both sides
+    assert at["ret;"] == 4 and out.tolist() == [2] * 40 + [1] * 24
+
+
+def test_clock_globaltimer_and_sm_ids():
+    """Time is the launch's step count (CTAs one after another, so later CTAs start
+    later); %clock is its low 32 bits; CTA c is on "SM" c % 8; %lanemask_eq is 1 << lane."""
+    out = np.zeros((9, 4), np.uint64)
+    body = ("mov.u64 %rd2, %globaltimer;\nmov.u32 %r1, %clock;\nmov.u32 %r2, %smid;\nmov.u32 %r3, %lanemask_eq;\n"
+            "mov.u32 %r4, %ctaid.x;\nmul.wide.u32 %rd3, %r4, 32;\nadd.s64 %rd3, %rd0, %rd3;\n"
+            "setp.eq.u32 %p0, %r0, 5;\n@%p0 st.global.v2.u64 [%rd3], {%rd2, 0};\ncvt.u64.u32 %rd4, %r1;\n"
+            "cvt.u64.u32 %rd5, %r2;\ncvt.u64.u32 %rd6, %r3;\n@%p0 st.global.v2.u64 [%rd3+16], {%rd5, %rd6};\n"
+            "@%p0 st.global.u64 [%rd3+8], %rd4;")
+    launch(kernel(body), "k", out, block=32, grid=9)
+    assert out[:, 2].tolist() == [c % 8 for c in range(9)] and out[:, 3].tolist() == [1 << 5] * 9
+    assert np.all(np.diff(out[:, 0].astype(np.int64)) > 0) and np.all(out[:, 1] == out[:, 0] + 1)
