@@ -135,7 +135,10 @@ class ResourceUsage:
 class Cubin:
     """An assembled cubin: its bytes, target, the ptxas release that built it, and per-kernel
     resource usage. `diagnostics` holds ptxas's warnings; `log` is its ``-v`` output with the
-    caller's file name; `cached` tells whether it came from the cubin cache.
+    caller's file name; `cached` tells whether it came from the cubin cache; `layouts` maps
+    each instrumented kernel to its buffer's `ptxkit.instrument.layout.Layout` (read from
+    the PTX's ``// ptxkit-instrument:`` lines), so that `ptxkit.runtime` can allocate and
+    decode its buffer.
 
     `assemble` makes them; one made by hand:
 
@@ -151,6 +154,7 @@ class Cubin:
     diagnostics: tuple[Diagnostic, ...] = ()
     log: str = dataclasses.field(default="", repr=False)
     cached: bool = False
+    layouts: dict = dataclasses.field(default_factory=dict, repr=False)
 
 
 def find_ptxas() -> PtxasInfo:
@@ -254,7 +258,12 @@ def assemble(
     rendered = render_log(log, name)
     if verbose and rendered:
         sys.stderr.write(rendered)
-    return Cubin(data, arch, info.version, parse_resources(log), diagnostics, rendered, hit is not None)
+    layouts = {}
+    if b"// ptxkit-instrument: " in text:  # an instrumented kernel (ptxkit.instrument)
+        from .instrument.layout import read_layouts
+
+        layouts = read_layouts(text.decode("utf-8", "replace"))
+    return Cubin(data, arch, info.version, parse_resources(log), diagnostics, rendered, hit is not None, layouts)
 
 
 def run_ptxas(ptx: bytes, arguments, *, filename: str, timeout: float, ptxas: PtxasInfo) -> tuple[bytes, str]:

@@ -13,6 +13,14 @@ copied back), numpy scalars pass with their exact width, `DeviceArray`s pass as 
 `TensorMap`s by value. Grid and block count blocks and threads as in CUDA C++, also with a
 cluster. Every launch is synchronised and checked; CUDA failures raise `CudaError` carrying
 the CUDA error name. Everything runs on device 0 and one stream, made current on first use.
+
+Instrumented kernels (`ptxkit.instrument`: their cubin's `layouts` name them) are launched
+with their kernel's own arguments: each launch allocates the zero-filled buffer the grid
+needs, passes it (as the parameter the pass added, or through the module variable it
+declared), and `launch` returns the decoded `ptxkit.trace.Trace` or `ptxkit.trace.Counts`:
+
+>>> trace = kernel.launch(a, b, runtime.Out(c), np.uint32(1000), grid=4, block=256)  # doctest: +SKIP
+>>> trace.write_chrome("vector_add.json")                                           # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -107,6 +115,18 @@ class _Gpu:
             self.stream = self.device.create_stream()
         self.pinned = LegacyPinnedMemoryResource()
         self.timing = EventOptions(timing_enabled=True)
+        self._clock_ghz: float | None = None
+
+    @property
+    def clock_ghz(self) -> float:
+        """The SM clock the device reports (its highest), in GHz."""
+        if self._clock_ghz is None:
+            from cuda.bindings import driver
+
+            attribute = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CLOCK_RATE
+            status, khz = driver.cuDeviceGetAttribute(attribute, self.device.device_id)
+            self._clock_ghz = khz / 1e6 if status == driver.CUresult.CUDA_SUCCESS and khz > 0 else 0.0
+        return self._clock_ghz
 
     @contextlib.contextmanager
     def errors(self, what: str):
@@ -310,33 +330,52 @@ class _Arguments:
 
 
 class Kernel:
-    """One kernel of a loaded `Module`."""
+    """One kernel of a loaded `Module`; `layout` is its instrumentation buffer's layout
+    (None for a kernel that is not instrumented)."""
 
     def __init__(self, module: Module, name: str, raw):
         self.module = module
         self.name = name
         self.raw = raw  # the cuda.core Kernel
+        self.layout = module.layouts.get(name)
         self._shared_limit = _STATIC_SHARED_LIMIT
         self._configs: dict[tuple, object] = {}
 
-    def launch(self, *args, grid, block, cluster=None, shared_mem: int = 0) -> None:
+    def launch(self, *args, grid, block, cluster=None, shared_mem: int = 0):
         """Run the kernel once, wait for it and check for errors; copy `Out`/`InOut` back.
 
         `grid` counts blocks (also with a `cluster`, whose sizes must divide it); `grid`,
         `block` and `cluster` are ints or tuples of up to 3 ints; `shared_mem` is the dynamic
-        shared memory in bytes (above 48 KiB the kernel's limit is raised first).
+        shared memory in bytes (above 48 KiB the kernel's limit is raised first). Returns
+        None, or for an instrumented kernel the decoded `ptxkit.trace.Trace`/`Counts`.
 
         >>> kernel.launch(x, runtime.Out(y), np.uint32(n), grid=(n + 255) // 256, block=256)  # doctest: +SKIP
         """
         gpu = _gpu()
         config = self._config(gpu, grid, block, cluster, shared_mem)
-        arguments = _Arguments(args)
+        buffer = self._instrument_buffer(grid)
+        arguments = _Arguments(args if buffer is None or self.layout.buffer[0] != "param" else (*args, buffer))
         try:
             gpu.launch(gpu.stream, config, self.raw, *arguments.values)
             gpu.stream.sync()
         except gpu.CUDAError as err:
             raise CudaError(self._describe(grid, block, cluster, shared_mem), str(err)) from err
         arguments.copy_back()
+        if buffer is not None:
+            from .trace import decode
+
+            return decode(buffer.to_numpy(), self.layout, grid=_dims("grid", grid), clock_ghz=gpu.clock_ghz or None)
+        return None
+
+    def _instrument_buffer(self, grid) -> DeviceArray | None:
+        """The zero-filled buffer an instrumented kernel's launch over `grid` writes (made
+        known to the kernel's module variable when the layout says so); None otherwise."""
+        if self.layout is None:
+            return None
+        buffer = DeviceArray.zeros(self.layout.buffer_bytes(_dims("grid", grid)), np.uint8)
+        if self.layout.buffer[0] == "global":
+            self.module.set_global_pointer(self.layout.buffer[1], buffer)
+        return buffer
 
     def _config(self, gpu: _Gpu, grid, block, cluster, shared_mem: int):
         """The cuda.core LaunchConfig (cached), raising the shared-memory limit if needed."""
@@ -399,10 +438,11 @@ class Module:
     (['vector_add'], <Kernel 'vector_add' of cubin for sm_90a>)
     """
 
-    def __init__(self, data: bytes, label: str, kernel_names: list[str]):
+    def __init__(self, data: bytes, label: str, kernel_names: list[str], layouts: dict | None = None):
         self.data = data
         self.label = label
         self.kernel_names = kernel_names
+        self.layouts = layouts or {}
         gpu = _gpu()
         from cuda.core import ObjectCode
 
@@ -421,6 +461,27 @@ class Module:
                 kernel = self._kernels[name] = Kernel(self, name, self._code.get_kernel(name))
         return kernel
 
+    def set_global_pointer(self, symbol: str, array: DeviceArray) -> None:
+        """Store `array`'s device address in the module's ``.u64`` variable `symbol`
+        (how an instrumented kernel of an nvcc-style build finds its buffer)."""
+        from cuda.bindings import driver
+
+        gpu = _gpu()
+        name = symbol.encode()
+        with gpu.errors(f"finding {symbol!r} in {self.label}"):
+            handle = self._code.handle
+        if isinstance(handle, driver.CUlibrary):
+            status, address, size = driver.cuLibraryGetGlobal(handle, name)
+        else:
+            status, address, size = driver.cuModuleGetGlobal(handle, name)
+        if status != driver.CUresult.CUDA_SUCCESS or size != 8:
+            raise CudaError(f"finding the .u64 variable {symbol!r} in {self.label}", _driver_error(driver, status))
+        value = np.array([array.ptr], np.uint64)
+        gpu.sync("before setting a module variable")
+        (status,) = driver.cuMemcpyHtoD(address, value.ctypes.data, 8)
+        if status != driver.CUresult.CUDA_SUCCESS:
+            raise CudaError(f"setting {symbol!r} in {self.label}", _driver_error(driver, status))
+
 
 def load(cubin) -> Module:
     """Load a cubin (a `ptxkit.Cubin`, its bytes, or a path to a ``.cubin`` file) on the GPU.
@@ -429,8 +490,9 @@ def load(cubin) -> Module:
     """
     from .ptxas import Cubin, kernel_names
 
+    layouts = {}
     if isinstance(cubin, Cubin):
-        data, label = cubin.data, f"cubin for {cubin.arch}"
+        data, label, layouts = cubin.data, f"cubin for {cubin.arch}", cubin.layouts
     elif isinstance(cubin, (bytes, bytearray, memoryview)):
         data, label = bytes(cubin), "<cubin>"
     elif isinstance(cubin, (str, os.PathLike)):
@@ -442,13 +504,15 @@ def load(cubin) -> Module:
         names = kernel_names(data)
     except ValueError as err:
         raise ValueError(f"{label} is not a cubin: {err}; assemble PTX with ptxkit.assemble first") from None
-    return Module(data, label, names)
+    return Module(data, label, names, layouts)
 
 
 def time_launch(kernel: Kernel, *args, grid, block, cluster=None, shared_mem: int = 0,
                 warmup: int = 10, repeat: int = 100) -> float:
     """Median time of one launch in milliseconds, from CUDA events around each of `repeat`
-    launches after `warmup` untimed ones. Arguments are prepared (copied) once.
+    launches after `warmup` untimed ones. Arguments are prepared (copied) once; an
+    instrumented kernel's buffer is allocated once and zero-filled before each launch,
+    outside the timed events, so that every launch writes the whole trace.
 
     >>> time_launch(kernel, x, runtime.Out(y), np.uint32(n), grid=g, block=256)  # doctest: +SKIP
     0.0123
@@ -457,13 +521,18 @@ def time_launch(kernel: Kernel, *args, grid, block, cluster=None, shared_mem: in
         raise ValueError("time_launch needs repeat >= 1 and warmup >= 0")
     gpu = _gpu()
     config = kernel._config(gpu, grid, block, cluster, shared_mem)
-    arguments = _Arguments(args)
+    buffer = kernel._instrument_buffer(grid)
+    arguments = _Arguments(args if buffer is None or kernel.layout.buffer[0] != "param" else (*args, buffer))
     stream, values = gpu.stream, arguments.values
     try:
         for _ in range(warmup):
+            if buffer is not None:
+                buffer.buffer.fill(0, stream=stream)
             gpu.launch(stream, config, kernel.raw, *values)
         events = []
         for _ in range(repeat):
+            if buffer is not None:
+                buffer.buffer.fill(0, stream=stream)
             start = stream.record(options=gpu.timing)
             gpu.launch(stream, config, kernel.raw, *values)
             events.append((start, stream.record(options=gpu.timing)))

@@ -10,7 +10,7 @@ import pytest
 
 
 
-PACKAGES = ["ptxkit", "ptxkit.cli", "ptxkit.cfg", "ptxkit.generators"]  # cfg/, generators/ live apart
+PACKAGES = ["ptxkit", "ptxkit.cli", "ptxkit.instrument", "ptxkit.cfg", "ptxkit.generators"]  # cfg/, generators/ live apart
 
 
 def all_modules() -> list[str]:

@@ -382,3 +382,18 @@ def test_bad_arguments_are_refused_before_running_ptxas(kwargs, error):
 def test_only_text_bytes_or_modules_are_assembled():
     with pytest.raises(TypeError, match="expected PTX text"):
         assemble(42)
+
+
+@pytest.mark.ptxas
+def test_an_instrumented_kernels_layout_comes_with_its_cubin():
+    """The ``// ptxkit-instrument:`` lines of the PTX become `Cubin.layouts`, which is
+    how `ptxkit.runtime` knows to allocate and decode a buffer; plain PTX has none."""
+    from ptxkit.instrument.layout import Layout, Point, layout_comment
+
+    text = (SAMPLES / "vector_add.ptx").read_text()
+    layout = Layout.timeline("vector_add", [Point("kernel", "function", 8)], capacity=64)
+    marked = text.replace(".address_size 64\n", ".address_size 64\n" + layout_comment(layout) + "\n", 1)
+    assert marked != text
+    assert assemble(marked, cache=False).layouts == {"vector_add": layout}
+    assert assemble(marked).layouts == {"vector_add": layout}  # from the cache too
+    assert assemble(text).layouts == {}
