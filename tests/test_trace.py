@@ -17,8 +17,8 @@ POINTS = [Point("kernel", "function", 10), Point("wait", "mbarrier", 20, "k.cu:7
 class Writer:
     """Writes a timeline buffer as the kernel would: per CTA a header, records in slots."""
 
-    def __init__(self, ctas: int, capacity: int, chunk: int = 4):
-        self.capacity, self.chunk = capacity, chunk
+    def __init__(self, ctas: int, capacity: int, chunk: int = 4, warps: int = 8):
+        self.capacity, self.chunk, self.warps = capacity, chunk, warps
         self.words = np.zeros((ctas, capacity + 1, 4), np.uint32)
         self.cursor = {}
 
@@ -26,9 +26,9 @@ class Writer:
         self.words[cta, 0, 2:] = [sm, MAGIC]
 
     def record(self, cta: int, warp: int, point: int, end: bool, ns: int, cycles: int):
-        slot, stop = self.cursor.get((cta, warp), (0, 0))
-        if slot == stop:  # a new chunk from the CTA's counter
-            slot = int(self.words[cta, 0, 0])
+        slot, stop = self.cursor.get((cta, warp), (warp * self.chunk, (warp + 1) * self.chunk))
+        if slot == stop:  # a new chunk from the CTA's counter, after every warp's first chunk
+            slot = int(self.words[cta, 0, 0]) + self.warps * self.chunk
             self.words[cta, 0, 0] += self.chunk
             stop = slot + self.chunk
         if slot < self.capacity:
@@ -44,16 +44,17 @@ def layout(capacity=16, chunk=4):
 
 
 def test_spans_pair_begin_and_end_per_warp_and_nest():
-    w = Writer(ctas=1, capacity=16)
+    w = Writer(ctas=1, capacity=32, warps=5)
     w.run(0, sm=3)
-    for warp in (0, 4):  # warp 4 interleaves its chunks with warp 0's
+    for warp in (0, 4):  # 6 records each: a first chunk of 4, then 4 slots from the counter
         w.record(0, warp, 0, False, 1000 + warp, 100)
         w.record(0, warp, 1, False, 1100 + warp, 250)
         w.record(0, warp, 1, True, 1300 + warp, 550)
         w.record(0, warp, 2, False, 1400 + warp, 700)
         w.record(0, warp, 2, True, 1600 + warp, 1000)
         w.record(0, warp, 0, True, 1800 + warp, 1300)
-    trace = decode(w.words, layout(), clock_ghz=1.5)
+    assert w.words[0, 0, 0] == 8
+    trace = decode(w.words, layout(capacity=32), clock_ghz=1.5)
     assert trace.unmatched == 0 and int(trace.dropped.sum()) == 0 and trace.ran.tolist() == [True]
     assert sorted({int(s) for s in trace.spans["warp"]}) == [0, 4]
     warp0 = trace.spans[trace.spans["warp"] == 0]
@@ -65,15 +66,15 @@ def test_spans_pair_begin_and_end_per_warp_and_nest():
 
 
 def test_records_past_the_capacity_are_counted_not_decoded():
-    w = Writer(ctas=2, capacity=5, chunk=2)
+    w = Writer(ctas=2, capacity=5, chunk=2, warps=2)  # warp 0: slots 0-1, then 4-5 (5 is past the end)
     for cta in range(2):
         w.run(cta, sm=cta)
         for i in range(4):
             w.record(cta, 0, 1, False, 100 * i, 100 * i)
             w.record(cta, 0, 1, True, 100 * i + 50, 100 * i + 50)
     trace = decode(w.words, layout(capacity=5, chunk=2), clock_ghz=1.0)
-    assert trace.dropped.tolist() == [3, 3] and trace.records == 10
-    assert len(trace.spans) == 4 and trace.unmatched == 2  # each CTA's third begin lost its end
+    assert trace.dropped.tolist() == [5, 5] and trace.records == 6
+    assert len(trace.spans) == 2 and trace.unmatched == 2  # each CTA's second begin lost its end
 
 
 def test_clock_wraps_within_an_sm_and_ctas_of_one_sm_share_it():
@@ -104,11 +105,11 @@ def test_the_clock_is_measured_from_globaltimer_on_a_long_trace():
 
 
 def test_ctas_that_never_ran_and_an_empty_buffer():
-    w = Writer(ctas=3, capacity=4)
+    w = Writer(ctas=3, capacity=4, chunk=2, warps=2)
     w.run(1, sm=0)
-    w.record(1, 2, 0, False, 5, 5)
-    w.record(1, 2, 0, True, 9, 9)
-    trace = decode(w.words.tobytes(), layout(capacity=4), grid=(3, 1))
+    w.record(1, 1, 0, False, 5, 5)
+    w.record(1, 1, 0, True, 9, 9)
+    trace = decode(w.words.tobytes(), layout(capacity=4, chunk=2), grid=(3, 1))
     assert trace.ran.tolist() == [False, True, False] and trace.ctas == 3
     assert len(trace.spans) == 1 and "3 CTAs (1 ran)" in trace.summary()
     assert len(decode(np.zeros((2, 5, 4), np.uint32), layout(capacity=4)).spans) == 0

@@ -6,9 +6,11 @@ from). docs/instrument.md describes the format; `ptxkit.trace` reads it.
 CTA id ``ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)``, each
 ``(capacity + 1) * 16`` bytes: a 16-byte header, then `capacity` records of 16 bytes.
 
-- header: u32 slots handed out (the CTA's slot counter, raised by `chunk` with one
-  ``atom.global.add`` at a time), u32 records dropped for want of a slot, u32 ``%smid``
-  of the CTA, u32 `MAGIC` (both written by the CTA's thread 0 on entry).
+- header: u32 slots the CTA's counter handed out (by `chunk`, one ``atom.global.add`` a
+  time, to warps that used up their first chunk), u32 records dropped for want of a
+  slot, u32 ``%smid`` of the CTA, u32 `MAGIC` (both written by the CTA's thread 0 on
+  entry). Warp w's first chunk is slots ``w * chunk`` on; the counter's slots come after
+  the first chunks of all the CTA's warps.
 - record: u64 ``%globaltimer`` (ns), u32 ``%clock`` (cycles, low 32 bits of the SM's
   counter), u32 tag = ``VALID | end << 30 | warp << 24 | point``.
 

@@ -8,9 +8,11 @@ and newer): special registers ``%globaltimer``, ``%clock``, ``%smid``,
 Timeline: every thread runs the set-up at entry (its CTA's region, its warp's tag, the
 writer predicate: lane 0 of a recorded warp) and every record's instructions, but only
 the writer reserves slots and stores, so the other lanes pay issue slots, never memory
-traffic. A record is one 16-byte store; the slot counter is touched once per `chunk`
-records (one ``atom.global.add`` returns `chunk` slots to the warp). A record past the
-CTA's capacity is not written, and counted.
+traffic. A record is one 16-byte store. Warp w owns slots ``w * chunk`` to
+``(w + 1) * chunk - 1`` from the start; when it has used them, one ``atom.global.add``
+on the CTA's counter gives it `chunk` more, after the first chunks of all the CTA's
+warps. So a warp that writes at most `chunk` records needs no atomic at all. A record
+past the CTA's capacity is not written, and counted.
 
 Count: at a block's entry the lowest active lane of the warp adds 1 to the block's u64
 counter (``red``, no return value): one atomic per warp execution, none per thread.
@@ -31,13 +33,15 @@ from .layout import END, MAGIC, VALID, WARP_SHIFT
 @record
 class TimelineRegisters:
     """Registers of the timeline code: kept from entry to exit (`region` .b64, `tag`,
-    `slot`, `slot_end` .b32, `writer` .pred) and scratch (`time`, `address` .b64,
-    `a`, `b`, `clock`, `low`, `high` .b32, `pred` .pred)."""
+    `slot`, `slot_end`, `first_shared` (the first slot the CTA's counter hands out)
+    .b32, `writer` .pred) and scratch (`time`, `address` .b64, `a`, `b`, `clock`,
+    `low`, `high` .b32, `pred` .pred)."""
 
     region: str
     tag: str
     slot: str
     slot_end: str
+    first_shared: str
     writer: str
     time: str
     address: str
@@ -105,10 +109,12 @@ def linear_index(target: str, scratch: str, what: str) -> list[str]:
             f"add.u32 {target}, {target}, {scratch};"]
 
 
-def timeline_setup(r: TimelineRegisters, buffer: tuple, region_bytes: int, warps: int | None) -> list[str]:
+def timeline_setup(r: TimelineRegisters, buffer: tuple, region_bytes: int, warps: int | None,
+                   chunk: int) -> list[str]:
     """Entry code: `r.region` = this CTA's region, `r.tag` = the warp's tag bits,
     `r.writer` = lane 0 of a recorded warp (every `warps`-th warp; all when None), the
-    slot range empty; thread 0 writes the header's SM id and magic word."""
+    warp's own first chunk of slots, and where the counter's slots start (after every
+    warp's first chunk); thread 0 writes the header's SM id and magic word."""
     code = load_buffer(r.region, buffer)
     code += linear_index(r.a, r.b, "ctaid")
     code += [f"mul.wide.u32 {r.address}, {r.a}, {region_bytes};", f"add.u64 {r.region}, {r.region}, {r.address};"]
@@ -118,7 +124,12 @@ def timeline_setup(r: TimelineRegisters, buffer: tuple, region_bytes: int, warps
     if warps is not None and warps > 1:
         code += [f"rem.u32 {r.clock}, {r.b}, {warps};", f"setp.eq.and.u32 {r.writer}, {r.clock}, 0, {r.writer};"]
     code += [f"shl.b32 {r.tag}, {r.b}, {WARP_SHIFT};", f"or.b32 {r.tag}, {r.tag}, {VALID:#010x};",
-             f"mov.u32 {r.slot}, 0;", f"mov.u32 {r.slot_end}, 0;",
+             f"mul.lo.u32 {r.slot}, {r.b}, {chunk};", f"add.u32 {r.slot_end}, {r.slot}, {chunk};",
+             f"mov.u32 {r.first_shared}, %ntid.x;", f"mov.u32 {r.clock}, %ntid.y;",
+             f"mul.lo.u32 {r.first_shared}, {r.first_shared}, {r.clock};", f"mov.u32 {r.clock}, %ntid.z;",
+             f"mul.lo.u32 {r.first_shared}, {r.first_shared}, {r.clock};",
+             f"add.u32 {r.first_shared}, {r.first_shared}, 31;", f"shr.u32 {r.first_shared}, {r.first_shared}, 5;",
+             f"mul.lo.u32 {r.first_shared}, {r.first_shared}, {chunk};",
              f"setp.eq.u32 {r.pred}, {r.a}, 0;", f"mov.u32 {r.b}, %smid;",
              f"@{r.pred} st.global.v2.u32 [{r.region}+8], {{{r.b}, {MAGIC:#010x}}};"]
     return code
@@ -126,14 +137,15 @@ def timeline_setup(r: TimelineRegisters, buffer: tuple, region_bytes: int, warps
 
 def timeline_record(r: TimelineRegisters, point: int, end: bool, capacity: int, chunk: int) -> list[str]:
     """One record: the time, then (writer only) a slot from the warp's chunk (a new chunk
-    when it is used up), the 16-byte store if the slot is within `capacity`, else the
-    header's dropped count raised."""
+    from the CTA's counter when it is used up), the 16-byte store if the slot is within
+    `capacity`, else the header's dropped count raised."""
     tag = point | (END if end else 0)
     return [
         f"mov.u64 {r.time}, %globaltimer;",
         f"mov.u32 {r.clock}, %clock;",
         f"setp.eq.and.u32 {r.pred}, {r.slot}, {r.slot_end}, {r.writer};",
         f"@{r.pred} atom.global.add.u32 {r.slot}, [{r.region}], {chunk};",
+        f"@{r.pred} add.u32 {r.slot}, {r.slot}, {r.first_shared};",
         f"@{r.pred} add.u32 {r.slot_end}, {r.slot}, {chunk};",
         f"setp.lt.and.u32 {r.pred}, {r.slot}, {capacity}, {r.writer};",
         f"mul.wide.u32 {r.address}, {r.slot}, 16;",
