@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import io
+import os
 import weakref
 
 import pytest
@@ -54,14 +55,124 @@ def test_no_progress_when_not_a_terminal(monkeypatch, capsys):
     assert "\x1b" not in capsys.readouterr().err
 
 
-def test_jobs_zero_means_one_process_per_cpu(capsys):
+def test_jobs_default_to_what_the_batch_is_worth(capsys):
     parser = argparse.ArgumentParser()
     batch.add_arguments(parser)
-    assert parser.parse_args(["-j", "0"]).jobs == 0
+    assert parser.parse_args([]).jobs == 0 and parser.parse_args(["-j", "0"]).jobs == 0
+    assert parser.parse_args(["-j", "3"]).jobs == 3
     status, results = batch.run_files(work, ["a", "b", "c"], argparse.Namespace(jobs=0))
     assert status == EXIT_OK and [r.name for r in results] == ["a", "b", "c"]
     with pytest.raises(SystemExit):
         parser.parse_args(["-j", "many"])
+
+
+FENCE = batch.FENCE_COST
+
+
+def test_a_small_batch_stays_in_one_process():
+    """Files whose checks cost less than the workers would save (two workers save half the
+    work and cost 2 * WORKER_START)."""
+    assert batch.plan_jobs([2_000] * 2, FENCE, cpus=2, busy=0) == 1
+    assert batch.plan_jobs([1_200] * 50, FENCE, cpus=2, busy=0) == 1
+    assert batch.plan_jobs([1_200] * 50, FENCE, cpus=64, busy=0) == 1
+    assert batch.plan_jobs([10**7], FENCE, cpus=2, busy=0) == 1  # one file: nothing to share
+
+
+def test_a_big_batch_takes_the_cpus_it_is_worth():
+    assert batch.plan_jobs([2_200] * 174, FENCE, cpus=2, busy=0) == 2  # samples/fence
+    assert batch.plan_jobs([2 * 10**6] * 3, FENCE, cpus=2, busy=0) == 2
+    assert batch.plan_jobs([2 * 10**6] * 3, FENCE, cpus=64, busy=0) == 3  # no more processes than files
+    many = batch.plan_jobs([10**6] * 400, FENCE, cpus=64, busy=0)  # 180 s of checks: all 64
+    assert many == 64
+    assert 4 <= batch.plan_jobs([10**5] * 100, FENCE, cpus=64, busy=0) < 64  # 4.6 s: about sqrt(4.6 / 0.03)
+
+
+def test_cores_other_tasks_keep_busy_bring_nothing():
+    assert batch.plan_jobs([2 * 10**6] * 3, FENCE, cpus=2, busy=1) == 1
+    assert batch.plan_jobs([2 * 10**6] * 8, FENCE, cpus=8, busy=5) == 3
+    assert batch.plan_jobs([2 * 10**6] * 8, FENCE, cpus=8, busy=20) == 1
+
+
+def test_the_dearest_file_bounds_what_workers_save():
+    """One large file and a few small ones: the large one takes as long in any process."""
+    assert batch.plan_jobs([8 * 10**6, 2_000, 2_000], FENCE, cpus=2, busy=0) == 1
+    assert batch.plan_jobs([8 * 10**6, 8 * 10**6], FENCE, cpus=2, busy=0) == 2
+
+
+def test_the_decision_turns_where_the_model_says():
+    """Two processes pay 2 * WORKER_START to halve the work: worth it once the work is
+    more than 4 * WORKER_START."""
+    def batch_of(seconds):  # 100 equal files that cost `seconds` in all
+        return [int((seconds / 100 - FENCE.per_file) / FENCE.per_mb * 1e6)] * 100
+
+    assert batch.plan_jobs(batch_of(3.9 * batch.WORKER_START), FENCE, cpus=2, busy=0) == 1
+    assert batch.plan_jobs(batch_of(4.1 * batch.WORKER_START), FENCE, cpus=2, busy=0) == 2
+
+
+def test_an_explicit_count_is_honoured_up_to_the_cpus_and_files():
+    assert batch.plan_jobs([1_200] * 50, FENCE, jobs=2, cpus=2, busy=0) == 2
+    assert batch.plan_jobs([1_200] * 50, FENCE, jobs=8, cpus=2, busy=1) == 2
+    assert batch.plan_jobs([1_200] * 3, FENCE, jobs=8, cpus=64, busy=0) == 3
+    assert batch.plan_jobs([2 * 10**6] * 3, FENCE, jobs=1, cpus=2, busy=0) == 1
+
+
+def test_busy_cpus_reads_the_runnable_tasks(monkeypatch):
+    import builtins
+
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: io.StringIO("7.66 6.41 4.43 8/169 6829\n")
+                        if path == "/proc/loadavg" else real_open(path, *a, **k))
+    assert batch._busy_cpus() == 7  # eight runnable, this process among them
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: (_ for _ in ()).throw(FileNotFoundError(path)))
+    assert batch._busy_cpus() == 0
+
+
+def pid_work(path: str, args) -> batch.FileResult:
+    """A worker that says which process ran it."""
+    return batch.FileResult(path, EXIT_OK, stdout=f"{os.path.basename(path)} {os.getpid()}\n")
+
+
+def _sized_files(tmp_path, count: int, size: int) -> list[str]:
+    files = []
+    for i in range(count):
+        path = tmp_path / f"k{i}.ptx"
+        with open(path, "wb") as handle:
+            handle.truncate(size)  # sparse: its size without writing it
+        files.append(str(path))
+    return files
+
+
+@pytest.mark.parametrize("size, processes", [(2_000, 1), (4 * 10**6, 2)])
+def test_run_files_plans_from_the_files_sizes(size, processes, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(batch, "_cpus", lambda: 2)
+    monkeypatch.setattr(batch, "_busy_cpus", lambda: 0)
+    files = _sized_files(tmp_path, 6, size)
+    status, results = batch.run_files(pid_work, files, argparse.Namespace(jobs=0), cost=FENCE)
+    names_and_pids = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert status == EXIT_OK and [name for name, _ in names_and_pids] == [f"k{i}.ptx" for i in range(6)]
+    pids = {pid for _, pid in names_and_pids}
+    assert (pids == {str(os.getpid())}) if processes == 1 else (str(os.getpid()) not in pids and len(pids) >= 1)
+
+
+@pytest.mark.parametrize("command", [["fence", "--check"], ["parse"]])
+def test_output_is_the_same_in_any_number_of_processes(command, monkeypatch, capsys):
+    """samples/fence in one process (asked, and by default with every core busy) and in two
+    (asked, and by default on two idle cores): the same bytes, the same status."""
+    from ptxkit.cli.main import main
+
+    monkeypatch.setattr(batch, "_cpus", lambda: 2)
+    chosen = []
+    planned = batch.plan_jobs
+    monkeypatch.setattr(batch, "plan_jobs", lambda *a, **k: chosen.append(planned(*a, **k)) or chosen[-1])
+    runs = []
+    for jobs, busy in ((["-j", "1"], 0), ([], 2), (["-j", "2"], 0), ([], 0)):
+        monkeypatch.setattr(batch, "_busy_cpus", lambda: busy)
+        status = main([*command, *jobs, "samples/fence"])
+        out, err = capsys.readouterr()
+        runs.append((status, out, err))
+    assert chosen == [1, 1, 2, 2 if command[0] == "fence" else 1]  # parsing 174 small files is not worth two
+    assert runs[0][0] == (1 if command[-1] == "--check" else 0) and len(runs[0][1] + runs[0][2]) > 1000
+    assert runs[1:] == [runs[0]] * 3
 
 
 class Cycle:

@@ -2,9 +2,10 @@
 
 A command gives a worker ``work(path, args) -> FileResult`` that handles one file and
 returns what to print instead of printing it; `run_files` runs it over the inputs, in
-``-j N`` worker processes when asked, and prints each file's output in input order, so
-the output of ``-j 8`` is the output of ``-j 1``. The exit code is the worst result:
-2 when a file could not be read as PTX, else 1 when a file has findings, else 0.
+worker processes when the batch is worth them (`plan_jobs`) or ``-j N`` asks, and prints
+each file's output in input order, so the output of ``-j 8`` is the output of ``-j 1``.
+The exit code is the worst result: 2 when a file could not be read as PTX, else 1 when a
+file has findings, else 0.
 
 >>> import os
 >>> inputs = expand_inputs(["samples/toolchain"])
@@ -44,15 +45,85 @@ class FileResult:
 
 
 def add_arguments(parser) -> None:
-    """``-j N``: how many worker processes check files at once.
+    """``-j N``: how many worker processes check files at once (default: `plan_jobs`).
 
     >>> import argparse
     >>> parser = argparse.ArgumentParser(); add_arguments(parser)
     >>> parser.parse_args(["-j", "4"]).jobs, parser.parse_args([]).jobs
-    (4, 1)
+    (4, 0)
     """
-    parser.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
-                        help="check N files at once in worker processes (0: one per CPU; default 1)")
+    parser.add_argument("-j", "--jobs", type=_jobs, default=0, metavar="N",
+                        help="check files in N processes at once, at most one per CPU and per file (1: in this "
+                             "process alone); default 0: as many as the batch is worth, one for a batch that one "
+                             "process finishes sooner, at most one per CPU no other task keeps busy")
+
+
+class Cost:
+    """What a command's work on one file costs, in seconds: `per_file` plus `per_mb` for
+    each MB (10^6 bytes) of PTX. `plan_jobs` estimates a batch with it.
+
+    >>> Cost(0.001, 0.5).of(2_000_000)
+    1.001
+    """
+
+    __slots__ = ("per_file", "per_mb")
+
+    def __init__(self, per_file: float, per_mb: float):
+        self.per_file, self.per_mb = per_file, per_mb
+
+    def of(self, size: int) -> float:
+        return self.per_file + self.per_mb * size / 1e6
+
+
+#: The wall time each worker process costs a batch: forking it, the pool's machinery, the
+#: imports the work needs, feeding it and joining it (two workers cost 40-70 ms more than
+#: one process on the development machine: README, "Batches"; benchmarks/batch_bench.py).
+WORKER_START = 0.03
+
+
+def plan_jobs(sizes: list[int], cost: Cost, jobs: int = 0, cpus: int | None = None,
+              busy: int | None = None) -> int:
+    """How many processes check files of these `sizes` (bytes).
+
+    `jobs` given: that many, at most one per CPU and per file. Else (``jobs == 0``) the
+    count that finishes soonest by this model: each file costs `cost`; one process takes
+    the batch's total; `n` processes take the larger of 1/n of it and the dearest file,
+    plus `WORKER_START` each, and gain only on the CPUs that no other task keeps `busy`
+    now (default: `_busy_cpus`; the scheduler shares a busy core, so a worker there
+    brings nothing but its start). A batch one process finishes sooner stays in it (1).
+
+    >>> fence = FENCE_COST
+    >>> plan_jobs([1_200] * 50, fence, cpus=2, busy=0)            # 50 small files: 0.09 s of checks
+    1
+    >>> plan_jobs([2_200] * 174, fence, cpus=2, busy=0)           # 174 (samples/fence): 0.38 s
+    2
+    >>> plan_jobs([2_200] * 174, fence, cpus=2, busy=1)           # ... with a core in other use
+    1
+    >>> plan_jobs([2_200] * 174, fence, jobs=8, cpus=2, busy=1), plan_jobs([9] * 3, fence, jobs=1, cpus=2)
+    (2, 1)
+    """
+    cpus = cpus or _cpus()
+    most = min(jobs or cpus, cpus, len(sizes))
+    if jobs or most <= 1:
+        return max(1, most)
+    free = min(most, cpus - (_busy_cpus() if busy is None else busy))
+    if free <= 1:
+        return 1
+    costs = [cost.of(size) for size in sizes]
+    total, dearest = sum(costs), max(costs)
+    best, best_time = 1, total
+    for n in range(2, free + 1):
+        finish = max(total / n, dearest) + WORKER_START * n
+        if finish < best_time:
+            best, best_time = n, finish
+    return best
+
+
+#: What checking a file costs ``ptxkit fence`` and ``ptxkit parse`` in one process on the
+#: development machine (in-process medians over real kernels and samples/fence: README,
+#: "Batches"); a command that gives no cost is taken to cost what ``fence`` does.
+FENCE_COST = Cost(0.0012, 0.45)
+PARSE_COST = Cost(0.0003, 0.07)
 
 
 def expand_inputs(paths: list[str]) -> list[str]:
@@ -79,9 +150,11 @@ def expand_inputs(paths: list[str]) -> list[str]:
     return files
 
 
-def run_files(work, files: list[str], args, summary=None, error_output=None) -> tuple[int, list[FileResult]]:
-    """Run `work(path, args)` on every file (``args.jobs`` processes), printing each
-    result's stdout and stderr in input order; then, for several files, the line
+def run_files(work, files: list[str], args, summary=None, error_output=None,
+              cost: Cost | None = None) -> tuple[int, list[FileResult]]:
+    """Run `work(path, args)` on every file (in ``args.jobs`` processes, or as many as
+    `plan_jobs` finds the batch worth with the work's `cost`), printing each result's
+    stdout and stderr in input order; then, for several files, the line
     `summary(results)` on stderr. A file that is not PTX prints its error on stderr and
     `error_output(result)` on stdout when given. Returns (worst exit status, the results).
 
@@ -94,7 +167,8 @@ def run_files(work, files: list[str], args, summary=None, error_output=None) -> 
     """
     progress = _Progress(len(files)) if len(files) > 1 and sys.stderr.isatty() else None
     results = []
-    for result in _results(work, files, args):
+    jobs = plan_jobs([_size(path) for path in files], cost or FENCE_COST, getattr(args, "jobs", 0) or 0)
+    for result in _results(work, files, args, jobs):
         if progress is not None:
             progress.clear()
         if error_output is not None and result.status == EXIT_BAD_INPUT:
@@ -190,10 +264,36 @@ class _Garbage:
             self.pending = 0
 
 
-def _results(work, files: list[str], args):
-    """The results of `work` over `files`, in order (in worker processes for ``-j``)."""
-    jobs = getattr(args, "jobs", 1) or os.cpu_count() or 1
-    jobs = min(jobs, len(files))
+def _size(path: str) -> int:
+    """The bytes of the file at `path` (0 for standard input or a file that is not there)."""
+    try:
+        return os.path.getsize(path) if path != "-" else 0
+    except OSError:
+        return 0
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _busy_cpus() -> int:
+    """The tasks other than this one that are running or ready to run now (Linux's
+    ``/proc/loadavg``: its count of runnable tasks at this instant, not an average, less
+    this process); 0 where that is not known."""
+    try:
+        with open("/proc/loadavg") as handle:
+            runnable = int(handle.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return max(0, runnable - 1)
+
+
+def _results(work, files: list[str], args, jobs: int):
+    """The results of `work` over `files`, in order (in `jobs` worker processes when more than 1)."""
     if jobs <= 1:
         garbage = _Garbage()
         for path in files:

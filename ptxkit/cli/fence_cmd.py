@@ -10,9 +10,9 @@ for all files (the PTX still goes to ``-o``/``-i`` when given). Warnings go to s
 error.
 
 Several files and folders (walked for ``*.ptx``) can be given with ``--check``, ``-i``,
-``--diff``, ``--explain`` or a format; ``-j N`` checks N at once. The exit code is the
-worst result (2 for a file that is not PTX, 1 for missing fences); a summary line
-follows on standard error.
+``--diff``, ``--explain`` or a format, in as many processes as the batch is worth
+(``-j N``: N). The exit code is the worst result (2 for a file that is not PTX, 1 for
+missing fences); a summary line follows on standard error.
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def run(args) -> int:
     if len(files) > 1 and args.output is not None:
         raise UsageError("-o takes the fenced PTX of one input; use -i to rewrite several files")
     as_json = args.format == "json"
-    status, results = batch.run_files(fence_one, files, args, _summary(args), _json_error if as_json else None)
+    status, results = batch.run_files(fence_one, files, args, _summary(args), _json_error if as_json else None,
+                                      cost=batch.FENCE_COST)
     if args.format == "sarif":
         import json
 

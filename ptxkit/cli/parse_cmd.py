@@ -3,7 +3,7 @@
 Every statement is parsed in full (headers, declarations, instruction operands), so
 this is also a syntax check: the first error of each file is printed as
 ``file:line:col: error:`` and the exit code is 2. Folders are walked for ``*.ptx``;
-``-j N`` parses N files at once.
+the files are parsed in as many processes as the batch is worth (``-j N``: N).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def run(args) -> int:
     from . import batch
 
     files = batch.expand_inputs(args.files)
-    status, _ = batch.run_files(parse_one, files, args, _summary)
+    status, _ = batch.run_files(parse_one, files, args, _summary, cost=batch.PARSE_COST)
     return status
 
 
