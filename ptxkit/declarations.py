@@ -169,6 +169,26 @@ def parse_signature(function) -> Signature:
     )
 
 
+def parameter_span(function) -> tuple[int, int] | None:
+    """Where the text inside a function header's parameter parentheses lies:
+    ``(start, end)`` offsets into ``function.text``; None when the header has no
+    parameter list. Raises `PtxSyntaxError` for a malformed header.
+
+    >>> from ptxkit import parse
+    >>> k = parse(".visible .entry k(.param .u32 n, .param .u64 p)\\n{\\n\\tret;\\n}\\n").functions[0]
+    >>> start, end = parameter_span(k)
+    >>> k.text[start:end]
+    '.param .u32 n, .param .u64 p'
+    """
+    text = _COMMENT.sub(lambda m: " " * len(m.group()), function.text)
+    match = _HEADER.fullmatch(text)
+    if match is None:
+        parse_signature(function)  # raises the diagnostic
+    if match.group("params") is None:
+        return None
+    return match.start("params"), match.end("params")
+
+
 def _params(function, match, group: str) -> tuple[Param, ...]:
     text = match.group(group)
     if text is None or not text.strip():
