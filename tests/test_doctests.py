@@ -10,7 +10,8 @@ import pytest
 
 
 
-PACKAGES = ["ptxkit", "ptxkit.cli", "ptxkit.instrument", "ptxkit.cfg", "ptxkit.generators"]  # cfg/, generators/ live apart
+PACKAGES = ["ptxkit", "ptxkit.cli", "ptxkit.instrument", "ptxkit.cfg", "ptxkit.generators",  # cfg/, generators/ live apart
+            "ptxkit.rewrite", "ptxkit.rewrite.passes"]
 
 
 def all_modules() -> list[str]:

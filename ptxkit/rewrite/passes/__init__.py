@@ -1,0 +1,16 @@
+"""The passes that ship with ptxkit, each a short module that reads as an example of
+the rewrite API (docs/rewrite.md).
+
+`SHIPPED` maps the name a pass is run by (``ptxkit rewrite --pass NAME``,
+``PTXKIT_PASSES``, the Triton hook) to its ``module:function``.
+
+>>> sorted(SHIPPED)[:2]
+['strip', 'strip-fences']
+"""
+
+from __future__ import annotations
+
+SHIPPED = {
+    "strip-fences": "ptxkit.rewrite.passes.strip:strip_fences",
+    "strip": "ptxkit.rewrite.passes.strip:strip",
+}
