@@ -24,14 +24,17 @@ from rewrite_programs import programs
 THREADS = 64
 
 
-def count_on(text: str, where) -> str:
-    """The kernel with a counter that `where(function plan)` positions increment."""
+def count_on(text: str, *places) -> str:
+    """The kernel with a counter that the positions `place(function plan)` increment:
+    by 1 for the first place, 256 for the second, 65536 for the third (a count stays
+    below 256: every back edge of a random program is taken at most three times)."""
     module = ptxkit.parse(text)
     plan = Plan(module)
     k = plan.function("k")
     count = k.fresh_register(".u32", "count")
     k.insert(k.entry(), f"mov.u32 {count}, 0;")
-    k.insert(where(k), f"add.u32 {count}, {count}, 1;")
+    for number, place in enumerate(places):
+        k.insert(place(k), f"add.u32 {count}, {count}, {1 << 8 * number};")
     k.insert(k.returns(), f"st.global.u32 [%rd3], {count};")
     apply(plan)
     return str(module)
@@ -50,10 +53,13 @@ def edges_of(text: str) -> list:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.data())
-def test_code_on_an_edge_runs_exactly_when_the_edge_is_taken(program, data):
-    u, v = data.draw(st.sampled_from(edges_of(program.text)))
-    counted = count_on(program.text, lambda k: k.on_edge(u, v))
-    assert counts(counted) == [program.edges(tid).get((u, v), 0) for tid in range(THREADS)]
+def test_code_on_edges_runs_exactly_when_the_edge_is_taken(program, data):
+    """One to three edges at once, so that code for several edges meets at one place."""
+    chosen = data.draw(st.lists(st.sampled_from(edges_of(program.text)), min_size=1, max_size=3, unique=True))
+    counted = count_on(program.text, *(lambda k, edge=edge: k.on_edge(*edge) for edge in chosen))
+    expected = [sum(program.edges(tid).get(edge, 0) << 8 * n for n, edge in enumerate(chosen))
+                for tid in range(THREADS)]
+    assert counts(counted) == expected
     assert ptxkit.parse(counted).function("k")  # and it parses again
 
 
@@ -77,7 +83,7 @@ def test_edge_code_assembles(program, data):
 
     edges = edges_of(program.text)
     chosen = data.draw(st.lists(st.sampled_from(edges), min_size=1, max_size=4, unique=True))
-    text = count_on(program.text, lambda k: [k.on_edge(u, v) for u, v in chosen])
+    text = count_on(program.text, *(lambda k, edge=edge: k.on_edge(*edge) for edge in chosen))
     assemble(text, "sm_90a", options=("-c",), cache=False)
 
 

@@ -271,8 +271,11 @@ class FunctionPlan:
         edits: list = []
         fallen_into: set[int] = set()  # labels before which an edge block was already put
         indent = _instruction_indent(self.function)
-        # edge blocks last: code put before the same label for function entry runs first, then jumps over them
-        for site in sorted(self._sites.values(), key=lambda site: site.position.kind == "edge"):
+        # code after a guarded ret that is also split for a return goes after the split's label (the
+        # fall-through path starts there); edge blocks go last, so that function-entry code put before the
+        # same label runs first and then jumps over them
+        order = {"before": 0, "exit": 0, "after": 1, "edge": 2}
+        for site in sorted(self._sites.values(), key=lambda site: order[site.position.kind]):
             position = site.position
             node = position.node
             if position.kind in ("before", "after"):
