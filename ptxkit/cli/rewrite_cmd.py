@@ -86,7 +86,8 @@ def rewrite_one(path: str, args):
     from ptxkit.rewrite.pipeline import PassError, run
 
     from .batch import FileResult
-    from .common import EXIT_OK, UsageError, read_input, write_atomically
+    from .common import EXIT_OK, UsageError, read_input
+    from .output import write_file
     from .fence_cmd import fence_options
 
     data, name = read_input(path)
@@ -107,9 +108,9 @@ def rewrite_one(path: str, args):
         err.extend(f"{name}:{w.line}:{w.column}: warning: {w.text}\n" for w in result.fence.warnings)
     if args.in_place:
         if result.changed:
-            write_atomically(path, text.encode("utf-8"))
+            write_file(path, text.encode("utf-8"))
     elif args.output is not None:
-        write_atomically(args.output, text.encode("utf-8"))
+        write_file(args.output, text.encode("utf-8"))
     elif not (args.diff or args.format != "text"):
         out.append(text)
     if args.diff:
