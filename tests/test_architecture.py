@@ -1,0 +1,156 @@
+"""The layers of ptxkit and the imports allowed between them (docs/architecture.md §1 and §3).
+
+Every module of ``ptxkit/``, ``cfg/`` and ``generators/`` has a layer here; a module added
+without one fails, so that the note is kept up to date with the code.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: folder → the package it is installed as (pyproject.toml's package-dir)
+FOLDERS = {"ptxkit": "ptxkit", "cfg": "ptxkit.cfg", "generators": "ptxkit.generators"}
+
+#: module (or package, for everything under it but the root ``ptxkit``) → layer; the
+#: longest match wins
+LAYER_OF = {
+    "ptxkit._regex": "helpers",
+    "ptxkit._records": "helpers",
+    "ptxkit._gc": "helpers",
+    "ptxkit._lazy": "helpers",
+    "ptxkit.isa": "isa",
+    "ptxkit.lexer": "syntax",
+    "ptxkit.parser": "syntax",
+    "ptxkit.syntax": "syntax",
+    "ptxkit.declarations": "syntax",
+    "ptxkit.instruction": "syntax",
+    "ptxkit.errors": "syntax",
+    "ptxkit.edits": "syntax",
+    "ptxkit.toolkit": "toolchain",
+    "ptxkit.ptxas": "toolchain",
+    "ptxkit.cubin_cache": "toolchain",
+    "ptxkit.runtime": "toolchain",
+    "ptxkit.tensormap": "toolchain",
+    "ptxkit.instrument.layout": "traces",
+    "ptxkit.trace": "traces",
+    "ptxkit.plot": "traces",
+    "ptxkit.rewrite": "passes",
+    "ptxkit.instrument": "passes",
+    "ptxkit.cfg": "cfg",
+    "ptxkit.generators": "generators",
+    "ptxkit.triton_hook": "integrations",
+    "ptxkit.fencelog": "integrations",
+    "ptxkit.cli": "cli",
+    "ptxkit.__main__": "cli",
+    "ptxkit": "package",  # ptxkit/__init__.py: the public names, imported lazily
+}
+
+BELOW_CFG = {"helpers", "isa", "syntax", "package"}
+#: layer → the layers it may import (its own always)
+ALLOWED = {
+    "helpers": set(),
+    "isa": {"helpers"},
+    "syntax": {"helpers", "isa"},
+    "package": {"helpers"},
+    "traces": {"helpers"},
+    "toolchain": BELOW_CFG | {"traces"},
+    "cfg": BELOW_CFG,
+    "passes": BELOW_CFG | {"traces", "cfg"},
+    "generators": BELOW_CFG | {"traces", "toolchain"},
+    "integrations": BELOW_CFG | {"traces", "toolchain", "cfg", "passes", "generators"},
+    "cli": BELOW_CFG | {"traces", "toolchain", "cfg", "passes", "generators", "integrations"},
+}
+
+
+def module_name(path: Path) -> str:
+    """The installed name of a source file.
+
+    >>> module_name(ROOT / "cfg" / "proxy.py"), module_name(ROOT / "ptxkit" / "cli" / "__init__.py")
+    ('ptxkit.cfg.proxy', 'ptxkit.cli')
+    """
+    relative = path.relative_to(ROOT).with_suffix("")
+    parts = [FOLDERS[relative.parts[0]], *relative.parts[1:]]
+    return ".".join(parts).removesuffix(".__init__")
+
+
+def sources() -> dict[str, Path]:
+    return {module_name(path): path for folder in FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))}
+
+
+def layer(name: str) -> str | None:
+    """The layer of a module name (None: not ours, or not placed).
+
+    >>> layer("ptxkit.cfg.events"), layer("ptxkit.isa"), layer("ptxkit"), layer("ptxkit.new_module")
+    ('cfg', 'isa', 'package', None)
+    """
+    if name == "ptxkit":
+        return LAYER_OF[name]
+    while "." in name:
+        if name in LAYER_OF:
+            return LAYER_OF[name]
+        name = name.rpartition(".")[0]
+    return None
+
+
+def imported(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of ours that `path` (module `name`) imports anywhere in its code."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            for alias in node.names:  # `from ptxkit import runtime` imports a module
+                full = f"{base}.{alias.name}"
+                found.add(full if full in known else base)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {module for module in found if module == "ptxkit" or module.startswith("ptxkit.")}
+
+
+def violations(modules: dict[str, Path], root: Path = ROOT) -> list[str]:
+    """``file: layer imports module (its layer)`` for each import of `modules` (name → file)
+    that docs/architecture.md §3 does not allow."""
+    known = set(modules) | set(sources())
+    wrong = []
+    for name, path in modules.items():
+        own = layer(name)
+        for target in sorted(imported(name, path, known)):
+            theirs = layer(target)
+            if theirs != own and theirs not in ALLOWED[own]:
+                wrong.append(f"{path.relative_to(root)}: {own} imports {target} ({theirs})")
+    return wrong
+
+
+def test_every_module_has_a_layer():
+    missing = [name for name in sources() if layer(name) is None]
+    assert not missing, f"place these in LAYER_OF and in docs/architecture.md §1: {missing}"
+
+
+def test_imports_follow_the_layers():
+    wrong = violations(sources())
+    assert not wrong, "imports that docs/architecture.md §3 does not allow:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize(
+    "name, code, allowed",
+    [
+        ("ptxkit.cfg.x", "from ptxkit.generators.layout import S", False),
+        ("ptxkit.generators.x", "def f():\n    from ptxkit.cfg import fence_text", False),
+        ("ptxkit.generators.x", "from . import layout\nfrom ptxkit import runtime, parse", True),
+        ("ptxkit.syntax", "from ptxkit.ptxas import assemble", False),
+        ("ptxkit.isa", "from .syntax import Module", False),
+        ("ptxkit.runtime", "from ptxkit.cli.main import main", False),
+        ("ptxkit.cli.x", "import ptxkit.cfg.fence\nimport numpy", True),
+    ],
+)
+def test_the_check_finds_a_forbidden_import(tmp_path, name, code, allowed):
+    path = tmp_path / "x.py"
+    path.write_text(code + "\n")
+    assert (violations({name: path}, tmp_path) == []) == allowed
