@@ -108,7 +108,7 @@ def _fenced_before(flow, events: list[list], facts: list, fences: dict, barrier:
     """The facts each of whose accesses reaches, on every path, a fence that orders it
     and then `barrier`: accesses of this CTA's shared memory that are done when made
     (not ``cp.async`` writes, which a fence does not wait for; not writes into another
-    CTA, which only a fence in that CTA orders for it, §4.3)."""
+    CTA, which only a fence in that CTA orders for it, docs/fence.md §4.3)."""
     mask = 0
     for fact in facts:
         done = fact.location.space == CTA and all(event.kind is not Kind.CP_ASYNC for _, event in fact.origins)

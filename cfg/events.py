@@ -438,7 +438,7 @@ class _Classifier:
                                    or atom.form == GENERIC and atom.space == SHARED_CTA_SPACE):
                 # the window the opcode names (a .shared::cluster access of our own bytes
                 # is still a cluster-window access, docs/fence.md §5.3); a generic address
-                # of our own shared memory names its window address's bytes (§8)
+                # of our own shared memory names its window address's bytes (docs/fence.md §8)
                 space = (named & SHARED) | SPACE_BITS[atom.space]
                 out.append(of_atom(atom, width, CLUSTER if space & CLUSTER else CTA))
             elif atom.form == TOP_FORM or atom.form == NUM or atom.form == WINDOW:

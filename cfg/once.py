@@ -623,7 +623,7 @@ def export_limits(flow, events: list, facts: list) -> dict[int, tuple]:
             if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
                 waits.append((block, event))
     # only an arrive in a loop (behind a do-once predicate) is worth the cost: what an
-    # arrive outside loops hands over the phases of §4.2 mostly settle
+    # arrive outside loops hands over the phases of docs/fence.md §4.2 mostly settle
     looped = set(loop_forest(flow).innermost()) if arrives else set()
     in_loops = [(block, event) for block, event in arrives if block in looped]
     if not in_loops or not _tests_a_flag(flow, looped):

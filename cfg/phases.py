@@ -496,7 +496,7 @@ def _apart_in_a_visit(first: tuple, second: tuple) -> bool:
     if in1 is None and in2 is None:
         return _before((n1, loops1), (n2, loops2)) or _before((n2, loops2), (n1, loops1))
     if in1 == in2:
-        return False  # in one loop: §4.2's rule for a loop's body decides
+        return False  # in one loop: docs/fence.md §4.2's rule for a loop's body decides
     return _ahead(first, second) or _ahead(second, first)
 
 

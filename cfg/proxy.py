@@ -421,7 +421,7 @@ class KernelAnalysis:
 
     def _limited_hearers(self) -> dict[int, set]:
         """id(wait) -> the blocks of the arrives whose exports hold what that wait imports
-        (an arrive run once, §4.5): when the wait imports more, their blocks run again,
+        (an arrive run once, docs/fence.md §4.5): when the wait imports more, their blocks run again,
         though the states reaching them may not change."""
         blocks = {id(event): block for block, events in enumerate(self.events) for event in events}
         hearers: dict[int, set] = {}
@@ -477,7 +477,7 @@ class KernelAnalysis:
 
     def _thread_merges(self) -> dict:
         """The merges at the blocks where thread-index splits meet: there a fact is
-        uncredited only where every path from the split left it so (§4.4)."""
+        uncredited only where every path from the split left it so (docs/fence.md §4.4)."""
         plane = self.put(self._full, UNCREDITED)
         keep = ~plane
 
@@ -570,7 +570,7 @@ class KernelAnalysis:
     def kill_mask(self, spaces: int) -> int:
         """The facts a proxy fence ordering `spaces` makes no longer pending (every plane
         but in-flight and remote: a fence neither completes a cp.async nor orders a write
-        for another CTA; and no init that other CTAs need released, §4.7)."""
+        for another CTA; and no init that other CTAs need released, docs/fence.md §4.7)."""
         mask = self._kill_cache.get(spaces)
         if mask is None:
             facts = 0
@@ -583,7 +583,7 @@ class KernelAnalysis:
 
     def _fence_kill(self, event: Event) -> int:
         """The state bits a fence event clears: ``fence.mbarrier_init`` orders the inits
-        (and releases at cluster scope those its own thread made, §4.7), a proxy fence
+        (and releases at cluster scope those its own thread made, docs/fence.md §4.7), a proxy fence
         its spaces."""
         if event.kind is Kind.INIT_FENCE or event.detail == RELEASES_INITS:
             init = self._hazard_masks[Hazard.INIT]
@@ -775,7 +775,7 @@ class KernelAnalysis:
             if event.detail and strong:
                 state &= ~self.put(self._full, IN_FLIGHT)
         if kind is Kind.ARRIVE and event.detail == RELEASE and strong:
-            # a release at cluster scope: every init this thread made or saw is released (§4.7)
+            # a release at cluster scope: every init this thread made or saw is released (docs/fence.md §4.7)
             state &= ~(self.put(self._hazard_masks[Hazard.INIT_CLUSTER], LOCAL)
                        | self.put(self._hazard_masks[Hazard.INIT_CLUSTER], IMPORTED))
         if kind is Kind.ARRIVE or kind is Kind.ARRIVE_WAIT:
@@ -786,7 +786,8 @@ class KernelAnalysis:
                 same |= in_flight
                 unpublished |= in_flight
             fenced = self._fenced_before_copies.get(key)
-            if fenced:  # every copy the waiters need comes after every thread fenced these (§4.6)
+            # every copy the waiters need comes after every thread fenced these (docs/fence.md §4.6)
+            if fenced:
                 same &= ~fenced
                 unpublished &= ~fenced
             crossed = self.plane(state, CROSSED)
@@ -795,7 +796,8 @@ class KernelAnalysis:
                 if strong:
                     state &= ~self.put(self._full, REMOTE)
             limit = self._export_limits.get(key)
-            if limit is not None:  # an arrive before its mbarrier's one completion, or run once (§4.5)
+            # an arrive before its mbarrier's one completion, or run once (docs/fence.md §4.5)
+            if limit is not None:
                 allowed, own, heard = limit
                 if heard is not None:
                     imported = 0

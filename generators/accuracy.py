@@ -3,7 +3,7 @@ kernel accumulates rather than picked.
 
 A sum whose every term goes through at most d roundings in a type with unit roundoff u
 is off by at most γ_d · Σ|term|, with γ_d = d·u / (1 - d·u) (Higham, *Accuracy and
-Stability of Numerical Algorithms*, §4.2). d is the depth of the accumulation: n - 1
+Stability of Numerical Algorithms*, section 4.2). d is the depth of the accumulation: n - 1
 for a sequential fold of n terms (an upper bound for every order), log2(w) for a
 butterfly over w lanes, and so on. max and min have no rounding error at all.
 

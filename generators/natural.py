@@ -1,10 +1,10 @@
 """Natural kernels: TVM's reduction tests written literally, addresses computed from the lane.
 
 The register-image harness checks the generators through the layouts; these kernels
-check the same generators the way TVM's tests use them: a lane loads ``A[lane]``
-(§4.9) or ``A[4·lane+i]`` (§4.10), a warp loads its WGMMA accumulator fragment
-(§4.6), and four warps sum rows in a loop, combining through shared memory under a
-warp-uniform branch (§4.12, TVM's multi-warp loop, the 144th local-variant test).
+check the same generators the way TVM's tests use them: a lane loads ``A[lane]`` or
+``A[4·lane+i]``, a warp loads its WGMMA accumulator fragment, and four warps sum rows in a
+loop, combining through shared memory under a warp-uniform branch (TVM's multi-warp loop,
+the 144th local-variant test): docs/reduction.md §4.3, §4.9, §4.10, §4.6 and §4.12.
 
 >>> from ptxkit.generators.harness import simulator
 >>> case = warp_shuffle_natural("sum", "f32")
@@ -101,7 +101,7 @@ def _lane(b) -> str:
 
 
 def warp_shuffle_natural(op: str, dt: str) -> NaturalCase:
-    """§4.9: ``src[0] = A[lane]``; warp reduce; ``B[lane] = dst[0]``.
+    """docs/reduction.md §4.9: ``src[0] = A[lane]``; warp reduce; ``B[lane] = dst[0]``.
 
     >>> from ptxkit.generators.harness import simulator
     >>> case = warp_shuffle_natural("max", "f16"); case.name
@@ -130,7 +130,7 @@ def warp_shuffle_natural(op: str, dt: str) -> NaturalCase:
 
 
 def warp_shuffle_multi_natural(op: str, dt: str) -> NaturalCase:
-    """§4.10: ``src[i] = A[4·lane+i]``; warp reduce; every lane stores ``B[i] = dst[i]``.
+    """docs/reduction.md §4.10: ``src[i] = A[4·lane+i]``; warp reduce; every lane stores ``B[i] = dst[i]``.
 
     >>> from ptxkit.generators.harness import simulator
     >>> case = warp_shuffle_multi_natural("sum", "f32")
@@ -165,7 +165,7 @@ def warp_shuffle_multi_natural(op: str, dt: str) -> NaturalCase:
 
 
 def wgmma_fragment_natural(groups: int, warps: int, op: str, dt: str, shuffle: bool, accum: bool) -> NaturalCase:
-    """§4.6 with TVM's loads: ``acc[j, 2i+v] = A[row0 + 8j + lane/4, 8i + 2(lane%4) + v]``.
+    """docs/reduction.md §4.6 with TVM's loads: ``acc[j, 2i+v] = A[row0 + 8j + lane/4, 8i + 2(lane%4) + v]``.
 
     >>> from ptxkit.generators.harness import simulator
     >>> case = wgmma_fragment_natural(1, 4, "max", "f16", shuffle=False, accum=False)
@@ -233,7 +233,7 @@ def wgmma_fragment_natural(groups: int, warps: int, op: str, dt: str, shuffle: b
 
 
 def multi_warp_loop_natural(iterations: int = 3) -> NaturalCase:
-    """§4.12: 4 warps sum a row of 128 each iteration; warps combine through shared memory,
+    """docs/reduction.md §4.12: 4 warps sum a row of 128 each iteration; warps combine through shared memory,
     warp 0 alone (a warp-uniform branch) reduces the 4 partial sums.
 
     >>> from ptxkit.generators.harness import simulator
@@ -296,7 +296,7 @@ def multi_warp_loop_natural(iterations: int = 3) -> NaturalCase:
 
 
 def natural_cases() -> list[NaturalCase]:
-    """Every natural kernel: §4.9 and §4.10 (4 each), §4.6 (54), §4.12 (1).
+    """Every natural kernel: 4 + 4 + 54 + 1 of docs/reduction.md §4.9, §4.10, §4.6 and §4.12.
 
     >>> cases = natural_cases()
     >>> len(cases), cases[-1].name, sum(c.group == "natural_wgmma" for c in cases)

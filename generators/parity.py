@@ -1,5 +1,5 @@
-"""TVM's local-reduction tests (reduction.md §4.4–§4.13) and the cases TVM does not test
-(§7.5 B), as register-image cases with numpy float64 references.
+"""TVM's local-reduction tests (docs/reduction.md §4.4–§4.13) and the cases TVM does not
+test (docs/reduction.md §7.4), as register-image cases with numpy float64 references.
 
 Tolerances are not TVM's (0.1 and 0.25 for f16/bf16, which let a wrong shuffle mask pass):
 max and min must be exact, and a sum may be off by at most γ_d · Σ|x| (`accuracy`), d
@@ -7,9 +7,9 @@ the depth of the path's accumulation (log2 of the width of a butterfly; n - 1, w
 bounds every order, for the sequential folds).
 
 `tvm_cases()` gives 143 of TVM's 144 local-variant cases with TVM's parameters (the
-144th, the multi-warp loop of §4.12, needs shared memory and a loop: it is a natural
+144th, the multi-warp loop of docs/reduction.md §4.12, needs shared memory and a loop: it is a natural
 kernel in `natural.py`), plus TVM's 36 3-input max/min cases, which before sm_100 take
-Path 1 as in TVM; `extra_cases()` gives §7.5 B; `sm100_cases()` the fast paths (run by
+Path 1 as in TVM; `extra_cases()` gives docs/reduction.md §7.4; `sm100_cases()` the fast paths (run by
 the simulator, assembled for sm_100a). The same cases run on the GPU
 (tests/test_reduce_gpu.py) and in the simulator (the CPU tests).
 
@@ -122,7 +122,7 @@ def _shape_name(shape) -> str:
     return "x".join(map(str, shape))
 
 
-# ---- §4.4 Path 1 ---------------------------------------------------------------------------------
+# ---- docs/reduction.md §4.4 Path 1 -------------------------------------------------------------------------
 THREAD_WISE = [
     ((1,), (1,), (0,)), ((4,), (1,), (0,)), ((7,), (1,), (0,)), ((16,), (1,), (0,)), ((32,), (1,), (0,)),
     ((4, 8), (8,), (0,)), ((4, 8), (4,), (1,)), ((3, 4, 5), (4,), (0, 2)), ((2, 3, 4), (2, 3), (-1,)),
@@ -131,7 +131,7 @@ THREAD_WISE = [
 
 
 def thread_wise_cases(target="sm_90a", copies=4) -> list[ParityCase]:
-    """§4.4: Path 1 over TVM's shapes and axes, every op, with and without accum.
+    """docs/reduction.md §4.4: Path 1 over TVM's shapes and axes, every op, with and without accum.
 
     >>> cases = thread_wise_cases()
     >>> len(cases), cases[1].name, cases[1].case.copies
@@ -154,7 +154,7 @@ def thread_wise_cases(target="sm_90a", copies=4) -> list[ParityCase]:
     return cases
 
 
-# ---- §4.5 Path 3, purely local -----------------------------------------------------------------------
+# ---- docs/reduction.md §4.5 Path 3, purely local -----------------------------------------------------------
 VIEW_BASIC = [
     ((64,), (1,), (-1,), False, None), ((64,), (1,), (-1,), True, None), ((64,), (1,), (-1,), False, 32),
     ((4, 8), (1, 1), (1, 2), False, None), ((4, 8), (4, 1), (-1,), False, None), ((4, 8), (1, 8), (1,), False, None),
@@ -167,7 +167,8 @@ def _lane_rows(shape) -> TileLayout:
 
 
 def view_basic_cases(target="sm_90a") -> list[ParityCase]:
-    """§4.5: Path 3 at warp scope on one row per lane, folded within each lane (no shuffles).
+    """docs/reduction.md §4.5: Path 3 at warp scope on one row per lane, folded within each
+    lane (no shuffles).
 
     >>> cases = view_basic_cases()
     >>> len(cases), cases[0].name, cases[0].case.src.layout
@@ -194,7 +195,7 @@ def view_basic_cases(target="sm_90a") -> list[ParityCase]:
     return cases
 
 
-# ---- §4.6 Path 3 with the WGMMA accumulator layout -----------------------------------------------------
+# ---- docs/reduction.md §4.6 Path 3 with the WGMMA accumulator layout ---------------------------------------
 def wgmma_acc_layout() -> TileLayout:
     """The (16, 128) WGMMA accumulator of one warp, built as TVM's test builds it.
 
@@ -211,7 +212,7 @@ RED_VIEW = TileLayout(S[(2, 32) : (1, 1 @ laneid)])
 
 
 def view_complex_cases(target="sm_90a") -> list[ParityCase]:
-    """§4.6: Path 3 on the WGMMA accumulator (`wgmma_acc_layout`) of 1, 4 and 8 warps, with
+    """docs/reduction.md §4.6: Path 3 on the WGMMA accumulator (`wgmma_acc_layout`) of 1, 4 and 8 warps, with
     and without shuffles.
 
     >>> cases = view_complex_cases()
@@ -245,7 +246,7 @@ def view_complex_cases(target="sm_90a") -> list[ParityCase]:
     return cases
 
 
-# ---- §4.7 3-input max/min on a pre-sm_100 target (Path 1) ----------------------------------------------
+# ---- docs/reduction.md §4.7 3-input max/min on a pre-sm_100 target (Path 1) --------------------------------
 MAXMIN_LENGTHS = (8, 16, 64, 128, 256, 7, 10, 15, 100)
 PACKED_SUM_LENGTHS = (8, 16, 64, 128, 256, 9, 17, 63, 65, 100)
 
@@ -273,7 +274,7 @@ def _one_value_cases(group, lengths, ops, target) -> list[ParityCase]:
 
 
 def maxmin_fallback_cases(target="sm_90a") -> list[ParityCase]:
-    """TVM's §4.7 on a target before sm_100: Path 1.
+    """TVM's docs/reduction.md §4.7 on a target before sm_100: Path 1.
 
     >>> cases = maxmin_fallback_cases()
     >>> len(cases), cases[0].name, cases[0].case.target
@@ -283,8 +284,9 @@ def maxmin_fallback_cases(target="sm_90a") -> list[ParityCase]:
 
 
 def sm100_cases(target="sm_100a") -> list[ParityCase]:
-    """TVM's §4.7 and §4.8 on sm_100a (36 + 20; length 7 stays on Path 1), plus the lengths
-    of §7.5 B14 they miss. Assemble-only on an H200; the simulator runs them.
+    """TVM's docs/reduction.md §4.7 and §4.8 on sm_100a (36 + 20; length 7 stays on Path 1),
+    plus the lengths of docs/reduction.md §7.4 (B14) they miss. Assemble-only on an H200; the
+    simulator runs them.
 
     >>> cases = sm100_cases()
     >>> len(cases), cases[0].name, cases[0].case.target
@@ -294,7 +296,7 @@ def sm100_cases(target="sm_100a") -> list[ParityCase]:
             + _one_value_cases("sm100_sum", PACKED_SUM_LENGTHS + (15,), ("sum",), target))
 
 
-# ---- §4.9–§4.11 Path 2 -------------------------------------------------------------------------------------
+# ---- docs/reduction.md §4.9–§4.11 Path 2 -------------------------------------------------------------------
 def _shuffle_case(name, group, src_shape, src_layout, dst_shape, dst_layout, op, dt, expected,
                   target="sm_90a", copies=1, select_for=None, **options):
     """A Path-2 case: a sum is as deep as its butterfly (one rounding per xor mask)."""
@@ -307,7 +309,7 @@ def _shuffle_case(name, group, src_shape, src_layout, dst_shape, dst_layout, op,
 
 
 def warp_shuffle_cases(target="sm_90a") -> list[ParityCase]:
-    """§4.9–§4.11: Path 2 with one or four elements per lane, and a layout with gaps.
+    """docs/reduction.md §4.9–§4.11: Path 2 with one or four elements per lane, and a layout with gaps.
 
     >>> cases = warp_shuffle_cases()
     >>> len(cases), cases[0].name, cases[-1].name
@@ -331,9 +333,9 @@ def warp_shuffle_cases(target="sm_90a") -> list[ParityCase]:
     return cases
 
 
-# ---- §4.13 Path 3 at warpgroup scope ----------------------------------------------------------------------
+# ---- docs/reduction.md §4.13 Path 3 at warpgroup scope -----------------------------------------------------
 def warpgroup_cases(target="sm_90a") -> list[ParityCase]:
-    """§4.13: Path 3 at warpgroup scope, one row of 16 per thread.
+    """docs/reduction.md §4.13: Path 3 at warpgroup scope, one row of 16 per thread.
 
     >>> [c.name for c in warpgroup_cases()]
     ['wg_local_sum', 'wg_local_max']
@@ -360,7 +362,7 @@ def _lanes(*specs) -> TileLayout:
 
 
 def partial_width_cases(target="sm_90a") -> list[ParityCase]:
-    """B1–B3: Path 2 over groups of W adjacent lanes, strided replicas, width 1.
+    """docs/reduction.md §7.4, B1–B3: Path 2 over groups of W adjacent lanes, strided replicas, width 1.
 
     >>> cases = partial_width_cases()
     >>> len(cases), sorted({c.group for c in cases})
@@ -440,7 +442,8 @@ def integer_cases(target="sm_90a") -> list[ParityCase]:
 
 
 def view_mask_cases(target="sm_90a") -> list[ParityCase]:
-    """B5: Path 3 shuffles over a dim held by several lane iters, and over rows spread on lanes.
+    """docs/reduction.md §7.4, B5: Path 3 shuffles over a dim held by several lane iters, and
+    over rows spread on lanes.
 
     >>> [c.name for c in view_mask_cases()][:2]
     ['view_masks_1_2_16_sum', 'view_masks_4_8_16_sum']
@@ -473,7 +476,7 @@ def view_mask_cases(target="sm_90a") -> list[ParityCase]:
 
 
 def in_place_cases(target="sm_90a") -> list[ParityCase]:
-    """B6: Path 2 with dst a view of src's own registers (no copies are emitted).
+    """docs/reduction.md §7.4, B6: Path 2 with dst a view of src's own registers (no copies are emitted).
 
     >>> case = in_place_cases()[0]
     >>> case.name, case.case.dst is None, case.case.out.shape
@@ -504,8 +507,8 @@ FLT_MAX = 3.4028234663852886e38
 
 
 def identity_cases(target="sm_90a") -> list[ParityCase]:
-    """B7: TVM's identities and PTX's max/min at the edges, with both NaN policies (checked
-    exactly). TVM's answers are those of ``nan="ignore"``.
+    """docs/reduction.md §7.4, B7: TVM's identities and PTX's max/min at the edges, with both
+    NaN policies (checked exactly). TVM's answers are those of ``nan="ignore"``.
 
     >>> cases = identity_cases()
     >>> len(cases), [c.name for c in cases][:4], {c.depth for c in cases}
@@ -599,7 +602,7 @@ def _with_nans(rng, case):
 
 
 def region_cases(target="sm_90a") -> list[ParityCase]:
-    """B8–B10: regions in Path 1 and 3, axes edge cases, squeezed dst in Path 3.
+    """docs/reduction.md §7.4, B8–B10: regions in Path 1 and 3, axes edge cases, squeezed dst in Path 3.
 
     >>> cases = region_cases()
     >>> len(cases), sorted({c.group for c in cases})
@@ -666,7 +669,8 @@ def region_cases(target="sm_90a") -> list[ParityCase]:
 
 
 def fallback_cases(target="sm_90a") -> list[ParityCase]:
-    """B13: every dtype with the instructions of its oldest target (selected, run here).
+    """docs/reduction.md §7.4, B13: every dtype with the instructions of its oldest target
+    (selected, run here).
 
     >>> cases = fallback_cases()
     >>> len(cases), cases[0].name, cases[0].case.select_for
@@ -711,7 +715,7 @@ def oldest_target_cases() -> list[ParityCase]:
 
 
 def extra_cases(target="sm_90a") -> list[ParityCase]:
-    """The cases of reduction.md §7.5 B that run (the refusals are CPU tests).
+    """The cases of docs/reduction.md §7.4 that run (the refusals are CPU tests).
 
     >>> len(extra_cases())
     162
@@ -757,7 +761,8 @@ def all_cases(target="sm_90a") -> list[ParityCase]:
 
 
 def tvm_cases(target="sm_90a") -> list[ParityCase]:
-    """TVM's local-variant cases but the multi-warp loop (`natural.py`), and §4.7 on Path 1.
+    """TVM's local-variant cases but the multi-warp loop (`natural.py`), and docs/reduction.md §4.7
+    on Path 1.
 
     >>> cases = tvm_cases("sm_80")
     >>> len(cases), {c.case.target for c in cases}

@@ -189,7 +189,7 @@ PROXY_TABLE: tuple[tuple[tuple[str, ...], Effect, object], ...] = (
       "fence.proxy.async.shared", "membar.proxy.async.shared"), Effect.FENCE, (SHARED_CTA,)),
     (("fence.proxy.async", "membar.proxy.async"), Effect.FENCE, _ALL),
     (("fence.mbarrier_init",), Effect.INIT_FENCE, (SHARED_CTA,)),
-    # async proxy (research §3.2); completion and ordering helpers of the same families do nothing
+    # async proxy (docs/fence.md §2); completion and ordering helpers of the same families do nothing
     (("wgmma.fence", "wgmma.commit_group", "wgmma.wait_group"), Effect.NONE, ()),
     (("wgmma.mma_async",), Effect.ASYNC, (SHARED_CTA,)),
     (("tcgen05.mma", "tcgen05.cp"), Effect.ASYNC, (SHARED_CTA,)),  # cta_group::2 adds the cluster window
@@ -198,7 +198,7 @@ PROXY_TABLE: tuple[tuple[tuple[str, ...], Effect, object], ...] = (
     (("cp.async.bulk", "cp.reduce.async.bulk"), Effect.ASYNC, "opcode"),
     (("multimem.cp.async.bulk", "multimem.cp.reduce.async.bulk"), Effect.ASYNC, (SHARED_CTA, GLOBAL)),
     (("clusterlaunchcontrol.try_cancel",), Effect.ASYNC, (SHARED_CTA,)),  # ::all adds the cluster window
-    # generic proxy (§3.3)
+    # generic proxy (docs/fence.md §2)
     (("cp.async.commit_group", "cp.async.mbarrier.arrive"), Effect.NONE, ()),
     (("cp.async.wait_group", "cp.async.wait_all"), Effect.CP_ASYNC_WAIT, (SHARED_CTA,)),
     (("cp.async",), Effect.CP_ASYNC, (SHARED_CTA,)),

@@ -1,5 +1,5 @@
-"""The analysis helpers with the worked examples of reduction.md §2.4–§2.12, and every
-validation message of §2.12."""
+"""The analysis helpers with the worked examples of docs/reduction.md §2.4–§2.12, and every
+validation message (docs/reduction.md §2.12)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_get_indices_unravels_row_major():
 
 
 def test_layout_dims_of_the_wgmma_example():
-    # reduction.md §2.5
+    # docs/reduction.md §2.5
     assert analyze_layout_dims(ACC, [16, 128]) == [(8, 2, [(4, 8)]), (4, 32, [(1, 4)])]
     assert get_local_region(ACC, [16, 128], [0, 0], [16, 128]) == ([2, 32], [0, 0], [2, 32])
     assert build_local_dim_map(ACC, [16, 128]) == {0: 0, 1: 1}
@@ -93,7 +93,7 @@ def test_get_local_region_needs_boxes_that_cover_the_threads():
 
 
 def test_compute_shuffle_masks_examples():
-    # reduction.md §2.7
+    # docs/reduction.md §2.7
     assert compute_shuffle_masks([DimInfo(4, 1, [(1, 4)])], [0]) == [1, 2]
     assert compute_shuffle_masks([DimInfo(8, 1, [(16, 2), (1, 4)])], [0]) == [1, 2, 16]
     assert compute_shuffle_masks([DimInfo(32, 1, [(1, 32)])], [0]) == [1, 2, 4, 8, 16]
@@ -133,7 +133,7 @@ def test_view_shuffle_masks_refuses_what_compute_shuffle_masks_gets_wrong():
     ],
 )
 def test_analyze_shuffle_reduce_table(src, dst, result):
-    # reduction.md §2.8
+    # docs/reduction.md §2.8
     assert analyze_shuffle_reduce(TileLayout(src), TileLayout(dst)) == result
 
 

@@ -1,4 +1,5 @@
-"""The fence pass on every scenario of research fence.md §2 (``samples/fence``).
+"""The fence pass on every scenario of ``samples/fence``: TileLang's own tests (01-18,
+docs/fence.md §7) and ptxkit's (h01 onwards).
 
 Each sample is compared exactly with ``samples/fence/expected/NAME.ptx``; the pass is
 idempotent on its output; ``--check`` fails on the input exactly when fences are
@@ -27,7 +28,7 @@ NAMES = sorted(p.stem for p in FENCES.glob("*.ptx"))
 CTA, CLUSTER = "fence.proxy.async.shared::cta;", "fence.proxy.async.shared::cluster;"
 RELEASE_INITS = "fence.mbarrier_init.release.cluster;"
 
-#: The fences each scenario must get (fence.md §2): (inserted line, start of the next statement).
+#: The fences each scenario must get: (inserted line, start of the next statement).
 EXPECTED = {
     "01_async_to_generic_no_double_fence": [],
     "02_cp_async_then_wgmma": [(CTA, "wgmma.mma_async")],
@@ -416,10 +417,10 @@ TRITON_WS = {
     "attention_forward_128": [72],
     # the partitions' inits (57-240), no proxy fence anywhere after them; the epilogue's
     # stmatrix tile is fenced before bar.sync 2 and its TMA store, in a partition of the
-    # warp-specialization loop (§4.2)
+    # warp-specialization loop (docs/fence.md §4.2)
     "matmul_in_kernel_descriptors_ws": [242],
     # the same inits; each TMA load's stage and barrier follow the stage count that runs
-    # on across tiles (§3.1), so the tensormap staging words and the WS state are not hit
+    # on across tiles (docs/fence.md §3.1), so the tensormap staging words and the WS state are not hit
     "matmul_persistent_ws": [194],
 }
 

@@ -1,4 +1,4 @@
-"""The layout algebra, with the worked examples of reduction.md §2."""
+"""The layout algebra, with the worked examples of docs/reduction.md §2."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_apply_expands_every_replica_copy():
     assert len(places) == 32
     assert {p["laneid"] for p in places} == set(range(32)) and {p["m"] for p in places} == {2}
     # element (row, col) of the WGMMA accumulator: lane 4·(row%8) + (col%8)//2,
-    # slot 2·(row//8) + 4·(col//8) + col%2 (reduction.md §2.5)
+    # slot 2·(row//8) + 4·(col//8) + col%2 (docs/reduction.md §2.5)
     acc = TileLayout(S[(2, 8, 16, 4, 2) : (2, 4 @ laneid, 4, 1 @ laneid, 1)])
     for row, col in [(0, 0), (9, 3), (15, 127), (7, 64)]:
         (place,) = acc.apply((row, col), shape=[16, 128])
@@ -115,7 +115,7 @@ def test_group_splits_iters_at_dim_boundaries():
 
 
 def test_group_unit_dims_take_the_current_iter():
-    # reduction.md §2.3: a pure-thread unit dim, then a local unit dim
+    # docs/reduction.md §2.3: a pure-thread unit dim, then a local unit dim
     grouped, seps = TileLayout(S[(32, 1) : (1 @ laneid, 1)]).group([32, 1])
     assert grouped.shard[seps[1] : seps[2]] == (Iter(1, 1, laneid),)
     grouped, seps = TileLayout(S[(32, 4, 1) : (1 @ laneid, 1, 1)]).group([32, 4, 1])

@@ -273,7 +273,7 @@ def test_a_sync_no_path_reaches_leaves_the_visits_uncounted():
     assert (id(partition[0]), id(partition[-2])) not in pairs
 
 
-#: Random partition bodies for the dispatch loop, kept in step as §4.2 assumes (every
+#: Random partition bodies for the dispatch loop, kept in step as docs/fence.md §4.2 assumes (every
 #: thread runs as many syncs as the others up to each point of the body): a sync; a
 #: do-while loop of syncs whose bound is a parameter or the round count; such a loop
 #: behind a skip on one of those values; as many syncs on the two sides of a branch on

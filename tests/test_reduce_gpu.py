@@ -1,6 +1,6 @@
-"""The reduction generators on the GPU: TVM's parity suite (reduction.md §4.4–§4.13, with
-TVM's parameters and tolerances), the cases TVM does not test (§7.5 B), the natural
-kernels, and the SHFL count of the warp paths' SASS.
+"""The reduction generators on the GPU: TVM's parity suite with TVM's parameters, the cases
+TVM does not test, the natural kernels, and the SHFL count of the warp paths' SASS
+(docs/reduction.md §4.4–§4.13, §7.4, §4.3 and §4.1).
 
 Every case of a group is in one module, assembled once with ptxas and loaded once; each
 case is then one launch of one CTA. Run on an sm_90 GPU:
