@@ -7,7 +7,7 @@ bare ``§X`` is one of its own sections. The PTX ISA's sections are written
 ``PTX ISA §X`` or ``ISA §X`` and are not checked here. Any other ``§`` is an error: a
 reference that does not say which note it means, or one to a document the repository
 does not have. A section exists when its note has a heading numbered so
-(``### 4.4 A fence another thread ran``).
+(``### 4.4 A fence another thread ran``); a note named without a section must exist too.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ GROUP = re.compile(
     rf"(?P<items>{ITEM}(?:(?:,\s*|\s+and\s+|,\s+and\s+|\s+or\s+){ITEM})*)"
 )
 SECTION = re.compile(rf"§({NUMBER})")
+MENTION = re.compile(r"docs/([\w-]+)\.md")
 HEADING = re.compile(rf"^#{{1,6}}\s+({NUMBER})\.?\s", re.MULTILINE)
 
 
@@ -79,7 +80,7 @@ def problems_in(path: Path, root: Path = ROOT) -> list[str]:
     """``file:line: what is wrong`` for each reference in `path` to a note or section that
     does not exist, and each ``§`` that does not say what it cites."""
     text = path.read_text(errors="replace")
-    if "§" not in text:
+    if "§" not in text and "docs/" not in text:
         return []
     relative = path.relative_to(root).as_posix()
     own = path.stem if path.parent == DOCS and path.suffix == ".md" else None
@@ -98,6 +99,9 @@ def problems_in(path: Path, root: Path = ROOT) -> list[str]:
             found.append(f"{where(offset)}: docs/{note}.md does not exist")
         elif number not in sections(note):
             found.append(f"{where(offset)}: docs/{note}.md has no section {number}")
+    for mention in MENTION.finditer(text):
+        if not (DOCS / f"{mention[1]}.md").is_file():
+            found.append(f"{where(mention.start())}: docs/{mention[1]}.md does not exist")
     return sorted(set(found))
 
 
@@ -112,6 +116,7 @@ def test_every_cited_section_exists():
     [
         ("see docs/fence.md §99", "docs/fence.md has no section 99"),
         ("see docs/nowhere.md §1", "docs/nowhere.md does not exist"),
+        ("the design is in docs/nowhere.md", "docs/nowhere.md does not exist"),
         ("as reduction.md §2.3 says", "§2.3 does not say which note it cites"),
         ("docs/fence.md §4.4 and §4.99", "docs/fence.md has no section 4.99"),
     ],
