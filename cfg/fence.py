@@ -138,62 +138,52 @@ class Place:
 
 
 @record
-class FenceSite:
-    """One inserted fence, or one missing fence in check mode, with its reason.
+class AccessPair:
+    """One (generic access, async operation) pair a fence orders, with its witness.
 
-    `line`/`column`: the input statement the fence goes `where` ("before"/"after") it.
     `hazard`: ``raw`` (a generic write reaches an async-proxy access of its bytes),
-    ``war`` (a generic read reaches an async-proxy write of its bytes) or
+    ``war`` (a generic read reaches an async-proxy write of its bytes),
     ``mbarrier-init`` (an ``mbarrier.init`` reaches an async op completing on that
     mbarrier) or ``mbarrier-init-cluster`` (the same, for an mbarrier that other CTAs of
-    the cluster use, with no release of the init at cluster scope). `write`: the generic access (for any hazard); `target`: the async op,
-    of `target_kind` ``async`` or ``extern`` (a call that may start async ops, under
-    ``--extern-policy strict``); `handoff`: for an access made by another thread, the
-    arrive and the wait it was handed over through; `path`: the witness, as places
-    (the access, the start of each block in between, the arrive and the wait, the op).
+    the cluster use, with no release of the init at cluster scope). `access`: the
+    generic access (None when the witness could not name one); `op`: the async op, of
+    `op_kind` ``async`` or ``extern`` (a call that may start async ops, under
+    ``--extern-policy strict``); `spaces`: the memory the access leaves pending;
+    `handoff`: for an access made by another thread, the arrive and the wait it was
+    handed over through; `path`: the witness, as places (the access, the start of each
+    block in between, the arrive and the wait, the op).
 
     >>> from pathlib import Path
     >>> text = Path("samples/fence/06b_tma_store_after_shared_store.ptx").read_text()
-    >>> site = fence_text(text, "06b.ptx", rewrite=False)[1].missing[0]
-    >>> site.text, site.where, site.line, site.hazard, site.write.line, site.path_text()
-    ('fence.proxy.async.shared::cta;', 'before', 33, 'raw', 32, 'line 32 (st.shared.b16) -> line 33 (cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group)')
+    >>> pair, = fence_text(text, "06b.ptx", rewrite=False)[1].missing[0].pairs
+    >>> pair.hazard, pair.access.line, pair.op.line, pair.path_text()
+    ('raw', 32, 33, 'line 32 (st.shared.b16) -> line 33 (cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group)')
     """
 
-    function: str
-    line: int | None
-    column: int | None
-    where: str
-    text: str
-    variant: str
-    placement: str
-    spaces: str
     hazard: str
-    write: Place | None
-    target: Place
-    target_kind: str = "async"
+    spaces: str
+    access: Place | None
+    op: Place
+    op_kind: str = "async"
     handoff: tuple[Place, ...] = ()
     path: tuple[Place, ...] = ()
-    created_label: str | None = None
-
-    def message(self) -> str:
-        """One line: what goes where, and why."""
-        return f"{self.variant} {self.where} line {self.line}: {self.reason()}"
 
     def reason(self) -> str:
-        if self.target_kind == "extern":
-            target = f"the extern call at {self.target}, which may start async-proxy operations (extern policy strict)"
+        """Why the pair needs a fence, in one sentence."""
+        if self.op_kind == "extern":
+            target = f"the extern call at {self.op}, which may start async-proxy operations (extern policy strict)"
         elif self.hazard == Hazard.WAR.value:
-            target = f"the async-proxy write at {self.target}"
+            target = f"the async-proxy write at {self.op}"
         elif self.hazard == Hazard.INIT.value:
-            target = f"the async-proxy operation at {self.target}, which completes on that mbarrier"
+            target = f"the async-proxy operation at {self.op}, which completes on that mbarrier"
         elif self.hazard == Hazard.INIT_CLUSTER.value:
-            target = (f"the async-proxy operation at {self.target}, which completes on that mbarrier, also in "
+            target = (f"the async-proxy operation at {self.op}, which completes on that mbarrier, also in "
                       "other CTAs of the cluster, which use it")
         else:
-            target = f"the async-proxy access at {self.target}"
+            target = f"the async-proxy access at {self.op}"
         access = {Hazard.RAW.value: "generic-proxy write", Hazard.WAR.value: "generic-proxy read",
                   Hazard.INIT.value: "mbarrier.init", Hazard.INIT_CLUSTER.value: "mbarrier.init"}[self.hazard]
-        source = f"{access} at {self.write}" if self.write else f"a {access}"
+        source = f"{access} at {self.access}" if self.access else f"a {access}"
         handed = ""
         if self.handoff:
             arrive, wait = (*self.handoff, None)[:2]
@@ -211,8 +201,54 @@ class FenceSite:
             out.append((joint if out else "") + str(place))
         return "".join(out)
 
+    def to_json(self) -> dict:
+        return {**self._asdict(), "access": self.access._asdict() if self.access is not None else None,
+                "op": self.op._asdict(), "handoff": [place._asdict() for place in self.handoff],
+                "path": [place._asdict() for place in self.path]}
+
+
+@record
+class FenceSite:
+    """One inserted fence, or one missing fence in check mode, with every pair it orders.
+
+    `line`/`column`: the input statement the fence goes `where` ("before"/"after") it.
+    `pairs`: the (generic access, async op) pairs the fence orders (`AccessPair`), one
+    per async op it serves, first the one the fence was planned for; `hazard` and
+    `reason` are that first pair's.
+
+    >>> import ptxkit
+    >>> site, = fence_module(ptxkit.parse_file("samples/fence/13_hoist_out_of_if.ptx"), rewrite=False).fences
+    >>> site.text, site.where, site.line, site.hazard, [(p.access.line, p.op.line) for p in site.pairs]
+    ('fence.proxy.async.shared::cta;', 'before', 35, 'raw', [(32, 36), (32, 39)])
+    """
+
+    function: str
+    line: int | None
+    column: int | None
+    where: str
+    text: str
+    variant: str
+    placement: str
+    pairs: tuple[AccessPair, ...]
+    created_label: str | None = None
+
+    @property
+    def hazard(self) -> str:
+        """The hazard of the first pair."""
+        return self.pairs[0].hazard
+
+    def reason(self) -> str:
+        """Why the fence is needed: the first pair's reason, and how many more it orders."""
+        more = len(self.pairs) - 1
+        return self.pairs[0].reason() + (f" (and {more} more async-proxy operation{'s' * (more != 1)})"
+                                         if more else "")
+
+    def message(self) -> str:
+        """One line: what goes where, and why."""
+        return f"{self.variant} {self.where} line {self.line}: {self.reason()}"
+
     def explain(self) -> str:
-        """A paragraph of prose for ``--explain``."""
+        """A paragraph of prose for ``--explain``: where the fence goes, then each pair."""
         how = {
             "inline": "immediately before the async operation",
             "init": "right after the mbarrier.init, once, instead of before each async operation completing on it",
@@ -224,16 +260,48 @@ class FenceSite:
         text = f"{self.text} goes {self.where} line {self.line}, {how}"
         if self.created_label:
             text += f" (a new block labelled {self.created_label}; outside branches into the loop now go there)"
-        text = f"{text}: {'the ' if self.write else ''}{self.reason()}.\n    path: {self.path_text()}"
-        if self.handoff and len(self.handoff) == 2:
-            text += (f"\n    thread A makes the access and arrives at {self.handoff[0]}; thread B waits at "
-                     f"{self.handoff[1]} and issues the async operation")
-        return text
+        lines = [] if len(self.pairs) == 1 else [f"{text}; it orders {len(self.pairs)} pairs:"]
+        for number, pair in enumerate(self.pairs, 1):
+            lead = f"{text}: " if len(self.pairs) == 1 else f"    ({number}) "
+            lines.append(f"{lead}{'the ' if pair.access else ''}{pair.reason()}.")
+            lines.append(f"    path: {pair.path_text()}")
+            if pair.handoff and len(pair.handoff) == 2:
+                lines.append(f"    thread A makes the access and arrives at {pair.handoff[0]}; thread B waits at "
+                             f"{pair.handoff[1]} and issues the async operation")
+        return "\n".join(lines)
 
     def to_json(self) -> dict:
-        return {**self._asdict(), "write": self.write._asdict() if self.write is not None else None,
-                "target": self.target._asdict(), "handoff": [place._asdict() for place in self.handoff],
-                "path": [place._asdict() for place in self.path]}
+        return {**self._asdict(), "hazard": self.hazard, "pairs": [pair.to_json() for pair in self.pairs]}
+
+
+#: The version of `FenceReport.to_json`'s shape (docs/report-format.md); it goes up when a
+#: key changes meaning or goes away, not when one is added.
+REPORT_VERSION = 1
+
+
+@record
+class FenceWarning:
+    """Something the pass met that no fence can put right, at `line`:`column`: `kind`
+    ``in-flight`` (an async op may read shared memory a ``cp.async`` is still writing:
+    no fence waits for it) or ``unknown-opcode`` (an async-looking opcode the pass does
+    not know, taken as touching all shared memory).
+
+    >>> from pathlib import Path
+    >>> text = Path("samples/fence/02b_cp_async_without_wait.ptx").read_text()
+    >>> warning, = fence_text(text, "02b.ptx", rewrite=False)[1].warnings
+    >>> warning.kind, warning.line
+    ('in-flight', 37)
+    """
+
+    kind: str
+    line: int | None
+    column: int | None
+    text: str
+
+    @classmethod
+    def of(cls, kind: str, node, text: str) -> "FenceWarning":
+        place = Place.of(node, text)
+        return cls(kind, place.line, place.column, text)
 
 
 class FenceReport:
@@ -253,7 +321,7 @@ class FenceReport:
     def __init__(self, filename: str, options: FenceOptions, rewritten: bool):
         self.filename, self.options, self.rewritten = filename, options, rewritten
         self.fences: list[FenceSite] = []
-        self.warnings: list[Place] = []
+        self.warnings: list[FenceWarning] = []
         self.skipped: str | None = None
         self.edits: list = []
         self.lines = None
@@ -288,12 +356,23 @@ class FenceReport:
         return [] if self.rewritten else self.fences
 
     def to_json(self) -> dict:
+        """The report as data, in the same shape whether fences were inserted or only
+        found (docs/report-format.md; `REPORT_VERSION`).
+
+        >>> import ptxkit
+        >>> report = fence_module(ptxkit.parse_file("samples/fence/13_hoist_out_of_if.ptx"), rewrite=False)
+        >>> data = report.to_json()
+        >>> data["version"], data["mode"], data["changed"], [len(f["pairs"]) for f in data["fences"]]
+        (1, 'check', False, [2])
+        """
         return {
+            "version": REPORT_VERSION,
             "file": self.filename,
+            "mode": "fence" if self.rewritten else "check",
             "options": self.options._asdict(),
             "skipped": self.skipped,
             "changed": self.changed,
-            "inserted" if self.rewritten else "missing": [f.to_json() for f in self.fences],
+            "fences": [f.to_json() for f in self.fences],
             "warnings": [w._asdict() for w in self.warnings],
         }
 
@@ -404,7 +483,7 @@ class FunctionResult:
     analysis: KernelAnalysis
     plans: list[PlannedFence]
     sites: list[FenceSite]
-    warnings: list[Place]
+    warnings: list[FenceWarning]
     edits: list
 
 
@@ -443,7 +522,8 @@ def analyse_module(module, options: FenceOptions | None = None, everything: bool
     for function in roots:
         analysis = KernelAnalysis(function, options.analysis, flow=inlined_graph(function, functions))
         plans = plan_fences(analysis, options.placement, options.fence_side)
-        warnings = [Place.of(node, message) for node, message in analysis.warnings + analysis.in_flight()]
+        warnings = [FenceWarning.of("unknown-opcode", node, message) for node, message in analysis.warnings]
+        warnings += [FenceWarning.of("in-flight", node, message) for node, message in analysis.in_flight()]
         sites, edits = _sites_and_edits(analysis, plans, options, used_labels)
         results.append(FunctionResult(analysis, plans, sites, warnings, edits))
     return results
@@ -507,25 +587,6 @@ def _sites_and_edits(analysis: KernelAnalysis, plans: list[PlannedFence], option
 
 
 def _site(analysis: KernelAnalysis, plan: PlannedFence, variant: str, text: str, anchor, where: str) -> FenceSite:
-    first = plan.needs[0]
-    path, handoff, write = [], [], None
-    flow = analysis.flow
-    for step in plan.witness:
-        for block in step.via[1:]:  # the start of each block passed on the way here
-            basic = flow.blocks[block]
-            if basic.labels:
-                path.append(Place.of(basic.labels[0], basic.name))
-            elif basic.instructions and basic.instructions[0] is not step.instruction:
-                path.append(Place.of(basic.instructions[0], ""))
-        place = Place.of(step.instruction)
-        if step.what == "origin":  # handed on through other threads: no path shown up to the arrive
-            write = place
-            continue
-        if step.what in ("arrive", "wait"):
-            handoff.append(place)
-        elif step.what != "op":
-            write = place
-        path.append(place)
     position = anchor.position if anchor is not None else None
     return FenceSite(
         function=analysis.function.name,
@@ -535,11 +596,36 @@ def _site(analysis: KernelAnalysis, plan: PlannedFence, variant: str, text: str,
         text=text,
         variant=variant,
         placement=plan.placement,
-        spaces=spaces_text(analysis.spaces_of(first.pending)),
-        hazard=first.hazard.value,
-        write=write,
-        target=Place.of(first.instruction),
-        target_kind=first.kind,
+        pairs=tuple(_pair(analysis, need, witness) for need, witness in zip(plan.needs, plan.witnesses)),
+    )
+
+
+def _pair(analysis: KernelAnalysis, need, witness: list) -> AccessPair:
+    """The `AccessPair` of one need the fence serves, from its witness."""
+    path, handoff, access = [], [], None
+    flow = analysis.flow
+    for step in witness:
+        for block in step.via[1:]:  # the start of each block passed on the way here
+            basic = flow.blocks[block]
+            if basic.labels:
+                path.append(Place.of(basic.labels[0], basic.name))
+            elif basic.instructions and basic.instructions[0] is not step.instruction:
+                path.append(Place.of(basic.instructions[0], ""))
+        place = Place.of(step.instruction)
+        if step.what == "origin":  # handed on through other threads: no path shown up to the arrive
+            access = place
+            continue
+        if step.what in ("arrive", "wait"):
+            handoff.append(place)
+        elif step.what != "op":
+            access = place
+        path.append(place)
+    return AccessPair(
+        hazard=need.hazard.value,
+        spaces=spaces_text(analysis.spaces_of(need.pending)),
+        access=access,
+        op=Place.of(need.instruction),
+        op_kind=need.kind,
         handoff=tuple(handoff),
         path=tuple(path),
     )

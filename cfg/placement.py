@@ -78,7 +78,8 @@ class PlannedFence:
     pending access to the op's thread), ``loop`` (in a loop preheader) or ``branch``
     (before a conditional branch). `block`/`position`: where in the CFG (position =
     instruction index it precedes; the block length means "at the end"). `needs`: the
-    ops it serves, first the one its reason names.
+    ops it serves, first the one its reason names; `witnesses`: for each of them, in the
+    same order, `KernelAnalysis.explain` taken when the fence was planned.
 
     >>> import ptxkit
     >>> m = ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx")
@@ -88,18 +89,18 @@ class PlannedFence:
     """
 
     __slots__ = ("placement", "block", "position", "cover", "guard", "needs", "loop", "preheader", "event", "anchor",
-                 "witness", "releases_inits")
+                 "witnesses", "releases_inits")
 
     def __init__(self, placement: str, block: int, position: int, cover: int, guard, needs: list[Need],
-                 loop: Loop | None = None, preheader: Preheader | None = None, anchor=None, witness: list | None = None,
-                 releases_inits: bool = False):
+                 loop: Loop | None = None, preheader: Preheader | None = None, anchor=None,
+                 witnesses: list | None = None, releases_inits: bool = False):
         self.placement, self.block, self.position, self.cover, self.guard = placement, block, position, cover, guard
         # a fence.mbarrier_init.release.cluster: inits that other CTAs use (docs/fence.md §4.7)
         self.releases_inits = releases_inits
         self.needs, self.loop, self.preheader = needs, loop, preheader
         self.event = None  # the fence's event in the analysis, once added
         self.anchor = anchor  # the instruction it goes before (writer, call)
-        self.witness = witness if witness is not None else []  # `KernelAnalysis.explain` of the first need
+        self.witnesses = witnesses if witnesses is not None else []  # one `KernelAnalysis.explain` per need
 
     def __repr__(self) -> str:
         return f"<PlannedFence {self.placement} block={self.block} position={self.position}>"
@@ -152,8 +153,14 @@ def plan_fences(analysis: KernelAnalysis, placement: str = "hoist", fence_side: 
             needs = analysis.needs()
     for need in needs:
         plans.append(PlannedFence("inline", need.block, need.event.position, need.cover, need.guard, [need],
-                                  witness=analysis.explain(need)))
+                                  witnesses=_witnesses(analysis, [need])))
     return plans
+
+
+def _witnesses(analysis: KernelAnalysis, needs: list[Need]) -> list[list]:
+    """A witness for each need a fence serves, taken before the fence is added: each
+    (generic access, async op) pair the report lists (docs/fence.md §5.4)."""
+    return [analysis.explain(need) for need in needs]
 
 
 # -- writer side and call sites ---------------------------------------------------------------
@@ -229,7 +236,7 @@ def _init_fence(analysis: KernelAnalysis, served: list[Need], cover: int, block:
                                       for f in analysis.fact_list(n.pending) for b, e in f.origins)]
     if releases:  # the witness names an init that other CTAs need released
         users.sort(key=lambda n: not n.pending & analysis.hazard_mask(Hazard.INIT_CLUSTER))
-    plan = PlannedFence("init", block, position + 1, cover, None, users, witness=analysis.explain(users[0]),
+    plan = PlannedFence("init", block, position + 1, cover, None, users, witnesses=_witnesses(analysis, users),
                         releases_inits=releases)
     plan.event = analysis.add_fence(plan.block, plan.position, plan.cover, releases_inits=releases)
     return plan
@@ -266,7 +273,7 @@ def _writer_side(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFen
     for block, event, cover, served in wanted.values():
         anchor = analysis.flow.blocks[block].instructions[event.position]
         plans.append(PlannedFence("writer", block, event.position, cover, event.guard, served, anchor=anchor,
-                                  witness=analysis.explain(served[0])))
+                                  witnesses=_witnesses(analysis, served)))
     for plan in plans:
         plan.event = analysis.add_fence(plan.block, plan.position, plan.cover)
     if not plans:
@@ -300,9 +307,11 @@ def _at_call_sites(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedF
         if plan is None:
             position = len(flow.blocks[call_block].instructions) - 1
             plan = placed[id(outer)] = PlannedFence("call", call_block, position, need.cover, None, [],
-                                                    anchor=outer.call, witness=analysis.explain(need))
+                                                    anchor=outer.call)
         plan.cover |= need.cover
         plan.needs.append(need)
+    for plan in placed.values():
+        plan.witnesses = _witnesses(analysis, plan.needs)
     for plan in placed.values():
         plan.event = analysis.add_fence(plan.block, plan.position, plan.cover)
     if placed:
@@ -346,7 +355,7 @@ def _choose_hoists(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedF
                                   forest.irreducible, root)
         if hoist is not None:
             satisfied.update(id(n) for n in hoist.needs)
-            hoist.witness = analysis.explain(hoist.needs[0])
+            hoist.witnesses = _witnesses(analysis, hoist.needs)
             hoists.append(hoist)
     return hoists
 

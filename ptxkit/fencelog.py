@@ -16,7 +16,8 @@ import sys
 
 def describe(site) -> dict:
     """A fence of the pass's report as plain data: it goes `where` ("before"/"after") the
-    statement at `line`:`column` of the input.
+    statement at `line`:`column` of the input; `reason` names its first pair, `pairs`
+    lists every (access, async op) pair it orders (as in ``ptxkit fence --format json``).
 
     >>> from ptxkit.cfg.fence import fence_text
     >>> text = open("samples/fence/06b_tma_store_after_shared_store.ptx").read()
@@ -32,6 +33,7 @@ def describe(site) -> dict:
         "variant": site.variant,
         "placement": site.placement,
         "reason": site.reason(),
+        "pairs": [pair.to_json() for pair in site.pairs],
     }
 
 

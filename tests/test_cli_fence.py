@@ -49,10 +49,12 @@ def test_check_fails_with_locations_and_paths(capsys):
     assert main(["fence", "--check", str(IF_HOIST)]) == 1
     out, err = capsys.readouterr()
     lines = err.splitlines()
-    assert out == "" and len(lines) == 2
+    assert out == "" and len(lines) == 4  # one fence: an error, then a note for the second wgmma it orders
     assert lines[0].startswith(f"{IF_HOIST}:35:2: error: missing fence.proxy.async.shared::cta before this statement: "
                                "generic-proxy write at line 32 (st.shared.b16)")
     assert lines[1] == "    path: line 32 (st.shared.b16) -> line 36 (wgmma.mma_async)"
+    assert lines[2].startswith(f"{IF_HOIST}:39:2: note: the same fence also orders: generic-proxy write at line 32")
+    assert lines[3] == "    path: line 32 (st.shared.b16) -> line 38 (E) -> line 39 (wgmma.mma_async)"
     assert IF_HOIST.read_text() == before
 
 
@@ -80,20 +82,27 @@ def test_json_report(capsys, tmp_path):
     report = json.loads(capsys.readouterr().out)
     assert target.read_text() == expected(IF_HOIST)
     assert report["changed"] is True and report["skipped"] is None
-    (fence,) = report["inserted"]
+    (fence,) = report["fences"]
     assert (fence["line"], fence["column"], fence["where"], fence["variant"], fence["placement"]) == (
         35, 2, "before", "fence.proxy.async.shared::cta", "branch")
-    assert [p["line"] for p in fence["path"]] == [32, 36] and fence["write"]["text"] == "st.shared.b16"
+    assert [[p["line"] for p in pair["path"]] for pair in fence["pairs"]] == [[32, 36], [32, 38, 39]]
+    assert [pair["access"]["text"] for pair in fence["pairs"]] == ["st.shared.b16"] * 2
     assert main(["fence", "--check", "--json", str(IF_HOIST)]) == 1
-    assert len(json.loads(capsys.readouterr().out)["missing"]) == 1
+    checked = json.loads(capsys.readouterr().out)
+    assert checked["fences"] == report["fences"] and checked["mode"] == "check" and checked["changed"] is False
 
 
-def test_explain(capsys):
+def test_explain(capsys, tmp_path):
     assert main(["fence", "--explain", str(FENCES / "14b_hoist_out_of_loop.ptx")]) == 0
     out = capsys.readouterr().out
-    assert "1 fence inserted (placement: hoist)" in out
+    assert "1 fence missing (placement: hoist)" in out  # nothing was written: nothing was inserted
     assert "goes after line 34, once, in the loop preheader, instead of inside the loop" in out
     assert "path: line 32 (st.shared.b16) -> line 35 (L) -> line 36 (wgmma.mma_async)" in out
+    copy = tmp_path / "k.ptx"
+    copy.write_text((FENCES / "14b_hoist_out_of_loop.ptx").read_text())
+    assert main(["fence", "--explain", "-i", str(copy)]) == 0
+    assert "1 fence inserted (placement: hoist)" in capsys.readouterr().out
+    assert copy.read_text() == expected(FENCES / "14b_hoist_out_of_loop.ptx")
 
 
 def test_options_reach_the_pass(capsys):
@@ -235,7 +244,7 @@ def test_json_format_is_one_report_per_line(tmp_path, capsys):
     assert main(["fence", "--check", "--format", "json", str(IF_HOIST), str(bad), str(NOTHING)]) == 2
     reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [report["file"] for report in reports] == [str(IF_HOIST), str(bad), str(NOTHING)]
-    assert len(reports[0]["missing"]) == 1 and reports[2]["missing"] == []
+    assert len(reports[0]["fences"]) == 1 and reports[2]["fences"] == []
     assert reports[1]["error"].startswith(f"{bad}:1:1: error:")
 
 
@@ -269,3 +278,30 @@ def test_usage_errors_of_many_files(arguments, message, tmp_path, capsys, monkey
 def test_an_empty_folder_is_a_usage_error(tmp_path, capsys):
     assert main(["fence", "--check", str(tmp_path)]) == 2
     assert f"{tmp_path}: no .ptx files in this folder" in capsys.readouterr().err
+
+
+def shape(value):
+    """The keys of a JSON value, recursively (the first element stands for a list)."""
+    if isinstance(value, dict):
+        return {key: shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    return type(value).__name__ if value is not None else None
+
+
+def test_the_json_report_has_the_documented_shape(capsys, tmp_path):
+    """docs/report-format.md's example has the keys of a real report, in both modes."""
+    import re
+
+    from conftest import ROOT
+
+    document = (ROOT / "docs" / "report-format.md").read_text()
+    example = json.loads(re.search(r"```json\n(.*?)```", document, re.S).group(1).replace("…", ""))
+    for argv in (["--check"], ["-o", str(tmp_path / "out.ptx")]):
+        main(["fence", *argv, "--format", "json", str(FENCES / "02b_cp_async_without_wait.ptx")])
+        report = json.loads(capsys.readouterr().out.splitlines()[-1])
+        assert report["mode"] == ("check" if argv == ["--check"] else "fence")
+        assert shape(report)["fences"] == shape(example)["fences"]
+        assert {key: k for key, k in shape(report).items() if key != "options"} == {
+            key: k for key, k in shape(example).items() if key != "options"} | {"changed": "bool"}
+        assert set(report["options"]) == set(example["options"])

@@ -67,9 +67,11 @@ def test_findings_validate_and_carry_rule_location_and_code_flow(capsys, schema,
     location = result["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == "samples/fence/13_hoist_out_of_if.ptx"
     assert location["region"] == {"startLine": 35, "startColumn": 2}
-    steps = [step["location"] for step in result["codeFlows"][0]["threadFlows"][0]["locations"]]
-    assert [s["physicalLocation"]["region"]["startLine"] for s in steps] == [32, 36]
-    assert [s["message"]["text"] for s in steps] == ["st.shared.b16", "wgmma.mma_async"]
+    steps = [[step["location"] for step in flow["threadFlows"][0]["locations"]] for flow in result["codeFlows"]]
+    assert [[s["physicalLocation"]["region"]["startLine"] for s in flow] for flow in steps] == [[32, 36], [32, 38, 39]]
+    assert [s["message"]["text"] for s in steps[0]] == ["st.shared.b16", "wgmma.mma_async"]
+    related = result["relatedLocations"]
+    assert [(r["id"], r["physicalLocation"]["region"]["startLine"]) for r in related] == [(0, 36), (1, 39)]
     assert run["invocations"] == [{"executionSuccessful": True, "toolExecutionNotifications": []}]
 
 

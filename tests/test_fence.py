@@ -292,7 +292,8 @@ def test_hand_off_fence_sides():
     (issuer,) = run(sample("h01_named_barrier_handoff_to_wgmma"), "h01")[1].fences
     (writer,) = run(sample("h13_named_barrier_handoff_writer_side"), "h13")[1].fences
     assert (issuer.placement, writer.placement) == ("inline", "writer")
-    assert (issuer.write.text, issuer.target.text) == (writer.write.text, writer.target.text) == (
+    ((issuer_pair,), (writer_pair,)) = issuer.pairs, writer.pairs
+    assert (issuer_pair.access.text, issuer_pair.op.text) == (writer_pair.access.text, writer_pair.op.text) == (
         "@%p3 st.shared.v4.b32", "wgmma.mma_async")
     assert "bar.arrive" in issuer.reason() and "bar.sync" in writer.reason()
 
@@ -306,13 +307,33 @@ def test_report_reasons_and_paths():
     _, report = run(sample("15_hoist_out_of_while_loop"), "15")
     (fence,) = report.fences
     assert (fence.placement, fence.where, fence.line) == ("loop", "after", 35)
-    assert (fence.write.line, fence.write.text, fence.target.line) == (33, "st.shared.b16", 41)
-    assert [p.line for p in fence.path] == [33, 36, 40, 41]
-    assert fence.path_text() == "line 33 (st.shared.b16) -> line 36 (H) -> line 40 -> line 41 (wgmma.mma_async)"
+    (pair,) = fence.pairs
+    assert (pair.access.line, pair.access.text, pair.op.line) == (33, "st.shared.b16", 41)
+    assert [p.line for p in pair.path] == [33, 36, 40, 41]
+    assert pair.path_text() == "line 33 (st.shared.b16) -> line 36 (H) -> line 40 -> line 41 (wgmma.mma_async)"
     _, report = run(sample("x06_call_func_that_starts_with_wgmma"), "x06")
     (fence,) = report.fences
-    assert fence.placement == "call" and fence.target.line == 21 and fence.write.line < fence.line
+    (pair,) = fence.pairs
+    assert fence.placement == "call" and pair.op.line == 21 and pair.access.line < fence.line
     assert "may reach the async-proxy access at line 21 (wgmma.mma_async)" in fence.reason()
+
+
+def test_one_fence_lists_every_pair_it_orders():
+    """13 hoists one fence before the branch for the wgmma of each arm: one report, two
+    pairs, each with its own witness; the Triton matmul's one fence after its inits
+    orders the eight TMA loads that complete on them."""
+    (fence,) = run(sample("13_hoist_out_of_if"), "13")[1].fences
+    assert [(p.access.line, p.op.line, p.hazard) for p in fence.pairs] == [(32, 36, "raw"), (32, 39, "raw")]
+    assert [p.path_text() for p in fence.pairs] == [
+        "line 32 (st.shared.b16) -> line 36 (wgmma.mma_async)",
+        "line 32 (st.shared.b16) -> line 38 (E) -> line 39 (wgmma.mma_async)"]
+    assert fence.reason().endswith("with no proxy fence in between (and 1 more async-proxy operation)")
+    assert "it orders 2 pairs:\n    (1) the generic-proxy write at line 32" in fence.explain()
+    _, report = fence_text((SAMPLES / "triton" / "matmul_tma_128x128x64.ptx").read_text(), "m.ptx", rewrite=False)
+    (fence,) = report.fences
+    assert fence.placement == "init" and len(fence.pairs) == 8
+    assert {p.hazard for p in fence.pairs} == {"mbarrier-init"} and len({p.op.line for p in fence.pairs}) == 8
+    assert all(p.access.text.endswith("mbarrier.init.shared::cta.b64") and p.path[-1] == p.op for p in fence.pairs)
 
 
 def test_created_preheader_is_reported():
@@ -341,7 +362,7 @@ def test_library_contract():
     assert (fence.line, fence.column, fence.where, fence.variant) == (34, 2, "before", "fence.proxy.async.shared::cta")
     report = fence_module(module, FenceOptions())
     assert report.changed and report.missing == [] and str(module) == expected("07_wgmma_marked_async")
-    assert report.to_json()["inserted"][0]["path"][0]["line"] == 32
+    assert report.to_json()["fences"][0]["pairs"][0]["path"][0]["line"] == 32
 
 
 @pytest.mark.parametrize("name", ["h21b_debug_descriptor_write_inside_tile", "h26_lane_zero_index_broadcast_to_every_lane"])

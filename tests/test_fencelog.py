@@ -18,9 +18,11 @@ def test_entries_append_to_the_named_file(tmp_path, monkeypatch):
         write_entry({"file": name, "fences": [describe(site) for site in report.fences]})
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     assert [e["file"] for e in entries] == ["a.ptx", "b.ptx"]
+    pairs = entries[0]["fences"][0].pop("pairs")
     assert entries[0]["fences"][0] == {
         "line": 35, "column": 2, "where": "before", "hazard": "raw", "variant": "fence.proxy.async.shared::cta",
         "placement": "branch", "reason": report.fences[0].reason()}
+    assert [(pair["access"]["line"], pair["op"]["line"]) for pair in pairs] == [(32, 36), (32, 39)]
 
 
 def test_a_dash_means_standard_error_and_unset_means_nothing(monkeypatch, capsys, tmp_path):

@@ -563,9 +563,10 @@ def test_witness_of_an_access_handed_on_twice_names_the_access():
     assert witness(text) == ["origin: st.shared.b16", "arrive: bar.arrive", "wait: bar.sync",
                              "op: wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"]
     site, = fence_text(text, "k.ptx", rewrite=False)[1].missing
-    assert site.write.line == line_of(text, "st.shared.b16")
-    assert "generic-proxy write at line" in site.message() and site.path_text().startswith("line ")
-    assert "st.shared" not in site.path_text()  # its way to the relay's arrive is not traced
+    (pair,) = site.pairs
+    assert pair.access.line == line_of(text, "st.shared.b16")
+    assert "generic-proxy write at line" in site.message() and pair.path_text().startswith("line ")
+    assert "st.shared" not in pair.path_text()  # its way to the relay's arrive is not traced
 
 
 @pytest.mark.parametrize("fenced_first", [True, False])
@@ -583,4 +584,4 @@ def test_witness_of_an_access_handed_on_twice_names_an_unfenced_one(fenced_first
             "RELAY:\n\tbar.sync 1, 384;\n\tbar.arrive 2, 256;\nDONE:\n\tret;\n}\n")
     text = head + body
     site, = fence_text(text, "k.ptx", rewrite=False)[1].missing
-    assert site.write.line == line_of(text, "%h1;")
+    assert site.pairs[0].access.line == line_of(text, "%h1;")

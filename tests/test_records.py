@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ptxkit._records import record
-from ptxkit.cfg.fence import FenceOptions, FenceSite, Place
+from ptxkit.cfg.fence import AccessPair, FenceOptions, FenceSite, Place
 
 
 @record
@@ -60,8 +60,8 @@ def test_a_field_without_a_default_may_not_follow_one_with_a_default():
 
 
 def test_records_survive_pickling_as_the_batch_workers_send_them():
-    site = FenceSite("k", 12, 2, "before", "fence.proxy.async;", "full", "inline", "shared::cta", "raw",
-                     Place(10, 2, "st.shared.u32"), Place(12, 2, "wgmma"), "async", (), ())
+    pair = AccessPair("raw", "shared::cta", Place(10, 2, "st.shared.u32"), Place(12, 2, "wgmma"), "async", (), ())
+    site = FenceSite("k", 12, 2, "before", "fence.proxy.async;", "full", "inline", (pair,))
     assert pickle.loads(pickle.dumps(site)) == site
     assert pickle.loads(pickle.dumps(FenceOptions(war=False))) == FenceOptions(war=False)
 

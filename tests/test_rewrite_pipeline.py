@@ -32,10 +32,12 @@ def instrument(module):
 
 
 def site_keys(report, lines=None):
-    """What a fence report says, by input lines: (function, hazard, variant, write, target)."""
+    """What a fence report says, by input lines: (function, hazard, variant, the (access,
+    async op) lines of each pair it orders)."""
     back = (lambda line: line) if lines is None else lines.old
-    return sorted((f.function, f.hazard, f.variant, back(f.write.line) if f.write and f.write.line else None,
-                   back(f.target.line)) for f in report.fences)
+    return sorted((f.function, f.hazard, f.variant,
+                   tuple((back(p.access.line) if p.access and p.access.line else None, back(p.op.line))
+                         for p in f.pairs)) for f in report.fences)
 
 
 @pytest.mark.parametrize("path", FENCE_SAMPLES, ids=lambda p: p.name)

@@ -151,15 +151,14 @@ def fence_one(path: str, args):
     if report is None:
         from ptxkit.cfg.fence import fence_module
 
-        report = fence_module(module, fence_options(args), rewrite=not args.check)
+        report = fence_module(module, fence_options(args), rewrite=_writes(args))
     err = [f"{name}:{w.line}:{w.column}: warning: {w.text}\n" for w in report.warnings]
     if report.skipped:
         err.append(f"{name}: note: left unchanged: {report.skipped}\n")
     fenced = str(module) if report.changed else original
     out = []
     if args.check:
-        err.extend(f"{name}:{f.line}:{f.column}: error: missing {f.variant} {f.where} this statement: "
-                   f"{f.reason()}\n    path: {f.path_text()}\n" for f in report.fences)
+        err.extend(_check_lines(name, fence) for fence in report.fences)
     elif args.in_place:
         if report.changed:
             write_file(path, fenced.encode("utf-8"))
@@ -181,6 +180,47 @@ def fence_one(path: str, args):
         out.append(json.dumps(report.to_json()) + "\n")
     status = EXIT_FINDINGS if args.check and report.fences else EXIT_OK
     return FileResult(name, status, "".join(out), "".join(err), _data(report, path, args), len(report.fences))
+
+
+def _writes(args) -> bool:
+    """True when the fenced PTX goes somewhere (standard output, ``-o``, ``-i``): only then
+    is the module rewritten, and the report says "inserted"; otherwise (``--check``, or
+    ``--diff``, ``--explain`` or a format alone) the fences are reported missing.
+
+    >>> import argparse
+    >>> base = dict(check=False, in_place=False, output=None, diff=False, explain=False, format="text")
+    >>> _writes(argparse.Namespace(**base)), _writes(argparse.Namespace(**{**base, "explain": True}))
+    (True, False)
+    """
+    if args.check:
+        return False
+    return args.in_place or args.output is not None or not (args.diff or args.explain or args.format != "text")
+
+
+def _check_lines(name: str, fence) -> str:
+    """One missing fence in ``--check``'s text: an error at the statement the fence goes
+    before or after, naming the first pair it orders, then a note at each other async
+    op it orders; each with its witness path.
+
+    >>> from ptxkit.cfg.fence import fence_text
+    >>> site, = fence_text(open("samples/fence/13_hoist_out_of_if.ptx").read(), rewrite=False)[1].fences
+    >>> print(_check_lines("k.ptx", site))  # doctest: +NORMALIZE_WHITESPACE
+    k.ptx:35:2: error: missing fence.proxy.async.shared::cta before this statement: generic-proxy write at line 32
+        (st.shared.b16) of shared::cta may reach the async-proxy access at line 36 (wgmma.mma_async) with no proxy
+        fence in between
+        path: line 32 (st.shared.b16) -> line 36 (wgmma.mma_async)
+    k.ptx:39:2: note: the same fence also orders: generic-proxy write at line 32 (st.shared.b16) of shared::cta may
+        reach the async-proxy access at line 39 (wgmma.mma_async) with no proxy fence in between
+        path: line 32 (st.shared.b16) -> line 38 (E) -> line 39 (wgmma.mma_async)
+    <BLANKLINE>
+    """
+    first, *others = fence.pairs
+    lines = [f"{name}:{fence.line}:{fence.column}: error: missing {fence.variant} {fence.where} this statement: "
+             f"{first.reason()}\n    path: {first.path_text()}\n"]
+    for pair in others:
+        lines.append(f"{name}:{pair.op.line}:{pair.op.column}: note: the same fence also orders: {pair.reason()}\n"
+                     f"    path: {pair.path_text()}\n")
+    return "".join(lines)
 
 
 def _nothing_to_fence(module, text: str, args):
@@ -233,7 +273,7 @@ def _summary(args):
     """The summary line of a run over several files."""
     from .common import plural
 
-    verb = "missing" if args.check else "inserted"
+    verb = "inserted" if _writes(args) else "missing"
 
     def summary(results) -> str:
         bad = sum(result.status == 2 for result in results)

@@ -2,9 +2,10 @@
 reads.
 
 One rule per hazard class (``ptxkit.fence.raw``, ``ptxkit.fence.war``,
-``ptxkit.fence.mbarrier-init``, ``ptxkit.fence.mbarrier-init-cluster``); one result per fence, at the statement the fence goes
-before or after, with the witness path from the access to the async operation as a code
-flow; files that are not PTX, and modules left alone, as tool notifications.
+``ptxkit.fence.mbarrier-init``, ``ptxkit.fence.mbarrier-init-cluster``); one result per
+fence, at the statement the fence goes before or after, with one code flow per (access,
+async op) pair it orders, the witness path from the access to the async operation; files
+that are not PTX, and modules left alone, as tool notifications.
 
 >>> from ptxkit.cfg.fence import fence_text
 >>> text = open("samples/fence/06b_tma_store_after_shared_store.ptx").read()
@@ -65,10 +66,15 @@ def artifact_uri(path: str) -> str:
 
 def fence_results(report, uri: str) -> list[dict]:
     """The SARIF results of one file's fence report: one per missing (``--check``,
-    level error) or inserted (level note) fence.
+    level error) or inserted (level note) fence, at the statement it goes before or
+    after; each (access, async op) pair it orders is a code flow (its witness path) and
+    its async op a related location.
 
-    >>> fence_results(type("Report", (), {"fences": [], "rewritten": False})(), "k.ptx")
-    []
+    >>> from ptxkit.cfg.fence import fence_text
+    >>> report = fence_text(open("samples/fence/13_hoist_out_of_if.ptx").read(), rewrite=False)[1]
+    >>> result, = fence_results(report, "k.ptx")
+    >>> len(result["codeFlows"]), [r["physicalLocation"]["region"]["startLine"] for r in result["relatedLocations"]]
+    (2, [36, 39])
     """
     results = []
     for site in report.fences:
@@ -78,10 +84,17 @@ def fence_results(report, uri: str) -> list[dict]:
             "level": "note" if report.rewritten else "error",
             "message": {"text": f"{verb} {site.variant} {site.where} this statement: {site.reason()}"},
             "locations": [_location(uri, site.line, site.column, f"[{site.function}] {site.text}")],
+            "relatedLocations": [{"id": number, **_location(uri, pair.op.line, pair.op.column, pair.reason())}
+                                 for number, pair in enumerate(site.pairs)],
         }
-        steps = [_location(uri, place.line, place.column, place.text) for place in site.path]
-        if steps:
-            result["codeFlows"] = [{"threadFlows": [{"locations": [{"location": step} for step in steps]}]}]
+        flows = []
+        for pair in site.pairs:
+            steps = [_location(uri, place.line, place.column, place.text) for place in pair.path]
+            if steps:
+                flows.append({"message": {"text": pair.reason()},
+                              "threadFlows": [{"locations": [{"location": step} for step in steps]}]})
+        if flows:
+            result["codeFlows"] = flows
         results.append(result)
     return results
 
