@@ -44,6 +44,8 @@ LAYER_OF = {
     "ptxkit.generators": "generators",
     "ptxkit.triton_hook": "integrations",
     "ptxkit.fencelog": "integrations",
+    "ptxkit.suppressions": "integrations",
+    "ptxkit.baseline": "integrations",
     "ptxkit.cli": "cli",
     "ptxkit.__main__": "cli",
     "ptxkit": "package",  # ptxkit/__init__.py: the public names, imported lazily

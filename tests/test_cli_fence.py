@@ -297,8 +297,12 @@ def test_the_json_report_has_the_documented_shape(capsys, tmp_path):
 
     document = (ROOT / "docs" / "report-format.md").read_text()
     example = json.loads(re.search(r"```json\n(.*?)```", document, re.S).group(1).replace("…", ""))
+    lines = (FENCES / "02b_cp_async_without_wait.ptx").read_text().splitlines(keepends=True)
+    lines.insert(36, "\t// ptxkit: ignore[in-flight, war] -- the copy is waited for\n")  # before the warning's line 37
+    kernel = tmp_path / "k.ptx"
+    kernel.write_text("".join(lines))
     for argv in (["--check"], ["-o", str(tmp_path / "out.ptx")]):
-        main(["fence", *argv, "--format", "json", str(FENCES / "02b_cp_async_without_wait.ptx")])
+        main(["fence", *argv, "--format", "json", str(kernel)])
         report = json.loads(capsys.readouterr().out.splitlines()[-1])
         assert report["mode"] == ("check" if argv == ["--check"] else "fence")
         assert shape(report)["fences"] == shape(example)["fences"]

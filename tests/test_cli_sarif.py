@@ -60,12 +60,15 @@ def test_findings_validate_and_carry_rule_location_and_code_flow(capsys, schema,
     assert status == 1 and "error: missing fence.proxy.async" in err
     (run,) = log["runs"]
     assert [rule["id"] for rule in run["tool"]["driver"]["rules"]] == [
-        "ptxkit.fence.raw", "ptxkit.fence.war", "ptxkit.fence.mbarrier-init", "ptxkit.fence.mbarrier-init-cluster"]
+        "ptxkit.fence.raw", "ptxkit.fence.war", "ptxkit.fence.mbarrier-init", "ptxkit.fence.mbarrier-init-cluster",
+        "ptxkit.fence.in-flight", "ptxkit.fence.unknown-opcode", "ptxkit.suppression.unused",
+        "ptxkit.suppression.unknown-class"]
+    assert run["originalUriBaseIds"] == {"%SRCROOT%": {"uri": SAMPLES.parent.as_uri() + "/"}}
     (result,) = run["results"]
     assert result["ruleId"] == "ptxkit.fence.raw" and result["level"] == "error"
     assert result["message"]["text"].startswith("missing fence.proxy.async.shared::cta before this statement")
     location = result["locations"][0]["physicalLocation"]
-    assert location["artifactLocation"]["uri"] == "samples/fence/13_hoist_out_of_if.ptx"
+    assert location["artifactLocation"] == {"uri": "samples/fence/13_hoist_out_of_if.ptx", "uriBaseId": "%SRCROOT%"}
     assert location["region"] == {"startLine": 35, "startColumn": 2}
     steps = [[step["location"] for step in flow["threadFlows"][0]["locations"]] for flow in result["codeFlows"]]
     assert [[s["physicalLocation"]["region"]["startLine"] for s in flow] for flow in steps] == [[32, 36], [32, 38, 39]]
@@ -91,7 +94,9 @@ def test_bad_files_and_skipped_modules_are_notifications(tmp_path, capsys, schem
         "uri"].endswith("old.ptx")
 
 
-def test_rewriting_reports_inserted_fences_as_notes(tmp_path, capsys, schema):
+def test_rewriting_reports_inserted_fences_as_notes(tmp_path, capsys, schema, monkeypatch):
+    """A file outside the repository is named relative to %SRCROOT% too (with ..)."""
+    monkeypatch.chdir(SAMPLES.parent)
     copy = tmp_path / "k.ptx"
     copy.write_text(IF_HOIST.read_text())
     assert main(["fence", "-i", "--format", "sarif", str(copy)]) == 0
@@ -99,11 +104,39 @@ def test_rewriting_reports_inserted_fences_as_notes(tmp_path, capsys, schema):
     validate(log, schema)
     (result,) = log["runs"][0]["results"]
     assert result["level"] == "note" and result["message"]["text"].startswith("inserted ")
-    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == copy.as_uri()
+    where = result["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert where == {"uri": os.path.relpath(copy, SAMPLES.parent), "uriBaseId": "%SRCROOT%"}
+    assert where["uri"].startswith("../")
 
 
-def test_every_hazard_class_has_a_rule():
+def test_warnings_are_results_and_suppressions_leave_results_out(tmp_path, capsys, schema, monkeypatch):
+    """The cp.async warning of 02b is a result of level warning; with --strict an unused
+    suppression is an error result; what a suppression silenced is not a result."""
+    monkeypatch.chdir(tmp_path)
+    lines = (FENCES / "02b_cp_async_without_wait.ptx").read_text().splitlines(keepends=True)
+    (tmp_path / "warned.ptx").write_text("".join(lines))
+    lines.insert(36, "\t// ptxkit: ignore[raw, war] -- reviewed\n")  # before the wgmma of line 37
+    (tmp_path / "quiet.ptx").write_text("".join(lines))
+    status, log, err = run_sarif(capsys, "warned.ptx")
+    validate(log, schema)
+    assert status == 1
+    assert [(r["ruleId"], r["level"]) for r in log["runs"][0]["results"]] == [
+        ("ptxkit.fence.raw", "error"), ("ptxkit.fence.in-flight", "warning")]
+    assert log["runs"][0]["invocations"][0]["toolExecutionNotifications"] == []
+    status = main(["fence", "--check", "--format", "sarif", "--strict", "quiet.ptx"])
+    log = json.loads(capsys.readouterr().out)
+    validate(log, schema)
+    assert status == 1  # the unused 'war' of the suppression
+    results = [(r["ruleId"], r["level"], r["locations"][0]["physicalLocation"]["region"]["startLine"])
+               for r in log["runs"][0]["results"]]
+    assert results == [("ptxkit.fence.in-flight", "warning", 38), ("ptxkit.suppression.unused", "error", 37)]
+
+
+def test_every_hazard_class_and_warning_kind_has_a_rule():
     from ptxkit.cfg.proxy import Hazard
+    from ptxkit.cli.fence_report import rule_id
+    from ptxkit.suppressions import CLASSES
 
-    assert sarif.rule_id(Hazard.WAR.value) == "ptxkit.fence.war"
-    assert set(sarif.HAZARDS) == {hazard.value for hazard in Hazard}
+    assert rule_id(Hazard.WAR.value) == "ptxkit.fence.war"
+    assert {hazard.value for hazard in Hazard} | {"in-flight", "unknown-opcode"} == set(CLASSES)
+    assert {rule_id(name) for name in CLASSES} <= set(sarif.RULES)

@@ -18,6 +18,7 @@ import pytest
 import ptxkit
 from ptxkit import parse_statement
 from ptxkit.cfg.fence import FenceOptions, check_target, fence_module, fence_text, free_last_analyses
+from ptxkit.cli.fence_cmd import fence_options, settle
 from ptxkit.cli.main import build_parser
 from ptxkit.syntax import Directive
 
@@ -78,6 +79,9 @@ EXPECTED = {
     "x20_already_fenced_loop": [],
     "x21_nested_loops": [(CTA, "INNER:")],
     "x22_if_without_else": [(CTA, "wgmma.mma_async")],
+    "x23_three_reports_one_suppressed": [(CTA, "cp.async.bulk.tensor.1d.global.shared::cta"),
+                                         (CTA, "cp.async.bulk.tensor.1d.shared::cluster"),
+                                         (CTA, "mbarrier.arrive.expect_tx")],
     # warp-specialised hand-offs between threads (the h samples)
     "h01_named_barrier_handoff_to_wgmma": [(CTA, "wgmma.mma_async")],
     "h02_mbarrier_handoff_to_wgmma": [(CTA, "wgmma.mma_async")],
@@ -142,9 +146,8 @@ def options_of(text: str) -> FenceOptions:
     """The sample's ``// options:`` line, parsed by the real ``ptxkit fence`` parser."""
     match = re.search(r"^// options: (.*)$", text, re.M)
     extra = match.group(1).split() if match else []
-    args = build_parser("fence").parse_args(["fence", "x.ptx", *extra])
-    return FenceOptions(args.placement, args.fence_variant, args.extern_policy, args.track_global, args.fence_side,
-                        args.war)
+    args = settle(build_parser("fence").parse_args(["fence", "x.ptx", *extra]))
+    return fence_options(args)
 
 
 def run(text: str, name: str, rewrite: bool = True, **override):

@@ -126,25 +126,20 @@ FENCE_COST = Cost(0.0012, 0.45)
 PARSE_COST = Cost(0.0003, 0.07)
 
 
-def expand_inputs(paths: list[str]) -> list[str]:
-    """The input files: files (and ``-``) as given, directories walked for ``*.ptx`` in
-    sorted order, skipping folders whose name starts with a dot (``.git``…).
+def expand_inputs(paths: list[str], excludes=()) -> list[str]:
+    """The input files: files (and ``-``) as given, folders walked for ``*.ptx`` in sorted
+    order, leaving out hidden folders, build output and what git ignores, less what the
+    `excludes` (`ptxkit.cli.inputs.Exclude`) match (`ptxkit.cli.inputs.expand`).
 
     >>> expand_inputs(["-", "samples/toolchain/empty.ptx"])
     ['-', 'samples/toolchain/empty.ptx']
     """
-    files = []
-    for path in paths:
-        if path != "-" and os.path.isdir(path):
-            found = []
-            for folder, subfolders, names in os.walk(path):
-                subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
-                found.extend(os.path.join(folder, name) for name in sorted(names) if name.endswith(".ptx"))
-            if not found:
-                raise UsageError(f"{path}: no .ptx files in this folder")
-            files.extend(found)
-        else:
-            files.append(path)
+    from .inputs import expand
+
+    try:
+        files = expand(paths, excludes)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     if files.count("-") > 1:
         raise UsageError("standard input (-) can be read only once")
     return files
