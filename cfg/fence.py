@@ -238,10 +238,28 @@ class FenceSite:
         return self.pairs[0].hazard
 
     def reason(self) -> str:
-        """Why the fence is needed: the first pair's reason, and how many more it orders."""
+        """Why the fence is needed: the first pair's reason, how many more it orders, and
+        `scope_note`."""
         more = len(self.pairs) - 1
         return self.pairs[0].reason() + (f" (and {more} more async-proxy operation{'s' * (more != 1)})"
-                                         if more else "")
+                                         if more else "") + self.scope_note()
+
+    def scope_note(self) -> str:
+        """Why a ``.shared::cluster`` fence orders accesses that are all of the CTA's own
+        shared memory ('' for any other fence): the other CTAs make the same accesses in
+        theirs and hand them across, and the op reaches their bytes too (docs/fence.md §5.3).
+
+        >>> import ptxkit
+        >>> site, = fence_module(ptxkit.parse_file(
+        ...     "samples/fence/h28b_cluster_barrier_handoff_to_multicast_copy.ptx"), rewrite=False).fences
+        >>> site.pairs[0].spaces, site.scope_note().split(":")[0]
+        ('shared::cta', '; the other CTAs of the cluster make the same access in their own shared memory')
+        """
+        if not self.variant.endswith(".shared::cluster") or any("cluster" in pair.spaces for pair in self.pairs):
+            return ""
+        return ("; the other CTAs of the cluster make the same access in their own shared memory: it reaches "
+                "this CTA's issuing thread through the cluster too, and the operation touches their bytes as "
+                "well, which only .shared::cluster orders (docs/fence.md §5.3)")
 
     def message(self) -> str:
         """One line: what goes where, and why."""

@@ -172,7 +172,7 @@ def text_report(judged: Judgement, fences: bool, strict: bool, quiet: bool, colo
         verb = "inserted" if report.rewritten else "missing"
         for fence, pairs in judged.reported():
             first, *others = pairs
-            message = f"{verb} {fence.variant} {fence.where} this statement: {first.reason()}"
+            message = f"{verb} {fence.variant} {fence.where} this statement: {first.reason()}{fence.scope_note()}"
             out.append(diagnostic(f"{name}:{fence.line}:{fence.column}", "error", message, rule_id(first.hazard),
                                   colour))
             out.append(f"    path: {first.path_text()}")

@@ -126,7 +126,8 @@ def fence_results(judged, where: dict, strict: bool) -> list[dict]:
             "ruleId": rule_id(pairs[0].hazard),
             "level": "note" if report.rewritten else "error",
             "message": {"text": f"{verb} {fence.variant} {fence.where} this statement: {pairs[0].reason()}"
-                                + (f" (and {more} more async-proxy operation{'s' * (more != 1)})" if more else "")},
+                                + (f" (and {more} more async-proxy operation{'s' * (more != 1)})" if more else "")
+                                + fence.scope_note()},
             "locations": [_location(where, fence.line, fence.column, f"[{fence.function}] {fence.text}")],
             "relatedLocations": [{"id": number, **_location(where, pair.op.line, pair.op.column, pair.reason())}
                                  for number, pair in enumerate(pairs)],
