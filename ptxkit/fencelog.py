@@ -1,5 +1,7 @@
 """The fence log (``PTXKIT_FENCE_LOG``): one JSON line per PTX input that the ptxas
-wrapper or the Triton hook saw, with the fences it added (or found missing) and why.
+wrapper or the Triton hook saw: the file, the kernels in it (``.entry`` names), the mode,
+the fences it added (or found missing) with their function, place and reason, and why
+the pass was skipped or could not run.
 
 >>> import io, json
 >>> out = io.StringIO()
@@ -26,6 +28,7 @@ def describe(site) -> dict:
     ('fence.proxy.async.shared::cta', 33)
     """
     return {
+        "function": site.function,
         "line": site.line,
         "column": site.column,
         "where": site.where,
@@ -35,6 +38,18 @@ def describe(site) -> dict:
         "reason": site.reason(),
         "pairs": [pair.to_json() for pair in site.pairs],
     }
+
+
+def entry_names(text: str) -> list[str]:
+    """The kernels (``.entry`` names) a PTX text defines or declares, in order: what the
+    log names beside a file that may be a compiler's temporary one (Triton's ptxas input).
+
+    >>> entry_names(".visible .entry matmul_kernel(\\n.param .u64 a)\\n{\\n}\\n.entry  $k2()")
+    ['matmul_kernel', '$k2']
+    """
+    import re
+
+    return re.findall(r"\.entry\s+([A-Za-z_$%][\w$]*)", text)
 
 
 def write_entry(entry: dict, stream=None) -> None:

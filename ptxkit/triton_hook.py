@@ -15,8 +15,14 @@ the fence pass before Triton's own ptxas sees it: no second process, no
 
 What was added is in `Hook.log` (one entry per kernel compiled in this process: kernel,
 mode, fences with their reasons, seconds spent), in ``PTXKIT_FENCE_LOG`` when set (the
-wrapper's JSON lines, ``file`` being ``<triton NAME>``), and in the compiled kernel's
-metadata (``kernel.metadata.ptxkit``), which Triton's cache keeps with the kernel.
+wrapper's JSON lines, ``file`` being ``<triton NAME>`` and ``kernels`` the ``.entry``
+names), and in the compiled kernel's metadata (``kernel.metadata.ptxkit``), which
+Triton's cache keeps with the kernel.
+
+When the pass cannot run on a kernel's PTX (PTX it cannot read, or a bug in ptxkit), the
+compile fails with `FencePassError`: a kernel that was meant to be fenced is never built
+without its fences. ``install(on_error="ptxas")`` (or ``PTXKIT_ON_ERROR=ptxas``) compiles
+such a kernel as Triton made it instead, with a warning on standard error.
 
 Triton's cache key holds ptxkit's version (and a digest of its source), the mode and the
 pass's options: a kernel compiled under one mode is a cache hit under the same mode and
@@ -37,6 +43,18 @@ import sys
 import time
 
 MODES = ("fence", "check", "off")
+#: what a kernel the pass cannot run on gets: a failed compile, or Triton's PTX unfenced
+ON_ERROR = ("fail", "ptxas")
+
+
+class FencePassError(RuntimeError):
+    """The fence pass could not run on a kernel's PTX, so the kernel is not compiled
+    (``install(on_error="ptxas")`` compiles it without the pass instead).
+
+    >>> raise FencePassError("<triton k>:12:5: the proxy-fence pass cannot read this PTX: …")
+    Traceback (most recent call last):
+    ptxkit.triton_hook.FencePassError: <triton k>:12:5: the proxy-fence pass cannot read this PTX: …
+    """
 
 
 class Hook:
@@ -52,14 +70,17 @@ class Hook:
     (True, [])
     """
 
-    def __init__(self, mode: str, options=None, previous=None):
+    def __init__(self, mode: str, options=None, previous=None, on_error: str = "fail"):
         from ptxkit.cfg.fence import FenceOptions
 
         if mode not in ("fence", "check"):
             raise ValueError(f"mode must be fence or check (off: uninstall), not {mode!r}")
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
         self.mode = mode
         self.options = options if options is not None else FenceOptions()
         self.previous = previous
+        self.on_error = on_error
         self.log: list[dict] = []
 
     def __call__(self, *args):
@@ -75,10 +96,12 @@ class Hook:
 
     def cache_key(self) -> tuple[str, str]:
         """``(key, hash)`` for Triton's cache: ptxkit's version and source digest, the
-        mode and the pass's options (and the previous hook's key, if it gives one)."""
+        mode, the pass's options and `on_error` (a kernel compiled unfenced under
+        ``ptxas`` is never a hit under ``fail``), and the previous hook's key, if it
+        gives one."""
         from ptxkit import __version__
 
-        key = f"ptxkit-{__version__}-{_source_digest()}-{self.mode}-{self.options!r}"
+        key = f"ptxkit-{__version__}-{_source_digest()}-{self.mode}-{self.options!r}-on-error-{self.on_error}"
         if self.previous is not None:
             try:
                 key += "+" + str(self.previous()[0])
@@ -88,20 +111,24 @@ class Hook:
 
     def process(self, ptx: str, metadata: dict) -> str:
         """Fence (or check) one kernel's PTX; records what was done and returns the PTX
-        ptxas gets."""
-        from ptxkit import parse
+        ptxas gets. Raises `FencePassError` when the pass cannot run (unless `on_error`
+        is ``ptxas``: then a warning, and Triton's PTX as it was)."""
+        import ptxkit
         from ptxkit.cfg.fence import fence_module
-        from ptxkit.errors import PtxSyntaxError
-        from ptxkit.fencelog import describe, write_entry
+        from ptxkit.fencelog import describe, entry_names, write_entry
 
         name = f"<triton {metadata.get('name', 'kernel')}>"
         start = time.perf_counter()
         try:
-            module = parse(ptx, name)
+            module = ptxkit.parse(ptx, name)
             report = fence_module(module, self.options, rewrite=self.mode == "fence")
-        except PtxSyntaxError as err:
-            print(f"{err.format().splitlines()[0]} (compiled without the fence pass) [ptxkit]", file=sys.stderr)
-            fenced, fences, skipped = ptx, [], f"not read as PTX: {err}"
+        except Exception as err:  # PTX it cannot read, or a bug in ptxkit
+            problem = _problem(name, err)
+            if self.on_error == "fail":
+                raise FencePassError(f"{problem} (install(on_error='ptxas') or PTXKIT_ON_ERROR=ptxas compiles "
+                                     "it without the pass)") from err
+            print(f"{problem}; compiled without the pass (on error: ptxas) [ptxkit]", file=sys.stderr)
+            fenced, fences, skipped = ptx, [], f"the pass could not run: {problem}"
         else:
             fenced = str(module) if report.changed else ptx
             fences = [describe(site) for site in report.fences]
@@ -110,36 +137,62 @@ class Hook:
                 for fence in fences:
                     print(f"{name}:{fence['line']}:{fence['column']}: warning: missing {fence['variant']} "
                           f"{fence['where']} this statement: {fence['reason']} [ptxkit]", file=sys.stderr)
-        entry = {"file": name, "mode": self.mode, "fences": fences, "skipped": skipped,
-                 "seconds": time.perf_counter() - start}
+        entry = {"file": name, "kernels": entry_names(ptx), "mode": self.mode, "fences": fences,
+                 "skipped": skipped, "seconds": time.perf_counter() - start}
         self.log.append(entry)
         write_entry(entry)
         metadata["ptxkit"] = {"mode": self.mode, "fences": fences, "skipped": skipped}
         return fenced
 
 
-def install(mode: str | None = None, options=None) -> Hook | None:
+def _problem(name: str, err: Exception) -> str:
+    """Why the pass could not run on the kernel `name`, in one line.
+
+    >>> from ptxkit.errors import PtxSyntaxError
+    >>> _problem("<triton k>", PtxSyntaxError("unexpected '%3'", "<triton k>", 12, 5))
+    "<triton k>:12:5: the proxy-fence pass cannot read this PTX: unexpected '%3'"
+    """
+    from ptxkit.errors import PtxSyntaxError
+
+    if isinstance(err, PtxSyntaxError):
+        return f"{err.location}: the proxy-fence pass cannot read this PTX: {err.message}"
+    return f"{name}: the proxy-fence pass failed (a bug in ptxkit; please report it): {type(err).__name__}: {err}"
+
+
+def install(mode: str | None = None, options=None, on_error: str | None = None) -> Hook | None:
     """Put the fence pass into Triton's pipeline; returns the hook (None for ``off``).
 
     `mode` defaults to ``$PTXKIT_FENCE_MODE`` (else ``fence``); `options` is a
-    `ptxkit.cfg.fence.FenceOptions`. Installing again replaces ptxkit's hook, keeping
-    the hook that was there before ptxkit's first one.
+    `ptxkit.cfg.fence.FenceOptions`; `on_error` (default ``$PTXKIT_ON_ERROR``, else
+    ``fail``) says what a kernel the pass cannot run on gets: ``fail`` raises
+    `FencePassError` from Triton's compile, ``ptxas`` compiles Triton's PTX unfenced with
+    a warning. Installing again replaces ptxkit's hook, keeping the hook that was there
+    before ptxkit's first one. Without Triton, raises ``ModuleNotFoundError`` saying how
+    to install it.
 
     >>> install("off") is None  # doctest: +SKIP
     True
     """
-    from triton import knobs
+    try:
+        from triton import knobs
+    except ImportError as err:
+        raise ModuleNotFoundError(
+            "ptxkit.triton_hook needs Triton 3.6 or newer, which is not installed: "
+            "pip install 'ptxkit[triton]' (or pip install triton)", name="triton") from err
 
     mode = (mode or os.environ.get("PTXKIT_FENCE_MODE", "fence")).strip().lower() or "fence"
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    on_error = (on_error or os.environ.get("PTXKIT_ON_ERROR", "fail")).strip().lower() or "fail"
+    if on_error not in ON_ERROR:
+        raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
     current = knobs.runtime.add_stages_inspection_hook
     previous = current.previous if isinstance(current, Hook) else current
     if mode == "off":
         knobs.runtime.add_stages_inspection_hook = previous
         return None
     _add_cache_key_to_triton_36()
-    hook = Hook(mode, options, previous)
+    hook = Hook(mode, options, previous, on_error)
     knobs.runtime.add_stages_inspection_hook = hook
     return hook
 

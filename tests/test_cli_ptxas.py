@@ -229,6 +229,7 @@ def test_fence_log_lists_the_added_fences(real, tmp_path):
     entries = {Path(e["file"]).name: e for e in map(json.loads, log.read_text().splitlines())}
     assert [f["variant"] for f in entries["a.ptx"]["fences"]] == ["fence.proxy.async.shared::cta"]
     assert entries["b.ptx"]["fences"] == [] and entries["a.ptx"]["mode"] == "fence"
+    assert entries["a.ptx"]["kernels"] == ["gemm_store_once"] and entries["b.ptx"]["kernels"] == ["tma_wgmma_mainloop"]
     assert all(isinstance(f["line"], int) and f["reason"] for f in entries["a.ptx"]["fences"])
 
 
@@ -392,3 +393,102 @@ def test_an_options_file_is_honoured(tmp_path):
     mine, theirs = _both(tmp_path, ["--options-file", "opts.txt", "k.ptx"])
     same_output(mine, theirs)
     assert (tmp_path / "w" / "from-options.o").read_bytes() == (tmp_path / "p" / "from-options.o").read_bytes()
+
+
+# -- fail closed: an input the fence pass cannot run on ------------------------------------------
+
+#: Python that breaks the fence pass before the wrapper runs: PTX it cannot read (the parser
+#: reports a syntax error at line 12, as it does for a construct it does not know) or a bug
+#: (an exception inside the pass). The PTX itself stays valid, so ptxas accepts it.
+BREAK_THE_PASS = {
+    "unreadable": ("import ptxkit\nfrom ptxkit.errors import PtxSyntaxError\n"
+                   "def parse(data, name='<input>'):\n"
+                   "    raise PtxSyntaxError(\"unexpected operand '%3'\", name, 12, 5)\n"
+                   "ptxkit.parse = parse\n"),
+    "bug": ("import ptxkit.cfg.fence\n"
+            "def fence_module(*args, **kwargs):\n"
+            "    raise RuntimeError('the pass broke')\n"
+            "ptxkit.cfg.fence.fence_module = fence_module\n"),
+}
+FAILURES = {
+    "unreadable": ["ptxas k.ptx, line 12; error   : the proxy-fence pass cannot read this PTX: "
+                   "unexpected operand '%3' (column 5) [ptxkit]"],
+    "bug": ["RuntimeError: the pass broke",
+            "ptxas error   : the proxy-fence pass failed on k.ptx (a bug in ptxkit; please report it): "
+            "RuntimeError: the pass broke [ptxkit]"],
+}
+ABORTED = ("ptxas fatal   : Ptx assembly aborted: the proxy-fence pass could not run "
+           "(PTXKIT_ON_ERROR=ptxas or --ptxkit-on-error=ptxas assembles without it) [ptxkit]")
+
+
+def broken_wrapper(kind: str) -> list[str]:
+    return [sys.executable, "-c", BREAK_THE_PASS[kind] + "import sys\nfrom ptxkit.cli.ptxas_cmd import main\n"
+            "sys.exit(main(sys.argv[1:]))\n"]
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("kind", list(BREAK_THE_PASS))
+@pytest.mark.parametrize("mode", ["fence", "check"])
+@pytest.mark.parametrize("arguments", [["-arch=sm_90a", "k.ptx", "-o", "k.o"], ["--options-file", "opts.txt", "k.ptx"]],
+                         ids=["-o", "options file"])
+def test_an_input_the_pass_cannot_run_on_stops_the_build(kind, mode, arguments, tmp_path):
+    """A ptxas error naming the input, exit 255 (ptxas's), no output file, and the log
+    says why: the unfenced cubin is never written."""
+    _copy(NEEDS_FENCE, tmp_path)
+    (tmp_path / "opts.txt").write_text("-arch=sm_90a -o k.o\n")
+    log = tmp_path / "fences.jsonl"
+    done = run(broken_wrapper(kind) + arguments, tmp_path, PTXKIT_FENCE_MODE=mode, PTXKIT_FENCE_LOG=str(log))
+    assert done.returncode == 255 and done.stdout == b""
+    lines = done.stderr.decode().splitlines()
+    assert lines[-1] == ABORTED
+    assert lines[-2] == FAILURES[kind][-1]
+    if kind == "bug":  # a bug shows its traceback, for the report
+        assert lines[0] == "Traceback (most recent call last):" and FAILURES[kind][0] in lines
+    else:
+        assert len(lines) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fences.jsonl", "k.ptx", "opts.txt"]
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry["fences"] == [] and entry["skipped"].startswith("the pass could not run: ")
+    assert entry["kernels"] == ["gemm_store_once"]
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("kind", list(BREAK_THE_PASS))
+@pytest.mark.parametrize("opt_out", ["environment", "argument"])
+def test_opting_out_assembles_without_the_pass_and_warns(kind, opt_out, real, tmp_path):
+    for side in ("w", "p"):
+        _copy(NEEDS_FENCE, tmp_path / side)
+    arguments = ["-arch=sm_90a", "k.ptx", "-o", "k.o"]
+    if opt_out == "environment":
+        mine = run(broken_wrapper(kind) + arguments, tmp_path / "w", PTXKIT_ON_ERROR="ptxas")
+    else:  # the argument wins over the environment, and ptxas never sees it
+        mine = run(broken_wrapper(kind) + ["--ptxkit-on-error=ptxas"] + arguments, tmp_path / "w",
+                   PTXKIT_ON_ERROR="fail")
+    theirs = run(real + arguments, tmp_path / "p")
+    assert mine.returncode == theirs.returncode == 0 and mine.stdout == theirs.stdout
+    warning = FAILURES[kind][-1].replace("error   :", "warning :").replace(
+        " [ptxkit]", "; assembled without the pass (on error: ptxas) [ptxkit]")
+    assert mine.stderr.decode().splitlines()[-1] == warning
+    assert (tmp_path / "w" / "k.o").read_bytes() == (tmp_path / "p" / "k.o").read_bytes()  # the unfenced input's
+
+
+@pytest.mark.ptxas
+def test_when_ptxas_rejects_the_input_too_its_own_answer_wins(real, tmp_path):
+    text = NEEDS_FENCE.read_text().replace("\tret;\n}", "\tmov.u32 %q1, 5;\n\tret;\n}")
+    for side in ("w", "p"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "k.ptx").write_text(text)
+    arguments = ["-arch=sm_90a", "k.ptx", "-o", "k.o"]
+    mine, theirs = run(broken_wrapper("unreadable") + arguments, tmp_path / "w"), run(real + arguments, tmp_path / "p")
+    assert theirs.returncode == 255 and b"%q1" in theirs.stderr
+    same_output(mine, theirs)
+    assert not (tmp_path / "w" / "k.o").exists()
+
+
+@pytest.mark.parametrize("setting", [{"PTXKIT_ON_ERROR": "ignore"}, {}], ids=["environment", "argument"])
+def test_a_bad_on_error_setting_is_refused(setting):
+    arguments = ["--version"] if setting else ["--ptxkit-on-error=ignore", "--version"]
+    done = run(WRAPPER + arguments, None, **setting)
+    name = "PTXKIT_ON_ERROR" if setting else "--ptxkit-on-error"
+    assert done.returncode == 255
+    assert done.stderr.decode() == f"ptxkit-ptxas: error: {name} must be one of fail, ptxas (got 'ignore')\n"

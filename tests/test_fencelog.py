@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ptxkit.cfg.fence import fence_text
-from ptxkit.fencelog import describe, write_entry
+from ptxkit.fencelog import describe, entry_names, write_entry
 
 from conftest import SAMPLES
 
@@ -20,7 +20,7 @@ def test_entries_append_to_the_named_file(tmp_path, monkeypatch):
     assert [e["file"] for e in entries] == ["a.ptx", "b.ptx"]
     pairs = entries[0]["fences"][0].pop("pairs")
     assert entries[0]["fences"][0] == {
-        "line": 35, "column": 2, "where": "before", "hazard": "raw", "variant": "fence.proxy.async.shared::cta",
+        "function": "k", "line": 35, "column": 2, "where": "before", "hazard": "raw", "variant": "fence.proxy.async.shared::cta",
         "placement": "branch", "reason": report.fences[0].reason()}
     assert [(pair["access"]["line"], pair["op"]["line"]) for pair in pairs] == [(32, 36), (32, 39)]
 
@@ -33,3 +33,9 @@ def test_a_dash_means_standard_error_and_unset_means_nothing(monkeypatch, capsys
     monkeypatch.chdir(tmp_path)
     write_entry({"file": "k.ptx"})
     assert capsys.readouterr() == ("", "") and list(tmp_path.iterdir()) == []
+
+
+def test_entry_names_are_the_kernels_of_the_text():
+    text = (SAMPLES / "fence" / "13_hoist_out_of_if.ptx").read_text()
+    assert entry_names(text) == ["k"]
+    assert entry_names(".func f()\n{\n}\n.weak .entry $w_1(\n)\n.extern .entry x();") == ["$w_1", "x"]

@@ -12,7 +12,9 @@ keeps its hits and recompiles when the mode changes.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -68,6 +70,8 @@ def test_fence_mode_adds_the_missing_fence_and_records_it(stripped, fresh_triton
     assert FENCE.sub("", fenced) == stripped  # only the fence differs
     (entry,) = hook.log
     assert entry["file"] == "<triton matmul_pointer>" and entry["mode"] == "fence"
+    assert entry["kernels"] == ["matmul_pointer"]
+    assert [f["function"] for f in entry["fences"]] == ["matmul_pointer"]
     assert [f["variant"] for f in entry["fences"]] == ["fence.proxy.async.shared::cta"]
     assert "(cp.async.cg.shared.global)" in entry["fences"][0]["reason"]  # the cp.async write the wait completed
     assert 0 < entry["seconds"] < 5
@@ -125,6 +129,115 @@ def test_a_previous_hook_runs_first_and_stays_after_uninstall(fresh_triton, monk
 def test_a_bad_mode_is_refused(fresh_triton):
     with pytest.raises(ValueError, match="mode must be one of fence, check, off"):
         triton_hook.install("sometimes")
+
+
+# -- when the pass cannot run: fail closed, or compile unfenced when asked ------------------------
+
+
+def _unreadable(monkeypatch):
+    """The parser made to refuse the kernel, as it refuses a construct it does not know."""
+    import ptxkit
+    from ptxkit.errors import PtxSyntaxError
+
+    def parse(text, name="<input>"):
+        raise PtxSyntaxError("unexpected operand '%3'", name, 12, 5)
+
+    monkeypatch.setattr(ptxkit, "parse", parse)
+
+
+def _buggy(monkeypatch):
+    """The pass made to raise, as a bug in it would."""
+    import ptxkit.cfg.fence
+
+    def fence_module(*args, **kwargs):
+        raise RuntimeError("the pass broke")
+
+    monkeypatch.setattr(ptxkit.cfg.fence, "fence_module", fence_module)
+
+
+BREAK_THE_PASS = {"unreadable": _unreadable, "bug": _buggy}
+PROBLEMS = {
+    "unreadable": "<triton matmul_pointer>:12:5: the proxy-fence pass cannot read this PTX: unexpected operand '%3'",
+    "bug": "<triton matmul_pointer>: the proxy-fence pass failed (a bug in ptxkit; please report it): "
+           "RuntimeError: the pass broke",
+}
+
+
+@pytest.mark.parametrize("kind", list(BREAK_THE_PASS))
+def test_a_kernel_the_pass_cannot_run_on_is_not_compiled(kind, stripped, fresh_triton, monkeypatch):
+    hook = triton_hook.install("fence")
+    with monkeypatch.context() as broken:
+        BREAK_THE_PASS[kind](broken)
+        with pytest.raises(triton_hook.FencePassError) as failure:
+            compile_pointer()
+    assert str(failure.value) == (PROBLEMS[kind] + " (install(on_error='ptxas') or PTXKIT_ON_ERROR=ptxas compiles it "
+                                                    "without the pass)")
+    assert isinstance(failure.value.__cause__, Exception) and hook.log == []
+    assert compile_pointer().asm["ptx"].count("fence.proxy.async") == 1  # the pass works again: no cached kernel
+    assert len(hook.log) == 1 and fresh_triton[-1] == ("matmul_pointer", False)
+
+
+@pytest.mark.parametrize("kind", list(BREAK_THE_PASS))
+@pytest.mark.parametrize("opt_out", ["argument", "environment"])
+def test_opting_out_compiles_triton_ptx_unfenced_with_a_warning(kind, opt_out, stripped, monkeypatch, capsys):
+    if opt_out == "argument":
+        hook = triton_hook.install("fence", on_error="ptxas")
+    else:
+        monkeypatch.setenv("PTXKIT_ON_ERROR", "ptxas")
+        hook = triton_hook.install("fence")
+    BREAK_THE_PASS[kind](monkeypatch)
+    kernel = compile_pointer()
+    assert kernel.asm["ptx"] == stripped and "cubin" in kernel.asm
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "[ptxkit]" in line]
+    assert warnings == [f"{PROBLEMS[kind]}; compiled without the pass (on error: ptxas) [ptxkit]"]
+    (entry,) = hook.log
+    assert entry["fences"] == [] and entry["skipped"] == f"the pass could not run: {PROBLEMS[kind]}"
+    assert kernel.metadata.ptxkit["skipped"] == entry["skipped"]
+
+
+def test_on_error_is_checked_and_in_the_cache_key(fresh_triton):
+    assert triton_hook.install("fence").on_error == "fail"
+    with pytest.raises(ValueError, match="on_error must be one of fail, ptxas"):
+        triton_hook.install("fence", on_error="ignore")
+    fail, ptxas = triton_hook.Hook("fence").cache_key(), triton_hook.Hook("fence", on_error="ptxas").cache_key()
+    assert fail[1] != ptxas[1]  # a kernel compiled unfenced under "ptxas" is never a hit under "fail"
+
+
+def test_without_triton_install_says_how_to_get_it():
+    code = ("import sys\nsys.modules['triton'] = None\nimport ptxkit.triton_hook\n"
+            "try:\n    ptxkit.triton_hook.install()\nexcept ModuleNotFoundError as err:\n"
+            "    print(type(err).__name__, err.name, err)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ("ModuleNotFoundError triton ptxkit.triton_hook needs Triton 3.6 or newer, which is not "
+                           "installed: pip install 'ptxkit[triton]' (or pip install triton)\n")
+
+
+# -- the ptxas wrapper as Triton's ptxas (TRITON_PTXAS_PATH) -------------------------------------------
+
+
+@pytest.mark.ptxas
+def test_the_wrappers_log_names_the_kernel_not_tritons_temporary_file(fresh_triton, tmp_path, monkeypatch):
+    wrapper = tmp_path / "ptxkit-ptxas"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -m ptxkit.cli.ptxas_cmd "$@"\n')
+    wrapper.chmod(0o755)
+    bundled = os.path.join(os.path.dirname(triton.knobs.__file__), "backends", "nvidia", "bin", "ptxas")
+    real = bundled if os.access(bundled, os.X_OK) else None
+    if real is None:
+        from ptxkit.cli.ptxas_cmd import real_ptxas
+
+        real = real_ptxas()
+    log = tmp_path / "fences.jsonl"
+    monkeypatch.setenv("TRITON_PTXAS_PATH", str(wrapper))
+    monkeypatch.setenv("PTXKIT_REAL_PTXAS", real)
+    monkeypatch.setenv("PTXKIT_FENCE_LOG", str(log))
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", strip_fences)
+    kernel = compile_pointer()
+    assert "cubin" in kernel.asm
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry["kernels"] == ["matmul_pointer"] and entry["mode"] == "fence"
+    assert [f["function"] for f in entry["fences"]] == ["matmul_pointer"]
+    assert "matmul_pointer" not in os.path.basename(entry["file"])  # the file is Triton's temporary one
 
 
 # -- on the GPU ---------------------------------------------------------------------------------
@@ -207,3 +320,28 @@ def test_jit_cache_keeps_hits_and_recompiles_for_another_mode(fresh_triton, torc
     assert fresh_triton[-1] == ("matmul_pointer", True)
     torch.cuda.synchronize()
     assert np.abs(c.double().cpu().numpy() - expected).max() / np.abs(expected).max() < 1e-2
+
+
+# -- the README's recipe ---------------------------------------------------------------------
+
+
+def test_the_readmes_cpu_recipe_runs_and_prints_what_it_says(tmp_path):
+    """The script under "Triton without a GPU" in the README, run as a user would (a fresh
+    process and Triton cache), prints the lines the README shows (on the Triton the
+    README names; another Triton only has to run it)."""
+    from conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("**Triton without a GPU.**"):]
+    script = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    shown = re.search(r"It prints\n\n```text\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "recipe.py").write_text(script)
+    environment = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "cache"))
+    environment.pop("PTXKIT_FENCE_MODE", None)
+    done = subprocess.run([sys.executable, "recipe.py"], cwd=tmp_path, env=environment, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    if triton.__version__.startswith("3.6."):
+        assert done.stdout == shown
+    else:
+        assert done.stdout.endswith("True\n")

@@ -27,6 +27,14 @@ environment:
 ``PTXKIT_FENCE_LOG``
     append one JSON line per PTX input (file, mode, the fences added or missing) to this
     file (``-``: to stderr).
+``PTXKIT_ON_ERROR``
+    what happens when the fence pass cannot run on an input (PTX it cannot read, or a bug
+    in ptxkit): ``fail`` (default) reports it as a ptxas error (``ptxas k.ptx, line 12;
+    error   : … [ptxkit]``), exits 255 and writes no output file, so a build never ships
+    a kernel that was meant to be fenced and was not; ``ptxas`` assembles that input
+    without the pass, with a warning. The argument ``--ptxkit-on-error=fail|ptxas`` (taken
+    out before ptxas sees the arguments) says the same and wins. When ptxas itself
+    rejects the input, its own messages are the answer.
 ``PTXKIT_REAL_PTXAS``
     the ptxas to run. Otherwise: ``$PTXAS``, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, every
     ``ptxas`` on ``PATH``, then ``cuda.pathfinder``, skipping this wrapper (which may be
@@ -47,6 +55,9 @@ import os
 import sys
 
 MODES = ("fence", "check", "off")
+#: PTXKIT_ON_ERROR: stop with a ptxas-style error, or assemble without the pass
+ON_ERROR = ("fail", "ptxas")
+ON_ERROR_OPTION = "--ptxkit-on-error"
 #: Exit status of ptxas for every failure; the wrapper's own fatal errors use it too.
 EXIT_FATAL = 255
 #: Set in the environment of the ptxas the wrapper runs: seeing it means that "ptxas"
@@ -140,6 +151,7 @@ def wrap(argv: list[str], become_ptxas: bool = False) -> int:
         mode = os.environ.get("PTXKIT_FENCE_MODE", "fence").strip().lower() or "fence"
         if mode not in MODES:
             raise WrapperError(f"PTXKIT_FENCE_MODE must be one of {', '.join(MODES)} (got {mode!r})")
+        on_error, argv = on_error_policy(argv)
         ptxas = real_ptxas()
     except WrapperError as err:
         print(f"ptxkit-ptxas: error: {err}", file=sys.stderr)
@@ -154,22 +166,26 @@ def wrap(argv: list[str], become_ptxas: bool = False) -> int:
     with tempfile.TemporaryDirectory(prefix="ptxkit-ptxas-") as private:
         early = _start_early(ptxas, argv, inputs, private)
         try:
-            return _fence_and_assemble(ptxas, argv, inputs, mode, private, early)
+            return _fence_and_assemble(ptxas, argv, inputs, mode, on_error, private, early)
         finally:
             if early is not None:
                 early.stop()
 
 
-def _fence_and_assemble(ptxas: str, argv: list[str], inputs: list[int], mode: str, private: str, early) -> int:
-    """Prepare every input, then keep the early ptxas run or assemble the fenced copies."""
-    command, copies, notes = list(argv), [], []
+def _fence_and_assemble(ptxas: str, argv: list[str], inputs: list[int], mode: str, on_error: str, private: str,
+                        early) -> int:
+    """Prepare every input, then keep the early ptxas run or assemble the fenced copies;
+    an input the pass could not run on stops everything (unless `on_error` is ``ptxas``)."""
+    command, copies, notes, failures = list(argv), [], [], []
     for index in inputs:
         prepared = _prepare(argv[index], mode, private)
-        if prepared.note:
-            notes.append(prepared.note)
+        if prepared.failure is not None:
+            (notes if on_error == "ptxas" else failures).append(prepared.failure)
         if prepared.copy:
             command[index] = prepared.copy
             copies.append(prepared)
+    if failures:
+        return _fail_closed(failures, early)
     if copies:
         if early is not None:
             early.stop()
@@ -181,6 +197,42 @@ def _fence_and_assemble(ptxas: str, argv: list[str], inputs: list[int], mode: st
             _print_notes(status, notes)
             return _status(status)
     return _run(ptxas, command, quiet_notes=notes)
+
+
+def on_error_policy(argv: list[str]) -> tuple[str, list[str]]:
+    """What to do when the pass cannot run (``fail`` or ``ptxas``) and the arguments
+    for ptxas: ``--ptxkit-on-error=…`` taken out, else ``$PTXKIT_ON_ERROR``, else fail.
+
+    >>> on_error_policy(["--ptxkit-on-error=ptxas", "k.ptx"])
+    ('ptxas', ['k.ptx'])
+    """
+    policy = os.environ.get("PTXKIT_ON_ERROR", "").strip().lower() or "fail"
+    source = "PTXKIT_ON_ERROR"
+    rest = []
+    for argument in argv:
+        if argument.startswith(ON_ERROR_OPTION + "="):
+            policy, source = argument.split("=", 1)[1].strip().lower(), ON_ERROR_OPTION
+        else:
+            rest.append(argument)
+    if policy not in ON_ERROR:
+        raise WrapperError(f"{source} must be one of {', '.join(ON_ERROR)} (got {policy!r})")
+    return policy, rest
+
+
+def _fail_closed(failures: list[_PassFailure], early) -> int:
+    """The answer when the pass could not run on an input: ptxas's own when it rejects
+    the input too (the early run says so), else the failures as ptxas errors, exit 255
+    and no output file."""
+    if early is not None and early.wait() != 0:
+        early.replay()
+        return _status(early.status)
+    for failure in failures:
+        if failure.trace:
+            sys.stderr.write(failure.trace)
+        print(failure.ptxas_message("error"), file=sys.stderr)
+    print("ptxas fatal   : Ptx assembly aborted: the proxy-fence pass could not run "
+          f"(PTXKIT_ON_ERROR=ptxas or {ON_ERROR_OPTION}=ptxas assembles without it) [ptxkit]", file=sys.stderr)
+    return EXIT_FATAL
 
 
 def input_files(argv: list[str]) -> list[int]:
@@ -344,13 +396,40 @@ class _Process:
 
 class _Prepared:
     """One input after the fence pass: the fenced copy ptxas reads instead (with the
-    `ptxkit.edits.LineMap` from the input's lines to the copy's), or a note saying why the
-    input was left alone."""
+    `ptxkit.edits.LineMap` from the input's lines to the copy's), or the `_PassFailure`
+    that says why the pass could not run on it."""
 
-    __slots__ = ("original", "copy", "lines", "note")
+    __slots__ = ("original", "copy", "lines", "failure")
 
-    def __init__(self, original: str, copy: str | None = None, lines=None, note: str | None = None):
-        self.original, self.copy, self.lines, self.note = original, copy, lines, note
+    def __init__(self, original: str, copy: str | None = None, lines=None, failure: _PassFailure | None = None):
+        self.original, self.copy, self.lines, self.failure = original, copy, lines, failure
+
+
+class _PassFailure:
+    """Why the fence pass could not run on the input `path`: PTX it cannot read (at
+    `line`), or a bug in ptxkit (with its `trace`), told as ptxas tells its errors.
+
+    >>> _PassFailure("k.ptx", "unexpected '%3'", 12).ptxas_message("error")
+    "ptxas k.ptx, line 12; error   : the proxy-fence pass cannot read this PTX: unexpected '%3' [ptxkit]"
+    >>> print(_PassFailure("k.ptx", "RecursionError: …", trace="Traceback …\\n").ptxas_message("warning"))
+    ptxas warning : the proxy-fence pass failed on k.ptx (a bug in ptxkit; please report it): RecursionError: …; assembled without the pass (on error: ptxas) [ptxkit]
+    """
+
+    __slots__ = ("path", "message", "line", "trace")
+
+    def __init__(self, path: str, message: str, line: int | None = None, trace: str | None = None):
+        self.path, self.message, self.line, self.trace = path, message, line, trace
+
+    def ptxas_message(self, severity: str) -> str:
+        """One line in ptxas's shape, of `severity` ``error`` or ``warning``."""
+        if self.trace is None:
+            what = f"the proxy-fence pass cannot read this PTX: {self.message}"
+        else:
+            what = f"the proxy-fence pass failed on {self.path} (a bug in ptxkit; please report it): {self.message}"
+        if severity == "warning":
+            what += "; assembled without the pass (on error: ptxas)"
+        where = f"ptxas {self.path}, line {self.line}; " if self.line is not None else "ptxas "
+        return f"{where}{severity:<8}: {what} [ptxkit]"
 
 
 def _prepare(path: str, mode: str, private: str) -> _Prepared:
@@ -360,12 +439,17 @@ def _prepare(path: str, mode: str, private: str) -> _Prepared:
             data = handle.read()
     except OSError:
         return _Prepared(path)  # ptxas reports the missing file itself
-    from ptxkit.fencelog import describe, write_entry
+    from ptxkit.fencelog import describe, entry_names, write_entry
     from ptxkit.isa import may_need_fence
 
-    if not may_need_fence(data.decode("latin-1")):  # nothing to fence: the pass is not even loaded
-        write_entry({"file": os.path.abspath(path), "mode": mode, "fences": [],
-                     "skipped": "no async-proxy operation or call"})
+    text = data.decode("latin-1")
+
+    def log(fences: list, skipped: str | None) -> None:
+        write_entry({"file": os.path.abspath(path), "kernels": entry_names(text), "mode": mode, "fences": fences,
+                     "skipped": skipped})
+
+    if not may_need_fence(text):  # nothing to fence: the pass is not even loaded
+        log([], "no async-proxy operation or call")
         return _Prepared(path)
     import ptxkit
     from ptxkit.cfg.fence import FenceOptions, fence_module
@@ -374,14 +458,22 @@ def _prepare(path: str, mode: str, private: str) -> _Prepared:
     try:
         module = ptxkit.parse(data, path)
         report = fence_module(module, FenceOptions(), rewrite=(mode == "fence"))
-    except (PtxSyntaxError, UnicodeDecodeError) as err:
-        where = (err.format() if isinstance(err, PtxSyntaxError) else f"{path}: {err}").splitlines()[0]
-        write_entry({"file": os.path.abspath(path), "mode": mode, "fences": [],
-                     "skipped": f"not read as PTX: {where}"})
-        return _Prepared(path, note=f"{where} (assembled without the fence pass)")
+    except PtxSyntaxError as err:
+        failure = _PassFailure(path, f"{err.message} (column {err.column})", err.line)
+    except UnicodeDecodeError as err:
+        failure = _PassFailure(path, f"not UTF-8 text ({err.reason} at byte {err.start})")
+    except Exception as err:  # a bug in ptxkit: the pass did not run, and that must show
+        import traceback
+
+        failure = _PassFailure(path, f"{type(err).__name__}: {err}", trace=traceback.format_exc())
+    else:
+        failure = None
+    if failure is not None:
+        log([], f"the pass could not run: {failure.message}"
+                + (f" (line {failure.line})" if failure.line is not None else ""))
+        return _Prepared(path, failure=failure)
     fences = [describe(site) for site in report.fences]
-    write_entry({"file": os.path.abspath(path), "mode": mode, "fences": fences,
-                 "skipped": str(report.skipped) if report.skipped else None})
+    log(fences, str(report.skipped) if report.skipped else None)
     if mode == "check":
         for fence in fences:
             print(
@@ -467,8 +559,9 @@ def _become(ptxas: str, argv: list[str]) -> None:
 def _run(ptxas: str, command: list[str], quiet_notes=()) -> int:
     """Run ptxas with the caller's stdin, stdout and stderr; returns its exit status.
 
-    `quiet_notes` (inputs that were not fenced because ptxkit could not read them) are
-    printed only when ptxas succeeds: when it fails, its own messages say why.
+    `quiet_notes` (the `_PassFailure` of each input assembled without the pass, under
+    ``PTXKIT_ON_ERROR=ptxas``) are printed as warnings only when ptxas succeeds: when it
+    fails, its own messages say why.
     """
     sys.stdout.flush()
     sys.stderr.flush()
@@ -484,7 +577,9 @@ def _run(ptxas: str, command: list[str], quiet_notes=()) -> int:
 def _print_notes(status: int, notes) -> None:
     if status == 0:
         for note in notes:
-            print(f"{note} [ptxkit]", file=sys.stderr)
+            if note.trace:
+                sys.stderr.write(note.trace)
+            print(note.ptxas_message("warning"), file=sys.stderr)
 
 
 def _run_mapped(ptxas: str, command: list[str], copies: list[_Prepared], private: str) -> int:
