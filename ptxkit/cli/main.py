@@ -24,6 +24,7 @@ COMMANDS = {
     "assemble": ("ptxkit.cli.assemble_cmd", "assemble PTX into a cubin with ptxas"),
     "gen": ("ptxkit.cli.gen_cmd", "generate PTX kernels: register-level and row reductions"),
     "ptxas": ("ptxkit.cli.ptxas_cmd", "run ptxas on PTX after the fence pass (a drop-in ptxas)"),
+    "cache": ("ptxkit.cli.cache_cmd", "show (info) or empty (clear) the cubin cache"),
 }
 
 
