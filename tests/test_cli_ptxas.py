@@ -120,10 +120,41 @@ def real():
 
 @pytest.mark.ptxas
 @pytest.mark.parametrize("front", [WRAPPER, CLI], ids=["ptxkit-ptxas", "ptxkit ptxas"])
-@pytest.mark.parametrize("arguments", [["--version"], ["--help"], ["-h"], [], ["--no-such-option"]])
+@pytest.mark.parametrize("arguments", [["--version"], [], ["--no-such-option"]])
 def test_passes_through_when_there_is_no_input(front, arguments, real, tmp_path):
     """Triton parses `ptxas --version`: it must be byte for byte ptxas's."""
     same_output(run(front + arguments, tmp_path), run(real + arguments, tmp_path))
+
+
+def wrapper_variables() -> set[str]:
+    """The PTXKIT_* variables the wrapper's code (and the fence log it writes) reads."""
+    from ptxkit import fencelog
+
+    text = Path(ptxas_cmd.__file__).read_text() + Path(fencelog.__file__).read_text()
+    return set(re.findall(r"\bPTXKIT_[A-Z0-9_]*[A-Z0-9]\b", text))
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("front", [WRAPPER, CLI], ids=["ptxkit-ptxas", "ptxkit ptxas"])
+@pytest.mark.parametrize("option", ["--help", "-h"])
+def test_help_is_ptxas_help_then_the_wrappers(front, option, real, tmp_path):
+    """ptxas's own help, then what the wrapper adds: its exit codes and every PTXKIT_*
+    variable it reads."""
+    mine, theirs = run(front + [option], tmp_path), run(real + [option], tmp_path)
+    assert mine.returncode == theirs.returncode == 0 and mine.stderr == theirs.stderr
+    assert mine.stdout.startswith(theirs.stdout)
+    added = mine.stdout[len(theirs.stdout):].decode()
+    assert added.startswith("\nptxkit-ptxas (also ptxkit ptxas) runs the ptxas above")
+    variables = wrapper_variables()
+    assert {"PTXKIT_FENCE_MODE", "PTXKIT_FENCE_LOG", "PTXKIT_ON_ERROR", "PTXKIT_REAL_PTXAS"} <= variables
+    assert [name for name in sorted(variables) if name not in added] == []
+    assert re.search(r"^exit codes:\n  0 .*\n  255 ", added, re.MULTILINE) and "--ptxkit-on-error" in added
+
+
+def test_help_without_a_ptxas_still_tells_the_wrappers_part(tmp_path):
+    done = run(WRAPPER + ["--help"], tmp_path, PTXKIT_REAL_PTXAS=str(tmp_path / "no-ptxas"))
+    assert done.returncode == 255 and b"is not NVIDIA's ptxas" in done.stderr
+    assert b"PTXKIT_ON_ERROR" in done.stdout and b"exit codes:" in done.stdout
 
 
 def _copy(source: Path, directory: Path, name: str = "k.ptx") -> Path:

@@ -11,7 +11,24 @@ import os
 import sys
 
 
+#: The environment ``ptxkit assemble`` reads (shown by its ``--help``, and ``ptxkit cache``'s).
+CACHE_ENVIRONMENT = {
+    "PTXKIT_CACHE_DIR": "the cubin cache's folder (default: ~/.cache/ptxkit/cubins or the platform's cache "
+                        "folder; 0: no cache)",
+    "PTXKIT_CACHE_MAX": "the cache's cap, e.g. 500M or 2G (default 1G; 0: no cap); the least recently used cubins "
+                        "go first",
+}
+TOOL_ENVIRONMENT = {
+    "PTXAS": "the ptxas to run; else $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, then cuda.pathfinder",
+}
+
+
 def add_arguments(parser) -> None:
+    from .common import help_epilog
+
+    parser.epilog = help_epilog({0: "the cubin was written",
+                                 2: "ptxas rejected the PTX (its messages at FILE:LINE), the input or output cannot be "
+                                    "read or written, or bad usage"}, {**CACHE_ENVIRONMENT, **TOOL_ENVIRONMENT})
     parser.add_argument("file", metavar="FILE", help="PTX file, or - for standard input")
     parser.add_argument("--arch", default="sm_90a", type=_arch, help="GPU target (default: sm_90a)")
     parser.add_argument("-o", "--output", metavar="OUT",

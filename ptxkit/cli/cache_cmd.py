@@ -13,15 +13,19 @@ import sys
 
 
 def add_arguments(parser) -> None:
-    from .main import HelpFormatter
+    from .assemble_cmd import CACHE_ENVIRONMENT
+    from .common import help_epilog
 
+    epilog = help_epilog({0: "done", 2: "PTXKIT_CACHE_MAX is not a size, a file could not be removed, or bad usage"},
+                         CACHE_ENVIRONMENT)
+    parser.epilog = epilog
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    actions.add_parser("info", help="print the cache's folder, entries, size and cap",
+    actions.add_parser("info", help="print the cache's folder, entries, size and cap", epilog=epilog,
                        description="Print the cubin cache's folder, number of entries, size and cap.",
-                       formatter_class=HelpFormatter)
-    actions.add_parser("clear", help="remove every cached cubin",
+                       formatter_class=parser.formatter_class)
+    actions.add_parser("clear", help="remove every cached cubin", epilog=epilog,
                        description="Remove every cached cubin (the folder's other files are left alone).",
-                       formatter_class=HelpFormatter)
+                       formatter_class=parser.formatter_class)
 
 
 def run(args) -> int:

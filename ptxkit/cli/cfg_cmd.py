@@ -13,7 +13,12 @@ import sys
 
 
 def add_arguments(parser) -> None:
+    from .common import help_epilog
     from .fence_cmd import add_pass_arguments
+
+    parser.epilog = help_epilog({0: "the graph was written",
+                                 2: "the input is not PTX, the function does not exist, --svg without Graphviz, the "
+                                    "output cannot be written, or bad usage"})
 
     parser.add_argument("input", metavar="FILE", help="PTX file, or - for standard input")
     parser.add_argument("--function", metavar="NAME", help="only this function (default: all with a body)")

@@ -9,6 +9,17 @@ import os
 import sys
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 101
+#: Ctrl-C, and a reader that went away (``ptxkit parse … | head -1``): the statuses a shell
+#: reports for a program killed by SIGINT or SIGPIPE, as for ``cat`` or ``grep``.
+EXIT_INTERRUPTED, EXIT_CLOSED_PIPE = 130, 141
+
+#: The exit codes every command shares (`help_epilog`).
+COMMON_EXIT_CODES = {
+    EXIT_INTERNAL: "an internal error: a bug in ptxkit (the traceback says where; please report it)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+    EXIT_CLOSED_PIPE: "standard output was closed before the end (e.g. | head): the command stops quietly, "
+                      "as a program killed by SIGPIPE does",
+}
 
 
 class UsageError(Exception):
@@ -45,20 +56,84 @@ def run_command(run, args) -> int:
     except UsageError as err:
         print(f"ptxkit: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # e.g. `ptxkit parse samples/ | head -1`: before OSError, its base
+        return closed_pipe()
     except OSError as err:
         name = f"{err.filename}: " if err.filename else ""
         print(f"ptxkit: error: {name}{err.strerror or err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:  # pragma: no cover - e.g. `ptxkit fence x.ptx | head`
-        return EXIT_OK
+        return EXIT_INTERRUPTED
     except Exception:  # a bug in ptxkit: say so, with the traceback
         import traceback
 
         traceback.print_exc()
         print("ptxkit: internal error (this is a bug in ptxkit; please report it)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def closed_pipe() -> int:
+    """The reader of standard output went away: point standard output and error at the
+    null device (what is still buffered goes nowhere, so the interpreter's last flush
+    cannot complain) and return `EXIT_CLOSED_PIPE`, quietly.
+
+    >>> closed_pipe()  # doctest: +SKIP
+    141
+    """
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            os.dup2(null, stream.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # no descriptors (an embedding, a test's capture)
+        pass
+    return EXIT_CLOSED_PIPE
+
+
+def flush_at_exit(status: int) -> int:
+    """Flush standard output before the process ends; a reader gone by then is a closed
+    pipe (`closed_pipe`), not a traceback.
+
+    >>> flush_at_exit(0)
+    0
+    """
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return closed_pipe()
+    return status
+
+
+def help_epilog(exit_codes: dict[int, str], environment: dict[str, str] | None = None) -> str:
+    """The closing sections of a command's ``--help``: its exit codes (then the ones every
+    command shares) and the environment variables it reads.
+
+    >>> print(help_epilog({0: "written"}, {"PTXKIT_CACHE_MAX": "the cache's cap"}))
+    exit codes:
+      0    written
+      101  an internal error: a bug in ptxkit (the traceback says where; please
+           report it)
+      130  interrupted (Ctrl-C)
+      141  standard output was closed before the end (e.g. | head): the command
+           stops quietly, as a program killed by SIGPIPE does
+    <BLANKLINE>
+    environment:
+      PTXKIT_CACHE_MAX  the cache's cap
+    """
+    import textwrap
+
+    sections = [("exit codes", {str(code): text for code, text in {**exit_codes, **COMMON_EXIT_CODES}.items()})]
+    if environment:
+        sections.append(("environment", environment))
+    blocks = []
+    for title, items in sections:
+        column = max(map(len, items)) + 2
+        lines = [f"{title}:"]
+        for name, text in items.items():
+            lines.append(textwrap.fill(text, 78, initial_indent=f"  {name:<{column}}",
+                                       subsequent_indent=" " * (column + 2)))
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def plural(count: int, noun: str) -> str:

@@ -34,6 +34,14 @@ PASS_DEFAULTS = {"placement": "hoist", "fence_variant": None, "extern_policy": "
 def add_arguments(parser) -> None:
     from . import batch
     from .colour import CHOICES
+    from .common import help_epilog
+
+    parser.epilog = help_epilog({
+        0: "no fence is missing (--check), or the fenced PTX was written",
+        1: "--check: a fence is missing",
+        2: "a file is not PTX, or cannot be read or written (the message names it), or bad usage; over several "
+           "files the worst status wins"},
+        {"NO_COLOR": "set to anything: no colour under --color auto (so is TERM=dumb)"})
 
     parser.add_argument("inputs", nargs="+", metavar="FILE",
                         help="PTX files or folders (walked for *.ptx), or - for standard input")

@@ -5,7 +5,9 @@ Each subcommand lives in its own module with ``add_arguments(parser)`` and
 ``ptxkit --help`` and ``ptxkit --version`` start fast.
 
 Exit codes: 0 success, 1 ``--check`` found problems, 2 bad usage or bad input,
-101 an internal error (a bug in ptxkit).
+101 an internal error (a bug in ptxkit), 130 interrupted, 141 standard output closed
+early (``| head``: the command stops quietly); ``ptxkit ptxas`` exits as ptxas does.
+Each command's ``--help`` lists its own, and the environment variables it reads.
 """
 
 from __future__ import annotations
@@ -28,10 +30,28 @@ COMMANDS = {
 }
 
 
+#: What ``ptxkit --help`` says about exit codes and the environment (each command's
+#: ``--help`` says which apply to it).
+EXIT_CODES = {0: "success", 1: "ptxkit fence --check: a fence is missing",
+              2: "bad usage, or an input that is not PTX or cannot be read or written (the message says which)"}
+ENVIRONMENT = {
+    "PTXKIT_CACHE_DIR": "where ptxkit assemble caches cubins (0: no cache; ptxkit cache info shows it)",
+    "PTXKIT_CACHE_MAX": "the cubin cache's cap, e.g. 500M or 2G (default 1G; 0: no cap)",
+    "PTXKIT_FENCE_MODE": "ptxkit ptxas and the Triton hook: fence (default), check or off",
+    "PTXKIT_ON_ERROR": "ptxkit ptxas and the Triton hook, when the fence pass cannot run: fail (default) or "
+                       "ptxas (go on without it, with a warning)",
+    "PTXKIT_FENCE_LOG": "ptxkit ptxas and the Triton hook: a file (or -) to append one JSON line per input to",
+    "PTXKIT_REAL_PTXAS": "ptxkit ptxas: NVIDIA's ptxas to run",
+    "PTXAS, CUDA_HOME": "where ptxas is looked for (then CUDA_PATH, PATH and cuda.pathfinder)",
+}
+
+
 class HelpFormatter(argparse.HelpFormatter):
     """argparse's help layout, sized to the terminal as argparse sizes it but without
     importing ``shutil`` (with ``bz2``, ``lzma`` and ``fnmatch`` behind it), which
-    argparse does for every argument it adds, help printed or not.
+    argparse does for every argument it adds, help printed or not. A text of several
+    lines (an epilog of `ptxkit.cli.common.help_epilog`) keeps its lines; a one-line text
+    is filled as argparse fills it.
 
     >>> import unittest.mock
     >>> with unittest.mock.patch.dict(os.environ, COLUMNS="60"):
@@ -41,6 +61,11 @@ class HelpFormatter(argparse.HelpFormatter):
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
         super().__init__(prog, indent_increment, max_help_position, terminal_columns() - 2 if width is None else width)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
 
 
 def terminal_columns() -> int:
@@ -74,9 +99,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """
     from ptxkit import __version__
 
+    from .common import help_epilog
+
     parser = argparse.ArgumentParser(
         prog="ptxkit",
         description="Read, check, rewrite, generate, assemble and run NVIDIA PTX.",
+        epilog=help_epilog(EXIT_CODES, ENVIRONMENT) + "\n\nptxkit COMMAND --help: a command's options, exit codes "
+                                                      "and environment.",
         formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"ptxkit {__version__}")
@@ -92,6 +121,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``ptxkit`` with `argv` (default: ``sys.argv[1:]``); returns the exit code."""
+    from .common import closed_pipe, run_command
+
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     command = command if command in COMMANDS else None
@@ -100,11 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse: --help, --version, usage errors (2)
         return int(exit_.code or 0)
+    except BrokenPipeError:  # `ptxkit fence --help | head -3`
+        return closed_pipe()
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    from .common import run_command
-
     return run_command(importlib.import_module(COMMANDS[args.command][0]).run, args)
 
 
@@ -114,7 +145,9 @@ def console_main() -> None:
     (`ptxkit._gc.exit_keeping_objects`)."""
     from ptxkit._gc import exit_keeping_objects
 
-    exit_keeping_objects(main())
+    from .common import flush_at_exit
+
+    exit_keeping_objects(flush_at_exit(main()))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@ from .common import plural
 
 def add_arguments(parser) -> None:
     from . import batch
+    from .common import help_epilog
+
+    parser.epilog = help_epilog({0: "every file was read as PTX",
+                                 2: "a file is not PTX or cannot be read (FILE:LINE:COL: error: …), or bad usage"})
 
     parser.add_argument("files", nargs="+", metavar="FILE",
                         help="PTX files or folders (walked for *.ptx), or - for standard input")

@@ -5,8 +5,8 @@ The arguments go to NVIDIA's ptxas unchanged, except that a PTX input that needs
 replaced by a fenced copy in a private temporary directory (the caller's file is never
 written). ptxas's messages about that copy are mapped back to the caller's file name and
 line numbers, so the output files, stdout, stderr and exit code are ptxas's own.
-``--version`` (which Triton parses), ``--help`` and calls without an input file go
-straight through.
+``--version`` (which Triton parses) and calls without an input file go straight
+through; ``--help`` prints ptxas's help, then the wrapper's (`wrapper_help`).
 
 ptxas starts at once, before the fence pass is even imported, on the caller's unchanged
 input and with its output file redirected into a private folder; the pass runs meanwhile.
@@ -142,6 +142,7 @@ def wrap(argv: list[str], become_ptxas: bool = False) -> int:
     ...     wrap(["-arch", "sm_90a"])  # no input file: straight through, with "ptxas"'s status
     1
     """
+    asks_help = "--help" in argv or "-h" in argv
     try:
         if os.environ.get(_ACTIVE):
             raise WrapperError(
@@ -155,8 +156,14 @@ def wrap(argv: list[str], become_ptxas: bool = False) -> int:
         ptxas = real_ptxas()
     except WrapperError as err:
         print(f"ptxkit-ptxas: error: {err}", file=sys.stderr)
+        if asks_help:
+            sys.stdout.write(wrapper_help())
         return EXIT_FATAL
     inputs = input_files(argv)
+    if asks_help and not inputs:
+        status = _run(ptxas, argv)
+        sys.stdout.write(wrapper_help())
+        return status
     if mode == "off" or not inputs:
         if become_ptxas:
             _become(ptxas, argv)
@@ -197,6 +204,43 @@ def _fence_and_assemble(ptxas: str, argv: list[str], inputs: list[int], mode: st
             _print_notes(status, notes)
             return _status(status)
     return _run(ptxas, command, quiet_notes=notes)
+
+
+def wrapper_help() -> str:
+    """What ``ptxkit ptxas --help`` prints after ptxas's own help: what the wrapper does,
+    its exit codes and every environment variable it reads.
+
+    >>> "PTXKIT_ON_ERROR" in wrapper_help() and "255" in wrapper_help()
+    True
+    """
+    import textwrap
+
+    from .common import help_epilog
+
+    about = textwrap.fill("ptxkit-ptxas (also ptxkit ptxas) runs the ptxas above on its PTX inputs after ptxkit's "
+                          "proxy-fence pass (on a private fenced copy: the input files are never written). Every "
+                          f"argument is ptxas's, except {ON_ERROR_OPTION}=fail|ptxas, which is taken out before "
+                          "ptxas sees them.", 78)
+    codes = {
+        0: "ptxas succeeded",
+        255: "ptxas failed (its messages), the fence pass could not run on an input (unless PTXKIT_ON_ERROR=ptxas), "
+             "or the wrapper could not run ptxas (a bad PTXKIT_* setting, no ptxas found)",
+        "128+N": "ptxas was killed by signal N",
+    }
+    environment = {
+        "PTXKIT_FENCE_MODE": "fence (default): insert the missing fence.proxy.async; check: assemble the input as "
+                             "it is and warn (FILE:LINE:COL: warning: missing … [ptxkit]); off: plain ptxas",
+        "PTXKIT_ON_ERROR": "when the fence pass cannot run on an input (PTX it cannot read, a bug): fail (default): "
+                           "a ptxas error, exit 255, no output file; ptxas: assemble it without the pass, with a "
+                           f"warning ({ON_ERROR_OPTION}=... says the same and wins)",
+        "PTXKIT_FENCE_LOG": "append one JSON line per input (file, kernels, mode, fences and why) to this file; "
+                            "-: standard error",
+        "PTXKIT_REAL_PTXAS": "NVIDIA's ptxas to run; else $PTXAS, $CUDA_HOME/bin, $CUDA_PATH/bin, every ptxas on "
+                             "PATH, then cuda.pathfinder, skipping this wrapper",
+        _ACTIVE: "set by the wrapper for the ptxas it runs, so that a ptxas which runs the wrapper again stops "
+                 "(exit 255) instead of recursing; not to be set by hand",
+    }
+    return f"\n{about}\n\n{help_epilog(codes, environment)}\n"
 
 
 def on_error_policy(argv: list[str]) -> tuple[str, list[str]]:
