@@ -19,7 +19,12 @@ import sys
 
 def add_arguments(parser) -> None:
     from . import batch
+    from .common import help_epilog
     from .fence_cmd import add_pass_arguments
+
+    parser.epilog = help_epilog({0: "every file was rewritten (or its diff or report printed)",
+                                 2: "a file is not PTX, or cannot be read or written (the message names it), a pass "
+                                    "cannot be loaded or refuses its input, or bad usage"})
 
     parser.add_argument("inputs", nargs="+", metavar="FILE",
                         help="PTX files or folders (walked for *.ptx), or - for standard input")
