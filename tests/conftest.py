@@ -17,6 +17,31 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
 
 
+def environment_variables(*paths: Path) -> set[str]:
+    """The ``PTXKIT_*`` names in the code of the Python files `paths` (folders walked):
+    string literals, not docstrings or comments, so a variable only planned in prose is
+    left out and one the code reads or tells the user about is in.
+
+    >>> environment_variables(ROOT / "ptxkit" / "cubin_cache.py") >= {"PTXKIT_CACHE_DIR", "PTXKIT_CACHE_MAX"}
+    True
+    """
+    import ast
+    import re
+
+    files = [file for path in paths for file in (sorted(path.rglob("*.py")) if path.is_dir() else [path])]
+    names = set()
+    for file in files:
+        tree = ast.parse(file.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                names.update(re.findall(r"\bPTXKIT_[A-Z0-9_]*[A-Z0-9]\b", node.value))
+    return names
+
+
 @functools.cache
 def ptxas_available() -> bool:
     try:

@@ -12,7 +12,7 @@ import pytest
 
 from ptxkit.cli.main import COMMANDS, build_parser, main
 
-from conftest import ROOT
+from conftest import ROOT, environment_variables
 
 
 def walk(name: str, parser: argparse.ArgumentParser):
@@ -66,19 +66,11 @@ def test_every_help_lists_the_exit_codes(name):
         assert re.search(r"^\s+1\s+--check: a fence is missing", after, re.MULTILINE)
 
 
-def environment_variables() -> set[str]:
-    """Every PTXKIT_* variable the package's code names."""
-    names = set()
-    for folder in ("ptxkit", "cfg", "generators"):
-        for path in (ROOT / folder).rglob("*.py"):
-            names.update(re.findall(r"\bPTXKIT_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()))
-    return names
-
-
 def test_ptxkit_help_lists_every_environment_variable_and_the_exit_codes(capsys):
     assert main(["--help"]) == 0
     text = capsys.readouterr().out
-    variables = environment_variables() - {"PTXKIT_PTXAS_ACTIVE"}  # the wrapper's own guard: in ptxas --help
+    variables = environment_variables(*(ROOT / folder for folder in ("ptxkit", "cfg", "generators")))
+    variables -= {"PTXKIT_PTXAS_ACTIVE"}  # the wrapper's own guard: in ptxkit ptxas --help
     assert {"PTXKIT_CACHE_DIR", "PTXKIT_CACHE_MAX", "PTXKIT_FENCE_MODE", "PTXKIT_ON_ERROR"} <= variables
     assert [name for name in sorted(variables) if name not in text] == []
     for code, meaning in (("0", "success"), ("1", "--check"), ("2", "bad usage"), ("141", "closed")):

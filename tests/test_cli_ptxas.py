@@ -21,6 +21,8 @@ from ptxkit.cli import ptxas_cmd
 from ptxkit.cli.ptxas_cmd import input_files
 from ptxkit.edits import LineMap
 
+from conftest import environment_variables
+
 ROOT = Path(__file__).resolve().parent.parent
 HOPPER = ROOT / "samples" / "hopper"
 NEEDS_FENCE = HOPPER / "gemm_store_once.ptx"  # one fence, hoisted before $mma_loop
@@ -126,14 +128,6 @@ def test_passes_through_when_there_is_no_input(front, arguments, real, tmp_path)
     same_output(run(front + arguments, tmp_path), run(real + arguments, tmp_path))
 
 
-def wrapper_variables() -> set[str]:
-    """The PTXKIT_* variables the wrapper's code (and the fence log it writes) reads."""
-    from ptxkit import fencelog
-
-    text = Path(ptxas_cmd.__file__).read_text() + Path(fencelog.__file__).read_text()
-    return set(re.findall(r"\bPTXKIT_[A-Z0-9_]*[A-Z0-9]\b", text))
-
-
 @pytest.mark.ptxas
 @pytest.mark.parametrize("front", [WRAPPER, CLI], ids=["ptxkit-ptxas", "ptxkit ptxas"])
 @pytest.mark.parametrize("option", ["--help", "-h"])
@@ -145,7 +139,9 @@ def test_help_is_ptxas_help_then_the_wrappers(front, option, real, tmp_path):
     assert mine.stdout.startswith(theirs.stdout)
     added = mine.stdout[len(theirs.stdout):].decode()
     assert added.startswith("\nptxkit-ptxas (also ptxkit ptxas) runs the ptxas above")
-    variables = wrapper_variables()
+    from ptxkit import fencelog
+
+    variables = environment_variables(Path(ptxas_cmd.__file__), Path(fencelog.__file__))
     assert {"PTXKIT_FENCE_MODE", "PTXKIT_FENCE_LOG", "PTXKIT_ON_ERROR", "PTXKIT_REAL_PTXAS"} <= variables
     assert [name for name in sorted(variables) if name not in added] == []
     assert re.search(r"^exit codes:\n  0 .*\n  255 ", added, re.MULTILINE) and "--ptxkit-on-error" in added
