@@ -76,6 +76,25 @@ def test_diff(capsys):
     assert "+\tfence.proxy.async.shared::cta;" in capsys.readouterr().out
 
 
+def test_an_empty_diff_costs_no_more_than_check(tmp_path, capsys, monkeypatch):
+    # nothing planned: no text is printed or compared; no async-proxy operation in the
+    # text: the pass does not even run, as for --check
+    fenced = tmp_path / "k.ptx"
+    fenced.write_text(expected(IF_HOIST))
+    assert main(["fence", "--diff", str(fenced)]) == 0 and capsys.readouterr() == ("", "")
+    import ptxkit.cfg.fence
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("the pass ran")
+
+    monkeypatch.setattr(ptxkit.cfg.fence, "fence_module", no_pass)
+    plain = SAMPLES / "toolchain" / "vector_add.ptx"
+    assert main(["fence", "--check", str(plain)]) == 0
+    checked = capsys.readouterr()
+    assert main(["fence", "--diff", str(plain)]) == 0
+    assert capsys.readouterr() == checked and checked.out == ""
+
+
 def test_json_report(capsys, tmp_path):
     target = tmp_path / "out.ptx"
     assert main(["fence", "--json", str(IF_HOIST), "-o", str(target)]) == 0

@@ -274,11 +274,12 @@ def fence_one(path: str, args):
     elif _writes(args):
         out.append(fenced)
     if args.diff:
-        import difflib
+        if report.fences:  # the planned edits, applied to this parse in check mode: nothing is analysed twice
+            from ptxkit.diff import unified_diff
 
-        out.extend(difflib.unified_diff(original.splitlines(keepends=True),
-                                        _planned_text(module, report, original),
-                                        fromfile=name, tofile=f"{name} (fenced)"))
+            lines = report.apply()
+            out.extend(unified_diff(original, fenced if report.changed else str(module), lines,
+                                    name, f"{name} (fenced)"))
     elif args.explain:
         out.append(report.explain())
     elif args.format == "json":
@@ -351,7 +352,7 @@ def _nothing_to_fence(module, text: str, args):
 
     from ptxkit.isa import may_need_fence
 
-    if args.format != "text" or args.explain or args.diff or may_need_fence(text) \
+    if args.format != "text" or args.explain or may_need_fence(text) \
             or any(f.kind != "entry" for f in module.functions if not f.is_declaration):
         return None
     from ptxkit.cfg.options import check_target
@@ -423,11 +424,3 @@ def _summary(args):
         return ", ".join(parts)
 
     return summary
-
-
-def _planned_text(module, report, original: str) -> list[str]:
-    """The fenced text as lines: the rewritten module, or in check mode what it would be
-    (the planned edits applied to this parse; nothing is analysed twice)."""
-    if not report.rewritten:
-        report.apply()
-    return str(module).splitlines(keepends=True) if report.fences else original.splitlines(keepends=True)
