@@ -30,6 +30,7 @@ LAYER_OF = {
     "ptxkit.instruction": "syntax",
     "ptxkit.errors": "syntax",
     "ptxkit.edits": "syntax",
+    "ptxkit.diff": "syntax",
     "ptxkit.toolkit": "toolchain",
     "ptxkit.ptxas": "toolchain",
     "ptxkit.cubin_cache": "toolchain",
