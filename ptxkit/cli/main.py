@@ -22,6 +22,7 @@ COMMANDS = {
     "parse": ("ptxkit.cli.parse_cmd", "check PTX files and print a summary line per function"),
     "fence": ("ptxkit.cli.fence_cmd", "insert (or --check for) generic->async proxy fences"),
     "rewrite": ("ptxkit.cli.rewrite_cmd", "run rewrite passes (shipped or your own), then the fence pass"),
+    "report": ("ptxkit.cli.report_cmd", "registers, shared memory, spills and local memory per kernel, by line"),
     "cfg": ("ptxkit.cli.cfg_cmd", "write a function's control-flow graph as Graphviz DOT or SVG"),
     "assemble": ("ptxkit.cli.assemble_cmd", "assemble PTX into a cubin with ptxas"),
     "gen": ("ptxkit.cli.gen_cmd", "generate PTX kernels: register-level and row reductions"),

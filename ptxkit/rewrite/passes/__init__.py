@@ -4,8 +4,8 @@ the rewrite API (docs/rewrite.md).
 `SHIPPED` maps the name a pass is run by (``ptxkit rewrite --pass NAME``,
 ``PTXKIT_PASSES``, the Triton hook) to its ``module:function``.
 
->>> sorted(SHIPPED)[:2]
-['strip', 'strip-fences']
+>>> sorted(SHIPPED)
+['report', 'strip', 'strip-fences']
 """
 
 from __future__ import annotations
@@ -13,4 +13,5 @@ from __future__ import annotations
 SHIPPED = {
     "strip-fences": "ptxkit.rewrite.passes.strip:strip_fences",
     "strip": "ptxkit.rewrite.passes.strip:strip",
+    "report": "ptxkit.rewrite.passes.report:report",
 }
