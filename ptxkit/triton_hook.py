@@ -24,6 +24,14 @@ compile fails with `FencePassError`: a kernel that was meant to be fenced is nev
 without its fences. ``install(on_error="ptxas")`` (or ``PTXKIT_ON_ERROR=ptxas``) compiles
 such a kernel as Triton made it instead, with a warning on standard error.
 
+``install(passes=[...])`` (or ``PTXKIT_PASSES``, comma-separated) runs rewrite passes
+on each kernel's PTX first (specs or functions: `ptxkit.rewrite.pipeline`); the mode
+then says what the fence pass does after them (``off`` with passes: passes only). The
+metadata names the passes, the kernel parameters they added and each pass's ``info``.
+Triton's launcher passes only Triton's own arguments, so a pass for Triton kernels keeps
+what it records in a module variable rather than a new parameter. A pass that fails is
+an error as `on_error` says, like the fence pass.
+
 Triton's cache key holds ptxkit's version (and a digest of its source), the mode and the
 pass's options: a kernel compiled under one mode is a cache hit under the same mode and
 is compiled again under another. Triton from 3.7 asks the hook for that key itself;
@@ -70,10 +78,11 @@ class Hook:
     (True, [])
     """
 
-    def __init__(self, mode: str, options=None, previous=None, on_error: str = "fail"):
+    def __init__(self, mode: str, options=None, previous=None, on_error: str = "fail", passes=()):
         from ptxkit.cfg.fence import FenceOptions
+        from ptxkit.rewrite.pipeline import load_pass
 
-        if mode not in ("fence", "check"):
+        if mode not in ("fence", "check") and not (mode == "off" and passes):
             raise ValueError(f"mode must be fence or check (off: uninstall), not {mode!r}")
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
@@ -81,6 +90,7 @@ class Hook:
         self.options = options if options is not None else FenceOptions()
         self.previous = previous
         self.on_error = on_error
+        self.passes = [load_pass(spec) for spec in passes]
         self.log: list[dict] = []
 
     def __call__(self, *args):
@@ -102,6 +112,9 @@ class Hook:
         from ptxkit import __version__
 
         key = f"ptxkit-{__version__}-{_source_digest()}-{self.mode}-{self.options!r}-on-error-{self.on_error}"
+        if self.passes:
+            key += "-passes:" + ",".join(f"{spec.name}{spec.options}@{_function_digest(spec.function)}"
+                                         for spec in self.passes)
         if self.previous is not None:
             try:
                 key += "+" + str(self.previous()[0])
@@ -120,9 +133,11 @@ class Hook:
         name = f"<triton {metadata.get('name', 'kernel')}>"
         start = time.perf_counter()
         try:
+            if self.passes:
+                return self._rewrite(ptx, metadata, name, start)
             module = ptxkit.parse(ptx, name)
             report = fence_module(module, self.options, rewrite=self.mode == "fence")
-        except Exception as err:  # PTX it cannot read, or a bug in ptxkit
+        except Exception as err:  # PTX it cannot read, a failing pass, or a bug in ptxkit
             problem = _problem(name, err)
             if self.on_error == "fail":
                 raise FencePassError(f"{problem} (install(on_error='ptxas') or PTXKIT_ON_ERROR=ptxas compiles "
@@ -144,6 +159,36 @@ class Hook:
         metadata["ptxkit"] = {"mode": self.mode, "fences": fences, "skipped": skipped}
         return fenced
 
+    def _rewrite(self, ptx: str, metadata: dict, name: str, start: float) -> str:
+        """`process` with passes: the passes, then the fence pass as the mode says."""
+        from ptxkit.fencelog import describe, entry_names, write_entry
+        from ptxkit.rewrite.pipeline import FENCE, run
+
+        result = run(ptx, self.passes, fence=None if self.mode == "fence" else self.mode == "check",
+                     fence_options=self.options, check=self.mode == "check", filename=name)
+        fences = []
+        if result.fence is not None:
+            stage = [s.name for s in result.stages].index(FENCE)
+            for site in result.fence.fences:
+                fence = describe(site)
+                fence["line"] = result.input_line(stage, fence["line"]) if fence["line"] else fence["line"]
+                fences.append(fence)
+                if self.mode == "check":
+                    print(f"{name}:{fence['line']}:{fence['column']}: warning: missing {fence['variant']} "
+                          f"{fence['where']} this statement: {fence['reason']} [ptxkit]", file=sys.stderr)
+        skipped = str(result.fence.skipped) if result.fence is not None and result.fence.skipped else None
+        summary = result.to_json()
+        passes = [stage["name"] for stage in summary["stages"] if stage["name"] != FENCE]
+        entry = {"file": name, "kernels": entry_names(ptx), "mode": self.mode, "fences": fences,
+                 "skipped": skipped, "passes": passes, "params": summary["params"],
+                 "seconds": time.perf_counter() - start}
+        self.log.append(entry)
+        write_entry(entry)
+        metadata["ptxkit"] = {"mode": self.mode, "fences": fences, "skipped": skipped, "passes": passes,
+                              "params": summary["params"],
+                              "info": {stage["name"]: stage["info"] for stage in summary["stages"] if stage["info"]}}
+        return result.text if result.changed else ptx
+
 
 def _problem(name: str, err: Exception) -> str:
     """Why the pass could not run on the kernel `name`, in one line.
@@ -153,14 +198,19 @@ def _problem(name: str, err: Exception) -> str:
     "<triton k>:12:5: the proxy-fence pass cannot read this PTX: unexpected '%3'"
     """
     from ptxkit.errors import PtxSyntaxError
+    from ptxkit.rewrite.pipeline import PassError
 
     if isinstance(err, PtxSyntaxError):
         return f"{err.location}: the proxy-fence pass cannot read this PTX: {err.message}"
+    if isinstance(err, PassError):
+        return f"{name}: {err}"
     return f"{name}: the proxy-fence pass failed (a bug in ptxkit; please report it): {type(err).__name__}: {err}"
 
 
-def install(mode: str | None = None, options=None, on_error: str | None = None) -> Hook | None:
-    """Put the fence pass into Triton's pipeline; returns the hook (None for ``off``).
+def install(mode: str | None = None, options=None, on_error: str | None = None, passes=None) -> Hook | None:
+    """Put the fence pass (after `passes`, if any: specs or functions, default
+    ``$PTXKIT_PASSES``) into Triton's pipeline; returns the hook (None for ``off``
+    without passes).
 
     `mode` defaults to ``$PTXKIT_FENCE_MODE`` (else ``fence``); `options` is a
     `ptxkit.cfg.fence.FenceOptions`; `on_error` (default ``$PTXKIT_ON_ERROR``, else
@@ -186,13 +236,17 @@ def install(mode: str | None = None, options=None, on_error: str | None = None) 
     on_error = (on_error or os.environ.get("PTXKIT_ON_ERROR", "fail")).strip().lower() or "fail"
     if on_error not in ON_ERROR:
         raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
+    if passes is None:
+        from ptxkit.rewrite.pipeline import split_specs
+
+        passes = split_specs(os.environ.get("PTXKIT_PASSES", ""))
     current = knobs.runtime.add_stages_inspection_hook
     previous = current.previous if isinstance(current, Hook) else current
-    if mode == "off":
+    if mode == "off" and not passes:
         knobs.runtime.add_stages_inspection_hook = previous
         return None
     _add_cache_key_to_triton_36()
-    hook = Hook(mode, options, previous, on_error)
+    hook = Hook(mode, options, previous, on_error, passes)
     knobs.runtime.add_stages_inspection_hook = hook
     return hook
 
@@ -202,7 +256,19 @@ def uninstall() -> None:
 
     >>> uninstall()  # doctest: +SKIP
     """
-    install("off")
+    install("off", passes=[])
+
+
+def _function_digest(function) -> str:
+    """A digest of a pass function's source (its name when the source cannot be read):
+    an edited pass never reuses kernels the old one rewrote."""
+    import inspect
+
+    try:
+        text = inspect.getsource(function)
+    except (OSError, TypeError):
+        text = f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', repr(function))}"
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 _digest: str | None = None
@@ -217,11 +283,14 @@ def _source_digest() -> str:
         import ptxkit.cfg
 
         digest = hashlib.sha256()
-        for folder in sorted({os.path.dirname(ptxkit.__file__), os.path.dirname(ptxkit.cfg.__file__)}):
-            for name in sorted(os.listdir(folder)):
-                if name.endswith(".py"):
-                    with open(os.path.join(folder, name), "rb") as handle:
-                        digest.update(name.encode() + b"\0" + handle.read())
+        for top in sorted({os.path.dirname(ptxkit.__file__), os.path.dirname(ptxkit.cfg.__file__)}):
+            for folder, subfolders, names in os.walk(top):  # the rewrite passes too
+                subfolders.sort()
+                for name in sorted(names):
+                    if name.endswith(".py"):
+                        with open(os.path.join(folder, name), "rb") as handle:
+                            digest.update(os.path.relpath(os.path.join(folder, name), top).encode() + b"\0"
+                                          + handle.read())
         _digest = digest.hexdigest()[:16]
     return _digest
 

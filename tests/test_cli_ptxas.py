@@ -519,3 +519,83 @@ def test_a_bad_on_error_setting_is_refused(setting):
     name = "PTXKIT_ON_ERROR" if setting else "--ptxkit-on-error"
     assert done.returncode == 255
     assert done.stderr.decode() == f"ptxkit-ptxas: error: {name} must be one of fail, ptxas (got 'ignore')\n"
+
+
+# -- PTXKIT_PASSES ---------------------------------------------------------------------------
+
+#: a user pass for the wrapper: a parameter for a buffer, a register written at every return
+PASS_MODULE = '''
+from ptxkit.rewrite import Plan
+
+def stamp(module, bad=False):
+    plan = Plan(module)
+    for k in plan.kernels():
+        buf = k.add_param(".u64", "buf")
+        t = k.fresh_register(".u64", "t")
+        k.insert(k.returns(), [f"ld.param.u64 {t}, [{buf.name}];"] + (["mov.u32 %undeclared, 0;"] if bad else []))
+    return plan
+'''
+
+
+@pytest.mark.ptxas
+def test_passes_run_before_the_fence_pass_and_are_logged(real, tmp_path, monkeypatch):
+    """ptxas assembles what `ptxkit.rewrite.run` makes of the input (passes, then the
+    fence pass); the log names the passes and the parameter they added."""
+    from ptxkit.rewrite import run as rewrite
+
+    (tmp_path / "stamps.py").write_text(PASS_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = _copy(NEEDS_FENCE, tmp_path / "w")
+    (tmp_path / "p").mkdir()
+    result = rewrite(NEEDS_FENCE.read_text(), ["stamps:stamp"], filename="k.ptx")
+    (tmp_path / "p" / "k.ptx").write_text(result.text)
+    log = tmp_path / "log.jsonl"
+    arguments = ["-arch=sm_90a", "k.ptx", "-o", "k.o"]
+    mine = run(WRAPPER + arguments, tmp_path / "w", PTXKIT_PASSES="stamps:stamp", PTXKIT_FENCE_LOG=str(log),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    same_output(mine, run(real + arguments, tmp_path / "p"))
+    assert (tmp_path / "w" / "k.o").read_bytes() == (tmp_path / "p" / "k.o").read_bytes()
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry["passes"] == ["stamps:stamp"] and len(entry["fences"]) == 1
+    ((kernel, (param,)),) = entry["params"].items()
+    assert (param["name"], param["index"]) == ("ptxkit_buf", len(result.module.function(kernel).signature.params) - 1)
+    assert source.read_text() == NEEDS_FENCE.read_text()  # the caller's file untouched
+
+
+@pytest.mark.ptxas
+def test_ptxas_errors_in_code_a_pass_inserted_point_at_the_callers_lines(tmp_path):
+    (tmp_path / "stamps.py").write_text(PASS_MODULE)
+    _copy(NEEDS_FENCE, tmp_path / "w")
+    env = {"PTXKIT_PASSES": "stamps:stamp --bad", "PTXKIT_FENCE_MODE": "off",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    mine = run(WRAPPER + ["-arch=sm_90a", "k.ptx", "-o", "k.o"], tmp_path / "w", **env)
+    assert mine.returncode == 255
+    lines = [int(n) for n in re.findall(rb"k\.ptx, line (\d+);", mine.stderr)]
+    text = NEEDS_FENCE.read_text().splitlines()
+    assert lines and all(text[n - 1].strip() == "ret;" for n in lines)  # inserted before the ret
+
+
+@pytest.mark.ptxas
+def test_strip_fences_then_check_warns_at_the_input_lines(real, tmp_path):
+    from ptxkit.cfg.fence import fence_text
+
+    fenced, _ = fence_text(NEEDS_FENCE.read_text(), "k.ptx")
+    for side in ("w", "p"):
+        (tmp_path / side).mkdir()
+    (tmp_path / "w" / "k.ptx").write_text(fenced)
+    (tmp_path / "p" / "k.ptx").write_text(NEEDS_FENCE.read_text())  # what stripping gives back
+    arguments = ["-arch=sm_90a", "k.ptx", "-o", "k.o"]
+    mine = run(WRAPPER + arguments, tmp_path / "w", PTXKIT_PASSES="strip-fences", PTXKIT_FENCE_MODE="check")
+    theirs = run(real + arguments, tmp_path / "p")
+    assert mine.returncode == theirs.returncode == 0
+    (warning,) = [line for line in mine.stderr.decode().splitlines() if "[ptxkit]" in line]
+    line = int(re.match(r"k\.ptx:(\d+):", warning).group(1))
+    assert fenced.splitlines()[line - 1].strip() == NEEDS_FENCE.read_text().splitlines()[line - 1].strip()
+    assert (tmp_path / "w" / "k.o").read_bytes() == (tmp_path / "p" / "k.o").read_bytes()
+
+
+def test_a_bad_pass_spec_stops_the_build(tmp_path):
+    _copy(NEEDS_FENCE, tmp_path)
+    done = run(WRAPPER + ["-arch=sm_90a", "k.ptx", "-o", "k.o"], tmp_path, PTXKIT_PASSES="no-such-pass")
+    assert done.returncode == 255 and b"PTXKIT_PASSES: pass 'no-such-pass'" in done.stderr
+    assert not (tmp_path / "k.o").exists()

@@ -240,6 +240,41 @@ def test_the_wrappers_log_names_the_kernel_not_tritons_temporary_file(fresh_trit
     assert "matmul_pointer" not in os.path.basename(entry["file"])  # the file is Triton's temporary one
 
 
+def stamp_entry(module):
+    """A pass: the %globaltimer into a fresh register at every kernel's entry."""
+    from ptxkit.rewrite import Plan
+
+    plan = Plan(module)
+    for k in plan.kernels():
+        k.insert(k.entry(), f"mov.u64 {k.fresh_register('.u64', 'start')}, %globaltimer;")
+    plan.info["kernels"] = [k.name for k in plan.kernels()]
+    return plan
+
+
+def test_passes_run_before_the_fence_pass_and_are_recorded(stripped, fresh_triton):
+    hook = triton_hook.install("fence", passes=[stamp_entry])
+    kernel = compile_pointer()
+    ptx = kernel.asm["ptx"]
+    assert "mov.u64 %ptxkit_start, %globaltimer;" in ptx and ptx.count("fence.proxy.async") == 1
+    assert kernel.metadata.ptxkit["passes"] == ["stamp_entry"]
+    assert kernel.metadata.ptxkit["info"] == {"stamp_entry": {"kernels": ["matmul_pointer"]}}
+    assert [f["variant"] for f in hook.log[0]["fences"]] == ["fence.proxy.async.shared::cta"]
+    lines = stripped.splitlines()  # the fence's line is the Triton PTX's, before the pass
+    assert lines[hook.log[0]["fences"][0]["line"] - 1].strip()
+    triton_hook.install("off", passes=[stamp_entry])  # passes only: the race stays
+    alone = compile_pointer().asm["ptx"]
+    assert "%ptxkit_start" in alone and "fence.proxy.async" not in alone
+    assert [hit for _, hit in fresh_triton][-1] is False  # another key: compiled again
+
+
+def test_the_cache_key_holds_the_passes_and_their_source():
+    plain = triton_hook.Hook("fence").cache_key()
+    with_pass = triton_hook.Hook("fence", passes=[stamp_entry]).cache_key()
+    strip = triton_hook.Hook("fence", passes=["strip --opcode bar.sync"]).cache_key()
+    assert len({plain[1], with_pass[1], strip[1]}) == 3 and "stamp_entry" in with_pass[0]
+    assert with_pass == triton_hook.Hook("fence", passes=[stamp_entry]).cache_key()
+
+
 # -- on the GPU ---------------------------------------------------------------------------------
 
 

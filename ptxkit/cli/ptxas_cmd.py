@@ -35,6 +35,13 @@ environment:
     without the pass, with a warning. The argument ``--ptxkit-on-error=fail|ptxas`` (taken
     out before ptxas sees the arguments) says the same and wins. When ptxas itself
     rejects the input, its own messages are the answer.
+``PTXKIT_PASSES``
+    rewrite passes to run on every PTX input first, comma-separated specs
+    (``strip-fences``, ``mypkg.passes:count --every 2``: `ptxkit.rewrite.pipeline`); the
+    fence mode then says what the fence pass does after them (``off``: passes only). The
+    rewritten copy is what ptxas assembles; the log entry names the passes and the kernel
+    parameters they added. A bad spec stops the build (exit 255); a pass that fails on an
+    input is an error as ``PTXKIT_ON_ERROR`` says.
 ``PTXKIT_REAL_PTXAS``
     the ptxas to run. Otherwise: ``$PTXAS``, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, every
     ``ptxas`` on ``PATH``, then ``cuda.pathfinder``, skipping this wrapper (which may be
@@ -154,6 +161,7 @@ def wrap(argv: list[str], become_ptxas: bool = False) -> int:
             raise WrapperError(f"PTXKIT_FENCE_MODE must be one of {', '.join(MODES)} (got {mode!r})")
         on_error, argv = on_error_policy(argv)
         ptxas = real_ptxas()
+        passes = _passes()
     except WrapperError as err:
         print(f"ptxkit-ptxas: error: {err}", file=sys.stderr)
         if asks_help:
@@ -164,28 +172,48 @@ def wrap(argv: list[str], become_ptxas: bool = False) -> int:
         status = _run(ptxas, argv)
         sys.stdout.write(wrapper_help())
         return status
-    if mode == "off" or not inputs:
+    if (mode == "off" and not passes) or not inputs:
         if become_ptxas:
             _become(ptxas, argv)
         return _run(ptxas, argv)
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="ptxkit-ptxas-") as private:
-        early = _start_early(ptxas, argv, inputs, private)
+        early = None if passes else _start_early(ptxas, argv, inputs, private)  # passes change the input
         try:
-            return _fence_and_assemble(ptxas, argv, inputs, mode, on_error, private, early)
+            return _fence_and_assemble(ptxas, argv, inputs, mode, on_error, private, early, passes)
         finally:
             if early is not None:
                 early.stop()
 
 
+def _passes() -> list:
+    """The passes ``PTXKIT_PASSES`` names, loaded (`ptxkit.rewrite.pipeline.load_pass`); a
+    bad spec is a `WrapperError`.
+
+    >>> import os, unittest.mock
+    >>> with unittest.mock.patch.dict(os.environ, PTXKIT_PASSES="strip-fences, strip --opcode bar.sync"):
+    ...     [(spec.name, spec.options) for spec in _passes()]
+    [('strip-fences', {}), ('strip', {'opcode': 'bar.sync'})]
+    """
+    text = os.environ.get("PTXKIT_PASSES", "").strip()
+    if not text:
+        return []
+    from ptxkit.rewrite.pipeline import PassError, load_pass, split_specs
+
+    try:
+        return [load_pass(spec) for spec in split_specs(text)]
+    except PassError as err:
+        raise WrapperError(f"PTXKIT_PASSES: {err}") from None
+
+
 def _fence_and_assemble(ptxas: str, argv: list[str], inputs: list[int], mode: str, on_error: str, private: str,
-                        early) -> int:
+                        early, passes=()) -> int:
     """Prepare every input, then keep the early ptxas run or assemble the fenced copies;
     an input the pass could not run on stops everything (unless `on_error` is ``ptxas``)."""
     command, copies, notes, failures = list(argv), [], [], []
     for index in inputs:
-        prepared = _prepare(argv[index], mode, private)
+        prepared = _prepare(argv[index], mode, private, passes)
         if prepared.failure is not None:
             (notes if on_error == "ptxas" else failures).append(prepared.failure)
         if prepared.copy:
@@ -235,6 +263,8 @@ def wrapper_help() -> str:
                            f"warning ({ON_ERROR_OPTION}=... says the same and wins)",
         "PTXKIT_FENCE_LOG": "append one JSON line per input (file, kernels, mode, fences and why) to this file; "
                             "-: standard error",
+        "PTXKIT_PASSES": "rewrite passes to run on every input before the fence pass: comma-separated specs "
+                         "(strip-fences, module:function --option value); ptxas assembles the rewritten copy",
         "PTXKIT_REAL_PTXAS": "NVIDIA's ptxas to run; else $PTXAS, $CUDA_HOME/bin, $CUDA_PATH/bin, every ptxas on "
                              "PATH, then cuda.pathfinder, skipping this wrapper",
         _ACTIVE: "set by the wrapper for the ptxas it runs, so that a ptxas which runs the wrapper again stops "
@@ -459,30 +489,36 @@ class _PassFailure:
     ptxas warning : the proxy-fence pass failed on k.ptx (a bug in ptxkit; please report it): RecursionError: …; assembled without the pass (on error: ptxas) [ptxkit]
     """
 
-    __slots__ = ("path", "message", "line", "trace")
+    __slots__ = ("path", "message", "line", "trace", "who")
 
-    def __init__(self, path: str, message: str, line: int | None = None, trace: str | None = None):
-        self.path, self.message, self.line, self.trace = path, message, line, trace
+    def __init__(self, path: str, message: str, line: int | None = None, trace: str | None = None,
+                 who: str = "the proxy-fence pass"):
+        self.path, self.message, self.line, self.trace, self.who = path, message, line, trace, who
 
     def ptxas_message(self, severity: str) -> str:
         """One line in ptxas's shape, of `severity` ``error`` or ``warning``."""
         if self.trace is None:
-            what = f"the proxy-fence pass cannot read this PTX: {self.message}"
+            what = f"{self.who} cannot read this PTX: {self.message}"
+        elif self.who != "the proxy-fence pass":
+            what = f"{self.who} failed on {self.path}: {self.message}"
         else:
-            what = f"the proxy-fence pass failed on {self.path} (a bug in ptxkit; please report it): {self.message}"
+            what = f"{self.who} failed on {self.path} (a bug in ptxkit; please report it): {self.message}"
         if severity == "warning":
             what += "; assembled without the pass (on error: ptxas)"
         where = f"ptxas {self.path}, line {self.line}; " if self.line is not None else "ptxas "
         return f"{where}{severity:<8}: {what} [ptxkit]"
 
 
-def _prepare(path: str, mode: str, private: str) -> _Prepared:
-    """Fence (or check) one input file; ptxas reads a copy only when fences were added."""
+def _prepare(path: str, mode: str, private: str, passes=()) -> _Prepared:
+    """Fence (or check) one input file, after `passes` when there are some; ptxas reads a
+    copy only when the text changed."""
     try:
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError:
         return _Prepared(path)  # ptxas reports the missing file itself
+    if passes:
+        return _rewrite(path, data, mode, private, passes)
     from ptxkit.fencelog import describe, entry_names, write_entry
     from ptxkit.isa import may_need_fence
 
@@ -519,21 +555,72 @@ def _prepare(path: str, mode: str, private: str) -> _Prepared:
     fences = [describe(site) for site in report.fences]
     log(fences, str(report.skipped) if report.skipped else None)
     if mode == "check":
-        for fence in fences:
-            print(
-                f"{path}:{fence['line']}:{fence['column']}: warning: missing {fence['variant']} "
-                f"{fence['where']} this statement: {fence['reason']} [ptxkit]",
-                file=sys.stderr,
-            )
+        _warn(path, fences)
         return _Prepared(path)
     if not report.changed:
         return _Prepared(path)
+    return _Prepared(path, _write_copy(path, str(module), private), report.lines)
+
+
+def _rewrite(path: str, data: bytes, mode: str, private: str, passes) -> _Prepared:
+    """Run `passes` on one input, then the fence pass as `mode` says; ptxas reads the
+    rewritten copy, and a check's warnings point at the input's lines."""
+    import ptxkit
+    from ptxkit.errors import PtxSyntaxError
+    from ptxkit.fencelog import describe, entry_names, write_entry
+    from ptxkit.rewrite.pipeline import FENCE, PassError, run
+
+    try:
+        module = ptxkit.parse(data, path)
+        result = run(module, passes, fence=None if mode == "fence" else mode == "check", check=mode == "check")
+    except PtxSyntaxError as err:
+        return _Prepared(path, failure=_PassFailure(path, f"{err.message} (column {err.column})", err.line,
+                                                    who="PTXKIT_PASSES"))
+    except UnicodeDecodeError as err:
+        return _Prepared(path, failure=_PassFailure(path, f"not UTF-8 text ({err.reason} at byte {err.start})",
+                                                    who="PTXKIT_PASSES"))
+    except PassError as err:
+        import traceback
+
+        trace = "".join(traceback.format_exception(err.cause)) if err.cause is not None else ""
+        return _Prepared(path, failure=_PassFailure(path, str(err), trace=trace, who="PTXKIT_PASSES"))
+    fences = []
+    if result.fence is not None:
+        stage = [s.name for s in result.stages].index(FENCE)
+        for site in result.fence.fences:
+            fence = describe(site)
+            fence["line"] = result.input_line(stage, fence["line"]) if fence["line"] else fence["line"]
+            fences.append(fence)
+    skipped = str(result.fence.skipped) if result.fence is not None and result.fence.skipped else None
+    write_entry({"file": os.path.abspath(path), "kernels": entry_names(result.text), "mode": mode,
+                 "fences": fences, "skipped": skipped,
+                 "passes": [stage.name for stage in result.stages if stage.name != FENCE],
+                 "params": result.to_json()["params"]})
+    if mode == "check":
+        _warn(path, fences)
+    if not result.changed:
+        return _Prepared(path)
+    return _Prepared(path, _write_copy(path, result.text, private), result.lines)
+
+
+def _warn(path: str, fences: list[dict]) -> None:
+    """One warning per missing fence, at the input's line."""
+    for fence in fences:
+        print(
+            f"{path}:{fence['line']}:{fence['column']}: warning: missing {fence['variant']} "
+            f"{fence['where']} this statement: {fence['reason']} [ptxkit]",
+            file=sys.stderr,
+        )
+
+
+def _write_copy(path: str, text: str, private: str) -> str:
+    """Write the text ptxas reads instead of `path` into the private folder; its path."""
     directory = os.path.join(private, f"input-{len(os.listdir(private))}")  # one per input keeps names apart
     os.mkdir(directory)
     copy = os.path.join(directory, os.path.basename(path) or "input.ptx")
     with open(copy, "w", encoding="utf-8") as handle:
-        handle.write(str(module))
-    return _Prepared(path, copy, report.lines)
+        handle.write(text)
+    return copy
 
 
 def real_ptxas() -> str:
