@@ -77,3 +77,18 @@ def test_without_loc_there_are_no_source_lines():
     assert spill.sites and not any(site.source for site in spill.sites)
     assert any("no .loc" in note for note in report.notes)
     assert next(iter(spill.spills_by_place())).startswith("line ")
+
+
+@pytest.mark.parametrize("path", sorted(p for folder in ("toolchain", "hopper", "triton", "reduction", "syntax")
+                                        for p in (SAMPLES / folder).rglob("*.ptx")), ids=lambda p: p.name)
+def test_every_sample_gets_a_report_that_accounts_for_its_spills(path):
+    module = ptxkit.parse_file(path)
+    try:
+        report = resource_report(module)
+    except ptxkit.PtxasError:
+        pytest.skip("ptxas does not take this sample on its own")
+    assert {k.name for k in report.kernels} <= {f.name for f in module.functions}
+    for kernel in report.kernels:
+        spills = [site for site in kernel.sites if site.kind == "spill"]
+        assert sum(site.store_bytes for site in spills) == kernel.spill_stores
+        assert sum(site.load_bytes for site in spills) == kernel.spill_loads

@@ -16,6 +16,7 @@ from conftest import SAMPLES
 EXPECTED = sorted((SAMPLES / "fence" / "expected").glob("*.ptx"))
 ALL = sorted(SAMPLES.rglob("*.ptx"))
 FENCE = re.compile(r"^\s*(?:@!?%\w+\s+)?fence\.(?:proxy\.async|mbarrier_init)", re.M)
+BARRIER = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:bar\.sync|barrier\.sync)\b", re.M)
 
 
 @pytest.mark.parametrize("path", EXPECTED, ids=lambda p: p.name)
@@ -42,11 +43,12 @@ def test_every_sample_assembles_after_stripping(path):
     from ptxkit.ptxas import assemble
 
     text = path.read_text()
-    result = run(text, ["strip-fences"], filename=path.name)
+    result = run(text, ["strip-fences", "strip --opcode bar.sync --opcode barrier.sync*"], filename=path.name)
+    removed = len(FENCE.findall(text)) + len(BARRIER.findall(text))
     if not result.changed:
-        assert not FENCE.search(text)
+        assert not removed
         return
-    assert len(result.text.splitlines()) == len(text.splitlines()) - len(FENCE.findall(text))
+    assert len(result.text.splitlines()) == len(text.splitlines()) - removed
     arch = result.module.targets[0]
     assemble(result.text, arch, options=("-c",), filename=path.name, cache=False)
 

@@ -38,6 +38,8 @@ line map. Inserted code carries no ``.loc`` unless `insert` is given one (the
 
 from __future__ import annotations
 
+import functools
+
 from ptxkit._records import record
 from ptxkit.edits import AddParam, Delete, Insert, Replace, Retarget, apply_edits
 from ptxkit.instruction import head_of
@@ -79,6 +81,12 @@ def statements(code) -> list[str]:
     Traceback (most recent call last):
     ValueError: not a statement: 'mov.u32 %r1, 0'
     """
+    return list(_checked_statements(code if isinstance(code, str) else tuple(code)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _checked_statements(code) -> tuple[str, ...]:
+    """`statements`, kept: a pass puts the same code at many places."""
     if not isinstance(code, str):
         found = [piece.strip() for piece in code]
     else:
@@ -97,7 +105,7 @@ def statements(code) -> list[str]:
             node.view
         elif type(node) is Directive:
             node.declaration
-    return found
+    return tuple(found)
 
 
 class _Site:
