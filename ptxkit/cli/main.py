@@ -42,6 +42,8 @@ ENVIRONMENT = {
     "PTXKIT_ON_ERROR": "ptxkit ptxas and the Triton hook, when the fence pass cannot run: fail (default) or "
                        "ptxas (go on without it, with a warning)",
     "PTXKIT_FENCE_LOG": "ptxkit ptxas and the Triton hook: a file (or -) to append one JSON line per input to",
+    "PTXKIT_PASSES": "ptxkit ptxas and the Triton hook: rewrite passes to run before the fence pass "
+                     "(comma-separated specs, as ptxkit rewrite --pass takes them)",
     "PTXKIT_REAL_PTXAS": "ptxkit ptxas: NVIDIA's ptxas to run",
     "PTXAS, CUDA_HOME": "where ptxas is looked for (then CUDA_PATH, PATH and cuda.pathfinder)",
 }

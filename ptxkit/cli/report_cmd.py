@@ -15,6 +15,15 @@ import sys
 
 def add_arguments(parser) -> None:
     from . import batch
+    from .assemble_cmd import CACHE_ENVIRONMENT, TOOL_ENVIRONMENT
+    from .common import help_epilog
+
+    parser.epilog = help_epilog(
+        {0: "every file was reported on", 2: "a file is not PTX, ptxas rejects it (its messages at FILE:LINE), an "
+                                             "input or output cannot be read or written, or bad usage"},
+        {**CACHE_ENVIRONMENT, **TOOL_ENVIRONMENT,
+         "NVDISASM": "the nvdisasm that reads the SASS (else the CUDA toolkit's, PATH, the nvidia-cuda-nvdisasm "
+                     "wheel); without one, spills are not mapped to lines"})
 
     parser.add_argument("inputs", nargs="+", metavar="FILE",
                         help="PTX files or folders (walked for *.ptx), or - for standard input")
