@@ -87,7 +87,7 @@ def reduce_local(
         gen_reduce_thread(dst, src, axes, op, accum, nan)
         return "thread"
     if scope == "warp" and analyze_shuffle_reduce(src.layout, dst.layout) is not None:
-        gen_reduce_warp_shuffle(dst, src, op, accum, pack=pack, nan=nan)
+        gen_reduce_warp_shuffle(dst, src, op, accum, pack=pack, nan=nan, axes=axes)
         return "shuffle"
     gen_reduce_view(dst, src, axes, op, accum, thread_reduce, scope, pack=pack, nan=nan)
     return "view"

@@ -25,7 +25,6 @@ thread-only layout on 32 threads), each with its own data.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from collections.abc import Callable
 
@@ -35,7 +34,8 @@ from . import simulate
 from .accuracy import assert_within
 from .builder import PtxBuilder, module_text as _module_text
 from .dtypes import dtype as as_dtype, from_bits, to_bits
-from .layout import THREAD_STEP, TileLayout, S
+from .layout import TileLayout, S
+from .placement import placements
 from .regtile import RegTile
 
 #: bit patterns that gaps must keep (NaNs with a payload, or an unlikely integer)
@@ -202,45 +202,6 @@ class ImageRun:
         if np.ndim(atol):
             atol = np.asarray(atol, np.float64).reshape(got.shape[0], 1, -1)
         assert_within(got, want, atol + rtol * np.abs(want) if rtol else atol, "values [copy, replica, element]")
-
-
-def placements(layout: TileLayout, shape) -> tuple[np.ndarray, np.ndarray]:
-    """(thread, slot) of every logical element (row-major) for every replica copy:
-    two int arrays [replicas, elements]. Threads count from 0 in the CTA (`THREAD_STEP`).
-
-    >>> from ptxkit.generators.layout import TileLayout, S, R, laneid
-    >>> t, s = placements(TileLayout(S[2:1] + R[2 : 16 @ laneid]), (2,))
-    >>> t.tolist(), s.tolist()
-    ([[0, 0], [16, 16]], [[0, 1], [0, 1]])
-    """
-    size = math.prod(shape)
-    if layout.size() != size:
-        raise ValueError(f"layout {layout!r} does not fit shape {tuple(shape)}")
-    flat = np.arange(size)
-    thread = np.zeros(size, np.int64)
-    slot = np.zeros(size, np.int64)
-    for it in reversed(layout.shard):
-        flat, digit = np.divmod(flat, it.extent)
-        _add(thread, slot, it.axis, digit * it.stride)
-    for key, value in layout.offset:
-        _add(thread, slot, key, np.full(size, value))
-    threads, slots = [thread], [slot]
-    for it in layout.replica:
-        steps = np.arange(it.extent) * it.stride
-        extra_t, extra_s = np.zeros(it.extent, np.int64), np.zeros(it.extent, np.int64)
-        _add(extra_t, extra_s, it.axis, steps)
-        threads = [t + e for t in threads for e in extra_t]
-        slots = [s + e for s in slots for e in extra_s]
-    return np.stack(threads), np.stack(slots)
-
-
-def _add(thread, slot, key, values) -> None:
-    if key.name == "m":
-        slot += values
-    elif key.name in THREAD_STEP:
-        thread += values * THREAD_STEP[key.name]
-    else:
-        raise ValueError(f"the register-image harness cannot place axis {key.name}")
 
 
 def fill(spec: TileSpec, values, threads: int) -> np.ndarray:

@@ -31,8 +31,9 @@ replica's lane bits. The xor masks come from the replica's strides
 
 from __future__ import annotations
 
-from .analysis import ReductionError, shuffle_plan
+from .analysis import ReductionError, analyze_axes, shuffle_plan
 from .combine import DEFAULT_NAN, check, check_nan, combine, combine_pair, copy, is_native
+from .placement import Holdings, Meaning, check_results
 
 FULL_MASK = "0xffffffff"
 #: the ``c`` operand of every butterfly: no segments, clamp at lane 31
@@ -40,11 +41,15 @@ CLAMP = "0x1f"
 
 
 def gen_reduce_warp_shuffle(dst, src, op: str = "sum", accum: bool = False, pack: bool = True,
-                            nan: str = DEFAULT_NAN) -> None:
+                            nan: str = DEFAULT_NAN, axes=-1) -> None:
     """Emit the Path-2 reduction of `src` into `dst` (see the module docstring).
 
     `pack` (default True) shuffles f16/bf16 elements two per ``shfl``; False gives
     TVM's one shuffle per element. `nan` is the NaN policy of max/min (`combine`).
+    `axes`: when src's extents without them are dst's (unit dims aside), every dst
+    element must end with the reduction of exactly its src elements, or the call is
+    refused (`check_shuffle_results`); otherwise the layouts alone say which src
+    elements meet, as in TVM, whose Path 2 ignores axes.
 
     >>> from ptxkit.generators.builder import PtxBuilder
     >>> from ptxkit.generators.regtile import RegTile
@@ -61,6 +66,7 @@ def gen_reduce_warp_shuffle(dst, src, op: str = "sum", accum: bool = False, pack
     if dst.dtype != t:
         raise ReductionError(f"dtype mismatch: src={src.dtype} dst={dst.dtype}")
     plan = shuffle_plan(src.tile_layout, dst.tile_layout)
+    check_shuffle_results(dst, src, plan, axes)
     sources = [src.regs[src.storage_slot(k)] for k in range(plan.local_elems)]
     values = [dst.regs[dst.storage_slot(k)] for k in range(plan.local_elems)]
     if accum and dst.same_buffer(src):
@@ -76,6 +82,40 @@ def gen_reduce_warp_shuffle(dst, src, op: str = "sum", accum: bool = False, pack
     xor_allreduce(b, op, t, values, plan.masks, FULL_MASK, pack=pack, redux_bits=plan.replica_bits, nan=nan)
     for value, old in zip(values, olds):
         combine(b, op, t, value, value, old, nan)
+
+
+def check_shuffle_results(dst, src, plan, axes=-1) -> None:
+    """Refuse a Path-2 pair whose butterfly does not leave each dst element the reduction
+    of its src elements over `axes` (docs/reduction.md §2.13). Nothing is checked when
+    src's extents without `axes` are not dst's: the layouts then define the reduction.
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> from ptxkit.generators.regtile import RegTile
+    >>> from ptxkit.generators.layout import TileLayout, S, R, laneid
+    >>> b = PtxBuilder()
+    >>> src = RegTile(b, (4, 8), "f32", TileLayout(S[(4, 8) : (1 @ laneid, 4 @ laneid)]))   # (g, w) on lane g + 4w
+    >>> dst = RegTile(b, (4,), "f32", TileLayout(S[4 : 8 @ laneid] + R[8 : 1 @ laneid]))    # g on lanes 8g..8g+7
+    >>> check_shuffle_results(dst, src, shuffle_plan(src.tile_layout, dst.tile_layout))
+    Traceback (most recent call last):
+    ...
+    ptxkit.generators.analysis.ReductionError: the results do not land where the dst layout puts them: dst element (0,) is held by lanes 0-7 (slot 0); after the butterfly over lane masks 4, 2, 1, lane 0 holds 8 src values (2 at spatial position (0,), 2 at spatial position (1,), 2 at spatial position (2,), 2 at spatial position (3,)); reducing axes [1] it must hold the 8 src elements at spatial position (0,), each once
+    """
+    reduce_dims, _ = analyze_axes(src.ndim, axes)
+    meaning = Meaning.by_extents(src, dst, reduce_dims)
+    if meaning is None:
+        return
+    src_at, dst_at = Holdings(src, "src"), Holdings(dst, "dst")
+    coordinate = {dst.storage_slot(k): k for k in range(plan.local_elems)}
+    src_slots = [src.storage_slot(k) for k in range(plan.local_elems)]
+    partners = [0]
+    for mask in plan.masks:
+        partners += [p ^ mask for p in partners]
+
+    def result(thread, slot):
+        return [src_at.element(thread ^ p, src_slots[coordinate[slot]]) for p in partners]
+
+    how = f"the butterfly over lane masks {', '.join(map(str, plan.masks))}" if plan.masks else "the copy"
+    check_results(meaning, dst_at, result, how)
 
 
 def xor_allreduce(b, op, t, values, masks, membermask, pack=True, redux_bits=None, nan=DEFAULT_NAN) -> None:

@@ -54,6 +54,7 @@ from .analysis import (
     view_shuffle_masks,
 )
 from .combine import DEFAULT_NAN, check, check_nan, combine, copy, set_identity
+from .placement import NOWHERE, Holdings, Meaning, check_results
 from .shuffle import xor_allreduce
 
 WARPGROUP_SHUFFLE = (
@@ -93,6 +94,7 @@ def gen_reduce_view(dst, src, axes=-1, op="sum", accum=False, thread_reduce=Fals
     reduce_dims, _ = analyze_axes(src.ndim, axes)
     plan = _LocalPlan(dst, src, reduce_dims)
     masks = view_shuffle_masks(src.tile_layout, src.shape, reduce_dims) if thread_reduce else []
+    _check_results(plan, dst, src, reduce_dims, masks, thread_reduce)
 
     values, olds = [], []
     for spa in range(plan.dst_count):
@@ -113,6 +115,39 @@ def gen_reduce_view(dst, src, axes=-1, op="sum", accum=False, thread_reduce=Fals
         xor_allreduce(b, op, t, values, masks, member, pack=pack, nan=nan)
     for value, old in zip(values, olds):
         combine(b, op, t, value, value, old, nan)
+
+
+def _check_results(plan, dst, src, reduce_dims, masks, thread_reduce) -> None:
+    """Refuse unless each dst element ends with its src elements (docs/reduction.md §2.13).
+
+    Follows what the emitted code does, thread by thread: the fold of the src slots that
+    `plan` pairs with each dst slot (in place, the value already there), then one xor
+    exchange per mask. Without `thread_reduce` the dst elements of a spatial position are
+    per-thread partials, which together must hold each of its src elements once.
+    """
+    src_at, dst_at = Holdings(src, "src"), Holdings(dst, "dst")
+    in_place = dst.same_buffer(src)
+    threads = range(32 * max(src_at.warps, dst_at.warps))
+    values, spa_of = {}, {}
+    for spa in range(plan.dst_count):
+        value, reads = plan.slots(spa)
+        spa_of[value] = spa
+        for t in threads:
+            row = src_at.row(t)
+            values[t, spa] = [row[value]] if in_place else [row[s] for s in reads]
+    for mask in masks:
+        values = {(t, spa): got + values[t ^ mask, spa] for (t, spa), got in values.items()}
+
+    def result(thread, slot):
+        spa = spa_of.get(slot)
+        return [NOWHERE] if spa is None else values[thread, spa]
+
+    if masks:
+        how = f"the fold and the shuffles over lane masks {', '.join(map(str, masks))}"
+    else:
+        how = "the value in place" if in_place else "each thread's fold"
+    check_results(Meaning(src, dst, reduce_dims, plan.spatial_pairs), dst_at, result, how,
+                  together=not thread_reduce)
 
 
 class _LocalPlan:
@@ -137,6 +172,7 @@ class _LocalPlan:
         )
         if pairs is None:
             raise ReductionError("mismatch dst/src layout for reduction")
+        self.spatial_pairs = [(d, pairs[d]) for d in range(src.ndim) if d not in reduce_dims and d in pairs]
         src_map = build_local_dim_map(src_layout, src.shape)
         dst_map = build_local_dim_map(dst_layout, dst.shape)
         # per local src dim: ("red", j) or ("spa", dst local position or None)
@@ -159,11 +195,22 @@ class _LocalPlan:
         self.red_start = [self.src_start[p] for p in red_positions]
         self.red_extent = [self.src_extent[p] for p in red_positions]
         self.dst_count = math.prod(self.dst_extent)
+        self._slots: dict[int, tuple[int, list[int]]] = {}
 
     def element(self, spa: int) -> tuple[str, list[str]]:
         """The register of dst element `spa` and the src registers it folds, in order."""
+        value, reads = self.slots(spa)
+        return self.dst.regs[value], [self.src.regs[slot] for slot in reads]
+
+    def slots(self, spa: int) -> tuple[int, list[int]]:
+        """The slot of dst element `spa` and the src slots it folds, in order."""
+        if spa not in self._slots:
+            self._slots[spa] = self._find_slots(spa)
+        return self._slots[spa]
+
+    def _find_slots(self, spa: int) -> tuple[int, list[int]]:
         dst_index = get_indices(spa, self.dst_start, self.dst_extent)
-        value = self.dst.regs[self.dst.local_slot(dst_index, self.dst_shape)]
+        value = self.dst.local_slot(dst_index, self.dst_shape)
         reads = []
         for red in range(math.prod(self.red_extent)):
             red_index = iter(get_indices(red, self.red_start, self.red_extent))
@@ -175,5 +222,5 @@ class _LocalPlan:
                 position, target = where
                 offset = 0 if target is None else dst_index[target] - self.dst_start[target]
                 index.append(self.src_start[position] + offset)
-            reads.append(self.src.regs[self.src.local_slot(index, self.src_shape)])
+            reads.append(self.src.local_slot(index, self.src_shape))
         return value, reads

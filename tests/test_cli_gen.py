@@ -68,6 +68,12 @@ def test_options_reach_the_generators(capsys):
         (["--strategy", "shuffle", "--dst-layout", "S[1:1]+R[16:1@laneid]"], "do not partition the warp"),
         (["--dtype", "f64"], "unsupported dtype 'f64'"),
         (["--axes", "3"], "reduce axis 3 out of range for ndim=2"),
+        (["--strategy", "shuffle", "--src-shape", "4,8", "--src-layout", "S[(4,8):(1@laneid,4@laneid)]",
+          "--dst-shape", "4", "--dst-layout", "S[4:8@laneid]+R[8:1@laneid]"],
+         "the results do not land where the dst layout puts them: dst element (0,) is held by lanes 0-7"),
+        (["--strategy", "view", "--thread-reduce", "--src-shape", "8,32", "--src-layout", "S[(8,4,8):(4@laneid,1@laneid,1)]",
+          "--dst-shape", "8,4", "--dst-layout", "S[(8,4):(1@laneid,8@laneid)]"],
+         "the results do not land where the dst layout puts them: dst element (0, 1) is held by lane 8"),
     ],
 )
 def test_bad_input_exits_2_with_a_message(argv, message, capsys):

@@ -10,20 +10,11 @@ import conftest
 import ptxkit
 from ptxkit.generators import harness, natural, parity
 from ptxkit.generators.dispatch import reduce_local
-from ptxkit.generators.harness import ImageCase, TileSpec, fill, placements
+from ptxkit.generators.harness import ImageCase, TileSpec, fill
 from ptxkit.generators.layout import R, S, TileLayout, laneid, warpid, wg_local_layout
 
 GAPPED = TileSpec((32, 2, 2), "f32", TileLayout(S[(32, 2, 2) : (1 @ laneid, 2, 4)]))
 GAPPED_SUM = TileSpec((2, 2), "f32", TileLayout(S[(2, 2) : (2, 4)] + R[32 : 1 @ laneid]))
-
-
-def test_placements_of_shards_replicas_and_thread_axes():
-    thread, slot = placements(TileLayout(S[(2, 32) : (1 @ warpid, 1 @ laneid)]), (2, 32))
-    assert thread.tolist() == [list(range(64))] and slot.tolist() == [[0] * 64]
-    thread, slot = placements(GAPPED_SUM.layout, (2, 2))
-    assert thread.shape == (32, 4) and slot[0].tolist() == [0, 4, 2, 6] and thread[:, 0].tolist() == list(range(32))
-    with pytest.raises(ValueError, match="cannot place axis Bank"):
-        placements(TileLayout(S[4 : (1, "Bank")]), (4,))
 
 
 def test_fill_puts_every_copy_in_its_slot_and_sentinels_in_gaps():

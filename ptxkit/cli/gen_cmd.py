@@ -81,7 +81,8 @@ def add_arguments(parser) -> None:
                              "(default: thread, row-major in each thread's registers; shuffle S[1:1]+R[32:1@laneid]; view "
                              "S[(32,1):(1@laneid,1)])")
     reduce.add_argument("--axes", default="-1", metavar="A,A...",
-                        help="thread and view: the source axes reduced, comma-separated (default -1, the last)")
+                        help="the source axes reduced, comma-separated (default -1, the last); shuffle: checked "
+                             "when the source shape without them is the result's, else the layouts decide as in TVM")
     reduce.add_argument("--accum", action="store_true",
                         help="fold the old dst values in, on every strategy (TVM ignores it on the shuffle path)")
     reduce.add_argument("--thread-reduce", action="store_true",
@@ -161,7 +162,7 @@ def _reduce(args) -> str:
             gen_reduce_thread(d, s, axes, args.op, args.accum, nan=args.nan)
     elif args.strategy == "shuffle":
         def generate(d, s):
-            gen_reduce_warp_shuffle(d, s, args.op, args.accum, pack=not args.no_pack, nan=args.nan)
+            gen_reduce_warp_shuffle(d, s, args.op, args.accum, pack=not args.no_pack, nan=args.nan, axes=axes)
     else:
         def generate(d, s):
             ok, message = validate_reduction_local(d, s, axes, args.scope or scope, args.thread_reduce)
