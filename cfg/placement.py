@@ -232,14 +232,26 @@ def _after_inits(analysis: KernelAnalysis, needs: list[Need], hoist: bool = True
 def _init_fence(analysis: KernelAnalysis, served: list[Need], cover: int, block: int, position: int,
                 releases: bool) -> PlannedFence:
     """The fence after the init at (block, position), added to the analysis's events."""
-    users = [n for n in served if any(b == block and e.position <= position
-                                      for f in analysis.fact_list(n.pending) for b, e in f.origins)]
+    users = [_init_part(analysis, n) for n in served if any(b == block and e.position <= position
+                                                            for f in analysis.fact_list(n.pending) for b, e in f.origins)]
     if releases:  # the witness names an init that other CTAs need released
         users.sort(key=lambda n: not n.pending & analysis.hazard_mask(Hazard.INIT_CLUSTER))
     plan = PlannedFence("init", block, position + 1, cover, None, users, witnesses=_witnesses(analysis, users),
                         releases_inits=releases)
     plan.event = analysis.add_fence(plan.block, plan.position, plan.cover, releases_inits=releases)
     return plan
+
+
+def _init_part(analysis: KernelAnalysis, need: Need) -> Need:
+    """`need` as far as a fence after the inits serves it, for its report: its init facts
+    alone, so that the witness names an init. An op that also waits on other accesses (a
+    read before a TMA load into the same stage) keeps those for a fence of its own."""
+    released = analysis.hazard_mask(Hazard.INIT_CLUSTER)
+    pending = need.pending & (analysis.hazard_mask(Hazard.INIT) | released)
+    hazard = Hazard.INIT_CLUSTER if pending & released else Hazard.INIT
+    if pending == need.pending and hazard is need.hazard:
+        return need
+    return need._replace(pending=pending, hazard=hazard)
 
 
 def _still_waits_on_inits(analysis: KernelAnalysis, inits: int, block: int) -> bool:

@@ -517,3 +517,15 @@ def test_a_kernel_with_registers_named_by_numbers_assembles_fenced():
     renamed = renumber_registers((SAMPLES / "triton" / "matmul_tma_128x64x64.ptx").read_text())
     fenced, _ = fence_text(renamed, "renamed.ptx")
     assemble(fenced, "sm_90a", options=("-c",), filename="renamed.ptx", cache=False)  # raises PtxasError if not
+
+
+def test_a_fence_after_the_inits_names_the_init_it_orders():
+    """h29a with the multicast copy's destination read first: the copy waits on the
+    unreleased init and on the read. The release after the init orders the init only, so
+    its pair names the init; the read gets the proxy fence before the copy, its own pair."""
+    text = sample("h29a_cluster_mbarrier_init_unreleased").replace(
+        "\tmov.b16 \t%h1, 3;\n", "\tmov.b16 \t%h1, 3;\n\tld.shared.u32 \t%r4, [%r1];\n")
+    report = run(text, "h29a", rewrite=False)[1]
+    assert [(f.text, [(p.hazard, p.access.text, p.op.line) for p in f.pairs]) for f in report.fences] == [
+        (RELEASE_INITS, [("mbarrier-init-cluster", "@%p1 mbarrier.init.shared::cta.b64", 47)]),
+        ("@%p1 " + CTA, [("war", "ld.shared.u32", 47)])]
