@@ -284,7 +284,9 @@ def _writer_side(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFen
     plans = []
     for block, event, cover, served in wanted.values():
         anchor = analysis.flow.blocks[block].instructions[event.position]
-        plans.append(PlannedFence("writer", block, event.position, cover, event.guard, served, anchor=anchor,
+        # unguarded, as the analysis models it: a guarded fence orders nothing where its
+        # guard is false, and what a guarded arrive exports is not credited to it
+        plans.append(PlannedFence("writer", block, event.position, cover, None, served, anchor=anchor,
                                   witnesses=_witnesses(analysis, served)))
     for plan in plans:
         plan.event = analysis.add_fence(plan.block, plan.position, plan.cover)
