@@ -599,3 +599,47 @@ def test_a_bad_pass_spec_stops_the_build(tmp_path):
     done = run(WRAPPER + ["-arch=sm_90a", "k.ptx", "-o", "k.o"], tmp_path, PTXKIT_PASSES="no-such-pass")
     assert done.returncode == 255 and b"PTXKIT_PASSES: pass 'no-such-pass'" in done.stderr
     assert not (tmp_path / "k.o").exists()
+
+
+# -- standard input ------------------------------------------------------------------------------
+
+
+@pytest.mark.ptxas
+def test_standard_input_is_fenced_too(real, tmp_path):
+    """``ptxas -`` reads the PTX from standard input: the wrapper reads it, fences it,
+    and ptxas assembles the fenced copy (it used to get the input unfenced)."""
+    from ptxkit.cfg.fence import fence_text
+
+    fenced, report = fence_text(NEEDS_FENCE.read_text(), filename="k.ptx")
+    assert report.changed
+    (tmp_path / "k.fenced.ptx").write_text(fenced)
+    log = tmp_path / "fences.jsonl"
+    with open(NEEDS_FENCE, "rb") as stdin:
+        mine = subprocess.run(WRAPPER + ["-arch=sm_90a", "-", "-o", "mine.o"], stdin=stdin, cwd=tmp_path,
+                              capture_output=True, timeout=300, env=dict(os.environ, PTXKIT_FENCE_LOG=str(log)))
+    theirs = run(real + ["-arch=sm_90a", "k.fenced.ptx", "-o", "theirs.o"], tmp_path)
+    assert mine.returncode == theirs.returncode == 0, mine.stderr
+    assert (tmp_path / "mine.o").read_bytes() == (tmp_path / "theirs.o").read_bytes()
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry["file"] == "<stdin>" and len(entry["fences"]) == 1 and entry["kernels"] == ["gemm_store_once"]
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("opt_out", [False, True], ids=["fail", "ptxas"])
+def test_standard_input_the_pass_cannot_run_on(opt_out, real, tmp_path):
+    environment = dict(os.environ, PTXKIT_ON_ERROR="ptxas" if opt_out else "fail")
+    with open(NEEDS_FENCE, "rb") as stdin:
+        mine = subprocess.run(broken_wrapper("unreadable") + ["-arch=sm_90a", "-", "-o", "k.o"], stdin=stdin,
+                              cwd=tmp_path, capture_output=True, timeout=300, env=environment)
+    problem = FAILURES["unreadable"][-1].replace("ptxas k.ptx,", "ptxas <stdin>,")
+    lines = mine.stderr.decode().splitlines()
+    if opt_out:  # assembled as it is, with a warning
+        assert mine.returncode == 0 and (tmp_path / "k.o").exists()
+        assert lines[-1] == problem.replace("error   :", "warning :").replace(
+            " [ptxkit]", "; assembled without the pass (on error: ptxas) [ptxkit]")
+        _copy(NEEDS_FENCE, tmp_path / "p")
+        assert run(real + ["-arch=sm_90a", "k.ptx", "-o", "k.o"], tmp_path / "p").returncode == 0
+        assert (tmp_path / "k.o").read_bytes() == (tmp_path / "p" / "k.o").read_bytes()
+    else:
+        assert mine.returncode == 255 and lines == [problem, ABORTED]
+        assert not (tmp_path / "k.o").exists()

@@ -3,8 +3,10 @@ that runs the proxy-fence pass on its PTX input first.
 
 The arguments go to NVIDIA's ptxas unchanged, except that a PTX input that needs fences is
 replaced by a fenced copy in a private temporary directory (the caller's file is never
-written). ptxas's messages about that copy are mapped back to the caller's file name and
-line numbers, so the output files, stdout, stderr and exit code are ptxas's own.
+written; PTX on standard input, ``-``, is read first and always given to ptxas as a
+copy, named ``<stdin>`` in messages). ptxas's messages about that copy are mapped back to
+the caller's file name and line numbers, so the output files, stdout, stderr and exit
+code are ptxas's own.
 ``--version`` (which Triton parses) and calls without an input file go straight
 through; ``--help`` prints ptxas's help, then the wrapper's (`wrapper_help`).
 
@@ -224,7 +226,7 @@ def _fence_and_assemble(ptxas: str, argv: list[str], inputs: list[int], mode: st
     if copies:
         if early is not None:
             early.stop()
-        return _run_mapped(ptxas, command, copies, private)
+        return _run_mapped(ptxas, command, copies, private, notes)
     if early is not None:
         status = early.wait()
         if early.deliver():
@@ -509,23 +511,39 @@ class _PassFailure:
         return f"{where}{severity:<8}: {what} [ptxkit]"
 
 
+#: How messages and the log name PTX read from standard input (``-``).
+STDIN = "<stdin>"
+
+
 def _prepare(path: str, mode: str, private: str, passes=()) -> _Prepared:
     """Fence (or check) one input file, after `passes` when there are some; ptxas reads a
-    copy only when the text changed."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return _Prepared(path)  # ptxas reports the missing file itself
-    if passes:
-        return _rewrite(path, data, mode, private, passes)
+    copy only when the text changed, and always for standard input (``-``: read here
+    once, named `STDIN`)."""
+    if path == "-":
+        data, path = sys.stdin.buffer.read(), STDIN
+    else:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return _Prepared(path)  # ptxas reports the missing file itself
+    prepared = _rewrite(path, data, mode, private, passes) if passes else _fence(path, data, mode, private)
+    if path == STDIN and prepared.copy is None:  # ptxas cannot read standard input again: a copy
+        from ptxkit.edits import LineMap
+
+        prepared.copy, prepared.lines = _write_copy(path, data, private), LineMap([])
+    return prepared
+
+
+def _fence(path: str, data: bytes, mode: str, private: str) -> _Prepared:
+    """Fence (or check) the input `data` of `path`; ptxas reads a copy when fences were added."""
     from ptxkit.fencelog import describe, entry_names, write_entry
     from ptxkit.isa import may_need_fence
 
     text = data.decode("latin-1")
 
     def log(fences: list, skipped: str | None) -> None:
-        write_entry({"file": os.path.abspath(path), "kernels": entry_names(text), "mode": mode, "fences": fences,
+        write_entry({"file": _logged_name(path), "kernels": entry_names(text), "mode": mode, "fences": fences,
                      "skipped": skipped})
 
     if not may_need_fence(text):  # nothing to fence: the pass is not even loaded
@@ -592,7 +610,7 @@ def _rewrite(path: str, data: bytes, mode: str, private: str, passes) -> _Prepar
             fence["line"] = result.input_line(stage, fence["line"]) if fence["line"] else fence["line"]
             fences.append(fence)
     skipped = str(result.fence.skipped) if result.fence is not None and result.fence.skipped else None
-    write_entry({"file": os.path.abspath(path), "kernels": entry_names(result.text), "mode": mode,
+    write_entry({"file": _logged_name(path), "kernels": entry_names(result.text), "mode": mode,
                  "fences": fences, "skipped": skipped,
                  "passes": [stage.name for stage in result.stages if stage.name != FENCE],
                  "params": result.to_json()["params"]})
@@ -613,14 +631,19 @@ def _warn(path: str, fences: list[dict]) -> None:
         )
 
 
-def _write_copy(path: str, text: str, private: str) -> str:
+def _write_copy(path: str, text: str | bytes, private: str) -> str:
     """Write the text ptxas reads instead of `path` into the private folder; its path."""
     directory = os.path.join(private, f"input-{len(os.listdir(private))}")  # one per input keeps names apart
     os.mkdir(directory)
-    copy = os.path.join(directory, os.path.basename(path) or "input.ptx")
-    with open(copy, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    copy = os.path.join(directory, "stdin.ptx" if path == STDIN else os.path.basename(path) or "input.ptx")
+    with open(copy, "wb") as handle:
+        handle.write(text.encode("utf-8") if isinstance(text, str) else text)
     return copy
+
+
+def _logged_name(path: str) -> str:
+    """The input as the fence log names it: an absolute path, or `STDIN`."""
+    return path if path == STDIN else os.path.abspath(path)
 
 
 def real_ptxas() -> str:
@@ -713,8 +736,9 @@ def _print_notes(status: int, notes) -> None:
             print(note.ptxas_message("warning"), file=sys.stderr)
 
 
-def _run_mapped(ptxas: str, command: list[str], copies: list[_Prepared], private: str) -> int:
-    """Run ptxas on fenced copies and print its output as if it had read the originals."""
+def _run_mapped(ptxas: str, command: list[str], copies: list[_Prepared], private: str, notes=()) -> int:
+    """Run ptxas on fenced copies and print its output as if it had read the originals
+    (then, when it succeeds, the warnings `notes`, as `_run` does)."""
     streams = (os.path.join(private, "mapped.stdout"), os.path.join(private, "mapped.stderr"))
     try:
         status = _Process(ptxas, command, streams).wait()
@@ -729,6 +753,7 @@ def _run_mapped(ptxas: str, command: list[str], copies: list[_Prepared], private
         stream.flush()
         stream.buffer.write(text.encode("utf-8", "surrogateescape"))
         stream.flush()
+    _print_notes(status, notes)
     return _status(status)
 
 
