@@ -127,8 +127,7 @@ class FunctionPlan:
     def __init__(self, plan: "Plan", function: Function):
         self.plan = plan
         self.function = function
-        self.facts = FunctionFacts(function)
-        self.names = Names(function)
+        self.facts = FunctionFacts(function)  # computes what it is asked for, when asked
         self._sites: dict[tuple, _Site] = {}
         self._registers: dict[int, tuple[Block, dict[str, list[str]]]] = {}
         self._params: list[AddedParam] = []
@@ -139,6 +138,12 @@ class FunctionPlan:
     @property
     def name(self) -> str:
         return self.function.name
+
+    @functools.cached_property
+    def names(self) -> Names:
+        """The function's `ptxkit.rewrite.names.Names` (made on first use: a pass that
+        only finds and deletes never reads the function's names)."""
+        return Names(self.function)
 
     @property
     def flow(self):
