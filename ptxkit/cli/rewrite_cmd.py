@@ -28,9 +28,12 @@ def add_arguments(parser) -> None:
 
     parser.add_argument("inputs", nargs="+", metavar="FILE",
                         help="PTX files or folders (walked for *.ptx), or - for standard input")
+    from ptxkit.rewrite.passes import SHIPPED
+
     parser.add_argument("--pass", dest="passes", action="append", default=[], metavar="SPEC",
-                        help="a pass to run: NAME or module:function, then its options (repeat for several; "
-                             "'fence' places the fence pass)")
+                        help="a pass to run: a shipped one (" + ", ".join(sorted(SHIPPED)) + ") or module:function, "
+                             "then its options, e.g. --pass 'strip --opcode bar.sync' (repeat for several; 'fence' "
+                             "places the fence pass)")
     parser.add_argument("--no-fence", dest="fence", action="store_false",
                         help="do not run the fence pass after the passes")
     where = parser.add_mutually_exclusive_group()
