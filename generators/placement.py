@@ -71,6 +71,20 @@ def _add(thread, slot, key, values) -> None:
         raise LayoutError(f"cannot place axis {key.name}: an element's place is a thread and a register slot")
 
 
+def region_slots(tile) -> set[int]:
+    """The register slots that the elements of a tile's region occupy, in any thread.
+
+    >>> from ptxkit.generators.builder import PtxBuilder
+    >>> from ptxkit.generators.regtile import RegTile
+    >>> from ptxkit.generators.layout import TileLayout, S, laneid
+    >>> t = RegTile(PtxBuilder(), (32, 2, 2), "f32", TileLayout(S[(32, 2, 2) : (1 @ laneid, 2, 4)]))
+    >>> sorted(region_slots(t)), sorted(region_slots(t[:, 1:2]))
+    ([0, 2, 4, 6], [2, 6])
+    """
+    _, slot = placements(tile.tile_layout, tile.shape)
+    return set(slot[:, _keys(tile, []) >= 0].ravel().tolist())
+
+
 class Holdings:
     """Which logical element of a tile each (thread, slot) holds, and where each element is.
 

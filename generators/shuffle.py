@@ -17,6 +17,11 @@ replica's lane bits. The xor masks come from the replica's strides
   get each group's member mask).
 * ``accum=True`` folds the old dst value in once, after the shuffles, as on every other
   path. This departs from TVM, whose Path 2 ignores ``accum`` and always overwrites dst.
+  With a dst that shares registers with src (the same tile, or a view) it is refused.
+* A dst over src's own registers that keeps each element in its register is reduced in
+  place, with no copies; one that moves elements between registers is computed apart
+  (`alias.separate`).
+* Each dst element must end with its own src elements (`check_shuffle_results`).
 
 >>> from ptxkit.generators.builder import PtxBuilder
 >>> from ptxkit.generators.regtile import RegTile
@@ -31,6 +36,7 @@ replica's lane bits. The xor masks come from the replica's strides
 
 from __future__ import annotations
 
+from .alias import separate
 from .analysis import ReductionError, analyze_axes, shuffle_plan
 from .combine import DEFAULT_NAN, check, check_nan, combine, combine_pair, copy, is_native
 from .placement import Holdings, Meaning, check_results
@@ -68,9 +74,10 @@ def gen_reduce_warp_shuffle(dst, src, op: str = "sum", accum: bool = False, pack
     plan = shuffle_plan(src.tile_layout, dst.tile_layout)
     check_shuffle_results(dst, src, plan, axes)
     sources = [src.regs[src.storage_slot(k)] for k in range(plan.local_elems)]
-    values = [dst.regs[dst.storage_slot(k)] for k in range(plan.local_elems)]
-    if accum and dst.same_buffer(src):
-        raise ReductionError("accum on the same buffer would fold each lane's own value in twice")
+    targets = [dst.regs[dst.storage_slot(k)] for k in range(plan.local_elems)]
+    in_place = all(target == source or target not in sources for target, source in zip(targets, sources))
+    out, finish = separate(dst, src, accum, safe=in_place)
+    values = [out.regs[out.storage_slot(k)] for k in range(plan.local_elems)]
     olds = []
     if accum:
         for value in values:
@@ -82,6 +89,7 @@ def gen_reduce_warp_shuffle(dst, src, op: str = "sum", accum: bool = False, pack
     xor_allreduce(b, op, t, values, plan.masks, FULL_MASK, pack=pack, redux_bits=plan.replica_bits, nan=nan)
     for value, old in zip(values, olds):
         combine(b, op, t, value, value, old, nan)
+    finish()
 
 
 def check_shuffle_results(dst, src, plan, axes=-1) -> None:

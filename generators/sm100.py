@@ -25,6 +25,7 @@ takes them first there. The H200 cannot run them: tests assemble them for sm_100
 
 from __future__ import annotations
 
+from .alias import separate
 from .analysis import ReductionError
 from .combine import DEFAULT_NAN, check_nan, combine, opcode
 
@@ -50,9 +51,10 @@ def applies(dst, src, scope: str) -> bool:
     )
 
 
-def _elements(dst, src) -> tuple[str, list[str]]:
+def _elements(dst, src, accum) -> tuple[str, list[str]]:
     if not applies(dst, src, "thread"):
         raise ReductionError("the sm_100 fast paths need sm_100+, f32, a 1-D src of 8+ elements and one dst element")
+    separate(dst, src, accum, safe=True)  # dst is written last: only accum is refused
     d = dst.regs[dst.element_slot(dst.start)]
     values = [src.regs[src.element_slot((src.start[0] + i,))] for i in range(src.extent[0])]
     return d, values
@@ -68,7 +70,7 @@ def gen_reduce_thread_packed_sum(dst, src, accum: bool = False) -> None:
     ((8, 6), 7)
     """
     b = src.builder
-    d, values = _elements(dst, src)
+    d, values = _elements(dst, src, accum)
     b.require_version((8, 6))
     chunks, rest = divmod(len(values), 8)
     first = values[:8]
@@ -110,7 +112,7 @@ def gen_reduce_thread_max3(dst, src, op: str, accum: bool = False, nan: str = DE
     if op not in ("max", "min"):
         raise ReductionError(f"the 3-input path reduces max or min, not {op}")
     b = src.builder
-    d, values = _elements(dst, src)
+    d, values = _elements(dst, src, accum)
     b.require_version((8, 8))
     three = opcode(op, "f32", check_nan(nan))
     chunks, rest = divmod(len(values), 8)

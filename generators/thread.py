@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from .alias import separate
 from .analysis import ReductionError, analyze_axes, get_indices
 from .combine import DEFAULT_NAN, check, check_nan, combine, set_identity
 from .layout import split_index
@@ -27,8 +28,9 @@ def gen_reduce_thread(dst, src, axes=-1, op: str = "sum", accum: bool = False, n
     """Emit ``dst = op-fold of src over axes`` within each thread (TVM's Path 1).
 
     Unlike TVM, the dst region must hold exactly as many elements as src has spatial
-    positions (TVM writes out of bounds when dst is smaller). `nan` is the NaN policy of
-    max/min (`combine`).
+    positions (TVM writes out of bounds when dst is smaller). A dst that shares registers
+    with src is computed apart and copied in at the end (`alias.separate`). `nan` is the
+    NaN policy of max/min (`combine`).
 
     >>> from ptxkit.generators.builder import PtxBuilder
     >>> from ptxkit.generators.regtile import RegTile
@@ -49,6 +51,7 @@ def gen_reduce_thread(dst, src, axes=-1, op: str = "sum", accum: bool = False, n
         raise ReductionError(
             f"dst region has {dst.region_size} elements but the reduction has {spatial_len} spatial positions"
         )
+    dst, finish = separate(dst, src, accum)
     for spa in range(spatial_len):
         d = dst.regs[dst.element_slot(get_indices(spa, dst.start, dst.extent))]
         if not accum:
@@ -61,3 +64,4 @@ def gen_reduce_thread(dst, src, axes=-1, op: str = "sum", accum: bool = False, n
             for dim, value in zip(reduce_dims, split_index(red, red_ext)):
                 index[dim] += value
             combine(b, op, t, d, d, src.regs[src.element_slot(index)], nan)
+    finish()

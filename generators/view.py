@@ -21,6 +21,11 @@ T      T              T         refused: TVM computes ``op(allreduce(dst), old)`
                                 counts each lane's own value twice for sum
 =====  =============  =======  =========================================================
 
+In place is dst and src the same region of one tile; any other dst that shares registers
+with src is computed apart and copied in, and ``accum`` on it is refused
+(`alias.separate`). Each dst element must end with its own src elements, or the call is
+refused (`_check_results`).
+
 Differences from TVM, all where TVM would fail or be wrong: dst dims are paired with
 src dims in order (a squeezed dst works; TVM mis-indexes it), a spatial slice of src
 starts where it says (TVM reads from the dst's start), and lane iters that cannot be
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 import math
 
+from .alias import separate
 from .analysis import (
     ReductionError,
     analyze_axes,
@@ -85,16 +91,17 @@ def gen_reduce_view(dst, src, axes=-1, op="sum", accum=False, thread_reduce=Fals
         raise ReductionError(f"unsupported exec_scope {scope} for reduction_local_impl")
     if scope == "warpgroup" and thread_reduce:
         raise ReductionError(WARPGROUP_SHUFFLE)
-    in_place = dst.same_buffer(src)
+    in_place = dst.same_buffer(src) and (dst.start, dst.extent) == (src.start, src.extent)
     if accum and thread_reduce and in_place:
         raise ReductionError(
             "accum=True with thread_reduce=True on the same buffer would count each lane's own value twice "
             "(TVM computes op(allreduce(dst), dst)); reduce into another buffer or pass accum=False"
         )
+    dst, finish = (dst, lambda: None) if in_place else separate(dst, src, accum)
     reduce_dims, _ = analyze_axes(src.ndim, axes)
     plan = _LocalPlan(dst, src, reduce_dims)
     masks = view_shuffle_masks(src.tile_layout, src.shape, reduce_dims) if thread_reduce else []
-    _check_results(plan, dst, src, reduce_dims, masks, thread_reduce)
+    _check_results(plan, dst, src, reduce_dims, masks, thread_reduce, in_place)
 
     values, olds = [], []
     for spa in range(plan.dst_count):
@@ -115,9 +122,10 @@ def gen_reduce_view(dst, src, axes=-1, op="sum", accum=False, thread_reduce=Fals
         xor_allreduce(b, op, t, values, masks, member, pack=pack, nan=nan)
     for value, old in zip(values, olds):
         combine(b, op, t, value, value, old, nan)
+    finish()
 
 
-def _check_results(plan, dst, src, reduce_dims, masks, thread_reduce) -> None:
+def _check_results(plan, dst, src, reduce_dims, masks, thread_reduce, in_place) -> None:
     """Refuse unless each dst element ends with its src elements (docs/reduction.md §2.13).
 
     Follows what the emitted code does, thread by thread: the fold of the src slots that
@@ -126,7 +134,6 @@ def _check_results(plan, dst, src, reduce_dims, masks, thread_reduce) -> None:
     per-thread partials, which together must hold each of its src elements once.
     """
     src_at, dst_at = Holdings(src, "src"), Holdings(dst, "dst")
-    in_place = dst.same_buffer(src)
     threads = range(32 * max(src_at.warps, dst_at.warps))
     values, spa_of = {}, {}
     for spa in range(plan.dst_count):

@@ -110,8 +110,41 @@ def test_accum_folds_the_old_value_in_unlike_tvm():
     plain.run(a, b, run).assert_close(a.sum(axis=1, keepdims=True), atol=1e-4)
     b_ = PtxBuilder()
     tile = RegTile(b_, (32,), "f32", FULL)
-    with pytest.raises(ReductionError, match="fold each lane's own value in twice"):
+    with pytest.raises(ReductionError, match=r"accum=True on a dst that shares registers with src \(a region of the "
+                                             r"same tile\) would fold src's own values in again"):
         gen_reduce_warp_shuffle(tile, tile, accum=True)
+
+
+LANES_BY_FOUR = TileSpec((128,), "f32", TileLayout(S[(32, 4) : (1 @ laneid, 1)]))
+
+
+def test_accum_on_a_view_of_src_is_refused():
+    """A view of src's own registers is another buffer, so only a region of the same tile
+    was refused: the view's old values are each lane's inputs, which the butterfly already
+    counts, and a sum came out as the total plus the lane's own value."""
+    b = PtxBuilder()
+    src = RegTile(b, LANES_BY_FOUR.shape, "f32", LANES_BY_FOUR.layout)
+    view = src.view((4,), TileLayout(S[4:1] + R[32 : 1 @ laneid]))
+    with pytest.raises(ReductionError, match=r"^accum=True on a dst that shares registers with src \(a view of its "
+                                             r"registers\) would fold src's own values in again, as old dst values; "
+                                             r"reduce into another buffer or pass accum=False$"):
+        reduce_local(view, src, scope="warp", accum=True)
+
+
+# each lane's four values into a view whose storage is transposed: dst[k] sits in another
+# src element's register, which the copies of the zero-copy in-place form would overwrite
+TRANSPOSED = TileSpec((2, 2), "f32", TileLayout(S[(2, 2) : (1, 2)] + R[32 : 1 @ laneid]))
+PERMUTED_VIEW = ImageCase("permuted_view", LANES_BY_FOUR, None,
+                          lambda d, s: reduce_local(s.view(TRANSPOSED.shape, TRANSPOSED.layout), s, scope="warp"),
+                          read_as=TRANSPOSED)
+
+
+def test_a_view_that_moves_elements_between_registers_is_computed_apart():
+    a, _ = PERMUTED_VIEW.inputs(np.random.default_rng(4))
+    text = harness.module_text([PERMUTED_VIEW])
+    run = PERMUTED_VIEW.run(a, None, harness.simulator(text))
+    run.assert_close(a.reshape(1, 32, 2, 2).sum(axis=1), atol=1e-4)  # before: 32 of 128 values wrong
+    assert text.count("shfl.sync.bfly.b32") == 20  # one butterfly per element, on the fresh registers
 
 
 def test_tvms_adjacent_lane_masks_are_wrong_for_a_strided_replica():
@@ -142,7 +175,7 @@ def test_parity_on_the_simulator(case, simulated):
 
 @pytest.mark.ptxas
 def test_accum_kernels_assemble():
-    assert len(ptxkit.assemble(harness.module_text(ACCUM_CASES)).resources) == 2
+    assert len(ptxkit.assemble(harness.module_text(ACCUM_CASES + [PERMUTED_VIEW])).resources) == 3
 
 
 @pytest.mark.ptxas

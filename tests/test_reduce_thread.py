@@ -3,12 +3,15 @@ its parity cases run on the simulator and assembled by ptxas."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import ptxkit
 from ptxkit.generators import harness, parity
 from ptxkit.generators.analysis import ReductionError
 from ptxkit.generators.builder import PtxBuilder
+from ptxkit.generators.dispatch import reduce_local
+from ptxkit.generators.harness import ImageCase, TileSpec
 from ptxkit.generators.layout import S, TileLayout, laneid
 from ptxkit.generators.regtile import RegTile
 from ptxkit.generators.thread import gen_reduce_thread
@@ -64,6 +67,43 @@ def test_refusals():
         gen_reduce_thread(RegTile(b, (1,), "f32"), RegTile(b, (32,), "f32", TileLayout(S[32 : 1 @ laneid])))
     with pytest.raises(ReductionError, match="unsupported reduce op: prod"):
         gen_reduce_thread(RegTile(b, (1,), "f32"), RegTile(b, (4,), "f32"), op="prod")
+
+
+ALIASED = [  # (name, tile, generate, expected from the tile's values a)
+    ("first_of_itself", TileSpec((4,)), lambda d, s: reduce_local(s[0:1], s),
+     lambda a: np.concatenate([a.sum(axis=1, keepdims=True), a[:, 1:]], axis=1)),
+    ("rows_onto_their_first_column", TileSpec((3, 4)), lambda d, s: reduce_local(s[:, 0:1], s, axes=1, op="max"),
+     lambda a: np.concatenate([a.max(axis=2, keepdims=True), a[:, :, 1:]], axis=2)),
+    ("each_element_onto_itself", TileSpec((4, 1)), lambda d, s: reduce_local(s, s, axes=1), lambda a: a),
+    ("a_view_of_itself", TileSpec((2, 3)), lambda d, s: reduce_local(s.view((6,))[3:5], s, axes=1),
+     lambda a: np.concatenate([a.reshape(1, 6)[:, :3], a.sum(axis=2), a.reshape(1, 6)[:, 5:]], axis=1)),
+]
+
+
+@pytest.mark.parametrize("name, spec, generate, expected", ALIASED, ids=[x[0] for x in ALIASED])
+def test_a_dst_in_src_s_registers_is_computed_apart(name, spec, generate, expected):
+    """Path 1 wrote the identity into dst before folding, so a dst inside src lost the
+    src value it overwrote (the first case gave sum(a[1:]) in a[0])."""
+    case = ImageCase(name, spec, None, generate)
+    a, _ = case.inputs(np.random.default_rng(7))
+    text = harness.module_text([case])
+    case.run(a, None, harness.simulator(text)).assert_close(expected(a), atol=1e-5)
+    assert text.count("mov.f32 %f0, %f") == 1 or name == "a_view_of_itself"  # computed apart, then copied in
+
+
+def test_disjoint_regions_of_one_tile_need_no_copy():
+    b = PtxBuilder()
+    t = RegTile(b, (4,), "f32")
+    gen_reduce_thread(t[0:1], t[1:4])
+    assert b.instructions()[0] == "mov.f32 %f0, 0f00000000;" and len(b.instructions()) == 4
+    with pytest.raises(ReductionError, match="would fold src's own values in again"):
+        gen_reduce_thread(t[0:1], t, accum=True)
+
+
+@pytest.mark.ptxas
+def test_aliased_kernels_assemble():
+    cases = [ImageCase(name, spec, None, generate) for name, spec, generate, _ in ALIASED]
+    assert len(ptxkit.assemble(harness.module_text(cases)).resources) == len(cases)
 
 
 @pytest.fixture(scope="module")

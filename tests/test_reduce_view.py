@@ -10,6 +10,7 @@ import ptxkit
 from ptxkit.generators import harness, parity
 from ptxkit.generators.analysis import ReductionError
 from ptxkit.generators.builder import PtxBuilder
+from ptxkit.generators.dispatch import reduce_local
 from ptxkit.generators.harness import ImageCase, TileSpec
 from ptxkit.generators.layout import S, TileLayout, laneid, warpid, wg_local_layout
 from ptxkit.generators.regtile import RegTile
@@ -97,6 +98,42 @@ def test_in_place_without_shuffle_emits_nothing():
     tile = RegTile(b, (8, 4), "f32", DST.layout)
     gen_reduce_view(tile, tile, accum=True)
     assert b.instructions() == []
+
+
+ROWS = TileSpec((32, 8), "f32", TileLayout(S[(32, 8) : (1 @ laneid, 1)]))
+ROW_SUMS = TileSpec((32, 1), "f32", TileLayout(S[(32, 1) : (1 @ laneid, 1)]))
+SHARED = [  # (name, generate, expected from the tile's values a [1, 32, 8])
+    # another region of the same tile: taken for "in place", so nothing was emitted
+    ("column_4_from_columns_0_3", lambda d, s: reduce_local(s[:, 4:5], s[:, 0:4], scope="warp"),
+     lambda a: np.concatenate([a[:, :, :4], a[:, :, 0:4].sum(axis=2, keepdims=True), a[:, :, 5:]], axis=2)),
+    # a view of src's first register: the identity overwrote a src value before it was read
+    ("first_register_view", lambda d, s: reduce_local(s.view(ROW_SUMS.shape, ROW_SUMS.layout), s, scope="warp"),
+     lambda a: np.concatenate([a.sum(axis=2, keepdims=True), a[:, :, 1:]], axis=2)),
+]
+
+
+@pytest.mark.parametrize("name, generate, expected", SHARED, ids=[x[0] for x in SHARED])
+def test_a_dst_sharing_src_s_registers_is_computed_apart(name, generate, expected):
+    case = ImageCase(name, ROWS, None, generate)
+    a, _ = case.inputs(np.random.default_rng(6))
+    case.run(a, None, harness.simulator(harness.module_text([case]))).assert_close(expected(a), atol=1e-5)
+
+
+def test_accum_on_a_dst_sharing_src_s_registers_is_refused():
+    b = PtxBuilder()
+    rows = RegTile(b, ROWS.shape, "f32", ROWS.layout)
+    with pytest.raises(ReductionError, match=r"\(a view of its registers\) would fold src's own values in again"):
+        gen_reduce_view(rows.view(ROW_SUMS.shape, ROW_SUMS.layout), rows, accum=True, thread_reduce=True)
+    with pytest.raises(ReductionError, match=r"\(a region of the same tile\) would fold src's own values in again"):
+        gen_reduce_view(rows[:, 3:4], rows[:, 0:4], accum=True)
+    gen_reduce_view(rows[:, 7:8], rows[:, 0:4], accum=True)  # no register in common: folds into the old value
+    assert b.instructions()[0] == "add.f32 %f7, %f7, %f0;"
+
+
+@pytest.mark.ptxas
+def test_shared_register_kernels_assemble():
+    cases = [ImageCase(name, ROWS, None, generate) for name, generate, _ in SHARED]
+    assert len(ptxkit.assemble(harness.module_text(cases)).resources) == len(cases)
 
 
 def test_refusals():

@@ -71,6 +71,26 @@ def test_ftz_flushes_subnormal_inputs_where_path_1_keeps_them():
     assert kept.values[0, 0, 0] > 0
 
 
+def test_a_dst_inside_src_is_written_last_and_accum_on_it_is_refused():
+    """The fast paths read every src element before they write dst, so a dst in src's own
+    registers needs no copy; with accum its old value would be src[0] itself."""
+    cases = [ImageCase(f"first_of_itself_{op}", TileSpec((16,)), None,
+                       lambda d, s, op=op: reduce_local(s[0:1], s, op=op), copies=2, target="sm_100a")
+             for op in ("sum", "max")]
+    text = harness.module_text(cases)
+    assert "add.rn.ftz.f32x2" in text and "max.NaN.f32 %f0, %f0, %f" in text
+    if conftest.ptxas_available():
+        ptxkit.assemble(text, arch="sm_100a")
+    a, _ = cases[0].inputs(np.random.default_rng(8))
+    for case, total in zip(cases, (a.sum(axis=1), a.max(axis=1))):
+        case.run(a, None, harness.simulator(text)).assert_close(np.concatenate([total[:, None], a[:, 1:]], axis=1),
+                                                                atol=1e-5)
+    b = PtxBuilder("sm_100a")
+    tile = RegTile(b, (16,), "f32")
+    with pytest.raises(ReductionError, match="would fold src's own values in again"):
+        reduce_local(tile[0:1], tile, accum=True)
+
+
 @pytest.fixture(scope="module")
 def simulated():
     return harness.simulator(harness.module_text([c.case for c in CASES]))
