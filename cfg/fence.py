@@ -272,6 +272,7 @@ class FenceSite:
             "init": "right after the mbarrier.init, once, instead of before each async operation completing on it",
             "call": "in the caller, before the call",
             "writer": "in the writing thread, before the arrive that hands the access over",
+            "access": "once, right after the accesses, instead of before each async operation they reach",
             "loop": "once, in the loop preheader, instead of inside the loop",
             "branch": "once, before the conditional branch, instead of in every arm",
         }[self.placement]
@@ -652,7 +653,7 @@ def _pair(analysis: KernelAnalysis, need, witness: list) -> AccessPair:
 def _anchor(flow, plan: PlannedFence):
     """The input node the fence goes before or after: (node, "before" | "after")."""
     if plan.anchor is not None:
-        return plan.anchor, "before"
+        return plan.anchor, "after" if plan.placement == "access" else "before"
     if plan.placement == "loop" and plan.preheader.block is None:
         return plan.preheader.before, "before"
     block = flow.blocks[plan.block]

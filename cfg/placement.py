@@ -40,7 +40,7 @@ from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Kind
 from ptxkit.cfg.graph import ENTRY, EXIT
 from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, alias
-from ptxkit.cfg.loops import Loop, Preheader, branch_region, find_loops, find_preheader
+from ptxkit.cfg.loops import Loop, Preheader, branch_region, find_loops, find_preheader, loop_forest
 from ptxkit.cfg.options import FENCE_SIDES, FENCE_VARIANTS, PLACEMENTS
 from ptxkit.cfg.proxy import CROSSED, IMPORTED, IN_FLIGHT, LOCAL, Hazard, KernelAnalysis, Need
 
@@ -75,8 +75,9 @@ class PlannedFence:
     `placement`: ``inline`` (right before an async op), ``init`` (right after the
     ``mbarrier.init`` that is all the op waits for), ``call`` (before the call of an
     inlined function whose body needs it), ``writer`` (before an arrive that hands a
-    pending access to the op's thread), ``loop`` (in a loop preheader) or ``branch``
-    (before a conditional branch). `block`/`position`: where in the CFG (position =
+    pending access to the op's thread), ``loop`` (in a loop preheader), ``branch``
+    (before a conditional branch) or ``access`` (right after the accesses, where one
+    fence there replaces several, `anchor` the last access). `block`/`position`: where in the CFG (position =
     instruction index it precedes; the block length means "at the end"). `needs`: the
     ops it serves, first the one its reason names; `witnesses`: for each of them, in the
     same order, `KernelAnalysis.explain` taken when the fence was planned.
@@ -154,7 +155,116 @@ def plan_fences(analysis: KernelAnalysis, placement: str = "hoist", fence_side: 
     for need in needs:
         plans.append(PlannedFence("inline", need.block, need.event.position, need.cover, need.guard, [need],
                                   witnesses=_witnesses(analysis, [need])))
+    if placement == "hoist":
+        plans = _fewer_after_the_accesses(analysis, plans)
     return plans
+
+
+#: events that end a run of accesses one fence after them orders: past them, the
+#: accesses are handed on, met by an async op or ordered by a fence already
+_RUN_ENDS = frozenset((Kind.ARRIVE, Kind.ARRIVE_WAIT, Kind.WAIT, Kind.ASYNC, Kind.FENCE, Kind.INSERTED, Kind.EXTERN,
+                       Kind.CP_ASYNC_WAIT, Kind.INIT_FENCE))
+
+
+def _fewer_after_the_accesses(analysis: KernelAnalysis, plans: list[PlannedFence]) -> list[PlannedFence]:
+    """Where fences before several async ops (inline or hoisted) serve the same generic
+    accesses, one fence right after each run of those accesses may do instead: the
+    expert's placement (FlashAttention-3 fences once after its epilogue's ``stmatrix``,
+    and the pass asked for eight fences, one before each op the writes reach, when that
+    fence was deleted: eight reports for one fix). Tried only where at least two such
+    fences exist and every access they order is this CTA's own, made at the kernel's
+    level and done when made (not a ``cp.async`` write nor an init, which have placements
+    of their own); kept only when the analysis, solved with the new fences instead of the
+    old, needs nothing more than the inline fences it leaves in place, the new fences are
+    fewer, and no loop holds a new fence without holding every fence it replaces
+    (docs/fence.md §6.2)."""
+    movable = [plan for plan in plans if plan.placement in ("inline", "loop", "branch")
+               and all(_orderable_at_the_access(analysis, need) for need in plan.needs)]
+    if len(movable) < 2:
+        return plans
+    facts = 0
+    for plan in movable:
+        for need in plan.needs:
+            facts |= need.pending
+    runs = _access_runs(analysis, facts)
+    if len(runs) >= len(movable) or not _runs_no_more_often(analysis, runs, movable):
+        return plans
+    placed = [plan for plan in movable if plan.event is not None]  # inline fences live in the solve's needs
+    for plan in placed:
+        analysis.remove_event(plan.block, plan.event)
+    tried = []
+    pairs = [(need, witness) for plan in movable for need, witness in zip(plan.needs, plan.witnesses)]
+    for block, position, cover, made in runs:
+        served = [(need, witness) for need, witness in pairs if need.pending & made]
+        anchor = analysis.flow.blocks[block].instructions[position]
+        plan = PlannedFence("access", block, position + 1, cover, None, [n for n, _ in served], anchor=anchor,
+                            witnesses=[w for _, w in served])
+        plan.event = analysis.add_fence(block, position + 1, cover)
+        tried.append(plan)
+    analysis.solve()
+    kept = {id(need.event) for plan in plans if plan.placement == "inline" and plan not in movable for need in plan.needs}
+    if all(id(need.event) in kept for need in analysis.needs()):
+        return [plan for plan in plans if plan not in movable] + tried
+    for plan in tried:
+        analysis.remove_event(plan.block, plan.event)
+    for plan in placed:
+        analysis.restore_event(plan.block, plan.event)
+    analysis.solve()
+    return plans
+
+
+def _runs_no_more_often(analysis: KernelAnalysis, runs: list, movable: list[PlannedFence]) -> bool:
+    """Whether every loop around a run of accesses also holds every fence it would
+    replace: a fence after writes made in a loop, replacing fences after it, would run
+    in every iteration instead of once."""
+    innermost = loop_forest(analysis.flow).innermost()
+    for block, *_ in runs:
+        loop = innermost.get(block)
+        while loop is not None:
+            if any(plan.block not in loop.blocks for plan in movable):
+                return False
+            loop = loop.parent
+    return True
+
+
+def _orderable_at_the_access(analysis: KernelAnalysis, need: Need) -> bool:
+    """Whether a fence right after the accesses of `need` would order them: reads and
+    writes of this CTA's threads, done when made, in the kernel's own code."""
+    if need.pending & (analysis.hazard_mask(Hazard.INIT) | analysis.hazard_mask(Hazard.INIT_CLUSTER)):
+        return False
+    if analysis.crossing(need.event, need.state):
+        return False  # another CTA's access: only the issuer's fence orders it (docs/fence.md §4.3)
+    flow = analysis.flow
+    for fact in analysis.fact_list(need.pending):
+        for block, event in fact.origins:
+            context = flow.blocks[block].context
+            if event.kind is not Kind.WRITE and event.kind is not Kind.READ or context is not None and \
+                    context.parent is not None:
+                return False
+    return True
+
+
+def _access_runs(analysis: KernelAnalysis, facts: int) -> list[tuple[int, int, int, int]]:
+    """``(block, position of the last access, spaces, facts it makes)`` for each run of
+    accesses that make `facts`, in block order: a run ends at whatever hands the
+    accesses on or meets them (`_RUN_ENDS`)."""
+    made_at: dict[int, dict[int, int]] = {}  # block -> position -> the facts of `facts` its access makes
+    for fact in analysis.fact_list(facts):
+        for block, event in fact.origins:
+            positions = made_at.setdefault(block, {})
+            positions[event.position] = positions.get(event.position, 0) | 1 << fact.index
+    runs = []
+    for block in sorted(made_at):
+        last, made = None, 0
+        for event in analysis.events[block]:
+            if event.kind in _RUN_ENDS and last is not None:
+                runs.append((block, last, analysis.spaces_of(made), made))
+                last, made = None, 0
+            elif event.position in made_at[block] and event.kind in (Kind.WRITE, Kind.READ):
+                last, made = event.position, made | made_at[block][event.position]
+        if last is not None:
+            runs.append((block, last, analysis.spaces_of(made), made))
+    return runs
 
 
 def _witnesses(analysis: KernelAnalysis, needs: list[Need]) -> list[list]:

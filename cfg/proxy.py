@@ -559,7 +559,7 @@ class KernelAnalysis:
         mask, crossed = self._need_masks[id(event)]
         return (self.pending(state) & mask) | (self.plane(state, CROSSED) & crossed)
 
-    def _crossing(self, event: Event, state: int) -> bool:
+    def crossing(self, event: Event, state: int) -> bool:
         """Whether `event` needs a fence for facts of another CTA's threads in `state`:
         facts handed across CTAs that it may touch there (it reaches other CTAs) or that
         lie in the cluster window. A fact this CTA's own threads handed over through the
@@ -597,12 +597,16 @@ class KernelAnalysis:
         (or at its end, when `position` is the block length): a proxy fence ordering
         `cover`, or with `releases_inits` a ``fence.mbarrier_init.release.cluster``."""
         event = Event(position, Kind.INSERTED, spaces=cover, detail=RELEASES_INITS if releases_inits else None)
+        self.restore_event(block, event)
+        return event
+
+    def restore_event(self, block: int, event: Event) -> None:
+        """Put back a planned fence's event that `remove_event` took out (or add a new one)."""
         events = self.events[block]
         at = 0
-        while at < len(events) and events[at].position < position:
+        while at < len(events) and events[at].position < event.position:
             at += 1
         events.insert(at, event)
-        return event
 
     def remove_event(self, block: int, event: Event) -> None:
         self.events[block] = [e for e in self.events[block] if e is not event]
@@ -831,7 +835,7 @@ class KernelAnalysis:
         found = {}
         for block, state, event, pending in self._consumers():
             if pending:
-                found[id(event)] = (pending, self._cover(pending, event, self._crossing(event, state)), block)
+                found[id(event)] = (pending, self._cover(pending, event, self.crossing(event, state)), block)
         return found
 
     def _consumers(self):
@@ -868,7 +872,7 @@ class KernelAnalysis:
         """The spaces the fence for `pending` facts must order: the spaces of those
         accesses (a TMA load into this CTA through a ``shared::cluster`` address needs
         no more than ``.shared::cta`` for a ``st.shared`` before it); the cluster window
-        too when an access of another CTA's threads is ordered (`_crossing`); both
+        too when an access of another CTA's threads is ordered (`crossing`); both
         shared windows before an extern call (docs/fence.md §5.3)."""
         spaces = self.spaces_of(pending)
         if event.kind is Kind.EXTERN:

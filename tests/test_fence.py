@@ -100,8 +100,7 @@ EXPECTED = {
     "h12a_cluster_handoff_to_wgmma": [(CLUSTER, "wgmma.mma_async")],
     "h13_named_barrier_handoff_writer_side": [(CTA, "bar.arrive")],
     "h14a_one_thread_fences_for_its_warpgroup": [],
-    "h14b_one_thread_fences_only_sometimes": [(CTA, "cp.async.bulk.tensor.2d.shared::cluster"),
-                                              (CTA, "cp.async.bulk.tensor.2d.global")],
+    "h14b_one_thread_fences_only_sometimes": [(CTA, "bar.sync \t1, 128")],
     "h15a_rounded_up_base_separate_buffers": [],
     "h15b_rounded_up_base_write_inside_tile": [(CTA, "cp.async.bulk.tensor.2d.shared::cluster")],
     "h16a_thread_bit_offsets_stay_apart": [],
@@ -542,3 +541,55 @@ def test_a_writer_side_fence_before_a_guarded_arrive_is_unguarded():
     fenced, report = run(text, "h08b", fence_side="writer")
     assert [(site.text, site.placement) for site in report.fences] == [(CTA, "writer")]
     assert not run(fenced, "h08b", rewrite=False, fence_side="writer")[1].missing
+
+
+#: 128 threads store their word of `buf`, meet at bar.sync 0, and threads 0 and 32 each
+#: TMA-store the buffer under their own guard: issuer side, two guarded fences.
+TWO_ISSUERS = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .align 64 .b8 k_tmap[128], .param .u32 k_n)
+.reqntid 128, 1, 1
+{
+.reg .pred %p<4>;
+.reg .b32 %r<16>;
+.reg .b64 %rd<4>;
+.shared .align 128 .b8 buf[2048];
+\tmov.u32 %r1, %tid.x;
+\tmov.u32 %r2, buf;
+\tshl.b32 %r3, %r1, 4;
+\tadd.s32 %r4, %r2, %r3;
+\tld.param.u32 %r5, [k_n];
+\tmov.u32 %r6, 0;
+LOOP:
+\tst.shared.v4.b32 [%r4], {%r6, %r6, %r6, %r6};
+\tadd.s32 %r6, %r6, 1;
+\tsetp.lt.u32 %p3, %r6, %r5;
+\t@%p3 bra LOOP;
+\tbar.sync 0;
+\tmov.u64 %rd1, k_tmap;
+\tsetp.eq.u32 %p1, %r1, 0;
+\tsetp.eq.u32 %p2, %r1, 32;
+\t@%p1 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r6, 0}], [%r2];
+\t@%p2 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r6, 32}], [%r2];
+\tret;
+}
+"""
+
+
+@pytest.mark.ptxas
+def test_one_fence_after_the_writes_replaces_a_fence_at_each_issuer(tmp_path):
+    """docs/fence.md §6.2: the stores, not in a loop, get one fence right after them
+    (each thread fences its own store before the bar.sync that hands it to both
+    issuers); stored in every iteration of a loop, the fence would run in each one,
+    so the two issuers keep theirs."""
+    from ptxkit.ptxas import assemble
+
+    straight = TWO_ISSUERS.replace("\t@%p3 bra LOOP;\n", "")
+    fenced, report = fence_text(straight, "k.ptx")
+    assert [(site.placement, site.where, site.line, len(site.pairs)) for site in report.fences] == [
+        ("access", "after", 18, 2)]
+    assemble(fenced, arch="sm_90a")
+    fenced, report = fence_text(TWO_ISSUERS, "k.ptx")
+    assert [(site.placement, site.text) for site in report.fences] == [
+        ("inline", "@%p1 " + CTA), ("inline", "@%p2 " + CTA)]
