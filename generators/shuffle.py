@@ -9,6 +9,8 @@ replica's lane bits. The xor masks come from the replica's strides
 * Every lane of the warp must execute the call together: the member mask is
   ``0xffffffff``; call it only under warp-uniform control flow.
 * Width 1 (``R[1 : 1@laneid]``) is a plain copy (TVM fails in codegen).
+* Whole tiles only: a region of src or dst is refused (TVM ignores regions here and
+  reduces, and writes, the whole tiles).
 * f16/bf16 with two or more elements per lane shuffle packed pairs: one
   ``shfl.sync.bfly.b32`` moves two values and ``add/max/min.{f16x2,bf16x2}`` combines
   them, half the shuffles of TVM's per-element code. A lone element is shuffled as
@@ -71,6 +73,12 @@ def gen_reduce_warp_shuffle(dst, src, op: str = "sum", accum: bool = False, pack
     check_nan(nan)
     if dst.dtype != t:
         raise ReductionError(f"dtype mismatch: src={src.dtype} dst={dst.dtype}")
+    for tile, name in ((src, "src"), (dst, "dst")):
+        if tile.extent != tile.shape:
+            raise ReductionError(
+                f"the lane shard -> replica reduction (Path 2) reduces whole tiles; {name} is the region "
+                f"start={tile.start} extent={tile.extent} of a {tile.shape} tile"
+            )
     plan = shuffle_plan(src.tile_layout, dst.tile_layout)
     check_shuffle_results(dst, src, plan, axes)
     sources = [src.regs[src.storage_slot(k)] for k in range(plan.local_elems)]

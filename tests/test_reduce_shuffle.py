@@ -118,6 +118,21 @@ def test_accum_folds_the_old_value_in_unlike_tvm():
 LANES_BY_FOUR = TileSpec((128,), "f32", TileLayout(S[(32, 4) : (1 @ laneid, 1)]))
 
 
+def test_regions_are_refused():
+    """Path 2 walks every storage coordinate of both tiles: a region of src was reduced
+    whole and a region of dst written whole (64 of 128 values wrong for the columns 0-1
+    of (32, 4) into dst[0:2])."""
+    b = PtxBuilder()
+    src = RegTile(b, LANES_BY_FOUR.shape, "f32", TileLayout(S[(32, 4) : (1 @ laneid, 1)]))
+    dst = RegTile(b, (4,), "f32", TileLayout(S[4:1] + R[32 : 1 @ laneid]))
+    with pytest.raises(ReductionError, match=r"^the lane shard -> replica reduction \(Path 2\) reduces whole tiles; "
+                                             r"src is the region start=\(0,\) extent=\(64,\) of a \(128,\) tile$"):
+        reduce_local(dst, src[0:64], scope="warp")
+    with pytest.raises(ReductionError, match=r"dst is the region start=\(2,\) extent=\(2,\) of a \(4,\) tile$"):
+        gen_reduce_warp_shuffle(dst[2:4], src)
+    assert b.instructions() == []
+
+
 def test_accum_on_a_view_of_src_is_refused():
     """A view of src's own registers is another buffer, so only a region of the same tile
     was refused: the view's old values are each lane's inputs, which the butterfly already
