@@ -21,7 +21,8 @@ from ptxkit.rewrite import Plan, run
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ["triton/matmul_tma_128x128x64.ptx", "triton/matmul_pointer_64x64x64.ptx", "triton/softmax_4096.ptx",
-           "hopper/ws_mbarrier.ptx", "hopper/tma_wgmma_mainloop.ptx", "reduction/rowreduce_argmax_f16_1000_stride1003.ptx"]
+           "hopper/ws_mbarrier.ptx", "hopper/tma_wgmma_mainloop.ptx",
+           "reduction/rowreduce_argmax_f16_1000_stride1003.ptx"]
 
 
 def count_blocks(module):

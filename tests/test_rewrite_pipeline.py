@@ -93,7 +93,9 @@ def test_specs_load_shipped_module_and_file_passes(tmp_path):
     path.write_text("def nothing(module, every=1, verbose=False):\n    return []\n")
     spec = load_pass(f"{path}:nothing --every 2 --verbose")
     assert spec.options == {"every": "2", "verbose": True} and spec.fence_after
-    for bad, message in [("strip --colour red", "does not take"), (f"{path}:missing", "no function"),
+    unexpected = r"unexpected keyword argument 'colour' \(it takes --opcode\)"
+    for bad, message in [("strip --opcode ret --colour red", unexpected),
+                         ("strip", "missing a required argument: 'opcode'"), (f"{path}:missing", "no function"),
                          ("strip opcode", "expected an option"), ("fence --placement inline", "fence pass takes"),
                          ("nope", "not a shipped pass"), ("'unclosed", "No closing quotation")]:
         with pytest.raises(PassError, match=message):

@@ -101,10 +101,12 @@ def load_pass(spec) -> PassSpec:
     function = getattr(_import(spec, module_name), function_name, None)
     if not callable(function):
         raise PassError(f"pass {spec!r}: {module_name} has no function {function_name!r}")
+    signature = inspect.signature(function)
     try:
-        inspect.signature(function).bind(None, **options)
+        signature.bind(None, **options)
     except TypeError as err:
-        raise PassError(f"pass {name!r} does not take these options: {err}") from None
+        takes = ", ".join(f"--{p.replace('_', '-')}" for p in list(signature.parameters)[1:]) or "no options"
+        raise PassError(f"pass {name!r}: {err} (it takes {takes})") from None
     return PassSpec(name, function, options)
 
 

@@ -419,8 +419,10 @@ class Plan:
     def replace(self, node, code: str) -> None:
         """Replace statement `node` by one statement."""
         self._check_open()
-        (statement,) = statements(code)
-        self._edits.append(Replace(node, statement))
+        found = statements(code)
+        if len(found) != 1:
+            raise ValueError(f"a statement is replaced by one statement, not {len(found)}: {code!r}")
+        self._edits.append(Replace(node, found[0]))
 
     def _check_open(self) -> None:
         if self._finished is not None:
