@@ -124,3 +124,13 @@ def test_input_lines_of_a_later_stage():
     result = run((SAMPLES / "toolchain/vector_add.ptx").read_text(), [mark, mark], fence=False)
     first, second = result.stages
     assert result.input_line(1, second.info["ret"][0]) == first.info["ret"][0] == 42
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("path", FENCE_SAMPLES[::2], ids=lambda p: p.name)
+def test_instrumented_and_fenced_samples_assemble(path):
+    from ptxkit.ptxas import assemble
+
+    result = run(path.read_text(), [instrument], filename=path.name)
+    assert result.changed and result.params
+    assemble(result.text, result.module.targets[0], options=("-c",), filename=path.name, cache=False)
