@@ -176,7 +176,7 @@ def _fewer_after_the_accesses(analysis: KernelAnalysis, plans: list[PlannedFence
     level and done when made (not a ``cp.async`` write nor an init, which have placements
     of their own); kept only when the analysis, solved with the new fences instead of the
     old, needs nothing more than the inline fences it leaves in place, the new fences are
-    fewer, and no loop holds a new fence without holding every fence it replaces
+    fewer, and every loop that holds a new fence holds one of the fences it replaces
     (docs/fence.md §6.2)."""
     movable = [plan for plan in plans if plan.placement in ("inline", "loop", "branch")
                and all(_orderable_at_the_access(analysis, need) for need in plan.needs)]
@@ -214,14 +214,15 @@ def _fewer_after_the_accesses(analysis: KernelAnalysis, plans: list[PlannedFence
 
 
 def _runs_no_more_often(analysis: KernelAnalysis, runs: list, movable: list[PlannedFence]) -> bool:
-    """Whether every loop around a run of accesses also holds every fence it would
-    replace: a fence after writes made in a loop, replacing fences after it, would run
-    in every iteration instead of once."""
+    """Whether every loop around a run of accesses also holds one of the fences it would
+    replace, so that no loop runs more fences per iteration than before: a fence after
+    writes made in a loop, replacing fences after the loop, would run in every iteration
+    instead of once."""
     innermost = loop_forest(analysis.flow).innermost()
     for block, *_ in runs:
         loop = innermost.get(block)
         while loop is not None:
-            if any(plan.block not in loop.blocks for plan in movable):
+            if not any(plan.block in loop.blocks for plan in movable):
                 return False
             loop = loop.parent
     return True
