@@ -4,8 +4,8 @@ Passes plan edits; this is the one place that changes the tree. `Insert` puts a
 statement on its own line next to an anchor statement (optionally preceded by a new
 label, as a created loop preheader needs); `Retarget` points a branch at another
 label; `Replace` and `Delete` change or remove a statement; `AddParam` adds a
-parameter at the end of a function's parameter list. Every other byte stays as it
-was. `apply_edits` returns a `LineMap`, so that diagnostics about the edited text
+parameter at the end of a function's parameter list; `Comment` puts a ``//`` line
+before a statement. Every other byte stays as it was. `apply_edits` returns a `LineMap`, so that diagnostics about the edited text
 (ptxas's, say) can be reported at the user's lines, and a diff can be printed without
 running anything twice.
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 
 from ._records import record
+from .syntax import _split_last_line
 from ._regex import compile as compile_pattern
 
 _LABEL_OPERAND = compile_pattern(r"([A-Za-z_$%][\w$]*)(\s*;)$")
@@ -64,6 +65,16 @@ class Delete:
     """Remove statement `node` (with its line, when it stood alone on it)."""
 
     node: object
+
+
+@record
+class Comment:
+    """A line ``// text`` right before statement `anchor` (which must start a line): what
+    a pass tells tools that read its output later, such as an instrumentation pass's
+    buffer layout. Comments go after the statements inserted before the same anchor."""
+
+    anchor: object
+    text: str
 
 
 @record
@@ -181,8 +192,9 @@ class ComposedLineMap(LineMap):
 
 
 def apply_edits(edits: list) -> LineMap:
-    """Apply `Insert`, `Retarget`, `Replace`, `Delete` and `AddParam` edits to the tree
-    their nodes belong to, in that order (so an anchor may also be replaced or deleted).
+    """Apply `Insert`, `Comment`, `Retarget`, `Replace`, `Delete` and `AddParam` edits to
+    the tree their nodes belong to, in that order (so an anchor may also be replaced or
+    deleted).
 
     Insertions into one scope are applied from the last to the first, with each
     anchor's position looked up once, so thousands of them cost one pass over the
@@ -217,6 +229,9 @@ def apply_edits(edits: list) -> LineMap:
             located.append(((-at, -edit.after, -order if edit.after else order), at, edit))
         for _, at, edit in sorted(located, key=lambda item: item[0]):
             added.append(_insert(edit, at))
+    for edit in edits:
+        if isinstance(edit, Comment):
+            added.append(_comment(edit))
     params: dict[int, tuple[object, list[str]]] = {}
     for edit in edits:
         if isinstance(edit, AddParam):
@@ -240,6 +255,26 @@ def apply_edits(edits: list) -> LineMap:
         if isinstance(edit, Delete) and edit.node.parent is not None:
             deleted.extend(_delete(edit.node))
     return LineMap(added, deleted)
+
+
+def _comment(edit: Comment) -> tuple[int, int]:
+    """Put ``// text`` on a line of its own before the anchor, indented like it.
+
+    >>> from ptxkit import parse
+    >>> m = parse(".version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry k()\\n{\\n\\tret;\\n}\\n")
+    >>> lines = apply_edits([Comment(m.functions[0], "layout: {}")])
+    >>> str(m).splitlines()[3:5], lines.new(4), lines.old(4)
+    (['// layout: {}', '.visible .entry k()'], 5, None)
+    """
+    anchor = edit.anchor
+    if "\n" in edit.text:
+        raise ValueError("a comment is one line")
+    head, newline, indent = _split_last_line(anchor.prefix)
+    if not newline and anchor.offset not in (0, None):
+        raise ValueError(f"a comment goes before a statement that starts a line, not {anchor.code()[:40]!r}")
+    anchor.prefix = f"{head}{newline}{indent}// {edit.text}\n{indent}"
+    line = anchor.line
+    return (line, 1) if line is not None else (0, 0)
 
 
 def _index_from(items: list, node, start: int) -> int:

@@ -131,3 +131,17 @@ def test_the_plans_here_assemble():
     plan.declare_global(".u32", "flag")
     apply(plan)
     assemble(str(module), "sm_90a", options=("-c",), cache=False)
+
+
+def test_comments_go_before_the_first_function_after_the_declared_variables():
+    module = ptxkit.parse(".version 8.0\n.target sm_90a\n.address_size 64\n\n.visible .entry k()\n{\n\tret;\n}\n")
+    plan = Plan(module)
+    plan.declare_global(".u64", "buffer")
+    plan.comment("layout: {}")
+    plan.comment("second")
+    lines = apply(plan)
+    assert str(module).splitlines()[4:8] == [".global .u64 ptxkit_buffer;", "// layout: {}", "// second",
+                                             ".visible .entry k()"]
+    assert lines.new(5) == 8 and lines.old(6) is None and lines.old(8) == 5
+    with pytest.raises(ValueError, match="one line"):
+        Plan(module).comment("two\nlines")

@@ -41,7 +41,7 @@ from __future__ import annotations
 import functools
 
 from ptxkit._records import record
-from ptxkit.edits import AddParam, Delete, Insert, Replace, Retarget, apply_edits
+from ptxkit.edits import AddParam, Comment, Delete, Insert, Replace, Retarget, apply_edits
 from ptxkit.instruction import head_of
 from ptxkit.lexer import LABEL, PIECE
 from ptxkit.syntax import Block, Directive, Function, Instruction, Label, parse_statement
@@ -361,6 +361,7 @@ class Plan:
         self._functions: dict[int, FunctionPlan] = {}
         self._edits: list = []
         self._globals: list[str] = []
+        self._comments: list[str] = []
         self._finished: list | None = None
         self._names: Names | None = None
 
@@ -391,25 +392,48 @@ class Plan:
         return [(function, instruction) for function in self.functions(kind) for instruction in function.find(matcher)]
 
     def declare_global(self, type: str, hint: str, count: int | None = None, align: int | None = None,
-                       space: str = "global", initializer: str | None = None) -> str:
+                       space: str = "global", initializer: str | None = None, linkage: str | None = None) -> str:
         """Declare a module-level variable (``.global .u64 ptxkit_<hint>``, an array of
-        `count` when given) before the first function; returns its fresh name.
+        `count` when given) before the first function; returns its fresh name. `linkage`
+        (``visible``, ``extern``, ``weak``…) goes first: a ``visible`` variable is one the
+        host finds by name in the loaded module (``cuModuleGetGlobal``).
 
         >>> import ptxkit
         >>> plan = Plan(ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
         ...                          ".visible .entry k()\\n{\\n\\tret;\\n}\\n"))
         >>> plan.declare_global(".u32", "count", 4, align=4), plan.edits()[0].text
         ('ptxkit_count', '.global .align 4 .u32 ptxkit_count[4];')
+        >>> plan = Plan(plan.module)
+        >>> plan.declare_global(".u64", "buffer", linkage="visible"), plan.edits()[0].text
+        ('ptxkit_buffer', '.visible .global .u64 ptxkit_buffer;')
         """
         self._check_open()
         if self._names is None:
             self._names = Names(module=self.module, module_wide=True)
         name = self._names.symbol(hint)
         kind = type if type.startswith(".") else "." + type
-        text = f".{space.lstrip('.')}" + (f" .align {align}" if align else "") + f" {kind} {name}" + \
+        text = (f".{linkage.lstrip('.')} " if linkage else "") + f".{space.lstrip('.')}" + \
+            (f" .align {align}" if align else "") + f" {kind} {name}" + \
             (f"[{count}]" if count is not None else "") + (f" = {initializer}" if initializer is not None else "") + ";"
         self._globals.append(text)
         return name
+
+    def comment(self, text: str) -> None:
+        """Put a line ``// text`` before the module's first function (after the variables
+        the plan declares): what the pass leaves for tools that read its output, such as
+        an instrumentation pass's buffer layout.
+
+        >>> import ptxkit
+        >>> plan = Plan(ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+        ...                          ".visible .entry k()\\n{\\n\\tret;\\n}\\n"))
+        >>> plan.comment("made by my pass")
+        >>> _ = apply(plan); str(plan.module).splitlines()[3]
+        '// made by my pass'
+        """
+        self._check_open()
+        if "\n" in text:
+            raise ValueError("a comment is one line")
+        self._comments.append(text)
 
     def delete(self, node) -> None:
         """Remove statement `node`."""
@@ -432,11 +456,12 @@ class Plan:
         """The plan as `ptxkit.edits` records (made once; the plan is closed after)."""
         if self._finished is None:
             edits: list = []
-            if self._globals:
+            if self._globals or self._comments:
                 first = next((item for item in self.module.items if type(item) is Function), None)
                 if first is None:
-                    raise ValueError("a module-level variable needs a function to go before")
+                    raise ValueError("a module-level variable or comment needs a function to go before")
                 edits.extend(Insert(first, text) for text in self._globals)
+                edits.extend(Comment(first, text) for text in self._comments)
             for function in self._functions.values():
                 edits.extend(function._declarations())
             for function in self._functions.values():
