@@ -562,10 +562,13 @@ def _setp(cta, mods, ops, here, active):
     else:
         raise SimulationError(f"unsupported comparison {cmp}")
     combine = next((m for m in mods[1:-1] if m in ("and", "or", "xor")), None)
+    results = [result, ~result]  # setp p|q: q gets the complement of the comparison
     if combine is not None:  # setp.cmp.and.type p, a, b, c: p = (a cmp b) and c
         other = cta.value(ops[3], 1).astype(bool)
-        result = {"and": result & other, "or": result | other, "xor": result ^ other}[combine]
-    cta.store(ops[0], active, result.astype(np.uint64), 1)
+        results = [{"and": r & other, "or": r | other, "xor": r ^ other}[combine] for r in results]
+    targets = ops[0].elements if ops[0].kind == "pair" else (ops[0],)
+    for target, value in zip(targets, results):
+        cta.store(target, active, value.astype(np.uint64), 1)
 
 
 def _selp(cta, mods, ops, here, active):

@@ -416,3 +416,10 @@ def test_clock_globaltimer_and_sm_ids():
     launch(kernel(body), "k", out, block=32, grid=9)
     assert out[:, 2].tolist() == [c % 8 for c in range(9)] and out[:, 3].tolist() == [1 << 5] * 9
     assert np.all(np.diff(out[:, 0].astype(np.int64)) > 0) and np.all(out[:, 1] == out[:, 0] + 1)
+
+
+def test_setp_writes_a_predicate_pair():
+    """setp.lt.and.u32 p|q, a, b, c: p = (a < b) and c, q = !(a < b) and c."""
+    body = ("setp.lt.u32 %p2, %r0, 16;\nsetp.lt.and.u32 %p0|%p1, %r0, 8, %p2;\nselp.u32 %r1, 1, 0, %p0;\n"
+            "selp.u32 %r2, 2, 0, %p1;\nadd.u32 %r1, %r1, %r2;\nst.global.u32 [%rd7], %r1;")
+    assert run_u32(body).tolist() == [1] * 8 + [2] * 8 + [0] * 16
