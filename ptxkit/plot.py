@@ -22,9 +22,12 @@ def chosen_ctas(trace, ctas=None, most: int = 2) -> list[int]:
     return same[:most]
 
 
-def draw_timeline(trace, path: str, ctas=None, title: str | None = None, width: float = 11.0) -> None:
-    """Draw one row per recorded warp of the chosen CTAs (`chosen_ctas`), a bar per span
-    coloured by its point, nested spans thinner and on top; write PNG or SVG to `path`."""
+def draw_timeline(trace, path: str, ctas=None, title: str | None = None, width: float = 11.0, warps=None,
+                  window=None) -> None:
+    """Draw one row per recorded warp of the chosen CTAs (`chosen_ctas`; only `warps` when
+    given), a bar per span coloured by its point, nested spans thinner and on top, over
+    the whole time or `window` (µs, from the first record of those CTAs); write PNG or SVG
+    to `path`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -33,7 +36,8 @@ def draw_timeline(trace, path: str, ctas=None, title: str | None = None, width: 
 
     spans = trace.spans
     selected = chosen_ctas(trace, ctas)
-    rows = sorted({(int(c), int(w)) for c, w in zip(spans["cta"], spans["warp"]) if int(c) in selected})
+    rows = sorted({(int(c), int(w)) for c, w in zip(spans["cta"], spans["warp"])
+                   if int(c) in selected and (warps is None or int(w) in warps)})
     if not rows:
         raise ValueError("no spans to draw for the chosen CTAs")
     row_of = {key: i for i, key in enumerate(rows)}
@@ -45,6 +49,11 @@ def draw_timeline(trace, path: str, ctas=None, title: str | None = None, width: 
     colour.update({name: "0.85" for name in whole})
     mine = spans[np.isin(spans["cta"], selected)]
     start = mine["start"].min()
+    if warps is not None:
+        mine = mine[np.isin(mine["warp"], list(warps))]
+    if window is not None:
+        low, high = start + 1000.0 * window[0], start + 1000.0 * window[1]
+        mine = mine[(mine["end"] > low) & (mine["start"] < high)]
     figure, axes = plt.subplots(figsize=(width, 0.9 + 0.28 * len(rows)))
     used = set()
     for span in sorted(mine, key=lambda s: s["depth"]):
@@ -60,6 +69,8 @@ def draw_timeline(trace, path: str, ctas=None, title: str | None = None, width: 
         if rows[i][0] != rows[i - 1][0]:
             axes.axhline(i - 0.5, color="0.6", linewidth=0.6)
     axes.invert_yaxis()
+    if window is not None:
+        axes.set_xlim(*window)
     axes.set_xlabel("µs from the first record of these CTAs")
     axes.set_title(title or f"{trace.layout.kernel}: SM {trace.sm_of_cta[selected[0]]}, CTA {', '.join(map(str, selected))}",
                    fontsize=9)

@@ -4,11 +4,11 @@ counts as `Counts` (per block, PTX line, source line and opcode).
 
 >>> import numpy as np
 >>> from ptxkit.instrument.layout import Layout, Point, MAGIC, VALID, END
->>> layout = Layout.timeline("k", [Point("kernel", "function", 7)], capacity=3)
->>> region = np.zeros((4, 4), np.uint32)                  # one CTA: header + 3 records
->>> region[0] = [8, 0, 5, MAGIC]                           # 8 slots handed out, SM 5
->>> region[1] = [1000, 0, 100, VALID | 1 << 24]            # warp 1 begins at 1000 ns
->>> region[2] = [3000, 0, 3100, VALID | END | 1 << 24]     # and ends 2000 ns later
+>>> layout = Layout.timeline("k", [Point("kernel", "function", 7)], capacity=2)
+>>> region = np.zeros(8 + 2 * 2, np.uint32)            # one CTA: a 32-byte header, 2 records
+>>> region[:8] = [0, 0, 5, MAGIC, 1000, 0, 100, 0]      # SM 5, at entry: 1000 ns and cycle 100
+>>> region[8:10] = [400, VALID | 1 << 24]               # warp 1 begins at cycle 400
+>>> region[10:12] = [3400, VALID | END | 1 << 24]       # and ends 3000 cycles later
 >>> trace = decode(region, layout, clock_ghz=1.5)
 >>> [(int(s["warp"]), int(s["sm"]), float(s["end"] - s["start"]), int(s["cycles"])) for s in trace.spans]
 [(1, 5, 2000.0, 3000)]
@@ -25,7 +25,7 @@ import json
 
 import numpy as np
 
-from .instrument.layout import END, MAGIC, POINT_MASK, RECORD_BYTES, VALID, WARP_MASK, WARP_SHIFT, Layout
+from .instrument.layout import END, HEADER_BYTES, MAGIC, POINT_MASK, VALID, WARP_MASK, WARP_SHIFT, Layout
 
 #: the SM clock assumed when a trace is too short to measure it (H100/H200 SXM: 1.755 GHz
 #: is the clock under load that ptxkit's GPU runs reported; pass `clock_ghz` to override)
@@ -97,30 +97,34 @@ class Trace:
         self.points = layout.points
         self.grid = grid
         region = layout.cta_bytes
-        if data.size < region or data.size % RECORD_BYTES:
+        if data.size < region:
             raise ValueError(f"a timeline buffer of {data.size} bytes holds no whole CTA region of {region} bytes")
         ctas = data.size // region
-        words = data[: ctas * region].view(np.uint32).reshape(ctas, layout.capacity + 1, 4)
-        header = words[:, 0, :]
+        regions = data[: ctas * region].reshape(ctas, region)
+        header = np.ascontiguousarray(regions[:, :HEADER_BYTES]).view(np.uint32)
         self.ran = header[:, 3] == MAGIC
         self.dropped = header[:, 1].astype(np.int64)
         self.slots = header[:, 0].astype(np.int64)
         self.sm_of_cta = header[:, 2].astype(np.int32)
-        records = words[:, 1:, :]
-        cta, slot = np.nonzero(records[:, :, 3] & VALID)
-        chosen = records[cta, slot]
-        tag = chosen[:, 3]
+        entry = header[:, 4:8].copy().view(np.uint64)  # (%globaltimer, %clock64) at the CTA's entry
+        self.entry_ns, self.entry_cycles = entry[:, 0].astype(np.int64), entry[:, 1].astype(np.int64)
+        records = np.ascontiguousarray(regions[:, HEADER_BYTES:]).view(np.uint32).reshape(ctas, -1, 2)
+        cta, slot = np.nonzero((records[:, :, 1] & VALID) != 0)
+        keep = self.ran[cta]
+        cta, slot = cta[keep], slot[keep]
+        clock, tag = records[cta, slot, 0], records[cta, slot, 1]
         self.records = len(tag)
         warp = ((tag >> WARP_SHIFT) & WARP_MASK).astype(np.int32)
         order = np.lexsort((slot, warp, cta))  # each warp's records in the order it wrote them
-        cta, warp, chosen, tag = cta[order], warp[order], chosen[order], tag[order]
-        globaltimer = chosen[:, 0].astype(np.int64) | (chosen[:, 1].astype(np.int64) << 32)
+        cta, warp, clock, tag = cta[order], warp[order], clock[order], tag[order]
+        cycles = _unwrap(clock, self.entry_cycles[cta])
+        self.clock_ghz, offset = _clocks(self.sm_of_cta[self.ran], self.entry_ns[self.ran],
+                                         self.entry_cycles[self.ran], clock_ghz)
         sm = self.sm_of_cta[cta]
-        cycles = _unwrap_per_sm(sm, globaltimer, chosen[:, 2])
-        self.clock_ghz, ns = _to_ns(sm, globaltimer, cycles, clock_ghz)
-        self.origin_ns = int(globaltimer.min()) if len(globaltimer) else 0
+        ns = np.array([offset[int(s)] for s in sm], np.float64) + cycles / self.clock_ghz if len(sm) else np.zeros(0)
+        self.origin_ns = float(ns.min()) if len(ns) else 0.0
         self.spans, self.unmatched = _pair(cta, sm, warp, (tag & POINT_MASK).astype(np.int32),
-                                           (tag & END) != 0, ns, cycles)
+                                           (tag & END) != 0, ns - self.origin_ns, cycles)
 
     @property
     def ctas(self) -> int:
@@ -137,23 +141,24 @@ class Trace:
                 f"{self.unmatched} unmatched, SM clock {self.clock_ghz:.3f} GHz")
 
     # -- Chrome / Perfetto -----------------------------------------------------------------
-    def to_chrome(self) -> dict:
+    def to_chrome(self, ctas=None) -> dict:
         """The trace as Chrome's trace-event JSON (open it in Perfetto or chrome://tracing):
         one process per SM, one track per warp named by its CTA and warp, a complete
-        event ("X") per span with the point's line and ``.loc`` source in its args."""
+        event ("X") per span with the point's line and ``.loc`` source in its args.
+        `ctas`: only these CTAs (a big launch's whole trace can be hundreds of MB)."""
         events = []
-        sms = sorted({int(s) for s in self.spans["sm"]})
+        spans = self.spans if ctas is None else self.spans[np.isin(self.spans["cta"], list(ctas))]
+        sms = sorted({int(s) for s in spans["sm"]})
         for sm in sms:
             events.append({"ph": "M", "name": "process_name", "pid": sm, "args": {"name": f"SM {sm}"}})
             events.append({"ph": "M", "name": "process_sort_index", "pid": sm, "args": {"sort_index": sm}})
-        tracks = sorted({(int(s), int(c), int(w)) for s, c, w in zip(self.spans["sm"], self.spans["cta"],
-                                                                    self.spans["warp"])})
+        tracks = sorted({(int(s), int(c), int(w)) for s, c, w in zip(spans["sm"], spans["cta"], spans["warp"])})
         for sm, cta, warp in tracks:
             tid = cta * 64 + warp
             name = f"CTA {cta_coordinates(cta, self.grid)} warp {warp}"
             events.append({"ph": "M", "name": "thread_name", "pid": sm, "tid": tid, "args": {"name": name}})
             events.append({"ph": "M", "name": "thread_sort_index", "pid": sm, "tid": tid, "args": {"sort_index": tid}})
-        for span in self.spans:
+        for span in spans:
             point = self.points[span["point"]]
             args = {"cycles": int(span["cycles"])}
             if point.line is not None:
@@ -167,38 +172,40 @@ class Trace:
                 "otherData": {"kernel": self.layout.kernel, "clock_ghz": self.clock_ghz,
                               "origin_globaltimer_ns": self.origin_ns, "dropped": int(self.dropped.sum())}}
 
-    def write_chrome(self, path: str) -> None:
-        """Write `to_chrome` to `path` (``.json``)."""
+    def write_chrome(self, path: str, ctas=None) -> None:
+        """Write `to_chrome` (of `ctas`, or all) to `path` (``.json``)."""
         with open(path, "w") as handle:
-            json.dump(self.to_chrome(), handle)
+            json.dump(self.to_chrome(ctas), handle)
 
     # -- figures ---------------------------------------------------------------------------
     def phases(self, warps_per_group: int = 4) -> list[dict]:
-        """Time in each phase per warpgroup (`warps_per_group` warps, 4 by default),
-        averaged over the warps of that group that recorded it: one dict per (group,
-        point) with ``group``, ``phase``, ``category``, ``warps`` (how many recorded it),
-        ``spans`` (per warp), ``us`` (µs per warp) and ``share`` (of the group's mean
-        time from its first to its last record)."""
+        """Time in each phase per warpgroup (`warps_per_group` warps, 4 by default): one
+        dict per (group, point) with ``group``, ``phase``, ``category``, ``warps`` (the
+        warps of the group, over all CTAs, that recorded it), ``spans`` (per such warp),
+        ``us`` (µs per such warp) and ``share`` (of those warps' time from their first
+        record to their last)."""
         spans = self.spans
         if not len(spans):
             return []
-        group = spans["warp"] // warps_per_group
         track = spans["cta"] * 64 + spans["warp"]
+        tracks, index = np.unique(track, return_inverse=True)
+        first = np.full(len(tracks), np.inf)
+        last = np.full(len(tracks), -np.inf)
+        np.minimum.at(first, index, spans["start"])
+        np.maximum.at(last, index, spans["end"])
+        lifetime = last - first
+        group = spans["warp"] // warps_per_group
         rows = []
         for g in np.unique(group):
-            mine = spans[group == g]
-            mine_track = track[group == g]
-            tracks = np.unique(mine_track)
-            lifetime = np.mean([mine["end"][mine_track == t].max() - mine["start"][mine_track == t].min()
-                                for t in tracks])
-            for point in np.unique(mine["point"]):
-                chosen = mine["point"] == point
-                warps = len(np.unique(mine_track[chosen]))
-                total = float((mine["end"][chosen] - mine["start"][chosen]).sum())
+            for point in np.unique(spans["point"][group == g]):
+                chosen = (group == g) & (spans["point"] == point)
+                recorded = np.unique(index[chosen])
+                total = float((spans["end"][chosen] - spans["start"][chosen]).sum())
+                alive = float(lifetime[recorded].sum())
                 info = self.points[point]
-                rows.append({"group": int(g), "phase": info.name, "category": info.category, "warps": warps,
-                             "spans": int(chosen.sum()) / warps, "us": total / warps / 1000.0,
-                             "share": total / warps / lifetime if lifetime > 0 else 0.0})
+                rows.append({"group": int(g), "phase": info.name, "category": info.category,
+                             "warps": len(recorded), "spans": int(chosen.sum()) / len(recorded),
+                             "us": total / len(recorded) / 1000.0, "share": total / alive if alive > 0 else 0.0})
         return rows
 
     def phase_table(self, warps_per_group: int = 4) -> str:
@@ -209,50 +216,47 @@ class Trace:
                          f"{row['us']:>10.3f} {100 * row['share']:>6.1f}%")
         return "\n".join(lines)
 
-    def plot(self, path: str, ctas=None, title: str | None = None, width: float = 11.0) -> None:
-        """Draw the timeline of some CTAs (default: the first two that ran on the SM of CTA
-        0 and the next one) to `path`, PNG or SVG by its extension: one row per warp,
-        CTAs grouped, a colour per point, nested spans drawn inside their parents.
-        Needs matplotlib (``pip install ptxkit[plot]``)."""
+    def plot(self, path: str, ctas=None, title: str | None = None, width: float = 11.0, warps=None,
+             window=None) -> None:
+        """Draw the timeline of some CTAs (default: up to two that ran on one SM) to `path`,
+        PNG or SVG by its extension: one row per warp (only `warps` when given), CTAs
+        grouped, a colour per point, nested spans drawn inside their parents; `window`:
+        ``(start, stop)`` in µs from the first record of those CTAs. Needs matplotlib
+        (``pip install ptxkit[plot]``)."""
         from .plot import draw_timeline
 
-        draw_timeline(self, path, ctas=ctas, title=title, width=width)
+        draw_timeline(self, path, ctas=ctas, title=title, width=width, warps=warps, window=window)
 
 
-def _unwrap_per_sm(sm: np.ndarray, globaltimer: np.ndarray, clock: np.ndarray) -> np.ndarray:
-    """64-bit cycles of each record from its 32-bit ``%clock``, relative to the earliest
-    record (by ``%globaltimer``) of its SM; right for SMs whose records span < 2^31
-    cycles (over a second)."""
-    cycles = np.zeros(len(clock), np.int64)
-    for s in np.unique(sm):
-        mine = np.nonzero(sm == s)[0]
-        first = mine[np.argmin(globaltimer[mine])]
-        delta = (clock[mine].astype(np.int64) - int(clock[first])) % (1 << 32)
-        cycles[mine] = np.where(delta >= 1 << 31, delta - (1 << 32), delta)
-    return cycles
+def _unwrap(clock: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """The SM's 64-bit cycle count of each record from its low 32 bits and the count at
+    its CTA's entry (`base`): right for records within 2^31 cycles (over a second) of it.
+
+    >>> _unwrap(np.array([5, 0xFFFFFFF0], np.uint32), np.array([(1 << 32) - 10, (1 << 33) + 3])).tolist()
+    [4294967301, 8589934576]
+    """
+    delta = (clock.astype(np.int64) - (base & 0xFFFFFFFF)) % (1 << 32)
+    return base + np.where(delta >= 1 << 31, delta - (1 << 32), delta)
 
 
-def _to_ns(sm: np.ndarray, globaltimer: np.ndarray, cycles: np.ndarray, clock_ghz: float | None):
-    """(clock in GHz, ns of each record from the launch's first record): cycles within an
-    SM, placed against other SMs by ``%globaltimer``. The clock is the least-squares
-    slope of ``%globaltimer`` over cycles within the SMs (common to all) when the trace
-    is long enough, else `clock_ghz`."""
-    if not len(cycles):
-        return clock_ghz or DEFAULT_CLOCK_GHZ, np.zeros(0)
+def _clocks(sm: np.ndarray, entry_ns: np.ndarray, entry_cycles: np.ndarray, clock_ghz: float | None):
+    """(the SM clock in GHz, SM -> ns at its cycle 0) from each CTA's (``%globaltimer``,
+    ``%clock64``) at entry. The clock is the least-squares slope of the timer over the
+    cycles within the SMs (one slope for all) when the CTAs of an SM span enough cycles,
+    else `clock_ghz` (or `DEFAULT_CLOCK_GHZ`); each SM's offset is the mean over its CTAs."""
+    ghz = clock_ghz or DEFAULT_CLOCK_GHZ
+    if not len(sm):
+        return ghz, {}
     sms, index = np.unique(sm, return_inverse=True)
     counts = np.bincount(index).astype(np.float64)
-    mean_cycles = np.bincount(index, cycles.astype(np.float64)) / counts
-    mean_time = np.bincount(index, globaltimer.astype(np.float64) - globaltimer.min()) / counts
-    x = cycles - mean_cycles[index]
-    y = (globaltimer - globaltimer.min()) - mean_time[index]
-    ghz = clock_ghz or DEFAULT_CLOCK_GHZ
-    spread = x.max() - x.min() if len(x) else 0
-    if spread >= _FIT_CYCLES and float(x @ x) > 0:
-        measured = float(x @ x) / float(x @ y) if float(x @ y) > 0 else 0.0
+    x = entry_cycles - (np.bincount(index, entry_cycles.astype(np.float64)) / counts)[index]
+    y = entry_ns - (np.bincount(index, entry_ns.astype(np.float64)) / counts)[index]
+    if x.max() - x.min() >= _FIT_CYCLES and float(x @ y) > 0:
+        measured = float(x @ x) / float(x @ y)
         if 0.3 < measured < 4.0:
             ghz = measured
-    ns = mean_time[index] + x / ghz
-    return ghz, ns - ns.min()
+    offsets = np.bincount(index, entry_ns - entry_cycles / ghz) / counts
+    return ghz, {int(s): float(o) for s, o in zip(sms, offsets)}
 
 
 def _pair(cta, sm, warp, point, end, ns, cycles):

@@ -10,8 +10,8 @@ from ptxkit.instrument.layout import (COMMENT_PREFIX, CountedBlock, Instr, Layou
 
 def test_timeline_and_count_sizes():
     timeline = Layout.timeline("k", [Point("kernel", "function", 3)], capacity=1023, chunk=8)
-    assert timeline.cta_bytes == 1024 * 16 and timeline.buffer_bytes((3, 2, 2)) == 12 * 1024 * 16
-    assert timeline.buffer_bytes(5) == 5 * 1024 * 16
+    assert timeline.cta_bytes == 32 + 1023 * 8 and timeline.buffer_bytes((3, 2, 2)) == 12 * (32 + 1023 * 8)
+    assert timeline.buffer_bytes(5) == 5 * (32 + 1023 * 8)
     count = Layout.count("k", [], counters=7)
     assert count.buffer_bytes((10, 2)) == 20 * 7 * 8
     assert count._replace(per_cta=False).buffer_bytes((10, 2)) == 7 * 8

@@ -306,3 +306,44 @@ def test_launch_errors_carry_the_cuda_error_name(kernels):
     assert caught.value.name == "CUDA_ERROR_INVALID_VALUE"
     assert "kernel 'empty' (grid (1, 1, 1), block (2048, 1, 1)" in str(caught.value)
     kernels("empty", "empty").launch(grid=1, block=1024)  # the context is still usable
+
+
+@pytest.mark.gpu
+def test_an_instrumented_kernel_gets_its_buffer_and_returns_its_counts(rng):
+    """The cubin of instrumented PTX knows its layout: launch passes the kernel's own
+    arguments, allocates the buffer as the added parameter, and returns the counts."""
+    from ptxkit.instrument import instrument
+
+    text = instrument((SAMPLES / "vector_add.ptx").read_text(), "count")
+    kernel = runtime.load(ptxkit.assemble(text)).kernel("vector_add")
+    assert kernel.layout is not None and kernel.layout.buffer[0] == "param"
+    n = 1000
+    a, b = rng.random((2, n), dtype=np.float32)
+    c = np.empty_like(a)
+    counts = kernel.launch(a, b, runtime.Out(c), np.uint32(n), grid=5, block=256)
+    np.testing.assert_allclose(c.astype(np.float64), a.astype(np.float64) + b, rtol=F32_ROUNDING)
+    assert counts.blocks == {"B0": 40, "B1": 32, "DONE": 40} and [int(r[1]) for r in counts.rows] == [8, 8, 8, 8, 0]
+    plain = runtime.load(ptxkit.assemble((SAMPLES / "vector_add.ptx").read_text())).kernel("vector_add")
+    assert plain.launch(a, b, runtime.Out(c), np.uint32(n), grid=5, block=256) is None
+
+
+@pytest.mark.gpu
+def test_a_buffer_through_a_module_variable(rng):
+    """buffer=global (what nvcc builds use): the runtime points the module's variable at
+    the buffer; every warp of the 2-D grid records its span on the SM it ran on."""
+    from ptxkit.instrument import instrument
+
+    text = instrument((SAMPLES / "transpose_scale.ptx").read_text(), "timeline", buffer="global", capacity=32)
+    kernel = runtime.load(ptxkit.assemble(text)).kernel("transpose_scale")
+    assert kernel.layout.buffer == ("global", "ptxkit_trace_transpose_scale")
+    rows, cols = 70, 90
+    x = rng.standard_normal((rows, cols), dtype=np.float32)
+    out = np.empty((cols, rows), np.float32)
+    trace = kernel.launch(x, runtime.Out(out), np.uint32(rows), np.uint32(cols), np.float32(0.5),
+                          grid=(3, 5), block=(32, 16))
+    np.testing.assert_allclose(out.astype(np.float64), 0.5 * x.T.astype(np.float64), rtol=F32_ROUNDING)
+    assert trace.ran.all() and trace.ctas == 15 and trace.unmatched == 0 and int(trace.dropped.sum()) == 0
+    assert len(trace.spans) == 15 * 16 and np.all(trace.spans["cycles"] > 0)
+    assert set(trace.spans["sm"].tolist()) <= set(range(200))
+    events = trace.to_chrome()["traceEvents"]
+    assert sum(e["ph"] == "X" for e in events) == 15 * 16

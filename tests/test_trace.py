@@ -15,27 +15,35 @@ POINTS = [Point("kernel", "function", 10), Point("wait", "mbarrier", 20, "k.cu:7
 
 
 class Writer:
-    """Writes a timeline buffer as the kernel would: per CTA a header, records in slots."""
+    """Writes a timeline buffer as the kernel would: per CTA a header with the SM and the
+    (timer, cycles) pair at entry, records (low 32 bits of the cycles, tag) in slots."""
 
     def __init__(self, ctas: int, capacity: int, chunk: int = 4, warps: int = 8):
         self.capacity, self.chunk, self.warps = capacity, chunk, warps
-        self.words = np.zeros((ctas, capacity + 1, 4), np.uint32)
+        self.first = min(chunk, capacity // warps)  # each warp's own first slots
+        self.header = np.zeros((ctas, 8), np.uint32)
+        self.records = np.zeros((ctas, capacity, 2), np.uint32)
         self.cursor = {}
 
-    def run(self, cta: int, sm: int):
-        self.words[cta, 0, 2:] = [sm, MAGIC]
+    @property
+    def buffer(self) -> np.ndarray:
+        regions = [np.concatenate([h, r.reshape(-1)]) for h, r in zip(self.header, self.records)]
+        return np.concatenate(regions)
 
-    def record(self, cta: int, warp: int, point: int, end: bool, ns: int, cycles: int):
-        slot, stop = self.cursor.get((cta, warp), (warp * self.chunk, (warp + 1) * self.chunk))
-        if slot == stop:  # a new chunk from the CTA's counter, after every warp's first chunk
-            slot = int(self.words[cta, 0, 0]) + self.warps * self.chunk
-            self.words[cta, 0, 0] += self.chunk
+    def run(self, cta: int, sm: int, ns: int = 0, cycles: int = 0):
+        self.header[cta, 2:] = [sm, MAGIC, ns & 0xFFFFFFFF, ns >> 32, cycles & 0xFFFFFFFF, cycles >> 32]
+
+    def record(self, cta: int, warp: int, point: int, end: bool, cycles: int):
+        start = warp * self.first
+        slot, stop = self.cursor.get((cta, warp), (start, start + self.first))
+        if slot == stop:  # more slots from the CTA's counter, after every warp's first ones
+            slot = int(self.header[cta, 0]) + self.warps * self.first
+            self.header[cta, 0] += self.chunk
             stop = slot + self.chunk
         if slot < self.capacity:
-            tag = VALID | (END if end else 0) | warp << WARP_SHIFT | point
-            self.words[cta, 1 + slot] = [ns & 0xFFFFFFFF, ns >> 32, cycles & 0xFFFFFFFF, tag]
+            self.records[cta, slot] = [cycles & 0xFFFFFFFF, VALID | (END if end else 0) | warp << WARP_SHIFT | point]
         else:
-            self.words[cta, 0, 1] += 1
+            self.header[cta, 1] += 1
         self.cursor[(cta, warp)] = (slot + 1, stop)
 
 
@@ -44,17 +52,17 @@ def layout(capacity=16, chunk=4):
 
 
 def test_spans_pair_begin_and_end_per_warp_and_nest():
-    w = Writer(ctas=1, capacity=32, warps=5)
-    w.run(0, sm=3)
-    for warp in (0, 4):  # 6 records each: a first chunk of 4, then 4 slots from the counter
-        w.record(0, warp, 0, False, 1000 + warp, 100)
-        w.record(0, warp, 1, False, 1100 + warp, 250)
-        w.record(0, warp, 1, True, 1300 + warp, 550)
-        w.record(0, warp, 2, False, 1400 + warp, 700)
-        w.record(0, warp, 2, True, 1600 + warp, 1000)
-        w.record(0, warp, 0, True, 1800 + warp, 1300)
-    assert w.words[0, 0, 0] == 8
-    trace = decode(w.words, layout(capacity=32), clock_ghz=1.5)
+    w = Writer(ctas=1, capacity=40, warps=5)
+    w.run(0, sm=3, ns=5000, cycles=90)
+    for warp in (0, 4):  # 6 records each: 4 first slots, then 4 from the counter
+        w.record(0, warp, 0, False, 100)
+        w.record(0, warp, 1, False, 250)
+        w.record(0, warp, 1, True, 550)
+        w.record(0, warp, 2, False, 700)
+        w.record(0, warp, 2, True, 1000)
+        w.record(0, warp, 0, True, 1300)
+    assert w.header[0, 0] == 8
+    trace = decode(w.buffer, layout(capacity=40), clock_ghz=1.5)
     assert trace.unmatched == 0 and int(trace.dropped.sum()) == 0 and trace.ran.tolist() == [True]
     assert sorted({int(s) for s in trace.spans["warp"]}) == [0, 4]
     warp0 = trace.spans[trace.spans["warp"] == 0]
@@ -62,6 +70,7 @@ def test_spans_pair_begin_and_end_per_warp_and_nest():
     assert [int(d) for d in warp0["depth"]] == [0, 1, 1]
     assert [int(c) for c in warp0["cycles"]] == [1200, 300, 300]
     assert np.allclose(warp0["end"] - warp0["start"], [800, 200, 200])  # cycles / 1.5 GHz
+    assert np.allclose(warp0["start"], [0, 100, 400])  # from the launch's first record
     assert set(trace.spans["sm"].tolist()) == {3}
 
 
@@ -70,63 +79,77 @@ def test_records_past_the_capacity_are_counted_not_decoded():
     for cta in range(2):
         w.run(cta, sm=cta)
         for i in range(4):
-            w.record(cta, 0, 1, False, 100 * i, 100 * i)
-            w.record(cta, 0, 1, True, 100 * i + 50, 100 * i + 50)
-    trace = decode(w.words, layout(capacity=5, chunk=2), clock_ghz=1.0)
+            w.record(cta, 0, 1, False, 100 * i)
+            w.record(cta, 0, 1, True, 100 * i + 50)
+    trace = decode(w.buffer, layout(capacity=5, chunk=2), clock_ghz=1.0)
     assert trace.dropped.tolist() == [5, 5] and trace.records == 6
     assert len(trace.spans) == 2 and trace.unmatched == 2  # each CTA's second begin lost its end
 
 
-def test_clock_wraps_within_an_sm_and_ctas_of_one_sm_share_it():
-    w = Writer(ctas=2, capacity=8)
-    base = (1 << 32) - 500  # the SM's 32-bit clock wraps between the records
+def test_a_small_capacity_still_gives_every_warp_its_first_slot():
+    w = Writer(ctas=1, capacity=6, chunk=8, warps=6)  # min(8, 6 // 6): one slot each
+    w.run(0, sm=0)
+    for warp in range(6):
+        w.record(0, warp, 1, False, 10 * warp)
+    trace = decode(w.buffer, layout(capacity=6, chunk=8))
+    assert trace.records == 6 and int(trace.dropped.sum()) == 0 and trace.unmatched == 6
+
+
+def test_the_clock_wraps_after_the_ctas_entry():
+    w = Writer(ctas=2, capacity=8, warps=1)
+    base = (1 << 32) - 500  # the SM's low 32 bits wrap between the entry and the records
     for cta in range(2):
-        w.run(cta, sm=7)
-        w.record(cta, 0, 1, False, 10_000 + 1000 * cta, base + 1000 * cta)
-        w.record(cta, 0, 1, True, 10_400 + 1000 * cta, base + 1000 * cta + 400)
-    trace = decode(w.words, layout(), clock_ghz=1.0)
+        w.run(cta, sm=7, ns=10_000 + 1000 * cta, cycles=base + 1000 * cta)
+        w.record(cta, 0, 1, False, base + 1000 * cta + 300)
+        w.record(cta, 0, 1, True, base + 1000 * cta + 700)
+    trace = decode(w.buffer, layout(capacity=8), clock_ghz=1.0)
     assert [int(c) for c in trace.spans["cycles"]] == [400, 400]
     assert np.allclose(trace.spans["start"], [0, 1000]) and np.allclose(trace.spans["end"], [400, 1400])
 
 
-def test_the_clock_is_measured_from_globaltimer_on_a_long_trace():
-    w = Writer(ctas=3, capacity=64)
+def test_the_clock_is_measured_from_globaltimer_and_sms_are_aligned():
+    w = Writer(ctas=30, capacity=8, warps=2)
     rng = np.random.default_rng(3)
-    for cta in range(3):  # three SMs whose clocks started at unrelated values, ticking 1.8 per ns
-        w.run(cta, sm=cta)
-        offset = int(rng.integers(0, 1 << 31))
+    starts = {}
+    for sm in range(3):  # SMs whose cycle counters started at unrelated values, ticking 1.8 per ns
+        offset = int(rng.integers(0, 1 << 40))
         for i in range(10):
-            ns = 1_000_000 * cta + 100_000 * i
-            w.record(cta, 1, 1, i % 2 == 1, ns - ns % 1000, offset + int(1.8 * ns))  # globaltimer ticks by 1 us
-    trace = decode(w.words, layout(capacity=64), clock_ghz=1.0)
+            cta = 10 * sm + i
+            ns = 1_000_000 + 70_000 * i + 13_000 * sm
+            w.run(cta, sm=sm, ns=ns - ns % 1000, cycles=offset + int(1.8 * ns))  # the timer ticks by 1 us
+            w.record(cta, 1, 1, False, offset + int(1.8 * (ns + 200)))
+            w.record(cta, 1, 1, True, offset + int(1.8 * (ns + 20_200)))
+            starts[cta] = ns + 200
+    trace = decode(w.buffer, layout(capacity=8), clock_ghz=1.0)
     assert trace.clock_ghz == pytest.approx(1.8, rel=1e-3)
-    assert np.allclose(trace.spans["end"] - trace.spans["start"], 100_000, rtol=1e-6)
-    assert np.allclose(np.sort(trace.spans["start"])[::5], [0, 1_000_000, 2_000_000], atol=1500)
+    assert np.allclose(trace.spans["end"] - trace.spans["start"], 20_000, rtol=1e-6)
+    expected = np.array([starts[int(c)] for c in trace.spans["cta"]]) - min(starts.values())
+    assert np.allclose(trace.spans["start"], expected, atol=1000)  # SMs aligned to the timer's tick
 
 
 def test_ctas_that_never_ran_and_an_empty_buffer():
     w = Writer(ctas=3, capacity=4, chunk=2, warps=2)
     w.run(1, sm=0)
-    w.record(1, 1, 0, False, 5, 5)
-    w.record(1, 1, 0, True, 9, 9)
-    trace = decode(w.words.tobytes(), layout(capacity=4, chunk=2), grid=(3, 1))
+    w.record(1, 1, 0, False, 5)
+    w.record(1, 1, 0, True, 9)
+    trace = decode(w.buffer.tobytes(), layout(capacity=4, chunk=2), grid=(3, 1))
     assert trace.ran.tolist() == [False, True, False] and trace.ctas == 3
     assert len(trace.spans) == 1 and "3 CTAs (1 ran)" in trace.summary()
-    assert len(decode(np.zeros((2, 5, 4), np.uint32), layout(capacity=4)).spans) == 0
+    assert len(decode(np.zeros(2 * (8 + 8), np.uint32), layout(capacity=4)).spans) == 0
     with pytest.raises(ValueError, match="no whole CTA region"):
         decode(np.zeros(10, np.uint32), layout(capacity=4))
 
 
 def chrome_trace():
-    w = Writer(ctas=4, capacity=8)
+    w = Writer(ctas=4, capacity=8, warps=2)
     for cta in range(4):
-        w.run(cta, sm=cta % 2)
+        w.run(cta, sm=cta % 2, ns=100 * cta, cycles=100 * cta)
         for warp in range(2):
-            w.record(cta, warp, 0, False, 100 * cta, 100 * cta)
-            w.record(cta, warp, 1, False, 100 * cta + 10, 100 * cta + 10)
-            w.record(cta, warp, 1, True, 100 * cta + 30, 100 * cta + 30)
-            w.record(cta, warp, 0, True, 100 * cta + 50, 100 * cta + 50)
-    return decode(w.words, layout(capacity=8), grid=(2, 2), clock_ghz=1.0)
+            w.record(cta, warp, 0, False, 100 * cta)
+            w.record(cta, warp, 1, False, 100 * cta + 10)
+            w.record(cta, warp, 1, True, 100 * cta + 30)
+            w.record(cta, warp, 0, True, 100 * cta + 50)
+    return decode(w.buffer, layout(capacity=8), grid=(2, 2), clock_ghz=1.0)
 
 
 def test_chrome_trace_has_a_process_per_sm_and_a_track_per_warp():
@@ -142,6 +165,8 @@ def test_chrome_trace_has_a_process_per_sm_and_a_track_per_warp():
                                                                    "mbarrier")
     assert wait["args"] == {"cycles": 20, "line": 20, "source": "k.cu:7"}
     json.dumps(chrome_trace().to_chrome())  # plain JSON
+    some = chrome_trace().to_chrome(ctas=[1, 3])["traceEvents"]
+    assert {e["pid"] for e in some if e["ph"] == "X"} == {1} and sum(e["ph"] == "X" for e in some) == 8
 
 
 def test_phases_per_warpgroup():
@@ -161,6 +186,11 @@ def test_plot_writes_png_and_svg(tmp_path):
     assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     svg = (tmp_path / "t.svg").read_text()
     assert "<svg" in svg and "CTA 3 warp 1" in svg and "CTA 1 warp" not in svg
+    trace.plot(str(tmp_path / "w.svg"), ctas=[0], warps=[1], window=(0.0, 0.02))
+    one = (tmp_path / "w.svg").read_text()
+    assert "CTA 0 warp 1" in one and "CTA 0 warp 0" not in one
+    with pytest.raises(ValueError, match="no spans"):
+        trace.plot(str(tmp_path / "x.svg"), ctas=[0], warps=[7])
 
 
 def count_layout(per_cta=True):

@@ -4,22 +4,24 @@ from). docs/instrument.md describes the format; `ptxkit.trace` reads it.
 
 **Timeline** (``instrument timeline``): one region per CTA, in the order of the linear
 CTA id ``ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)``, each
-``(capacity + 1) * 16`` bytes: a 16-byte header, then `capacity` records of 16 bytes.
+``32 + capacity * 8`` bytes: a 32-byte header, then `capacity` records of 8 bytes.
 
 - header: u32 slots the CTA's counter handed out (by `chunk`, one ``atom.global.add`` a
   time, to warps that used up their first chunk), u32 records dropped for want of a
-  slot, u32 ``%smid`` of the CTA, u32 `MAGIC` (both written by the CTA's thread 0 on
-  entry). Warp w's first chunk is slots ``w * chunk`` on; the counter's slots come after
-  the first chunks of all the CTA's warps.
-- record: u64 ``%globaltimer`` (ns), u32 ``%clock`` (cycles, low 32 bits of the SM's
-  counter), u32 tag = ``VALID | end << 30 | warp << 24 | point``.
+  slot, u32 ``%smid``, u32 `MAGIC`, u64 ``%globaltimer`` (ns) and u64 ``%clock64``
+  (cycles) read together at entry (the last four written by the CTA's thread 0). Each
+  warp's first slots are its own (``min(chunk, capacity / warps)`` of them, from
+  ``warp * that`` on); the counter's slots come after all of those.
+- record: u32 the low half of ``%clock64`` (cycles of the SM's clock; the header's
+  reading at entry gives the high half), u32 tag = ``VALID | end << 30 | warp << 24 |
+  point``.
 
 **Count** (``instrument count``): `rows` rows of `counters` u64 counters, row = linear
 CTA id (``per_cta``) or a single row that every CTA adds into.
 
 >>> layout = Layout.timeline("k", [Point("kernel", "function", 10)], capacity=255)
 >>> layout.buffer_bytes(grid=(4, 2, 1)), layout.cta_bytes
-(32768, 4096)
+(16576, 2072)
 >>> Layout.from_json(layout.to_json()) == layout
 True
 """
@@ -32,7 +34,8 @@ import math
 from .._records import record
 
 #: bytes of one timeline record and of a CTA's header
-RECORD_BYTES = 16
+RECORD_BYTES = 8
+HEADER_BYTES = 32
 #: the timeline header's last word once the CTA has run the instrumented entry ("PTKT")
 MAGIC = 0x50544B54
 #: tag bits of a timeline record
@@ -118,7 +121,7 @@ class Layout:
     def cta_bytes(self) -> int:
         """Bytes of one CTA's part of the buffer (a timeline region, or a counter row)."""
         if self.kind == "timeline":
-            return (self.capacity + 1) * RECORD_BYTES
+            return HEADER_BYTES + self.capacity * RECORD_BYTES
         return self.counters * COUNTER_BYTES
 
     def rows(self, ctas: int) -> int:
@@ -163,7 +166,9 @@ class Layout:
 
 
 #: how an instrumented PTX file carries its layouts: one comment line per kernel
-COMMENT_PREFIX = "// ptxkit-instrument: "
+#: (`ptxkit.rewrite.plan.Plan.comment` writes ``// `` and this, then the layout's JSON)
+MARK = "ptxkit-instrument: "
+COMMENT_PREFIX = "// " + MARK
 
 
 def layout_comment(layout: Layout) -> str:

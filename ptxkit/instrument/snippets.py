@@ -2,32 +2,35 @@
 
 Registers are the pass's fresh names (`TimelineRegisters`, `CountRegisters`); the buffer
 layout is `ptxkit.instrument.layout`'s. Everything here is ordinary PTX ISA 8.0 (sm_70
-and newer): special registers ``%globaltimer``, ``%clock``, ``%smid``,
+and newer): special registers ``%globaltimer``, ``%clock64``, ``%smid``,
 ``%lanemask_eq``; ``activemask``; ``atom``/``red.global.add``.
 
 Timeline: every thread runs the set-up at entry (its CTA's region, its warp's tag, the
 writer predicate: lane 0 of a recorded warp) and every record's instructions, but only
 the writer reserves slots and stores, so the other lanes pay issue slots, never memory
-traffic. A record is one 16-byte store. Warp w owns slots ``w * chunk`` to
-``(w + 1) * chunk - 1`` from the start; when it has used them, one ``atom.global.add``
-on the CTA's counter gives it `chunk` more, after the first chunks of all the CTA's
-warps. So a warp that writes at most `chunk` records needs no atomic at all. A record
-past the CTA's capacity is not written, and counted.
+traffic. A record is the SM's cycle count (``%clock64``, a fast read) and a tag, one
+8-byte store; ``%globaltimer``, a slow read, is read once per CTA, with ``%clock64``,
+by thread 0 at entry (the decoder places each SM's cycles by these pairs). Warp w owns
+its first slots from the start (`chunk` of them, fewer when the capacity cannot give
+every warp that many); when it has used them, one ``atom.global.add`` on the CTA's
+counter gives it `chunk` more, after all the warps' first ones. So a warp that writes
+at most `chunk` records needs no atomic at all. A record past the CTA's capacity is not
+written, and counted.
 
 Count: at a block's entry the lowest active lane of the warp adds 1 to the block's u64
 counter (``red``, no return value): one atomic per warp execution, none per thread.
 
 >>> r = TimelineRegisters(*(f"%{n}" for n in TimelineRegisters._fields))
 >>> for line in timeline_record(r, point=3, end=True, capacity=255, chunk=8)[:3]: print(line)
-mov.u64 %time, %globaltimer;
-mov.u32 %clock, %clock;
+mov.u64 %time, %clock64;
 setp.eq.and.u32 %pred, %slot, %slot_end, %writer;
+@%pred atom.global.add.u32 %slot, [%region], 8;
 """
 
 from __future__ import annotations
 
 from .._records import record
-from .layout import END, MAGIC, VALID, WARP_SHIFT
+from .layout import END, HEADER_BYTES, MAGIC, RECORD_BYTES, VALID, WARP_SHIFT
 
 
 @record
@@ -35,7 +38,7 @@ class TimelineRegisters:
     """Registers of the timeline code: kept from entry to exit (`region` .b64, `tag`,
     `slot`, `slot_end`, `first_shared` (the first slot the CTA's counter hands out)
     .b32, `writer` .pred) and scratch (`time`, `address` .b64, `a`, `b`, `clock`,
-    `low`, `high` .b32, `pred` .pred)."""
+    `low`, `high` .b32, `pred`, `dropped` .pred)."""
 
     region: str
     tag: str
@@ -51,8 +54,10 @@ class TimelineRegisters:
     low: str
     high: str
     pred: str
+    dropped: str
 
-    TYPES = {"region": ".b64", "time": ".b64", "address": ".b64", "writer": ".pred", "pred": ".pred"}
+    TYPES = {"region": ".b64", "time": ".b64", "address": ".b64", "writer": ".pred", "pred": ".pred",
+             "dropped": ".pred"}
 
 
 @record
@@ -110,11 +115,12 @@ def linear_index(target: str, scratch: str, what: str) -> list[str]:
 
 
 def timeline_setup(r: TimelineRegisters, buffer: tuple, region_bytes: int, warps: int | None,
-                   chunk: int) -> list[str]:
+                   capacity: int, chunk: int) -> list[str]:
     """Entry code: `r.region` = this CTA's region, `r.tag` = the warp's tag bits,
     `r.writer` = lane 0 of a recorded warp (every `warps`-th warp; all when None), the
-    warp's own first chunk of slots, and where the counter's slots start (after every
-    warp's first chunk); thread 0 writes the header's SM id and magic word."""
+    warp's own first slots (``min(chunk, capacity / warps)``) and where the counter's
+    slots start (after everyone's first ones); thread 0 writes the header's SM id, magic
+    word, and ``%globaltimer`` with ``%clock64``."""
     code = load_buffer(r.region, buffer)
     code += linear_index(r.a, r.b, "ctaid")
     code += [f"mul.wide.u32 {r.address}, {r.a}, {region_bytes};", f"add.u64 {r.region}, {r.region}, {r.address};"]
@@ -124,37 +130,40 @@ def timeline_setup(r: TimelineRegisters, buffer: tuple, region_bytes: int, warps
     if warps is not None and warps > 1:
         code += [f"rem.u32 {r.clock}, {r.b}, {warps};", f"setp.eq.and.u32 {r.writer}, {r.clock}, 0, {r.writer};"]
     code += [f"shl.b32 {r.tag}, {r.b}, {WARP_SHIFT};", f"or.b32 {r.tag}, {r.tag}, {VALID:#010x};",
-             f"mul.lo.u32 {r.slot}, {r.b}, {chunk};", f"add.u32 {r.slot_end}, {r.slot}, {chunk};",
+             # the warps of the CTA, then each one's first slots: min(chunk, capacity / warps)
              f"mov.u32 {r.first_shared}, %ntid.x;", f"mov.u32 {r.clock}, %ntid.y;",
              f"mul.lo.u32 {r.first_shared}, {r.first_shared}, {r.clock};", f"mov.u32 {r.clock}, %ntid.z;",
              f"mul.lo.u32 {r.first_shared}, {r.first_shared}, {r.clock};",
              f"add.u32 {r.first_shared}, {r.first_shared}, 31;", f"shr.u32 {r.first_shared}, {r.first_shared}, 5;",
-             f"mul.lo.u32 {r.first_shared}, {r.first_shared}, {chunk};",
+             f"div.u32 {r.clock}, {capacity}, {r.first_shared};", f"min.u32 {r.clock}, {r.clock}, {chunk};",
+             f"mul.lo.u32 {r.first_shared}, {r.first_shared}, {r.clock};",
+             f"mul.lo.u32 {r.slot}, {r.b}, {r.clock};", f"add.u32 {r.slot_end}, {r.slot}, {r.clock};",
              f"setp.eq.u32 {r.pred}, {r.a}, 0;", f"mov.u32 {r.b}, %smid;",
-             f"@{r.pred} st.global.v2.u32 [{r.region}+8], {{{r.b}, {MAGIC:#010x}}};"]
+             f"@{r.pred} st.global.v2.u32 [{r.region}+8], {{{r.b}, {MAGIC:#010x}}};",
+             f"@{r.pred} mov.u64 {r.time}, %globaltimer;", f"@{r.pred} mov.u64 {r.address}, %clock64;",
+             f"@{r.pred} st.global.u64 [{r.region}+16], {r.time};",
+             f"@{r.pred} st.global.u64 [{r.region}+24], {r.address};"]
     return code
 
 
 def timeline_record(r: TimelineRegisters, point: int, end: bool, capacity: int, chunk: int) -> list[str]:
-    """One record: the time, then (writer only) a slot from the warp's chunk (a new chunk
-    from the CTA's counter when it is used up), the 16-byte store if the slot is within
-    `capacity`, else the header's dropped count raised."""
+    """One record: the SM's cycle count, then (writer only) a slot from the warp's own
+    ones (`chunk` more from the CTA's counter when they are used up), the 8-byte store if
+    the slot is within `capacity`, else the header's dropped count raised."""
     tag = point | (END if end else 0)
     return [
-        f"mov.u64 {r.time}, %globaltimer;",
-        f"mov.u32 {r.clock}, %clock;",
+        f"mov.u64 {r.time}, %clock64;",
         f"setp.eq.and.u32 {r.pred}, {r.slot}, {r.slot_end}, {r.writer};",
         f"@{r.pred} atom.global.add.u32 {r.slot}, [{r.region}], {chunk};",
         f"@{r.pred} add.u32 {r.slot}, {r.slot}, {r.first_shared};",
         f"@{r.pred} add.u32 {r.slot_end}, {r.slot}, {chunk};",
-        f"setp.lt.and.u32 {r.pred}, {r.slot}, {capacity}, {r.writer};",
-        f"mul.wide.u32 {r.address}, {r.slot}, 16;",
+        f"setp.lt.and.u32 {r.pred}|{r.dropped}, {r.slot}, {capacity}, {r.writer};",
+        f"mul.wide.u32 {r.address}, {r.slot}, {RECORD_BYTES};",
         f"add.u64 {r.address}, {r.region}, {r.address};",
         f"or.b32 {r.a}, {r.tag}, {tag:#x};",
         f"mov.b64 {{{r.low}, {r.high}}}, {r.time};",
-        f"@{r.pred} st.global.v4.b32 [{r.address}+16], {{{r.low}, {r.high}, {r.clock}, {r.a}}};",
-        f"setp.ge.and.u32 {r.pred}, {r.slot}, {capacity}, {r.writer};",
-        f"@{r.pred} red.global.add.u32 [{r.region}+4], 1;",
+        f"@{r.pred} st.global.v2.b32 [{r.address}+{HEADER_BYTES}], {{{r.low}, {r.a}}};",
+        f"@{r.dropped} red.global.add.u32 [{r.region}+4], 1;",
         f"add.u32 {r.slot}, {r.slot}, 1;",
     ]
 

@@ -5,7 +5,7 @@ the rewrite API (docs/rewrite.md).
 ``PTXKIT_PASSES``, the Triton hook) to its ``module:function``.
 
 >>> sorted(SHIPPED)
-['report', 'strip', 'strip-fences']
+['count', 'report', 'strip', 'strip-fences', 'timeline']
 """
 
 from __future__ import annotations
@@ -14,4 +14,6 @@ SHIPPED = {
     "strip-fences": "ptxkit.rewrite.passes.strip:strip_fences",
     "strip": "ptxkit.rewrite.passes.strip:strip",
     "report": "ptxkit.rewrite.passes.report:report",
+    "timeline": "ptxkit.instrument.timeline:timeline",
+    "count": "ptxkit.instrument.count:count",
 }
