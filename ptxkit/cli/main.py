@@ -28,6 +28,7 @@ COMMANDS = {
     "gen": ("ptxkit.cli.gen_cmd", "generate PTX kernels: register-level and row reductions"),
     "ptxas": ("ptxkit.cli.ptxas_cmd", "run ptxas on PTX after the fence pass (a drop-in ptxas)"),
     "cache": ("ptxkit.cli.cache_cmd", "show (info) or empty (clear) the cubin cache"),
+    "trace": ("ptxkit.cli.trace_cmd", "decode an instrumentation buffer: timeline spans, a Chrome trace, counts"),
 }
 
 
