@@ -135,10 +135,12 @@ def test_bad_options_are_refused():
     text = (ROOT / "samples/toolchain/vector_add.ptx").read_text()
     with pytest.raises(ValueError, match="no kernel nope"):
         count(ptxkit.parse(text), kernel="nope")
-    with pytest.raises(ValueError, match="buffer must be"):
+    with pytest.raises(ValueError, match="buffer must be param, global, last"):
         count(ptxkit.parse(text), buffer="shared")
     with pytest.raises(ValueError, match="no parameter"):
         count(ptxkit.parse(text), buffer="param:x")
+    with pytest.raises(ValueError, match="no 64-bit address"):
+        count(ptxkit.parse(text), buffer="last")  # vector_add's last parameter is its u32 n
 
 
 @pytest.mark.ptxas

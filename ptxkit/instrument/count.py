@@ -33,7 +33,8 @@ def count(module, kernel=None, per_cta: bool = True, buffer: str = "param") -> P
     `kernel`, a name or a list). `buffer`: ``param`` (add a kernel parameter, which
     `ptxkit.runtime` fills), ``global`` (a ``.u64`` module variable per kernel holding
     the buffer's address, for launches that cannot pass one more parameter) or
-    ``param:NAME`` (an existing ``.u64`` parameter, such as Triton's profile scratch).
+    ``param:NAME`` (an existing ``.u64`` parameter) or ``last`` (the last parameter:
+    Triton's profile scratch, which Triton allocates when the hook asks for it).
     The layouts go into ``plan.info["layouts"]`` (kernel -> `Layout` as a dict) and into
     the output, one ``// ptxkit-instrument:`` line per kernel."""
     plan = Plan(module)

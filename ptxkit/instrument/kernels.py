@@ -29,18 +29,25 @@ def buffer_of(plan, k, buffer: str) -> tuple:
     """Where kernel `k` finds its buffer, as a layout's ``buffer`` entry: ``param``
     adds a ``.u64`` parameter at the end of its list; ``global`` declares a
     ``.visible .global .u64`` module variable for it; ``param:NAME`` uses its existing
-    ``.u64`` parameter NAME."""
+    ``.u64`` parameter NAME, and ``last`` its last one (Triton's profile scratch)."""
     kind, _, name = buffer.partition(":")
+    params = k.function.signature.params
+    if kind == "last" and not name:
+        if not params:
+            raise ValueError(f"kernel {k.name} has no parameter to record into")
+        kind, name = "param", params[-1].name
     if kind == "param" and name:
-        params = {p.name: p for p in k.function.signature.params}
-        if name not in params:
+        found = {p.name: p for p in params}.get(name)
+        if found is None:
             raise ValueError(f"kernel {k.name} has no parameter {name!r}")
+        if found.type not in (".u64", ".b64", ".s64") or found.array:
+            raise ValueError(f"kernel {k.name}'s parameter {name!r} is no 64-bit address ({found.type})")
         return ("param", name)
     if kind == "param":
         return ("param", k.add_param(".u64", "trace", pointer="global", align=16).name)
     if kind == "global" and not name:
         return ("global", plan.declare_global(".u64", f"trace_{k.name}", align=8, linkage="visible"))
-    raise ValueError(f"buffer must be param, global or param:NAME, not {buffer!r}")
+    raise ValueError(f"buffer must be param, global, last or param:NAME, not {buffer!r}")
 
 
 def source_of(k, instruction) -> str | None:
