@@ -89,7 +89,8 @@ class Trace:
     first record of the launch, the cycles between them and the nesting depth;
     `dropped`: records lost for want of a slot, per CTA; `unmatched`: begin or end
     records without their other half; `clock_ghz`: the SM clock the times use
-    (measured, or the one given); `ran`: CTAs that ran the instrumented entry.
+    (measured, or the one given); `ran`: CTAs that ran the instrumented entry (a CTA
+    whose thread 0 never returned, so never stored its clocks, gives no spans).
     """
 
     def __init__(self, data: np.ndarray, layout: Layout, grid=None, clock_ghz: float | None = None):
@@ -109,8 +110,9 @@ class Trace:
         entry = header[:, 4:8].copy().view(np.uint64)  # (%globaltimer, %clock64) at the CTA's entry
         self.entry_ns, self.entry_cycles = entry[:, 0].astype(np.int64), entry[:, 1].astype(np.int64)
         records = np.ascontiguousarray(regions[:, HEADER_BYTES:]).view(np.uint32).reshape(ctas, -1, 2)
+        anchored = self.ran & (self.entry_cycles != 0)  # thread 0 stores the pair at its return
         cta, slot = np.nonzero((records[:, :, 1] & VALID) != 0)
-        keep = self.ran[cta]
+        keep = anchored[cta]
         cta, slot = cta[keep], slot[keep]
         clock, tag = records[cta, slot, 0], records[cta, slot, 1]
         self.records = len(tag)
@@ -118,8 +120,8 @@ class Trace:
         order = np.lexsort((slot, warp, cta))  # each warp's records in the order it wrote them
         cta, warp, clock, tag = cta[order], warp[order], clock[order], tag[order]
         cycles = _unwrap(clock, self.entry_cycles[cta])
-        self.clock_ghz, offset = _clocks(self.sm_of_cta[self.ran], self.entry_ns[self.ran],
-                                         self.entry_cycles[self.ran], clock_ghz)
+        self.clock_ghz, offset = _clocks(self.sm_of_cta[anchored], self.entry_ns[anchored],
+                                         self.entry_cycles[anchored], clock_ghz)
         sm = self.sm_of_cta[cta]
         ns = np.array([offset[int(s)] for s in sm], np.float64) + cycles / self.clock_ghz if len(sm) else np.zeros(0)
         self.origin_ns = float(ns.min()) if len(ns) else 0.0

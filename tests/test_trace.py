@@ -30,7 +30,7 @@ class Writer:
         regions = [np.concatenate([h, r.reshape(-1)]) for h, r in zip(self.header, self.records)]
         return np.concatenate(regions)
 
-    def run(self, cta: int, sm: int, ns: int = 0, cycles: int = 0):
+    def run(self, cta: int, sm: int, ns: int = 0, cycles: int = 1):  # a real %clock64 is never 0
         self.header[cta, 2:] = [sm, MAGIC, ns & 0xFFFFFFFF, ns >> 32, cycles & 0xFFFFFFFF, cycles >> 32]
 
     def record(self, cta: int, warp: int, point: int, end: bool, cycles: int):
@@ -136,6 +136,8 @@ def test_ctas_that_never_ran_and_an_empty_buffer():
     assert trace.ran.tolist() == [False, True, False] and trace.ctas == 3
     assert len(trace.spans) == 1 and "3 CTAs (1 ran)" in trace.summary()
     assert len(decode(np.zeros(2 * (8 + 8), np.uint32), layout(capacity=4)).spans) == 0
+    w.header[1, 4:] = 0  # thread 0 never returned: no clocks, no spans from that CTA
+    assert len(decode(w.buffer, layout(capacity=4, chunk=2)).spans) == 0
     with pytest.raises(ValueError, match="no whole CTA region"):
         decode(np.zeros(10, np.uint32), layout(capacity=4))
 
@@ -143,7 +145,7 @@ def test_ctas_that_never_ran_and_an_empty_buffer():
 def chrome_trace():
     w = Writer(ctas=4, capacity=8, warps=2)
     for cta in range(4):
-        w.run(cta, sm=cta % 2, ns=100 * cta, cycles=100 * cta)
+        w.run(cta, sm=cta % 2, ns=100 * cta, cycles=100 * cta + 1)
         for warp in range(2):
             w.record(cta, warp, 0, False, 100 * cta)
             w.record(cta, warp, 1, False, 100 * cta + 10)

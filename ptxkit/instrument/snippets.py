@@ -9,19 +9,20 @@ Timeline: every thread runs the set-up at entry (its CTA's region, its warp's ta
 writer predicate: lane 0 of a recorded warp) and every record's instructions, but only
 the writer reserves slots and stores, so the other lanes pay issue slots, never memory
 traffic. A record is the SM's cycle count (``%clock64``, a fast read) and a tag, one
-8-byte store; ``%globaltimer``, a slow read, is read once per CTA, with ``%clock64``,
-by thread 0 at entry (the decoder places each SM's cycles by these pairs). Warp w owns
-its first slots from the start (`chunk` of them, fewer when the capacity cannot give
-every warp that many); when it has used them, one ``atom.global.add`` on the CTA's
-counter gives it `chunk` more, after all the warps' first ones. So a warp that writes
-at most `chunk` records needs no atomic at all. A record past the CTA's capacity is not
-written, and counted.
+8-byte store. ``%globaltimer``, a slow read, is read once per CTA, with ``%clock64``, by
+thread 0 at entry and stored at its return, so no warp waits for it (the decoder places
+each SM's cycles by these pairs). Warp w owns its first slots from the start (`chunk` of
+them, fewer when the capacity cannot give every warp the block may have that many: a
+constant, from ``.maxntid``/``.reqntid`` or 1024 threads); when it has used them, one
+``atom.global.add`` on the CTA's counter gives it `chunk` more, after all the warps'
+first ones. So a warp that writes at most `chunk` records needs no atomic at all. A
+record past the CTA's capacity is not written, and counted.
 
 Count: at a block's entry the lowest active lane of the warp adds 1 to the block's u64
 counter (``red``, no return value): one atomic per warp execution, none per thread.
 
 >>> r = TimelineRegisters(*(f"%{n}" for n in TimelineRegisters._fields))
->>> for line in timeline_record(r, point=3, end=True, capacity=255, chunk=8)[:3]: print(line)
+>>> for line in timeline_record(r, point=3, end=True, capacity=255, chunk=8, first_shared=64)[:3]: print(line)
 mov.u64 %time, %clock64;
 setp.eq.and.u32 %pred, %slot, %slot_end, %writer;
 @%pred atom.global.add.u32 %slot, [%region], 8;
@@ -35,17 +36,19 @@ from .layout import END, HEADER_BYTES, MAGIC, RECORD_BYTES, VALID, WARP_SHIFT
 
 @record
 class TimelineRegisters:
-    """Registers of the timeline code: kept from entry to exit (`region` .b64, `tag`,
-    `slot`, `slot_end`, `first_shared` (the first slot the CTA's counter hands out)
-    .b32, `writer` .pred) and scratch (`time`, `address` .b64, `a`, `b`, `clock`,
-    `low`, `high` .b32, `pred`, `dropped` .pred)."""
+    """Registers of the timeline code: kept from entry to exit (`region`, `entry_time`,
+    `entry_clock` .b64, `tag`, `slot`, `slot_end` .b32, `writer`, `first_thread` .pred)
+    and scratch (`time`, `address` .b64, `a`, `b`, `clock`, `low`, `high` .b32, `pred`,
+    `dropped` .pred)."""
 
     region: str
+    entry_time: str
+    entry_clock: str
     tag: str
     slot: str
     slot_end: str
-    first_shared: str
     writer: str
+    first_thread: str
     time: str
     address: str
     a: str
@@ -56,8 +59,8 @@ class TimelineRegisters:
     pred: str
     dropped: str
 
-    TYPES = {"region": ".b64", "time": ".b64", "address": ".b64", "writer": ".pred", "pred": ".pred",
-             "dropped": ".pred"}
+    TYPES = {"region": ".b64", "entry_time": ".b64", "entry_clock": ".b64", "time": ".b64", "address": ".b64",
+             "writer": ".pred", "first_thread": ".pred", "pred": ".pred", "dropped": ".pred"}
 
 
 @record
@@ -114,13 +117,21 @@ def linear_index(target: str, scratch: str, what: str) -> list[str]:
             f"add.u32 {target}, {target}, {scratch};"]
 
 
-def timeline_setup(r: TimelineRegisters, buffer: tuple, region_bytes: int, warps: int | None,
-                   capacity: int, chunk: int) -> list[str]:
+def first_slots(capacity: int, chunk: int, max_threads: int) -> int:
+    """The slots each warp owns from the start: `chunk`, or fewer when `capacity` cannot
+    give that many to every warp of a block of `max_threads` threads.
+
+    >>> first_slots(1024, 8, 1024), first_slots(100, 8, 1024), first_slots(100, 8, 256)
+    (8, 3, 8)
+    """
+    return min(chunk, capacity // -(-max_threads // 32))
+
+
+def timeline_setup(r: TimelineRegisters, buffer: tuple, region_bytes: int, warps: int | None, first: int) -> list[str]:
     """Entry code: `r.region` = this CTA's region, `r.tag` = the warp's tag bits,
     `r.writer` = lane 0 of a recorded warp (every `warps`-th warp; all when None), the
-    warp's own first slots (``min(chunk, capacity / warps)``) and where the counter's
-    slots start (after everyone's first ones); thread 0 writes the header's SM id, magic
-    word, and ``%globaltimer`` with ``%clock64``."""
+    warp's own `first` slots; thread 0 writes the header's SM id and magic word and reads
+    ``%globaltimer`` and ``%clock64`` (stored at its return: `timeline_exit`)."""
     code = load_buffer(r.region, buffer)
     code += linear_index(r.a, r.b, "ctaid")
     code += [f"mul.wide.u32 {r.address}, {r.a}, {region_bytes};", f"add.u64 {r.region}, {r.region}, {r.address};"]
@@ -129,33 +140,34 @@ def timeline_setup(r: TimelineRegisters, buffer: tuple, region_bytes: int, warps
              f"shr.u32 {r.b}, {r.a}, 5;"]
     if warps is not None and warps > 1:
         code += [f"rem.u32 {r.clock}, {r.b}, {warps};", f"setp.eq.and.u32 {r.writer}, {r.clock}, 0, {r.writer};"]
-    code += [f"shl.b32 {r.tag}, {r.b}, {WARP_SHIFT};", f"or.b32 {r.tag}, {r.tag}, {VALID:#010x};",
-             # the warps of the CTA, then each one's first slots: min(chunk, capacity / warps)
-             f"mov.u32 {r.first_shared}, %ntid.x;", f"mov.u32 {r.clock}, %ntid.y;",
-             f"mul.lo.u32 {r.first_shared}, {r.first_shared}, {r.clock};", f"mov.u32 {r.clock}, %ntid.z;",
-             f"mul.lo.u32 {r.first_shared}, {r.first_shared}, {r.clock};",
-             f"add.u32 {r.first_shared}, {r.first_shared}, 31;", f"shr.u32 {r.first_shared}, {r.first_shared}, 5;",
-             f"div.u32 {r.clock}, {capacity}, {r.first_shared};", f"min.u32 {r.clock}, {r.clock}, {chunk};",
-             f"mul.lo.u32 {r.first_shared}, {r.first_shared}, {r.clock};",
-             f"mul.lo.u32 {r.slot}, {r.b}, {r.clock};", f"add.u32 {r.slot_end}, {r.slot}, {r.clock};",
-             f"setp.eq.u32 {r.pred}, {r.a}, 0;", f"mov.u32 {r.b}, %smid;",
-             f"@{r.pred} st.global.v2.u32 [{r.region}+8], {{{r.b}, {MAGIC:#010x}}};",
-             f"@{r.pred} mov.u64 {r.time}, %globaltimer;", f"@{r.pred} mov.u64 {r.address}, %clock64;",
-             f"@{r.pred} st.global.u64 [{r.region}+16], {r.time};",
-             f"@{r.pred} st.global.u64 [{r.region}+24], {r.address};"]
-    return code
+    return code + [
+        f"shl.b32 {r.tag}, {r.b}, {WARP_SHIFT};", f"or.b32 {r.tag}, {r.tag}, {VALID:#010x};",
+        f"mul.lo.u32 {r.slot}, {r.b}, {first};", f"add.u32 {r.slot_end}, {r.slot}, {first};",
+        f"setp.eq.u32 {r.first_thread}, {r.a}, 0;", f"mov.u32 {r.b}, %smid;",
+        f"@{r.first_thread} st.global.v2.u32 [{r.region}+8], {{{r.b}, {MAGIC:#010x}}};",
+        f"@{r.first_thread} mov.u64 {r.entry_time}, %globaltimer;",
+        f"@{r.first_thread} mov.u64 {r.entry_clock}, %clock64;"]
 
 
-def timeline_record(r: TimelineRegisters, point: int, end: bool, capacity: int, chunk: int) -> list[str]:
+def timeline_exit(r: TimelineRegisters) -> list[str]:
+    """Before a return: thread 0 stores the (``%globaltimer``, ``%clock64``) pair it read
+    at entry into the header (the read's latency hidden by the whole kernel)."""
+    return [f"@{r.first_thread} st.global.u64 [{r.region}+16], {r.entry_time};",
+            f"@{r.first_thread} st.global.u64 [{r.region}+24], {r.entry_clock};"]
+
+
+def timeline_record(r: TimelineRegisters, point: int, end: bool, capacity: int, chunk: int,
+                    first_shared: int) -> list[str]:
     """One record: the SM's cycle count, then (writer only) a slot from the warp's own
-    ones (`chunk` more from the CTA's counter when they are used up), the 8-byte store if
-    the slot is within `capacity`, else the header's dropped count raised."""
+    ones (`chunk` more from the CTA's counter, after the `first_shared` slots the warps
+    own, when they are used up), the 8-byte store if the slot is within `capacity`, else
+    the header's dropped count raised."""
     tag = point | (END if end else 0)
     return [
         f"mov.u64 {r.time}, %clock64;",
         f"setp.eq.and.u32 {r.pred}, {r.slot}, {r.slot_end}, {r.writer};",
         f"@{r.pred} atom.global.add.u32 {r.slot}, [{r.region}], {chunk};",
-        f"@{r.pred} add.u32 {r.slot}, {r.slot}, {r.first_shared};",
+        f"@{r.pred} add.u32 {r.slot}, {r.slot}, {first_shared};",
         f"@{r.pred} add.u32 {r.slot_end}, {r.slot}, {chunk};",
         f"setp.lt.and.u32 {r.pred}|{r.dropped}, {r.slot}, {capacity}, {r.writer};",
         f"mul.wide.u32 {r.address}, {r.slot}, {RECORD_BYTES};",

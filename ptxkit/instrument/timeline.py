@@ -36,7 +36,7 @@ from ptxkit.rewrite import Plan, match
 
 from .kernels import buffer_of, kernels, source_of
 from .layout import HEADER_BYTES, MARK, POINT_MASK, RECORD_BYTES, Layout, Point
-from .snippets import TimelineRegisters, register_types, timeline_record, timeline_setup
+from .snippets import TimelineRegisters, first_slots, register_types, timeline_exit, timeline_record, timeline_setup
 
 POINTS = ("function", "barrier", "mbarrier", "wgmma", "tma")
 #: opcodes (before the first dot) that only compute: a loop of them and one kind of
@@ -72,11 +72,12 @@ def timeline(module, kernel=None, points: str = "function,barrier,mbarrier,wgmma
         regs = TimelineRegisters(**{name: k.fresh_register(kind, "tl_" + name)
                                     for name, kind in register_types(TimelineRegisters).items()})
         where = buffer_of(plan, k, buffer)
-        k.insert(k.entry(), timeline_setup(regs, where, HEADER_BYTES + capacity * RECORD_BYTES, warps, capacity,
-                                           chunk))
+        threads = max_threads(k.function)
+        first = first_slots(capacity, chunk, threads)
+        k.insert(k.entry(), timeline_setup(regs, where, HEADER_BYTES + capacity * RECORD_BYTES, warps, first))
 
         def record(positions, point, end):
-            k.insert(positions, timeline_record(regs, point, end, capacity, chunk))
+            k.insert(positions, timeline_record(regs, point, end, capacity, chunk, first * -(-threads // 32)))
 
         # ends before begins where one point ends as the next begins; the kernel's span outermost
         function = [i for i, (point, _, _) in enumerate(sites) if point.category == "function"]
@@ -88,6 +89,7 @@ def timeline(module, kernel=None, points: str = "function,barrier,mbarrier,wgmma
         for i, (_, begins, _) in enumerate(sites):
             if i not in function:
                 record(begins, i, False)
+        k.insert(k.returns(), timeline_exit(regs))
         for i in function:
             record(sites[i][2], i, True)
         layout = Layout.timeline(k.name, [p for p, _, _ in sites], capacity, chunk, where, warps)
@@ -95,6 +97,25 @@ def timeline(module, kernel=None, points: str = "function,barrier,mbarrier,wgmma
         layouts[k.name] = layout.to_dict()
     plan.info["layouts"] = layouts
     return plan
+
+
+def max_threads(function) -> int:
+    """The most threads a block of `function` may have: its ``.reqntid`` or ``.maxntid``,
+    else 1024 (the hardware's limit).
+
+    >>> import ptxkit
+    >>> max_threads(ptxkit.parse_file("samples/hopper/ws_tma_pipeline.ptx").function("ws_tma_pipeline"))
+    256
+    """
+    from ptxkit.instruction import parse_number
+
+    for name, value in function.signature.directives:
+        if name in (".reqntid", ".maxntid"):
+            product = 1
+            for part in value.split(","):
+                product *= int(parse_number(part.strip()))
+            return product
+    return 1024
 
 
 def _sites(k, chosen: list[str], regions: list[str]) -> list[tuple[Point, list, list]]:
