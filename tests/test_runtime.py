@@ -333,7 +333,7 @@ def test_a_buffer_through_a_module_variable(rng):
     the buffer; every warp of the 2-D grid records its span on the SM it ran on."""
     from ptxkit.instrument import instrument
 
-    text = instrument((SAMPLES / "transpose_scale.ptx").read_text(), "timeline", buffer="global", capacity=32)
+    text = instrument((SAMPLES / "transpose_scale.ptx").read_text(), "timeline", buffer="global", capacity=64)
     kernel = runtime.load(ptxkit.assemble(text)).kernel("transpose_scale")
     assert kernel.layout.buffer == ("global", "ptxkit_trace_transpose_scale")
     rows, cols = 70, 90
