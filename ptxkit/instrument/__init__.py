@@ -6,29 +6,14 @@
 - `ptxkit.instrument.layout`: the buffers' format and the layout a pass leaves for the
   decoder; `ptxkit.instrument.snippets`: the PTX the passes insert.
 
-`ptxkit.runtime` allocates and decodes the buffers of the kernels it launches;
-`ptxkit.trace` decodes a buffer read back any other way. Design: docs/instrument.md.
+`instrument(ptx, kind, **options)` (`ptxkit.instrument.pipeline`) runs one of them and
+the fence pass. `ptxkit.runtime` allocates and decodes the buffers of the kernels it
+launches; `ptxkit.trace` decodes a buffer read back any other way. Design:
+docs/instrument.md.
 """
 
 from __future__ import annotations
 
-KINDS = ("timeline", "count")
+from .._lazy import lazy_exports
 
-
-def instrument(ptx, kind: str, filename: str | None = None, fence: bool | None = None, **options) -> str:
-    """`ptx` (text or a parsed module) instrumented by pass `kind` (``timeline`` or
-    ``count``, with its `options`), then fenced (`ptxkit.rewrite.run`'s `fence`), with a
-    ``// ptxkit-instrument:`` line per kernel that carries its layout, so that
-    `ptxkit.assemble` and `ptxkit.runtime` find it.
-
-    >>> text = instrument(open("samples/toolchain/vector_add.ptx").read(), "count")
-    >>> from ptxkit.instrument.layout import read_layouts
-    >>> read_layouts(text)["vector_add"].counters
-    2
-    """
-    from ptxkit.rewrite.pipeline import PassSpec, load_pass, run
-
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    spec = PassSpec(kind, load_pass(kind).function, options)
-    return run(ptx, [spec], fence=fence, filename=filename).text
+__getattr__, __dir__ = lazy_exports(__name__, {"instrument": "ptxkit.instrument.pipeline"})
