@@ -15,6 +15,11 @@ import sys
 
 
 def add_arguments(parser) -> None:
+    from .common import help_epilog
+
+    parser.epilog = help_epilog({0: "decoded (and the files asked for written)",
+                                 2: "no layout for the kernel, a buffer too small for it, an output that cannot "
+                                    "be written, --plot without matplotlib, or bad usage"})
     parser.add_argument("buffer", metavar="BUFFER", help="the buffer's bytes (a raw file, or .npy)")
     parser.add_argument("--layout", metavar="FILE", required=True,
                         help="the wrapper's OUTPUT.ptxkit.json, or the instrumented PTX")
