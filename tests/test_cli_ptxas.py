@@ -643,3 +643,24 @@ def test_standard_input_the_pass_cannot_run_on(opt_out, real, tmp_path):
     else:
         assert mine.returncode == 255 and lines == [problem, ABORTED]
         assert not (tmp_path / "k.o").exists()
+
+
+@pytest.mark.ptxas
+def test_an_instrumented_build_leaves_its_layout_beside_the_output(tmp_path):
+    """``PTXKIT_PASSES="timeline --buffer global"``: the cubin holds the kernel's buffer
+    variable, and ``k.o.ptxkit.json`` the layout ``ptxkit trace`` reads; without an
+    instrumentation pass no such file appears."""
+    from ptxkit.cli.trace_cmd import load_layout
+    from ptxkit.ptxas import kernel_names
+
+    _copy(HOPPER / "ws_tma_pipeline.ptx", tmp_path)
+    done = run(WRAPPER + ["-arch=sm_90a", "k.ptx", "-o", "k.o"], tmp_path,
+               PTXKIT_PASSES="timeline --buffer global --capacity 128")
+    assert done.returncode == 0, done.stderr
+    layout = load_layout(str(tmp_path / "k.o.ptxkit.json"), None)
+    assert (layout.kernel, layout.capacity) == ("ws_tma_pipeline", 128)
+    assert layout.buffer == ("global", "ptxkit_trace_ws_tma_pipeline")
+    data = (tmp_path / "k.o").read_bytes()
+    assert kernel_names(data) == ["ws_tma_pipeline"] and b"ptxkit_trace_ws_tma_pipeline" in data
+    done = run(WRAPPER + ["-arch=sm_90a", "k.ptx", "-o", "plain.o"], tmp_path, PTXKIT_PASSES="strip-fences")
+    assert done.returncode == 0 and not (tmp_path / "plain.o.ptxkit.json").exists()

@@ -43,7 +43,10 @@ environment:
     fence mode then says what the fence pass does after them (``off``: passes only). The
     rewritten copy is what ptxas assembles; the log entry names the passes and the kernel
     parameters they added. A bad spec stops the build (exit 255); a pass that fails on an
-    input is an error as ``PTXKIT_ON_ERROR`` says.
+    input is an error as ``PTXKIT_ON_ERROR`` says. Instrumentation passes (``timeline
+    --buffer global``, ``count --buffer global``) leave their buffers' layouts beside the
+    output, in ``OUTPUT.ptxkit.json``, which ``ptxkit trace`` reads (docs/instrument.md,
+    section 4).
 ``PTXKIT_REAL_PTXAS``
     the ptxas to run. Otherwise: ``$PTXAS``, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, every
     ``ptxas`` on ``PATH``, then ``cuda.pathfinder``, skipping this wrapper (which may be
@@ -226,7 +229,11 @@ def _fence_and_assemble(ptxas: str, argv: list[str], inputs: list[int], mode: st
     if copies:
         if early is not None:
             early.stop()
-        return _run_mapped(ptxas, command, copies, private, notes)
+        status = _run_mapped(ptxas, command, copies, private, notes)
+        layouts = {name: layout for prepared in copies for name, layout in prepared.layouts.items()}
+        if status == 0 and layouts:
+            _write_layouts(argv, layouts)
+        return status
     if early is not None:
         status = early.wait()
         if early.deliver():
@@ -475,10 +482,12 @@ class _Prepared:
     `ptxkit.edits.LineMap` from the input's lines to the copy's), or the `_PassFailure`
     that says why the pass could not run on it."""
 
-    __slots__ = ("original", "copy", "lines", "failure")
+    __slots__ = ("original", "copy", "lines", "failure", "layouts")
 
-    def __init__(self, original: str, copy: str | None = None, lines=None, failure: _PassFailure | None = None):
+    def __init__(self, original: str, copy: str | None = None, lines=None, failure: _PassFailure | None = None,
+                 layouts=None):
         self.original, self.copy, self.lines, self.failure = original, copy, lines, failure
+        self.layouts = layouts or {}  # kernel -> the buffer layout an instrumentation pass left
 
 
 class _PassFailure:
@@ -618,7 +627,21 @@ def _rewrite(path: str, data: bytes, mode: str, private: str, passes) -> _Prepar
         _warn(path, fences)
     if not result.changed:
         return _Prepared(path)
-    return _Prepared(path, _write_copy(path, result.text, private), result.lines)
+    layouts = {name: layout for stage in result.stages for name, layout in stage.info.get("layouts", {}).items()}
+    return _Prepared(path, _write_copy(path, result.text, private), result.lines, layouts=layouts)
+
+
+def _write_layouts(argv: list[str], layouts: dict) -> None:
+    """``OUTPUT.ptxkit.json`` beside ptxas's output: the layouts of the buffers the passes
+    made the kernels write (``{"layouts": {kernel: layout}}``, what ``ptxkit trace``
+    reads)."""
+    import json
+
+    from .output import write_file
+
+    redirected = redirect_output(argv, os.devnull)
+    output = redirected[1] if redirected is not None else DEFAULT_OUTPUT
+    write_file(output + ".ptxkit.json", json.dumps({"layouts": layouts}, indent=1).encode() + b"\n")
 
 
 def _warn(path: str, fences: list[dict]) -> None:
