@@ -13,6 +13,18 @@ the fence pass before Triton's own ptxas sees it: no second process, no
 ``fence.proxy.async``; ``check`` prints ``<triton NAME>:line:col: warning: missing …
 [ptxkit]`` and keeps the PTX; ``off`` takes the hook out (`uninstall`).
 
+**Instrumentation.** ``install(passes=["timeline --buffer last"])`` (or ``count``)
+records into each kernel's last parameter, Triton's profile scratch, and sets the
+kernel's ``profile_scratch_size`` so that Triton's launcher allocates that buffer, one
+region per CTA, at every launch, from its profile allocator. `recording` installs one
+that keeps the buffers, as zero-filled torch tensors, and decodes them:
+
+    ptxkit.triton_hook.install(passes=["timeline --buffer last --capacity 512"])
+    with ptxkit.triton_hook.recording() as recorded:
+        compiled = kernel[grid](x, y, n, BLOCK=1024)
+    trace = recorded.decode(compiled)        # a ptxkit.trace.Trace (Counts for count)
+    recorded.buffers[-1]                     # the torch.uint8 tensor the kernel wrote
+
 What was added is in `Hook.log` (one entry per kernel compiled in this process: kernel,
 mode, fences with their reasons, seconds spent), in ``PTXKIT_FENCE_LOG`` when set (the
 wrapper's JSON lines, ``file`` being ``<triton NAME>`` and ``kernels`` the ``.entry``
@@ -45,6 +57,7 @@ for Triton 3.6, which does not, `install` adds the hook's key to the two places 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -187,6 +200,7 @@ class Hook:
         metadata["ptxkit"] = {"mode": self.mode, "fences": fences, "skipped": skipped, "passes": passes,
                               "params": summary["params"],
                               "info": {stage["name"]: stage["info"] for stage in summary["stages"] if stage["info"]}}
+        _request_profile_scratch(metadata, result)
         return result.text if result.changed else ptx
 
 
@@ -205,6 +219,87 @@ def _problem(name: str, err: Exception) -> str:
     if isinstance(err, PassError):
         return f"{name}: {err}"
     return f"{name}: the proxy-fence pass failed (a bug in ptxkit; please report it): {type(err).__name__}: {err}"
+
+
+def _request_profile_scratch(metadata: dict, result) -> None:
+    """A kernel that an instrumentation pass made record into its last parameter
+    (``--buffer last``: Triton's profile scratch) gets Triton's launcher to allocate the
+    buffer at every launch: its bytes per CTA and alignment go into the metadata fields
+    the launcher reads (``profile_scratch_size``, ``profile_scratch_align``)."""
+    from ptxkit.instrument.layout import Layout
+
+    last = {f.name: f.signature.params[-1].name for f in result.module.functions
+            if f.kind == "entry" and not f.is_declaration and f.signature.params}
+    for stage in result.stages:
+        for name, fields in stage.info.get("layouts", {}).items():
+            layout = Layout.from_dict(fields)
+            if layout.buffer[0] == "param" and layout.buffer[1] == last.get(name):
+                metadata["profile_scratch_size"] = layout.cta_bytes
+                metadata["profile_scratch_align"] = 16
+
+
+def layout_of(compiled):
+    """The `ptxkit.instrument.layout.Layout` of a kernel Triton compiled through the hook
+    with an instrumentation pass (what ``kernel[grid](...)`` returned).
+
+    >>> layout_of(compiled).kind  # doctest: +SKIP
+    'timeline'
+    """
+    from ptxkit.instrument.layout import Layout
+
+    info = (getattr(compiled.metadata, "ptxkit", None) or {}).get("info", {})
+    for stage in info.values():
+        fields = stage.get("layouts", {}).get(compiled.name)
+        if fields is not None:
+            return Layout.from_dict(fields)
+    raise ValueError(f"kernel {compiled.name!r} was not instrumented through ptxkit's hook (install(passes=[...]))")
+
+
+class Recording:
+    """Triton's profile allocator while `recording` is active: each launch of an
+    instrumented kernel gets a zero-filled ``torch.uint8`` tensor of the size the kernel
+    asks for, kept in `buffers` in launch order.
+
+    >>> recorded = Recording()
+    >>> recorded.buffers
+    []
+    """
+
+    def __init__(self):
+        self.buffers: list = []
+
+    def __call__(self, size: int, alignment: int, stream):
+        import torch
+
+        buffer = torch.zeros(size, dtype=torch.uint8, device="cuda")
+        self.buffers.append(buffer)
+        return buffer
+
+    def decode(self, compiled, launch: int = -1, grid=None, clock_ghz: float | None = None):
+        """The `ptxkit.trace.Trace` (or `Counts`) of launch `launch` (the last by default)
+        of `compiled`; `grid` names CTAs by their coordinates."""
+        from ptxkit.trace import decode
+
+        return decode(self.buffers[launch], layout_of(compiled), grid=grid, clock_ghz=clock_ghz)
+
+
+@contextlib.contextmanager
+def recording():
+    """Keep the buffers Triton allocates for instrumented kernels launched inside the
+    block (`Recording`); Triton's previous profile allocator comes back after it.
+
+    >>> with recording() as recorded:  # doctest: +SKIP
+    ...     compiled = kernel[grid](x, y, n, BLOCK=1024)
+    """
+    from triton.runtime import _allocation
+
+    previous = _allocation._profile_allocator.get()
+    recorded = Recording()
+    _allocation._profile_allocator.set(recorded)
+    try:
+        yield recorded
+    finally:
+        _allocation._profile_allocator.set(previous)
 
 
 def install(mode: str | None = None, options=None, on_error: str | None = None, passes=None) -> Hook | None:

@@ -380,3 +380,53 @@ def test_the_readmes_cpu_recipe_runs_and_prints_what_it_says(tmp_path):
         assert done.stdout == shown
     else:
         assert done.stdout.endswith("True\n")
+
+
+# -- instrumentation through the hook ------------------------------------------------------------
+
+
+def test_a_timeline_records_into_tritons_profile_scratch(fresh_triton):
+    """With ``timeline --buffer last`` the hook records into the kernel's last parameter,
+    Triton's profile scratch, and tells Triton's launcher how much to allocate per CTA."""
+    import ptxkit
+    from ptxkit.instrument.layout import read_layouts
+
+    triton_hook.install("fence", passes=["timeline --buffer last --capacity 256"])
+    compiled = compile_pointer()
+    (layout,) = read_layouts(compiled.asm["ptx"]).values()
+    (kernel,) = [f for f in ptxkit.parse(compiled.asm["ptx"]).functions if f.kind == "entry"]
+    assert layout.buffer == ("param", kernel.signature.params[-1].name)  # after the global scratch
+    assert compiled.metadata.profile_scratch_size == layout.cta_bytes == 32 + 256 * 8
+    assert compiled.metadata.profile_scratch_align == 16
+    assert triton_hook.layout_of(compiled) == layout
+    assert {p.category for p in layout.points} >= {"function", "barrier"}
+
+
+@pytest.mark.gpu
+def test_triton_kernels_traced_and_counted_on_the_gpu(fresh_triton, torch_gpu):
+    """The TMA matmul (timeline) and the pointer matmul (count) launched by Triton: right
+    products, and the buffers read back as torch tensors through `recording`."""
+    torch = torch_gpu
+    a, b, expected = operands(torch, 1024, seed=14)
+    triton_hook.install("fence", passes=["timeline --buffer last --capacity 2048"])  # 8 first slots for 32 warps
+    with triton_hook.recording() as recorded:
+        c, compiled = launch_tma(triton.jit(matmul_tma), a, b)
+        torch.cuda.synchronize()
+    assert float(np.abs(c.double().cpu().numpy() - expected).max() / np.abs(expected).max()) < 1e-2
+    (buffer,) = recorded.buffers
+    assert isinstance(buffer, torch.Tensor) and buffer.dtype == torch.uint8 and buffer.is_cuda
+    trace = recorded.decode(compiled)
+    ctas = (1024 // 128) * (1024 // 128)
+    assert trace.ctas == ctas and trace.ran.all() and trace.unmatched == 0 and int(trace.dropped.sum()) == 0
+    categories = {trace.points[p].category for p in trace.spans["point"]}
+    assert {"function", "mbarrier", "wgmma"} <= categories
+    kernel_spans = trace.spans[trace.spans["point"] == 0]
+    assert len(kernel_spans) == ctas * compiled.metadata.num_warps
+    triton_hook.install("fence", passes=["count --buffer last"])
+    with triton_hook.recording() as recorded:
+        c, compiled = launch_pointer(triton.jit(matmul_pointer), a, b)
+        torch.cuda.synchronize()
+    assert float(np.abs(c.double().cpu().numpy() - expected).max() / np.abs(expected).max()) < 1e-2
+    counts = recorded.decode(compiled)
+    entry = counts.layout.blocks[0].name
+    assert [counts.cta(cta)[entry] for cta in range(ctas)] == [compiled.metadata.num_warps] * ctas
