@@ -55,10 +55,11 @@ from __future__ import annotations
 import functools
 
 from ptxkit._records import record
+from ptxkit.isa_eval import operation
 
 _MASK32 = (1 << 32) - 1
-_MASK64 = (1 << 64) - 1
-#: Opcodes a division sequence is built from (each evaluated on concrete integers).
+#: Opcodes a division sequence is built from (each evaluated on concrete integers by
+#: `ptxkit.isa_eval`).
 _ARITHMETIC = frozenset("mul mad shr shl add sub cvt mov div and".split())
 _MAX_DEPTH = 12
 
@@ -287,7 +288,12 @@ def _tree(instructions, heads, position: int, register: str, x: str, used: list,
 
 
 def _compile(tree):
-    """A function of x computing `tree` on concrete integers (PTX wrap-around)."""
+    """A function of x computing `tree` on concrete integers (`ptxkit.isa_eval`); it
+    gives None where a step's result is unspecified (a division by zero) or not modelled.
+
+    >>> _compile(("shr.u32", ("mul.hi.u32", ("x",), ("imm", -1431655765)), ("imm", 1)))(100)
+    33
+    """
     op = tree[0]
     if op == "x":
         return lambda x: x
@@ -295,33 +301,16 @@ def _compile(tree):
         value = tree[1]
         return lambda x: value
     args = [_compile(a) for a in tree[1:]]
-    parts = op.split(".")
-    base, modifiers = parts[0], parts[1:]
-    bits = 64 if (modifiers[0] if base == "cvt" else modifiers[-1]).endswith("64") else 32
-    mask = (1 << bits) - 1
-    signed = base != "cvt" and modifiers[-1].startswith("s")
-    first = args[0]
-    second = args[1] if len(args) > 1 else (lambda x: 0)
+    found = operation(op)
+    if found is None or found.arity != len(args):
+        return lambda x: None
+    apply = found.apply
 
-    def a(x):
-        value = first(x) & mask if base != "cvt" else first(x)
-        return value - (1 << bits) if signed and value >> (bits - 1) else value
+    def compute(x):
+        values = [arg(x) for arg in args]
+        return None if None in values else apply(*values)
 
-    if base in ("mov", "cvt"):
-        return lambda x: a(x) & mask
-    if base == "mul":
-        if "wide" in modifiers:
-            return lambda x: (first(x) & _MASK32) * (second(x) & _MASK32)
-        if "hi" in modifiers:
-            return lambda x: ((a(x) * (second(x) & mask)) >> bits) & mask
-        return lambda x: (a(x) * (second(x) & mask)) & mask
-    if base == "mad":
-        third = args[2]
-        return lambda x: (a(x) * (second(x) & mask) + third(x)) & mask
-    operation = {"shr": lambda p, q: p >> q, "shl": lambda p, q: p << q, "add": lambda p, q: p + q,
-                 "sub": lambda p, q: p - q, "and": lambda p, q: p & q,
-                 "div": lambda p, q: p // q if q else 0}[base]
-    return lambda x: operation(a(x), second(x) & mask) & mask
+    return compute
 
 
 #: Evenly spread inputs the division check tries, besides those near the ends of the range.
@@ -350,9 +339,10 @@ def _divides(tree, divisor: int, signed: bool = False) -> bool:
     values.update(range(0, 1 << 32, (1 << 32) // PROBES + 1))
     function = _compile(tree)
     if not signed:
-        return all(function(x) & _MASK32 == x // divisor for x in values)
+        return all((y := function(x)) is not None and y & _MASK32 == x // divisor for x in values)
     as_signed = (x - (1 << 32) if x >> 31 else x for x in values)
-    return all(function(x & _MASK32) & _MASK32 == _truncated(x, divisor) & _MASK32 for x in as_signed)
+    return all((y := function(x & _MASK32)) is not None and y & _MASK32 == _truncated(x, divisor) & _MASK32
+               for x in as_signed)
 
 
 def _truncated(x: int, divisor: int) -> int:

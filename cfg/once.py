@@ -37,6 +37,8 @@ before it import (those threads may have made it in any trip).
 
 from __future__ import annotations
 
+from itertools import product
+
 from ptxkit.cfg.divergence import conditional, definitions, guard_of, qualified
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.events import Kind
@@ -44,11 +46,11 @@ from ptxkit.cfg.locations import CLUSTER, overlaps
 from ptxkit.cfg.loops import loop_forest
 from ptxkit.cfg.operands import destinations
 from ptxkit.cfg.thread_sets import runners
-from ptxkit.isa import COMPARISONS, MODULAR_OPERATIONS, SyncObject
+from ptxkit.isa import INTEGER_TYPES, SyncObject
+from ptxkit.isa_eval import operation
 
 __all__ = ["Trips", "export_limits"]
 
-_MASK = 0xFFFFFFFF
 #: Constant sets kept per block before they merge, and registers followed at most.
 _SETS, _TRACKED = 8, 4096
 #: Operand kinds that name a register (one declared inside an inline-asm scope, such as
@@ -56,9 +58,10 @@ _SETS, _TRACKED = 8, 4096
 _NAMED = ("register", "symbol")
 #: How many definitions deep a wait's parity is followed, and how many values it may take.
 _DEPTH, _WIDTH = 24, 8
-_ARITHMETIC = {name: MODULAR_OPERATIONS[name] for name in ("xor", "and", "or", "add", "sub")}
-#: The opcodes `_fold` evaluates; `reach` leaves out the additive ones (a loop counter
-#: would take a new constant every trip).
+#: The arithmetic `_fold` evaluates on sets of at most `_WIDTH` combinations of values.
+_ARITHMETIC = frozenset(("xor", "and", "or", "add", "sub"))
+#: The opcodes `_fold` evaluates (through `ptxkit.isa_eval`); `reach` leaves out the
+#: additive ones (a loop counter would take a new constant every trip).
 _FOLDED = frozenset(("mov", "selp", "setp", "not", *_ARITHMETIC))
 _PROPAGATED = _FOLDED - {"add", "sub"}
 
@@ -440,8 +443,8 @@ class Trips:
             if left.kind == "register" and right.kind == "immediate" and isinstance(right.value, int) \
                     and (parts[1] == "eq") == holds:
                 register = qualified(self.flow, block, left.name)
-                if self._defined_before(register, block) is not None:
-                    facts.setdefault(register, right.value & _MASK)
+                if self._defined_before(register, block) is not None and parts[2] in INTEGER_TYPES:
+                    facts.setdefault(register, right.value & ((1 << INTEGER_TYPES[parts[2]]) - 1))
 
     def _defined_before(self, register: str, used: int):
         """The one definition of `register`, outside loops, when it dominates block `used`."""
@@ -476,7 +479,7 @@ class _Evaluation:
 
     def operand(self, operand, block: int, position: int, depth: int):
         if operand.kind == "immediate":
-            return frozenset((int(operand.value) & _MASK,)) if isinstance(operand.value, int) else None
+            return frozenset((operand.value,)) if isinstance(operand.value, int) else None
         if operand.kind != "register" or depth <= 0:
             return None
         name = qualified(self.flow, block, operand.name)
@@ -546,15 +549,16 @@ def _kept(state: dict, live: frozenset) -> dict:
 def _constant(operand, names: dict, state: dict):
     """An operand's value under constant `state` ({value}), or None when unknown."""
     if operand.kind == "immediate":
-        return frozenset((int(operand.value) & _MASK,)) if isinstance(operand.value, int) else None
+        return frozenset((operand.value,)) if isinstance(operand.value, int) else None
     value = state.get(names.get(operand.name)) if operand.kind in _NAMED else None
     return None if value is None else frozenset((value,))
 
 
 def _fold(head, operands, value, folded=_FOLDED):
     """The values the instruction's first operand may get, from `value(operand)` (a set
-    of numbers, or None when unknown) of its sources; None when unknown. Predicates are
-    0 or 1.
+    of numbers, or None when unknown) of its sources, each combination evaluated by
+    `ptxkit.isa_eval`; None when unknown. A ``selp`` whose predicate is unknown may
+    pick either arm, and an arm it never picks need not be known.
 
     >>> from ptxkit import parse_statement
     >>> from ptxkit.instruction import head_of
@@ -563,43 +567,28 @@ def _fold(head, operands, value, folded=_FOLDED):
     [0, 1]
     """
     _, opcode, base, _ = head
-    parts = opcode.split(".")
     if base not in folded or not operands or operands[0].kind not in _NAMED:
         return None
-    if base == "mov" and len(operands) == 2:
-        found = value(operands[1])
-    elif base == "selp" and len(operands) == 4:
-        chosen = value(operands[3])
-        if chosen == {1}:
-            found = value(operands[1])
-        elif chosen == {0}:
-            found = value(operands[2])
-        else:
-            left, right = value(operands[1]), value(operands[2])
-            found = left | right if left is not None and right is not None else None
-    elif base == "setp" and len(parts) == 3 and parts[1] in COMPARISONS and len(operands) == 3:
-        left, right = value(operands[1]), value(operands[2])
-        if left is None or right is None:
-            return None
-        signed, test = parts[2].startswith("s"), COMPARISONS[parts[1]]
-        found = frozenset(int(test(_signed(a, signed), _signed(b, signed))) for a in left for b in right)
-    elif base == "not" and len(operands) == 2:
-        found = value(operands[1])
-        found = frozenset((~v) & _MASK for v in found) if found is not None else None
-    elif base in _ARITHMETIC and len(operands) == 3:
-        left, right = value(operands[1]), value(operands[2])
-        if left is None or right is None or len(left) * len(right) > _WIDTH:
-            return None
-        found = frozenset(_ARITHMETIC[base](a, b) & _MASK for a in left for b in right)
-    else:
+    evaluated = operation(opcode)
+    if evaluated is None or evaluated.arity != len(operands) - 1:
         return None
-    if found is not None and parts[-1] == "pred":
-        found = frozenset(int(v & 1) for v in found)
-    return found
+    sources = [value(operand) for operand in operands[1:]]
+    if base == "selp":
+        chosen = _PREDICATE if sources[2] is None else frozenset(v & 1 for v in sources[2])
+        sources[2] = chosen
+        for arm, picked in ((0, 1), (1, 0)):
+            if picked not in chosen:
+                sources[arm] = _UNPICKED
+    if any(source is None for source in sources):
+        return None
+    if base in _ARITHMETIC and len(sources[0]) * len(sources[1]) > _WIDTH:
+        return None
+    found = frozenset(evaluated.apply(*combination) for combination in product(*sources))
+    return None if None in found else found
 
 
-def _signed(value: int, signed: bool) -> int:
-    return value - (1 << 32) if signed and value & 0x80000000 else value
+#: A predicate's values; the stand-in for the arm of a ``selp`` that its predicate never picks.
+_PREDICATE, _UNPICKED = frozenset((0, 1)), frozenset((0,))
 
 
 def export_limits(flow, events: list, facts: list) -> dict[int, tuple]:

@@ -61,9 +61,10 @@ from ptxkit.cfg.specials import FIXED_SPECIALS, PORTABLE_CLUSTER, special_ranges
 from ptxkit.cfg.ssa import cell_key, frontiers, reading_block, version_name
 from ptxkit.cfg.symbols import PLAIN_KEY, symbol_regions, template_load, templates
 from ptxkit.cfg.values import (
-    GENERIC, GLOBAL_SPACE_NAME, LOCAL_SPACE, SHARED_CTA_SPACE, TOP, add, anywhere, bits_of, compare, constant, field,
-    join, meet, mul, neg, number, pack, shr, signed, truncate, unpack, widen,
+    GENERIC, GLOBAL_SPACE_NAME, LOCAL_SPACE, NUM, SHARED_CTA_SPACE, TOP, add, anywhere, bits_of, compare, constant,
+    field, join, meet, mul, neg, number, pack, shr, signed, truncate, unpack, widen,
 )
+from ptxkit.isa_eval import operation
 
 _PARAM_POINTS_TO = {".global": GLOBAL_SPACE_NAME, ".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE}
 _COUNTS = frozenset("popc clz bfind activemask".split())
@@ -869,7 +870,45 @@ class _Analysis(BranchConditions, CounterIdioms):
 
     def computation(self, block: int, opcode: str, base: str, modifiers: list, operands, targets: list):
         """A function ``at -> [value per target]`` for one defining instruction (`at`: the block
-        whose view of the operands counts)."""
+        whose view of the operands counts): its abstract operation, and for a single
+        target where every operand is one number, the number the instruction computes
+        (`_folded`)."""
+        compute = self._abstract_computation(block, opcode, base, modifiers, operands, targets)
+        args = operands[1:]
+        found = operation(opcode) if len(targets) == 1 and base != "mov" else None
+        if found is None or found.arity != len(args) or any(arg.negated for arg in args):
+            return compute
+        return self._folded(block, found, args, compute, _signed_result(base, modifiers))
+
+    def _folded(self, block: int, found, args, compute, signed_result: bool):
+        """`compute`, but where every operand is one number, the instruction's result from
+        the evaluator (`ptxkit.isa_eval`). A number stands for the register bits it is
+        congruent to (`ptxkit.cfg.values.signed`): the abstract operation's own number is
+        kept when it is congruent to the result (``sub.u32 0, 16`` stays -16, which an
+        address may add), else the result is read as the destination type reads it."""
+        evaluate = self.evaluate
+        modulus = 1 << found.bits
+
+        def fold(at):
+            constants = []
+            for arg in args:
+                value = evaluate(block, arg, at)
+                if len(value) != 1 or value[0].form != NUM or value[0].lo != value[0].hi:
+                    return compute(at)
+                constants.append(value[0].lo)
+            exact = found.apply(*constants)
+            abstract = compute(at)
+            if exact is None:  # the ISA leaves it unspecified (a division by zero)
+                return abstract
+            kept = constant(abstract[0])
+            if kept is not None and (kept - exact) % modulus == 0:
+                return abstract
+            return [number(exact - modulus if signed_result and exact >= modulus >> 1 else exact)]
+
+        return fold
+
+    def _abstract_computation(self, block: int, opcode: str, base: str, modifiers: list, operands, targets: list):
+        """`computation` on abstract values alone."""
         count = len(targets)
         evaluate = self.evaluate
         args = operands[1:]
@@ -1016,6 +1055,19 @@ class _Analysis(BranchConditions, CounterIdioms):
         return TOP
 
 
+def _signed_result(base: str, modifiers: list) -> bool:
+    """True when the destination of an integer instruction has a signed type (the first
+    type its modifiers name; a comparison's and a bit count's result are unsigned).
+
+    >>> _signed_result("cvt", ["s64", "u32"]), _signed_result("setp", ["lt", "s32"]), _signed_result("popc", ["b32"])
+    (True, False, False)
+    """
+    types = [m for m in modifiers if m in INTEGER_TYPES]
+    return bool(types) and types[0][0] == "s" and base not in _UNSIGNED_RESULTS
+
+
+#: Opcodes whose destination is unsigned whatever the type their modifiers name.
+_UNSIGNED_RESULTS = frozenset(("setp", "popc", "clz", "bfind"))
 #: Updates a definition that is no join, on a cycle no join breaks, may take before it is
 #: widened (docs/fence.md §3.1); any other widens only after `_SAFETY_NET` (never seen).
 _PATIENCE, _SAFETY_NET = 12, 256

@@ -3,23 +3,20 @@ thread by thread.
 
 A predicate computed from ``%tid.x`` and constants alone (``%laneid`` too, and
 ``%tid.y``/``%tid.z`` when the kernel's ``.maxntid``/``.reqntid`` makes them 0), through
-pure integer opcodes, has one value per thread, and there are at most 1024 threads:
-`runners` simply computes it for every ``%tid.x`` the CTA may have. At a branch on such a
-predicate only the threads that take an edge go along it; at any other branch all of
-them go both ways, so each set holds every thread that may run its block, and maybe
-more. docs/fence.md §4.4 uses the sets to keep a fence's credit out of the code that no
-thread that ran the fence runs.
+the integer instructions `ptxkit.isa_eval` evaluates, has one value per thread, and there
+are at most 1024 threads: `runners` simply computes it for every ``%tid.x`` the CTA may
+have. At a branch on such a predicate only the threads that take an edge go along it; at
+any other branch all of them go both ways, so each set holds every thread that may run
+its block, and maybe more. docs/fence.md §4.4 uses the sets to keep a fence's credit out
+of the code that no thread that ran the fence runs.
 """
 
 from __future__ import annotations
 
-import operator
-from itertools import repeat
-
 from ptxkit.cfg.divergence import conditional, definitions, guard_of, qualified
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.specials import special_ranges
-from ptxkit.isa import COMPARISONS, MODULAR_OPERATIONS, UNSIGNED_COMPARISONS
+from ptxkit.isa_eval import evaluate_each, operation
 
 #: a predicate's values, one byte per thread, as the digits of a binary number
 _DIGITS = bytes.maketrans(b"\x00\x01", b"01")
@@ -106,7 +103,7 @@ class _Values:
 
     def _pure(self, register: str) -> bool:
         """True when `register` may be computed: its sources, followed down, are the
-        thread index and constants through opcodes `_apply` knows (checked before any
+        thread index and constants through instructions `_apply` evaluates (checked before any
         values are, so that an expression that also reads a parameter costs no lists)."""
         found = self.pure.get(register)
         if found is None:
@@ -115,22 +112,20 @@ class _Values:
             self.pure[register] = False  # a cycle through the register reads it as unknown
             definition = self._definition(register)
             found = self.pure[register] = definition is not None and all(
-                isinstance(source, int) or self._pure(source) for source in definition[2])
+                isinstance(source, int) or self._pure(source) for source in definition[1])
         return found
 
     def _definition(self, register: str) -> tuple | None:
-        """``(opcode, modifiers, sources)`` of the one unguarded definition of `register`,
+        """``(opcode, sources)`` of the one unguarded definition of `register`,
         each source a number or a qualified register; None when there is none such."""
         where = self.defined.get(register)
         if where is None or len(where) != 1:
             return None
         block, position = where[0]
-        guard, opcode, base, _ = self.flow.blocks[block].heads[position]
-        modifiers = opcode.split(".")[1:]
-        if guard is not None or not _supported(base, modifiers):
-            return None
+        guard, opcode, _, _ = self.flow.blocks[block].heads[position]
         operands = self.flow.blocks[block].instructions[position].operands
-        if not operands or operands[0].kind != "register":
+        if guard is not None or not operands or operands[0].kind != "register" \
+                or not _supported(opcode, len(operands) - 1):
             return None
         sources = []
         for operand in operands[1:]:
@@ -140,104 +135,35 @@ class _Values:
                 sources.append(qualified(self.flow, block, operand.name))
             else:
                 return None
-        return base, modifiers, sources
+        return opcode, sources
 
     def _computed(self, register: str) -> list | int | None:
-        base, modifiers, sources = self._definition(register)
+        opcode, sources = self._definition(register)
         values = [source if isinstance(source, int) else self.of(source) for source in sources]
         if any(value is None for value in values):
             return None
-        return _apply(base, modifiers, values)
+        return _apply(opcode, values)
 
 
-#: the operands of each opcode `_apply` follows but setp and cvt (checked on their own)
-_ARITY = {"mov": 1, "not": 1, "and": 2, "or": 2, "xor": 2, "add": 2, "sub": 2, "mul": 2, "shl": 2, "shr": 2,
-          "div": 2, "rem": 2, "min": 2, "max": 2, "mad": 3}
-_OPCODES = frozenset(_ARITY) | {"setp", "cvt"}
+def _supported(opcode: str, sources: int) -> bool:
+    """True for an integer instruction the evaluator models (`ptxkit.isa_eval`), with
+    `sources` source operands."""
+    found = operation(opcode)
+    return found is not None and found.arity == sources
 
 
-def _supported(base: str, modifiers: list[str]) -> bool:
-    """True for an integer opcode `_apply` follows (no float type, no high half, no
-    carry or saturation)."""
-    return base in _OPCODES and not any(m[:1] == "f" or m in ("hi", "wide", "sat", "cc") for m in modifiers)
+def _apply(opcode: str, sources: list) -> list | int | None:
+    """The values of one pure integer instruction, thread by thread (`ptxkit.isa_eval`),
+    or None; a source is a list (a value per thread) or one number for every thread,
+    and so is the result.
 
-
-def _apply(base: str, modifiers: list[str], sources: list) -> list | int | None:
-    """The values of one pure integer instruction, thread by thread (PTX ISA, integer
-    arithmetic, logic and shift, comparison and conversion instructions), or None; a
-    source is a list (a value per thread) or one number for every thread, and so is the
-    result."""
-    types = [m for m in modifiers if m == "pred" or m[:1] in "bsu" and m[1:] in ("8", "16", "32", "64")]
-    if not types or not _supported(base, modifiers):
-        return None
-    length = next((len(source) for source in sources if isinstance(source, list)), None)
-    if length is None:  # constants alone: as one thread
-        found = _apply(base, modifiers, [[source] for source in sources])
-        return found[0] if isinstance(found, list) else found
-    result = types[0] if base == "cvt" else types[-1]  # cvt names the destination's type first
-    bits = 1 if result == "pred" else int(result[1:])
-    signed = result[0] == "s"
-    mask = (1 << bits) - 1
-
-    def each(values):  # an iterable of a value per thread
-        return repeat(values, length) if isinstance(values, int) else values
-
-    def wrap(values):
-        return values & mask if isinstance(values, int) else list(map(mask.__and__, values))
-
-    def signed_of(values):
-        if not signed:
-            return wrap(values)
-        return _signed(values, bits) if isinstance(values, int) else [_signed(v, bits) for v in values]
-
-    if base == "setp":
-        compare = next((m for m in modifiers if m in ("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs")),
-                       None)
-        if compare is None or len(sources) != 2:
-            return None
-        if compare in UNSIGNED_COMPARISONS or compare in ("eq", "ne"):  # equality needs no sign
-            compare, signed = UNSIGNED_COMPARISONS.get(compare, compare), False
-        a, b = signed_of(sources[0]), signed_of(sources[1])
-        return list(map(int, map(COMPARISONS[compare], each(a), each(b))))
-    if base == "cvt":
-        if len(types) != 2 or "pred" in types or len(sources) != 1:
-            return None
-        source_bits = int(types[1][1:])
-        if types[1][0] == "s":
-            return wrap([_signed(v, source_bits) for v in sources[0]])
-        return wrap([v & ((1 << source_bits) - 1) for v in sources[0]])
-    if len(sources) != _ARITY[base]:
-        return None
-    if base == "mov":
-        return wrap(sources[0])
-    if base == "not":
-        return [~v & mask for v in sources[0]]
-    if base in MODULAR_OPERATIONS or base == "mad":  # the result's low bits need only the inputs'
-        values = map(MODULAR_OPERATIONS.get(base, operator.mul), each(sources[0]), each(sources[1]))
-        if base == "mad":
-            values = map(operator.add, values, each(sources[2]))
-        return wrap(values)
-    a = signed_of(sources[0])
-    b = signed_of(sources[1])
-    if base in ("div", "rem"):
-        a, b = list(each(a)), list(each(b))
-        if any(y == 0 for y in b):
-            return None
-        quotients = [abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1) for x, y in zip(a, b)]
-        return wrap(quotients if base == "div" else [x - q * y for x, y, q in zip(a, b, quotients)])
-    if base in ("shl", "shr"):
-        a, counts = list(each(a)), [v & 0xFFFFFFFF for v in each(sources[1])]
-        if base == "shl":
-            return [(x << n) & mask if n < bits else 0 for x, n in zip(a, counts)]
-        return wrap([x >> min(n, bits) for x, n in zip(a, counts)])
-    return wrap(map(min if base == "min" else max, each(a), each(b)))
-
-
-def _signed(value: int, bits: int) -> int:
-    """The two's complement value of the low `bits` bits of `value`.
-
-    >>> _signed(0xFFFF, 16), _signed(0x17FFF, 16)
-    (-1, 32767)
+    >>> _apply("shl.b32", [[1, 2, 3], 4]), _apply("div.u32", [[6, 7], [3, 0]]), _apply("setp.lt.s32", [-1, 0])
+    ([16, 32, 48], None, 1)
     """
-    half = 1 << (bits - 1)
-    return ((value + half) & ((1 << bits) - 1)) - half
+    found = operation(opcode)
+    if found is None or found.arity != len(sources):
+        return None
+    if not any(isinstance(source, list) for source in sources):  # constants alone: as one thread
+        return found.apply(*sources)
+    values = evaluate_each(found, sources)
+    return None if None in values else values

@@ -4,12 +4,13 @@ It runs one ``.entry`` of a module over a grid of CTAs, one CTA at a time, every
 thread of the CTA in lockstep with the *min-PC* rule (the threads at the lowest
 instruction index execute next), which reconverges forward branches and loops the
 way structured code does. It knows the instructions the generators, the
-register-image harness and the row-reduction kernel use (moves and packs, integer
-and f32/f16/bf16/f16x2/bf16x2/f32x2 arithmetic, ``cvt``, ``setp``/``selp``/``bra``,
-``ld``/``st`` on ``.param``/``.global``/``.shared``, ``atom``/``red`` (add, min, max,
-and, or, xor, exch on 32- and 64-bit integers), ``shfl.sync.bfly``, ``activemask``,
-``redux.sync``, ``bar.sync``; and the instrumentation passes' reads of ``%globaltimer``,
-``%clock``, ``%clock64``, ``%smid`` and ``%lanemask_eq``) and raises `SimulationError` on
+register-image harness and the row-reduction kernel use (moves and packs, every integer
+instruction of `ptxkit.isa_eval`, which computes them, f32/f16/bf16/f16x2/bf16x2/f32x2
+arithmetic, ``cvt``, ``setp``/``selp``/``bra``, ``ld``/``st`` on
+``.param``/``.global``/``.shared``, ``atom``/``red`` (add, min, max, and, or, xor, exch on
+32- and 64-bit integers), ``shfl.sync.bfly``, ``activemask``, ``redux.sync``, ``bar.sync``;
+and the instrumentation passes' reads of ``%globaltimer``, ``%clock``, ``%clock64``,
+``%smid`` and ``%lanemask_eq``) and raises `SimulationError` on
 anything else, and on what would be undefined on a GPU: a ``shfl.sync`` whose
 member lanes are not all there, a ``bar.sync`` that not every thread reaches,
 a misaligned or out-of-bounds access.
@@ -70,6 +71,8 @@ import re
 import numpy as np
 
 from ptxkit.instruction import parse_number
+from ptxkit.isa import TYPE_WIDTHS
+from ptxkit.isa_eval import operation
 
 from .rounding import FLOAT_MODES, INTEGER_MODES, to_float, to_int, to_integral
 
@@ -85,11 +88,7 @@ class SimulationError(RuntimeError):
     """
 
 
-_WIDTH = {".pred": 1, ".b8": 8, ".u8": 8, ".s8": 8, ".b16": 16, ".u16": 16, ".s16": 16, ".f16": 16, ".bf16": 16,
-          ".b32": 32, ".u32": 32, ".s32": 32, ".f32": 32, ".b64": 64, ".u64": 64, ".s64": 64, ".f64": 64}
-_TYPE_BITS = {"b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16, "b32": 32, "u32": 32, "s32": 32,
-              "f32": 32, "f16x2": 32, "bf16x2": 32, "b64": 64, "u64": 64, "s64": 64, "f32x2": 64, "pred": 1}
-_MASK = {1: 1, 16: 0xFFFF, 32: 0xFFFFFFFF, 64: 0xFFFFFFFFFFFFFFFF}
+_MASK = {1: 1, 8: 0xFF, 16: 0xFFFF, 32: 0xFFFFFFFF, 64: 0xFFFFFFFFFFFFFFFF}
 _GLOBAL_STRIDE = 1 << 40  # address space of one global buffer
 #: a ``shared::cluster`` address is ``(rank + 1) · _CLUSTER_WINDOW + offset``; below the
 #: first window it is the thread's own CTA's ``shared::cta`` address
@@ -158,10 +157,10 @@ class Program:
     def _declare(self, declaration) -> None:
         if declaration.space == ".reg":
             for reg in declaration.registers():
-                self.widths[reg] = _WIDTH[declaration.type]
+                self.widths[reg] = TYPE_WIDTHS[declaration.type[1:]]
             return
         align = declaration.align or 4
-        element = _WIDTH[declaration.type] // 8 or 1
+        element = TYPE_WIDTHS[declaration.type[1:]] // 8 or 1
         for raw in declaration.names:
             match = re.fullmatch(r"([\w$%]+)\s*(?:\[\s*(\d+)\s*\])?", raw)
             self.shared_size = -(-self.shared_size // align) * align
@@ -414,21 +413,22 @@ def _max_min(name, a, b, propagate_nan):
 
 def _arith(cta, mods, ops, here, active, name):
     kind = mods[-1]
-    values = [cta.value(op, _TYPE_BITS.get(kind, 32)) for op in ops[1:]]
+    width = TYPE_WIDTHS.get(kind, 32)
     if kind in ("f32", "f16", "bf16"):
         unpack, pack = _FLOATS[kind]
-        bits = pack(_float_op(name, [unpack(v) for v in values], mods))
+        bits = pack(_float_op(name, [unpack(cta.value(op, width)) for op in ops[1:]], mods))
     elif kind in ("f16x2", "bf16x2", "f32x2"):
         element = kind[:-2]
         unpack, pack = _FLOATS[element]
-        width = 16 if element != "f32" else 32
+        half_width = 16 if element != "f32" else 32
+        values = [cta.value(op, width) for op in ops[1:]]
         bits = np.zeros(cta.n, np.uint64)
         for half in range(2):
-            parts = [unpack(v >> np.uint64(width * half)) for v in values]
-            bits |= (pack(_float_op(name, parts, mods)) & np.uint64(_MASK[width])) << np.uint64(width * half)
+            parts = [unpack(v >> np.uint64(half_width * half)) for v in values]
+            bits |= (pack(_float_op(name, parts, mods)) & np.uint64(_MASK[half_width])) << np.uint64(half_width * half)
     else:
-        bits = _int_op(name, kind, values, mods)
-    cta.store(ops[0], active, bits, _TYPE_BITS.get(kind, 32))
+        bits = _evaluated(cta, ".".join((name, *mods)), ops, active, width)
+    cta.store(ops[0], active, bits, width)
 
 
 def _signed(values, width):
@@ -438,56 +438,23 @@ def _signed(values, width):
     return v
 
 
-def _int_op(name, kind, values, mods):
-    width = _TYPE_BITS[kind]
-    wide = "wide" in mods
-    mask = np.uint64(_MASK[2 * width if wide else width])
-    signed = kind.startswith("s")
-    if signed:
-        a = [_signed(v & np.uint64(_MASK[width]), width) for v in values]
+def _evaluated(cta, opcode: str, ops, active, width: int) -> np.ndarray:
+    """The destination bits of integer instruction `opcode` for the active threads, from
+    the one evaluator of PTX integer semantics (`ptxkit.isa_eval`); 0 elsewhere."""
+    found = operation(opcode)
+    if found is None or len(ops) - 1 != found.arity:
+        raise SimulationError(f"unsupported integer instruction {opcode}")
+    rows = np.flatnonzero(active)
+    columns = [cta.value(op, width)[rows].tolist() for op in ops[1:]]
+    if rows.size and all(column.count(column[0]) == rows.size for column in columns):
+        results = [found.apply(*(column[0] for column in columns))]  # the same in every thread: once
     else:
-        a = [v & np.uint64(_MASK[width]) for v in values]
-    with np.errstate(all="ignore"):
-        if name == "add":
-            r = a[0] + a[1]
-        elif name == "sub":
-            r = a[0] - a[1]
-        elif name == "mul":
-            r = a[0] * a[1]
-        elif name == "mad":
-            addend = values[2] & mask
-            if signed:
-                addend = _signed(addend, 2 * width if wide else width)
-            r = a[0] * a[1] + addend
-        elif name in ("div", "rem"):
-            if np.any(a[1] == 0):
-                raise SimulationError("integer division by zero")
-            quotient = np.sign(a[0]) * np.sign(a[1]) * (np.abs(a[0]) // np.abs(a[1])) if signed else a[0] // a[1]
-            r = quotient if name == "div" else a[0] - quotient * a[1]
-        elif name == "max":
-            r = np.maximum(a[0], a[1])
-        elif name == "min":
-            r = np.minimum(a[0], a[1])
-        elif name == "and":
-            r = a[0] & a[1]
-        elif name == "or":
-            r = a[0] | a[1]
-        elif name == "xor":
-            r = a[0] ^ a[1]
-        elif name == "not":
-            r = ~a[0] if signed else a[0] ^ mask
-        elif name == "neg":
-            r = -a[0] if signed else (mask - a[0] + np.uint64(1)) & mask
-        elif name == "abs":
-            r = np.abs(a[0])
-        elif name == "shl":
-            r = np.where(values[1] >= width, 0, values[0] << np.minimum(values[1], np.uint64(63)))
-        elif name == "shr":
-            shift = np.minimum(values[1], np.uint64(width - 1 if signed else 63))
-            r = (a[0] >> shift.astype(a[0].dtype)) if signed else np.where(values[1] >= width, 0, a[0] >> shift)
-        else:
-            raise SimulationError(f"unsupported integer operation {name}.{kind}")
-    return np.asarray(r).astype(np.int64).view(np.uint64) & mask if signed else np.asarray(r, np.uint64) & mask
+        results = list(map(found.apply, *columns))
+    if None in results:  # the ISA leaves it unspecified
+        raise SimulationError("integer division by zero")
+    bits = np.zeros(cta.n, np.uint64)
+    bits[rows] = np.fromiter(results, np.uint64, len(results)) if len(results) == rows.size else results[0]
+    return bits
 
 
 def _handler(name):
@@ -495,24 +462,28 @@ def _handler(name):
 
 
 def _mov(cta, mods, ops, here, active):
-    width = _TYPE_BITS[mods[-1]]
-    cta.store(ops[0], active, cta.value(ops[1], width), width)
+    width = TYPE_WIDTHS[mods[-1]]
+    cta.store(ops[0], active, _evaluated(cta, ".".join(("mov", *mods)), ops, active, width), width)
 
 
 def _cvt(cta, mods, ops, here, active):
     if mods[0] == "to":  # cvta.to.global.u64: generic and global addresses coincide here
         cta.store(ops[0], active, cta.value(ops[1], 64), 64)
         return
-    types = [m for m in mods if m in _TYPE_BITS]
+    types = [m for m in mods if m in TYPE_WIDTHS]
     out, inp = types[0], types[1]
+    if out not in _FLOATS and inp not in _FLOATS:  # between integer types
+        cta.store(ops[0], active, _evaluated(cta, ".".join(("cvt", *mods)), ops, active, TYPE_WIDTHS[inp]),
+                  TYPE_WIDTHS[out])
+        return
     mode = next((m for m in mods if m in FLOAT_MODES or m in INTEGER_MODES), None)
-    bits = cta.value(ops[1], _TYPE_BITS[inp]) & np.uint64(_MASK[_TYPE_BITS[inp]])
+    bits = cta.value(ops[1], TYPE_WIDTHS[inp]) & np.uint64(_MASK[TYPE_WIDTHS[inp]])
     if inp in _FLOATS:
         value = _FLOATS[inp][0](bits).astype(np.float64)
         if "ftz" in mods:
             value = _ftz(value.astype(np.float32)).astype(np.float64)
     elif inp[0] == "s":
-        value = _signed(bits, _TYPE_BITS[inp])
+        value = _signed(bits, TYPE_WIDTHS[inp])
     else:
         value = bits
     if out in _FLOATS:
@@ -523,16 +494,13 @@ def _cvt(cta, mods, ops, here, active):
     elif inp in _FLOATS:
         if mode not in INTEGER_MODES:
             raise SimulationError("a float-to-integer cvt needs .rni, .rzi, .rmi or .rpi")
-        result = np.array([int(v) & _MASK[_TYPE_BITS[out]] for v in to_int(value, out, mode)], np.uint64)
-    else:
-        result = np.asarray(value).astype(np.int64).view(np.uint64) if inp[0] == "s" else value
-        result = result & np.uint64(_MASK[_TYPE_BITS[out]])
-    cta.store(ops[0], active, result, _TYPE_BITS[out])
+        result = np.array([int(v) & _MASK[TYPE_WIDTHS[out]] for v in to_int(value, out, mode)], np.uint64)
+    cta.store(ops[0], active, result, TYPE_WIDTHS[out])
 
 
 def _testp(cta, mods, ops, here, active):
     kind = mods[-1]
-    x = _FLOATS[kind][0](cta.value(ops[1], _TYPE_BITS[kind]))
+    x = _FLOATS[kind][0](cta.value(ops[1], TYPE_WIDTHS[kind]))
     tiny = np.abs(x) < np.float32(1.1754944e-38)
     with np.errstate(invalid="ignore"):
         tests = {"finite": np.isfinite(x), "infinite": np.isinf(x), "number": ~np.isnan(x),
@@ -544,17 +512,15 @@ def _testp(cta, mods, ops, here, active):
 
 def _setp(cta, mods, ops, here, active):
     cmp, kind = mods[0], mods[-1]
-    width = _TYPE_BITS[kind]
-    a, b = (cta.value(op, width) & np.uint64(_MASK[width]) for op in ops[1:3])
-    unordered = np.zeros(cta.n, bool)
-    if kind[0] == "s":
-        a, b = _signed(a, width), _signed(b, width)
-    elif kind in _FLOATS:
-        a, b = _FLOATS[kind][0](a), _FLOATS[kind][0](b)
-        unordered = np.isnan(a) | np.isnan(b)
+    width = TYPE_WIDTHS[kind]
+    if kind not in _FLOATS:
+        cta.store(ops[0], active, _evaluated(cta, ".".join(("setp", *mods)), ops, active, width), 1)
+        return
+    a, b = (_FLOATS[kind][0](cta.value(op, width)) for op in ops[1:3])
+    unordered = np.isnan(a) | np.isnan(b)
     with np.errstate(invalid="ignore"):
         table = {"eq": a == b, "ne": (a != b) & ~unordered, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b,
-                 "lo": a < b, "ls": a <= b, "hi": a > b, "hs": a >= b, "num": ~unordered, "nan": unordered}
+                 "num": ~unordered, "nan": unordered}
     if cmp.endswith("u") and cmp[:-1] in table:  # equ, neu, ltu, …: also true when either is NaN
         result = table[cmp[:-1]] | unordered
     elif cmp in table:
@@ -572,9 +538,8 @@ def _setp(cta, mods, ops, here, active):
 
 
 def _selp(cta, mods, ops, here, active):
-    width = _TYPE_BITS[mods[-1]]
-    flag = cta.value(ops[3], 1).astype(bool)
-    cta.store(ops[0], active, np.where(flag, cta.value(ops[1], width), cta.value(ops[2], width)), width)
+    width = TYPE_WIDTHS[mods[-1]]
+    cta.store(ops[0], active, _evaluated(cta, ".".join(("selp", *mods)), ops, active, width), width)
 
 
 def _bra(cta, mods, ops, here, active):
@@ -649,7 +614,7 @@ def _ld(cta, mods, ops, here, active):
     space = next((m for m in mods if m == "param" or m in _SPACES), None)
     kind = mods[-1]
     count = _vector_count(mods)
-    width = _TYPE_BITS[kind]
+    width = TYPE_WIDTHS[kind]
     if space == "param":
         index = _address(cta, ops[1])[0]
         cta.store(ops[0], active, np.full(cta.n, cta.mem.params[index], np.uint64), 64)
@@ -674,7 +639,7 @@ def _st(cta, mods, ops, here, active):
         raise SimulationError("generic addressing is not modelled")
     kind = mods[-1]
     count = _vector_count(mods)
-    width = _TYPE_BITS[kind]
+    width = TYPE_WIDTHS[kind]
     nbytes = width // 8 * count
     sources = ops[1].elements if ops[1].kind == "vector" else (ops[1],)
     values = np.stack([cta.value(s, width) & np.uint64(_MASK[width]) for s in sources], axis=1)
@@ -684,8 +649,9 @@ def _st(cta, mods, ops, here, active):
         memory[offsets[:, None] + np.arange(nbytes)] = data[rows]
 
 
-_ATOMIC = {"add": lambda a, b: a + b, "min": min, "max": max, "and": lambda a, b: a & b,
-           "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b, "exch": lambda a, b: b}
+#: The atomic operations modelled, each as the instruction that computes the new value
+#: from the old one and the operand (`ptxkit.isa_eval`); exch stores the operand.
+_ATOMIC = ("add", "min", "max", "and", "or", "xor", "exch")
 
 
 def _atom(cta, mods, ops, here, active):
@@ -699,8 +665,10 @@ def _atom(cta, mods, ops, here, active):
     kind = mods[-1]
     if name is None or kind not in ("b32", "u32", "s32", "b64", "u64", "s64"):
         raise SimulationError(f"atomic {'.'.join(mods)} is not modelled")
-    width = _TYPE_BITS[kind]
+    width = TYPE_WIDTHS[kind]
     nbytes, mask = width // 8, _MASK[width]
+    signedness = "b" if name in ("and", "or", "xor") else "u" if kind[0] == "b" else kind[0]
+    combine = None if name == "exch" else operation(f"{name}.{signedness}{width}")
     returns = ops[0].kind != "memory"
     address_op, value_op = (ops[1], ops[2]) if returns else (ops[0], ops[1])
     values = cta.value(value_op, width) & np.uint64(mask)
@@ -710,11 +678,7 @@ def _atom(cta, mods, ops, here, active):
             raw = memory[offset: offset + nbytes]
             before = int(raw.view(f"<u{nbytes}")[0])
             operand = int(values[row])
-            if kind[0] == "s" and name in ("min", "max"):
-                signed = (lambda v: v - (1 << width) if v >> (width - 1) else v)
-                result = _ATOMIC[name](signed(before), signed(operand)) & mask
-            else:
-                result = _ATOMIC[name](before, operand) & mask
+            result = operand & mask if combine is None else combine.apply(before, operand)
             raw[:] = np.array([result], f"<u{nbytes}").view(np.uint8)
             old[row] = before
     if returns:
@@ -812,5 +776,6 @@ _HANDLERS = {
     "exit": _ret, "ld": _ld, "st": _st, "shfl": _shfl, "activemask": _activemask, "redux": _redux,
     "bar": _bar, "barrier": _bar, "fence": _nothing, "mapa": _mapa, "testp": _testp, "atom": _atom, "red": _atom,
     **{name: _handler(name) for name in ("add", "sub", "mul", "mad", "fma", "div", "rem", "max", "min", "and", "or",
-                                         "xor", "not", "shl", "shr", "neg", "abs", "ex2", "lg2", "rcp", "sqrt")},
+                                         "xor", "not", "shl", "shr", "neg", "abs", "ex2", "lg2", "rcp", "sqrt", "cnot",
+                                         "popc", "clz", "brev", "bfind", "bfe", "bfi", "prmt", "slct")},
 }

@@ -31,15 +31,23 @@ STATE_SPACES = frozenset(
     }
 )
 
-#: ``setp``'s integer comparisons (PTX ISA, setp): signed or unsigned as the type says...
+#: The integer types and their widths in bits (PTX ISA §5.2.2, "Fundamental Types"):
+#: ``b`` untyped bits, ``s`` signed, ``u`` unsigned.
+INTEGER_TYPES = {f"{kind}{bits}": bits for kind in "bsu" for bits in (8, 16, 32, 64)}
+#: The floating-point and packed types (PTX ISA §5.2.2, and the packed and narrow types of
+#: ``cvt`` and the tensor-core instructions) and their widths in bits.
+FLOAT_TYPES = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "f16x2": 32, "bf16x2": 32, "f32x2": 64,
+               "e4m3": 8, "e5m2": 8, "e4m3x2": 16, "e5m2x2": 16, "e2m3x2": 16, "e3m2x2": 16, "e2m1x2": 8,
+               "ue8m0x2": 16}
+#: Every type modifier's width in bits: predicates, integers, ``b128``, floats.
+TYPE_WIDTHS = {"pred": 1, **INTEGER_TYPES, "b128": 128, **FLOAT_TYPES}
+
+#: ``setp``'s integer comparisons and the order each tests (PTX ISA, setp): eq..ge
+#: read the type's sign; lo/ls/hi/hs are the unsigned types' names for lt/le/gt/ge.
 COMPARISONS = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
-               "ge": operator.ge}
-#: ...and the ones that compare unsigned whatever the type, by the ordered comparison they make.
+               "ge": operator.ge, "lo": operator.lt, "ls": operator.le, "hi": operator.gt, "hs": operator.ge}
+#: The unsigned comparisons, by the ordered comparison they make.
 UNSIGNED_COMPARISONS = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
-#: Integer opcodes whose result, modulo 2^bits, is that of their inputs modulo 2^bits
-#: (two's complement: the inputs' signs and high bits do not matter).
-MODULAR_OPERATIONS = {"and": operator.and_, "or": operator.or_, "xor": operator.xor, "add": operator.add,
-                      "sub": operator.sub, "mul": operator.mul}
 
 #: Linkage directives that may precede a function or variable.
 LINKAGES = (".visible", ".extern", ".weak", ".common")

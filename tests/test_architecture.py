@@ -23,6 +23,7 @@ LAYER_OF = {
     "ptxkit._gc": "helpers",
     "ptxkit._lazy": "helpers",
     "ptxkit.isa": "isa",
+    "ptxkit.isa_eval": "isa",
     "ptxkit.lexer": "syntax",
     "ptxkit.parser": "syntax",
     "ptxkit.syntax": "syntax",

@@ -1067,3 +1067,11 @@ def test_a_call_writes_the_registers_its_results_name(inline):
     # `call (%r2), f, (%r1)` with .reg parameters: %r2 is f's result, not what it held before
     body = "\tmov.u32 %r1, dyn;\n\tmov.u32 %r2, 0;\n\tcall.uni (%r2), f, (%r1);\n"
     assert value_at(body, "%r2", extra=REG_RESULT, inline=inline) == "top"
+
+
+def test_numbers_fold_to_what_the_instruction_computes():
+    # every operand one number: the evaluator's result (ptxkit.isa_eval), not an interval or top
+    body = ("\tmov.u32 %r1, 100;\n\tmul.hi.u32 %r2, %r1, -1431655765;\n\tnot.b32 %r3, %r1;\n\tpopc.b32 %r4, %r1;\n"
+            "\tbfe.s32 %r5, %r1, 2, 3;\n\tdiv.s32 %r6, -7, 2;\n\tsub.u32 %r7, 0, 16;\n\tdiv.u32 %r8, %r1, 0;\n")
+    assert [value_at(body, f"%r{i}") for i in range(2, 8)] == ["66", "4294967195", "3", "1", "-3", "-16"]
+    assert value_at(body, "%r8") == "top"  # a division by zero is unspecified

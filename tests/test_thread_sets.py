@@ -68,7 +68,7 @@ def test_without_a_declared_shape_every_thread_index_is_possible():
 @pytest.mark.parametrize("opcode, sources, expected", [
     ("setp.lt.s32", [[-1, 5], [0, 0]], [1, 0]),
     ("setp.lt.u32", [[-1, 5], [0, 6]], [0, 1]),  # -1 is 0xffffffff unsigned
-    ("setp.hs.s32", [[-1, 5], [0, 6]], [1, 0]),  # hs compares unsigned whatever the type
+    ("setp.hs.u32", [[-1, 5], [0, 6]], [1, 0]),  # -1 is 0xffffffff
     ("shr.s32", [[-64, 64], [4, 4]], [(-4) & 0xFFFFFFFF, 4]),
     ("shr.u32", [[-64, 64], [4, 4]], [0x0FFFFFFC, 4]),
     ("shl.b32", [[3, 3], [31, 40]], [0x80000000, 0]),
@@ -81,14 +81,25 @@ def test_without_a_declared_shape_every_thread_index_is_possible():
     ("and.pred", [[1, 0], [1, 1]], [1, 0]),
 ])
 def test_integer_opcodes_thread_by_thread(opcode, sources, expected):
-    base, *modifiers = opcode.split(".")
-    assert _apply(base, modifiers, sources) == expected
+    assert _apply(opcode, sources) == expected
+
+
+@pytest.mark.parametrize("opcode, sources, expected", [
+    ("mul.hi.u32", [[0x10000, 3], 0x30000], [3, 0]), ("bfe.u32", [[0xF0, 0x70], 4, 4], [15, 7]),
+    ("setp.lt.and.u32", [[1, 1], 2, [1, 0]], [1, 0]), ("selp.b32", [7, 9, [1, 0]], [7, 9]),
+])
+def test_every_opcode_of_the_evaluator_is_followed(opcode, sources, expected):
+    assert _apply(opcode, sources) == expected
 
 
 @pytest.mark.parametrize("opcode, sources", [
-    ("mul.hi.u32", [[1], [2]]), ("add.f32", [[1], [2]]), ("div.u32", [[1], [0]]), ("bfe.u32", [[1], [2], [3]]),
-    ("setp.lt.and.u32", [[1], [2], [1]]),
+    ("add.f32", [[1], [2]]), ("div.u32", [[1, 1], [3, 0]]), ("add.cc.u32", [[1], [2]]), ("add.u32", [[1], [2], [3]]),
 ])
 def test_what_is_not_followed(opcode, sources):
-    base, *modifiers = opcode.split(".")
-    assert _apply(base, modifiers, sources) is None
+    assert _apply(opcode, sources) is None
+
+
+def test_a_selp_on_the_thread_index_splits_the_threads():
+    found = threads_of("\tmov.u32 %r1, %tid.x;\n\tsetp.lt.u32 %p1, %r1, 32;\n\tselp.b32 %r2, 1, 0, %p1;\n"
+                       "\tsetp.ne.s32 %p2, %r2, 0;\n\t@%p2 bra DONE;\n\tbar.arrive 1, 64;\n", ".maxntid 64, 1, 1")
+    assert found["B1"] == list(range(32, 64))

@@ -1,0 +1,478 @@
+"""What PTX integer and predicate instructions compute: the one concrete evaluator.
+
+`operation(opcode)` decodes an opcode with its modifiers (``"mul.hi.s32"``) once and
+returns an `Operation` whose ``apply(*sources)`` gives the destination's value from the
+sources' values; every analysis that evaluates integer code on numbers (thread sets,
+the once-analysis's constants, the register analysis's constant folding, the division
+check of the idioms) and the generators' simulator go through it. The semantics are
+the PTX ISA's ("Integer Arithmetic Instructions", "Comparison and Selection",
+"Logic and Shift", "Data Movement and Conversion"):
+
+- A value is a Python ``int``; a source is read at its operand's width (its low bits),
+  signed or not as the instruction's type says. A result is the destination's bits as
+  an unsigned number (``0 <= result < 2**bits``); a predicate is 0 or 1.
+- Arithmetic wraps around at the type's width (``add.s32`` of ``2**31 - 1`` and 1 is
+  ``0x80000000``); ``.sat`` clamps to the signed range instead.
+- Shift amounts are unsigned 32-bit numbers; a shift by the width or more gives 0, or
+  the sign in every bit for ``shr.s*`` (the ISA clamps the amount to the width).
+- ``div``/``rem`` by zero are left unspecified by the ISA: ``apply`` answers None
+  ("unknown"), never raises. ``div.s*`` rounds towards zero, ``rem.s*`` takes the
+  dividend's sign (``div.s32`` of ``-2**31`` and ``-1`` wraps to ``-2**31``).
+
+>>> operation("add.s32").apply(0x7FFFFFFF, 1) == 0x80000000
+True
+>>> operation("shr.s32").apply(-8, 40), operation("div.u32").apply(7, 0), operation("setp.lo.u32").apply(-1, 1)
+(4294967295, None, 0)
+>>> operation("add.cc.u32") is None, operation("add.f32") is None  # what the evaluator does not model
+(True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from ._records import record
+from .isa import COMPARISONS, INTEGER_TYPES, TYPE_WIDTHS, UNSIGNED_COMPARISONS
+
+
+@record
+class Operation:
+    """One decoded opcode: `arity` sources in, the destination's `bits` out.
+
+    apply:
+        ``apply(*sources) -> int | None``: the first destination's value (a ``setp``'s
+        ``p``), None where the ISA leaves the result unspecified.
+
+    >>> mad = operation("mad.wide.u16")
+    >>> mad.arity, mad.bits, mad.apply(0xFFFF, 0xFFFF, 1)
+    (3, 32, 4294836226)
+    """
+
+    opcode: str
+    arity: int
+    bits: int
+    apply: Callable[..., int | None]
+
+
+def operation(opcode: str) -> Operation | None:
+    """The `Operation` of `opcode`, or None for one the evaluator does not model
+    (floating point, carries, memory, an unknown modifier); decoded once per opcode.
+
+    >>> operation("bfe.s32").apply(0xF0, 4, 4), operation("cvt.sat.u8.s32").apply(300)
+    (4294967295, 255)
+    """
+    found = _CACHE.get(opcode, _MISSING)
+    if found is _MISSING:
+        found = _CACHE[opcode] = _decode(opcode)
+    return found
+
+
+def evaluate(opcode: str, *sources: int) -> int | None:
+    """`opcode` applied to `sources` (see the module docstring); ValueError for an opcode
+    the evaluator does not model or the wrong number of sources.
+
+    >>> evaluate("mul.hi.u32", 0x10000, 0x30000), evaluate("rem.s32", -7, 2)
+    (3, 4294967295)
+    """
+    found = operation(opcode)
+    if found is None:
+        raise ValueError(f"{opcode}: not an integer instruction the evaluator models")
+    if len(sources) != found.arity:
+        raise ValueError(f"{opcode} takes {found.arity} sources, got {len(sources)}")
+    return found.apply(*sources)
+
+
+def evaluate_each(found: Operation, sources: list) -> list:
+    """`found` applied thread by thread: each source is a list (a value per thread) or
+    one int that every thread has; the result is a list (None where a thread's value is
+    unspecified).
+
+    >>> evaluate_each(operation("shl.b32"), [[1, 2, 3], 4])
+    [16, 32, 48]
+    """
+    length = next(len(source) for source in sources if isinstance(source, list))
+    columns = [source if isinstance(source, list) else _repeat(source, length) for source in sources]
+    return list(map(found.apply, *columns))
+
+
+def _repeat(value: int, length: int) -> list:
+    return [value] * length
+
+
+# -- decoding ----------------------------------------------------------------------------------
+
+_MISSING = object()
+_CACHE: dict[str, Operation | None] = {}
+
+_COMBINE: dict[str, Callable[[int, int], int]] = {"and": int.__and__, "or": int.__or__, "xor": int.__xor__}
+
+
+def _decode(opcode: str) -> Operation | None:
+    base, *modifiers = opcode.split(".")
+    build = _BUILDERS.get(base)
+    if build is None:
+        return None
+    types = [m for m in modifiers if m in TYPE_WIDTHS]
+    rest = [m for m in modifiers if m not in TYPE_WIDTHS]
+    made = build(types, rest)
+    if made is None:
+        return None
+    arity, bits, apply = made
+    return Operation(opcode, arity, bits, apply)
+
+
+#: The types each family takes (PTX ISA: what ptxas accepts for the opcode).
+_NUMBERS = frozenset(f"{kind}{bits}" for kind in "su" for bits in (16, 32, 64))
+_BITS = frozenset(("b16", "b32", "b64"))
+_WORDS = frozenset(("b32", "b64"))
+_WORD_NUMBERS = frozenset(("u32", "s32", "u64", "s64"))
+_SIGNED = frozenset(("s16", "s32", "s64"))
+_COPIED = _NUMBERS | _BITS | frozenset(("f32", "f64"))
+
+
+def _integer(types: list, allowed: frozenset = _NUMBERS) -> tuple[int, bool] | None:
+    """``(bits, signed)`` of the one type of `types`, when it is one of `allowed`."""
+    if len(types) != 1 or types[0] not in allowed:
+        return None
+    return TYPE_WIDTHS[types[0]], types[0][0] == "s"
+
+
+def _reader(bits: int, signed: bool) -> Callable[[int], int]:
+    """How an instruction reads a source of `bits` bits: its low bits, as a signed
+    number when `signed` (two's complement)."""
+    mask = (1 << bits) - 1
+    if not signed:
+        return mask.__and__
+    half = 1 << (bits - 1)
+    return lambda value: ((value + half) & mask) - half
+
+
+def _saturated(value: int, bits: int) -> int:
+    """`value` clamped to the signed `bits`-bit range, as that range's bits."""
+    half = 1 << (bits - 1)
+    return max(-half, min(half - 1, value)) & ((1 << bits) - 1)
+
+
+def _add_sub(types, rest, subtract: bool):
+    kind = _integer(types)
+    if kind is None or rest not in ([], ["sat"]) or rest and kind != (32, True):
+        return None
+    bits, _ = kind
+    mask = (1 << bits) - 1
+    if rest:  # add.sat.s32 / sub.sat.s32
+        read = _reader(32, True)
+        if subtract:
+            return 2, bits, lambda a, b: _saturated(read(a) - read(b), 32)
+        return 2, bits, lambda a, b: _saturated(read(a) + read(b), 32)
+    if subtract:
+        return 2, bits, lambda a, b: (a - b) & mask
+    return 2, bits, lambda a, b: (a + b) & mask
+
+
+def _mul(types, rest):
+    kind = _integer(types)
+    if kind is None or len(rest) != 1 or rest[0] not in ("lo", "hi", "wide") or rest[0] == "wide" and kind[0] > 32:
+        return None
+    mode = rest[0]
+    bits, signed = kind
+    mask, read = (1 << bits) - 1, _reader(bits, signed)
+    if mode == "lo":
+        return 2, bits, lambda a, b: (a * b) & mask
+    if mode == "hi":
+        return 2, bits, lambda a, b: (read(a) * read(b) >> bits) & mask
+    wide = (1 << 2 * bits) - 1
+    return 2, 2 * bits, lambda a, b: (read(a) * read(b)) & wide
+
+
+def _mad(types, rest):
+    kind = _integer(types)
+    saturate = "sat" in rest
+    modes = [m for m in rest if m != "sat"]
+    if kind is None or len(modes) != 1 or modes[0] not in ("lo", "hi", "wide") or modes[0] == "wide" and kind[0] > 32 \
+            or saturate and (modes[0], kind) != ("hi", (32, True)):
+        return None
+    mode = modes[0]
+    bits, signed = kind
+    mask, read = (1 << bits) - 1, _reader(bits, signed)
+    if mode == "lo":
+        return 3, bits, lambda a, b, c: (a * b + c) & mask
+    if mode == "hi":
+        if saturate:  # mad.hi.sat.s32: the high half plus c, clamped to the s32 range
+            return 3, bits, lambda a, b, c: _saturated((read(a) * read(b) >> bits) + read(c), bits)
+        return 3, bits, lambda a, b, c: ((read(a) * read(b) >> bits) + c) & mask
+    wide = (1 << 2 * bits) - 1
+    return 3, 2 * bits, lambda a, b, c: (read(a) * read(b) + c) & wide
+
+
+def _division(types, rest, remainder: bool):
+    kind = _integer(types)
+    if kind is None or rest:
+        return None
+    bits, signed = kind
+    mask, read = (1 << bits) - 1, _reader(bits, signed)
+    if not signed:
+        if remainder:
+            return 2, bits, lambda a, b: (a & mask) % (b & mask) if b & mask else None
+        return 2, bits, lambda a, b: (a & mask) // (b & mask) if b & mask else None
+
+    def divide(a: int, b: int) -> int | None:  # towards zero; the remainder takes the dividend's sign
+        x, y = read(a), read(b)
+        if not y:
+            return None
+        quotient = abs(x) // abs(y)
+        if (x < 0) != (y < 0):
+            quotient = -quotient
+        return (x - quotient * y if remainder else quotient) & mask
+
+    return 2, bits, divide
+
+
+def _extreme(types, rest, pick):
+    kind = _integer(types)
+    relu = rest == ["relu"]
+    if kind is None or rest and not (relu and kind == (32, True)):
+        return None
+    bits, signed = kind
+    mask, read = (1 << bits) - 1, _reader(bits, signed)
+    if relu:  # max.relu / min.relu: negative results become 0
+        return 2, bits, lambda a, b: max(pick(read(a), read(b)), 0) & mask
+    return 2, bits, lambda a, b: pick(read(a), read(b)) & mask
+
+
+def _unary(types, rest, allowed: frozenset, compute):
+    """An opcode of one source and a result of its type: `compute(read value, bits)`."""
+    kind = _integer(types, allowed)
+    if kind is None or rest:
+        return None
+    bits, signed = kind
+    mask, read = (1 << bits) - 1, _reader(bits, signed)
+    return 1, bits, lambda a: compute(read(a), bits) & mask
+
+
+def _bitwise(types, rest, combine):
+    if types == ["pred"] and not rest:
+        return 2, 1, lambda a, b: combine(a, b) & 1
+    kind = _integer(types, _BITS)
+    if kind is None or rest:
+        return None
+    mask = (1 << kind[0]) - 1
+    return 2, kind[0], lambda a, b: combine(a, b) & mask
+
+
+def _not(types, rest):
+    if types == ["pred"] and not rest:
+        return 1, 1, lambda a: ~a & 1
+    return _unary(types, rest, _BITS, lambda a, bits: ~a)
+
+
+def _cnot(types, rest):
+    return _unary(types, rest, _BITS, lambda a, bits: int(a == 0))
+
+
+def _shift(types, rest, left: bool):
+    kind = _integer(types, _BITS if left else _BITS | _NUMBERS)
+    if kind is None or rest:
+        return None
+    bits, signed = kind
+    mask = (1 << bits) - 1
+    if left:
+        return 2, bits, lambda a, b: (a << (b & 0xFFFFFFFF)) & mask if b & 0xFFFFFFFF < bits else 0
+    read = _reader(bits, signed)  # shr.s fills with the sign; Python's >> does, for any amount
+    return 2, bits, lambda a, b: (read(a) >> min(b & 0xFFFFFFFF, bits)) & mask
+
+
+def _counting(types, rest, count):
+    """popc, clz: a count of the source's bits, as a .u32."""
+    kind = _integer(types, _WORDS)
+    if kind is None or rest:
+        return None
+    bits = kind[0]
+    mask = (1 << bits) - 1
+    return 1, 32, lambda a: count(a & mask, bits)
+
+
+def _brev(types, rest):
+    kind = _integer(types, _WORDS)
+    if kind is None or rest:
+        return None
+    bits = kind[0]
+    mask = (1 << bits) - 1
+    return 1, bits, lambda a: int(format(a & mask, f"0{bits}b")[::-1], 2)
+
+
+def _bfind(types, rest):
+    """bfind: the position of the most significant bit that differs from the sign
+    (unsigned: the most significant 1), 0xFFFFFFFF when there is none; ``.shiftamt``
+    gives the left shift that moves it to the top instead."""
+    kind = _integer(types, _WORD_NUMBERS)
+    if kind is None or rest not in ([], ["shiftamt"]):
+        return None
+    bits, signed = kind
+    mask, sign = (1 << bits) - 1, 1 << (bits - 1)
+    shift_amount = bool(rest)
+
+    def find(a: int) -> int:
+        a &= mask
+        if signed and a & sign:
+            a ^= mask
+        if not a:
+            return 0xFFFFFFFF
+        position = a.bit_length() - 1
+        return bits - 1 - position if shift_amount else position
+
+    return 1, 32, find
+
+
+def _bfe(types, rest):
+    """bfe d, a, pos, len: ``len`` bits of a from ``pos`` (each the low 8 bits of its
+    operand), zero-extended, or sign-extended from the field's last bit that lies inside
+    a for a signed type (PTX ISA, bfe)."""
+    kind = _integer(types, _WORD_NUMBERS)
+    if kind is None or rest:
+        return None
+    bits, signed = kind
+    mask = (1 << bits) - 1
+
+    def extract(a: int, position: int, length: int) -> int:
+        a &= mask
+        position, length = position & 0xFF, length & 0xFF
+        kept = min(length, max(bits - position, 0))
+        field = a >> position & ((1 << kept) - 1) if kept else 0
+        if not signed or not length:
+            return field
+        sign = a >> min(position + length - 1, bits - 1) & 1
+        return field | (mask ^ ((1 << kept) - 1) if sign else 0)
+
+    return 3, bits, extract
+
+
+def _bfi(types, rest):
+    """bfi f, a, b, pos, len: b with ``len`` bits from ``pos`` (each the low 8 bits of
+    its operand) replaced by a's low bits; bits past the width are not written."""
+    kind = _integer(types, _WORDS)
+    if kind is None or rest:
+        return None
+    bits = kind[0]
+    mask = (1 << bits) - 1
+
+    def insert(a: int, b: int, position: int, length: int) -> int:
+        position, length = position & 0xFF, length & 0xFF
+        if position >= bits or not length:
+            return b & mask
+        field = ((1 << min(length, bits - position)) - 1) << position
+        return (b & mask & ~field) | (a << position & field)
+
+    return 4, bits, insert
+
+
+def _prmt(types, rest):
+    """prmt.b32 d, a, b, c (the generic mode: no .f4e, .b4e, …): byte i of d is byte
+    ``c[4i+2 : 4i]`` of the eight bytes ``{b, a}``, or that byte's sign in all 8 bits when
+    ``c[4i+3]`` is set."""
+    if types != ["b32"] or rest:
+        return None
+
+    def permute(a: int, b: int, c: int) -> int:
+        source = (b & 0xFFFFFFFF) << 32 | a & 0xFFFFFFFF
+        result = 0
+        for i in range(4):
+            select = c >> 4 * i & 0xF
+            byte = source >> 8 * (select & 7) & 0xFF
+            if select & 8:
+                byte = 0xFF if byte & 0x80 else 0
+            result |= byte << 8 * i
+        return result
+
+    return 3, 32, permute
+
+
+def _setp(types, rest):
+    """setp.cmp{.and,.or,.xor}.type p, a, b{, c}: the comparison of a and b read as the
+    type says, combined with predicate c when a boolean operation is named. Bit types
+    compare for equality only; lo/ls/hi/hs are the unsigned types' names for lt/le/gt/ge."""
+    kind = _integer(types, _NUMBERS | _BITS)
+    compare = [m for m in rest if m in COMPARISONS]
+    combine = [m for m in rest if m in _COMBINE]
+    if kind is None or len(compare) != 1 or len(combine) > 1 or len(rest) != len(compare) + len(combine):
+        return None
+    if types[0][0] == "b" and compare[0] not in ("eq", "ne") or types[0][0] == "s" and compare[0] in \
+            UNSIGNED_COMPARISONS:
+        return None
+    bits, signed = kind
+    test = COMPARISONS[compare[0]]
+    read = _reader(bits, signed)
+    if combine:
+        join = _COMBINE[combine[0]]
+        return 3, 1, lambda a, b, c: join(int(test(read(a), read(b))), c & 1)
+    return 2, 1, lambda a, b: int(test(read(a), read(b)))
+
+
+def _selp(types, rest):
+    """selp.type d, a, b, c: a when predicate c is true, else b."""
+    if len(types) != 1 or rest or types[0] not in _COPIED:
+        return None
+    mask = (1 << TYPE_WIDTHS[types[0]]) - 1
+    return 3, TYPE_WIDTHS[types[0]], lambda a, b, c: (a if c & 1 else b) & mask
+
+
+def _slct(types, rest):
+    """slct.dtype.s32 d, a, b, c: a when c >= 0, else b."""
+    if len(types) != 2 or types[1] != "s32" or rest or types[0] not in _COPIED:
+        return None
+    mask = (1 << TYPE_WIDTHS[types[0]]) - 1
+    return 3, TYPE_WIDTHS[types[0]], lambda a, b, c: (b if c & 0x80000000 else a) & mask
+
+
+def _mov(types, rest):
+    """mov.type d, a: a's bits (a packed vector operand is the caller's to assemble)."""
+    if len(types) != 1 or rest or types[0] not in _COPIED and types[0] not in ("pred", "b128"):
+        return None
+    mask = (1 << TYPE_WIDTHS[types[0]]) - 1
+    return 1, TYPE_WIDTHS[types[0]], mask.__and__
+
+
+def _cvt(types, rest):
+    """cvt{.sat}.dtype.atype between integer types: the source read as atype (sign- or
+    zero-extended), cut to dtype's bits, or with .sat clamped to dtype's range."""
+    if len(types) != 2 or any(t not in INTEGER_TYPES or t[0] == "b" for t in types) or rest not in ([], ["sat"]):
+        return None
+    (bits, signed), source = (INTEGER_TYPES[types[0]], types[0][0] == "s"), _reader(INTEGER_TYPES[types[1]],
+                                                                                        types[1][0] == "s")
+    mask = (1 << bits) - 1
+    if rest:
+        low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, mask)
+        return 1, bits, lambda a: max(low, min(high, source(a))) & mask
+    return 1, bits, lambda a: source(a) & mask
+
+
+def _popcount(value: int, bits: int) -> int:
+    return value.bit_count()
+
+
+def _leading_zeros(value: int, bits: int) -> int:
+    return bits - value.bit_length()
+
+
+_BUILDERS: dict[str, Callable[[list, list], tuple | None]] = {
+    "add": lambda t, r: _add_sub(t, r, False), "sub": lambda t, r: _add_sub(t, r, True), "mul": _mul, "mad": _mad,
+    "div": lambda t, r: _division(t, r, False), "rem": lambda t, r: _division(t, r, True),
+    "min": lambda t, r: _extreme(t, r, min), "max": lambda t, r: _extreme(t, r, max),
+    "abs": lambda t, r: _unary(t, r, _SIGNED, lambda a, bits: abs(a)),
+    "neg": lambda t, r: _unary(t, r, _SIGNED, lambda a, bits: -a),
+    "and": lambda t, r: _bitwise(t, r, int.__and__), "or": lambda t, r: _bitwise(t, r, int.__or__),
+    "xor": lambda t, r: _bitwise(t, r, int.__xor__), "not": _not, "cnot": _cnot,
+    "shl": lambda t, r: _shift(t, r, True), "shr": lambda t, r: _shift(t, r, False),
+    "popc": lambda t, r: _counting(t, r, _popcount), "clz": lambda t, r: _counting(t, r, _leading_zeros),
+    "brev": _brev, "bfind": _bfind, "bfe": _bfe, "bfi": _bfi, "prmt": _prmt,
+    "setp": _setp, "selp": _selp, "slct": _slct, "mov": _mov, "cvt": _cvt,
+}
+
+
+def opcodes() -> Iterable[str]:
+    """The base opcodes the evaluator knows (each with the types and modifiers the
+    ISA gives it).
+
+    >>> sorted(opcodes())[:4]
+    ['abs', 'add', 'and', 'bfe']
+    """
+    return _BUILDERS.keys()
