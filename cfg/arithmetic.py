@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ptxkit.cfg.operands import INTEGER_TYPES, OTHER_TYPES, TYPE_BITS
+from ptxkit.isa import FLOAT_TYPES, INTEGER_TYPES, TYPE_BITS
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE,
     SHARED_WINDOW_LIMIT, TOP, WINDOW, Atom, add, and_, anywhere, constant, join, mul, number, or_, shl, shr, signed,
@@ -59,8 +59,8 @@ def cvt_reading(modifiers: list):
     >>> bits, show(view(number(0xFFFFFFFF)))
     (32, '-1')
     """
-    types = [m for m in modifiers if m in INTEGER_TYPES or m in OTHER_TYPES]
-    if len(types) != 2 or types[0] in OTHER_TYPES or types[1] in OTHER_TYPES:
+    types = [m for m in modifiers if m in INTEGER_TYPES or m in FLOAT_TYPES]
+    if len(types) != 2 or types[0] in FLOAT_TYPES or types[1] in FLOAT_TYPES:
         return None
     bits, source_bits = INTEGER_TYPES[types[0]], INTEGER_TYPES[types[1]]
     if source_bits < bits and types[1][0] == "s":
@@ -260,10 +260,6 @@ def _extreme(pick):
     return combine
 
 
-#: Opcodes whose result depends on whether their type reads the top bit as a sign
-#: (``add``, ``mul.lo`` and the bitwise ones give the same bits either way; ``mul``/``mad``
-#: with ``.hi`` or ``.wide`` depend on it too).
-SIGN_READING = frozenset(("shr", "div", "rem", "min", "max", "setp", "slct"))
 #: opcode -> ``f(a, b, width)``: the value of ``op d, a, b`` from its operands' values.
 BINARY = {
     "add": lambda a, b, w: add(a, b), "sub": lambda a, b, w: sub(a, b), "mul": lambda a, b, w: mul(a, b),
@@ -271,6 +267,3 @@ BINARY = {
     "or": or_, "xor": xor, "div": _div, "rem": remainder_of,
     "min": _extreme(min), "max": _extreme(max),
 }
-#: A comparison with its operands swapped (``a < b`` is ``b > a``).
-SWAPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le", "lo": "hi", "hi": "lo",
-           "ls": "hs", "hs": "ls"}

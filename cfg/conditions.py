@@ -11,11 +11,12 @@ finds them; the analysis's tests show it at work (``tests/test_registers.py``).
 from __future__ import annotations
 
 from ptxkit._records import record
-from ptxkit.cfg.arithmetic import SWAPPED, compared_as, identity, rounded_up_to
+from ptxkit.cfg.arithmetic import compared_as, identity, rounded_up_to
 from ptxkit.cfg.operands import last_definition, redefined
-from ptxkit.cfg.specials import FIXED_SPECIALS, is_fixed_special, one_dimensional
+from ptxkit.cfg.specials import is_fixed_special, one_dimensional
 from ptxkit.cfg.ssa import cell_key
 from ptxkit.cfg.values import INF, TOP, Atom, constant, meet, number, refine, refine_by, sub
+from ptxkit.isa import FIXED_SPECIALS, SWAPPED_COMPARISONS
 
 
 @record
@@ -209,7 +210,7 @@ class BranchConditions:
             if compare[1].kind == "register" and compare[2].kind == "immediate":
                 register, bound = compare[1].name, compare[2].value
             elif compare[2].kind == "register" and compare[1].kind == "immediate":
-                register, bound, comparison = compare[2].name, compare[1].value, SWAPPED.get(comparison)
+                register, bound, comparison = compare[2].name, compare[1].value, SWAPPED_COMPARISONS.get(comparison)
             elif compare[1].kind == "register" and compare[2].kind == "register" and not redefined(
                     instructions, heads, at + 1, len(instructions) - 1, compare[2].name, plain):
                 register, bound = compare[1].name, prefix + compare[2].name  # bounded by the other's value

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import bisect
 
-from ptxkit.cfg.arithmetic import SWAPPED, compared_as, cvt_reading, rounded_up_to
+from ptxkit.cfg.arithmetic import compared_as, cvt_reading, rounded_up_to
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.idioms import align_up, constant_operand, linear, quotient_of, remainder
 from ptxkit.cfg.operands import (
-    INTEGER_TYPES, last_definition, operand_reads, redefined, register_and_constant, type_width,
+    last_definition, operand_reads, redefined, register_and_constant, type_width,
 )
 from ptxkit.cfg.ssa import blocks_between, by_block, version_name
 from ptxkit.cfg.values import (
     INF, NUM, TOP, add, constant, field, join, mul, number, refine, refine_by, shl, unpack,
 )
+from ptxkit.isa import INTEGER_TYPES, SWAPPED_COMPARISONS
 
 
 def _copy_of(instruction, head, z: str) -> bool:
@@ -849,9 +850,11 @@ class CounterIdioms:
             return None
         compare = instructions[setp_at].operands
         parts = heads[setp_at][1].split(".")
-        if len(compare) != 3 or len(parts) != 3 or parts[1] not in SWAPPED or parts[2] not in INTEGER_TYPES:
+        if len(compare) != 3 or len(parts) != 3 or parts[1] not in SWAPPED_COMPARISONS \
+                or parts[2] not in INTEGER_TYPES:
             return None
-        for x, bound, comparison in ((compare[1], compare[2], parts[1]), (compare[2], compare[1], SWAPPED[parts[1]])):
+        swapped = SWAPPED_COMPARISONS[parts[1]]
+        for x, bound, comparison in ((compare[1], compare[2], parts[1]), (compare[2], compare[1], swapped)):
             if x.kind != "register" or bound.kind not in ("register", "immediate") \
                     or bound.kind == "register" and redefined(instructions, heads, setp_at + 1, position, bound.name,
                                                               plain):

@@ -18,18 +18,10 @@ from __future__ import annotations
 from ptxkit.cfg.dominance import DominatorTree
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.operands import destinations
-from ptxkit.isa import STATE_SPACES, is_special_register
+from ptxkit.isa import CTA_UNIFORM_SPECIALS, PURE_OPCODES, STATE_SPACES, THREAD_INDEX_SPECIALS, is_special_register
 
 __all__ = ["cta_uniform", "definitions", "guard_of", "qualified", "thread_meets", "thread_only"]
 
-#: special registers that name the thread within its CTA
-_THREAD_INDEX = ("%tid.", "%laneid", "%warpid")
-#: special registers that every thread of a CTA reads alike
-_CTA_WIDE = ("%ctaid.", "%nctaid.", "%ntid.", "%cluster_", "%clusterid.", "%nclusterid.", "%smid", "%nsmid",
-             "%dynamic_smem_size", "%total_smem_size", "%gridid")
-#: opcodes whose result depends on nothing but their operands
-_PURE = frozenset({"mov", "and", "or", "xor", "not", "shr", "shl", "add", "sub", "mul", "mad", "div", "rem",
-                   "setp", "cvt", "cvta", "bfe", "min", "max"})
 
 
 def thread_meets(flow) -> dict[int, frozenset]:
@@ -81,14 +73,14 @@ def thread_only(register: str, definitions: dict, flow, depth: int = 0) -> bool:
 
 def _thread_only(register: str, definitions: dict, flow, depth: int):
     """True (depends on the thread index), "constant", or False (anything else)."""
-    if register.startswith(_THREAD_INDEX):
+    if register.startswith(THREAD_INDEX_SPECIALS):
         return True
     where = definitions.get(register)
     if depth > 12 or where is None or len(where) != 1:
         return False
     block, position = where[0]
     head = flow.blocks[block].heads[position]
-    if head[0] is not None or head[2] not in _PURE:
+    if head[0] is not None or head[2] not in PURE_OPCODES:
         return False
     instruction = flow.blocks[block].instructions[position]
     result: bool | str = "constant"
@@ -117,7 +109,7 @@ def cta_uniform(register: str, definitions: dict, flow, seen: frozenset = frozen
     >>> cta_uniform("%ctaid.x", {}, None), cta_uniform("%tid.x", {}, None)
     (True, False)
     """
-    if register.startswith(_CTA_WIDE):
+    if register.startswith(CTA_UNIFORM_SPECIALS):
         return True
     if register.startswith(("%tid.", "%laneid", "%warpid")) or len(seen) > 24:
         return False
@@ -144,7 +136,7 @@ def cta_uniform(register: str, definitions: dict, flow, seen: frozenset = frozen
             if not all(cta_uniform(qualified(flow, block, base.name), definitions, flow, seen) for base in bases):
                 return False
             continue
-        if head[2] not in _PURE and head[2] != "selp":
+        if head[2] not in PURE_OPCODES and head[2] != "selp":
             return False
         targets = set(destinations(instruction, head, frozenset()))
         for operand in instruction.operands[1:]:  # the sources (a vector: each part)

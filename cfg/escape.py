@@ -36,13 +36,14 @@ import bisect
 
 from ptxkit.cfg.operands import is_param, operand_reads, operand_targets, written_and_read
 from ptxkit.cfg.symbols import symbol_regions
-from ptxkit.isa import access_width
+from ptxkit.isa import MEMORY_WRITERS, access_width
 
 #: The stack pointers of nvcc's -G builds (generic and local-window).
 _STACK_POINTERS = frozenset({"%SP", "%SPL"})
 
-#: Opcodes whose operands the scan reads one by one: stores, and what makes or loads a pointer.
-_STORES = frozenset(("st", "red", "stmatrix", "cp", "multimem"))
+#: Opcodes whose operands the scan reads one by one: stores (``atom`` also loads: it is
+#: read as a load), and what makes or loads a pointer.
+_STORES = MEMORY_WRITERS - {"atom"}
 _READ_OPERANDS = _STORES | frozenset(("atom", "cvta", "mapa", "ld", "ldu"))
 #: Opcodes that may step a -G stack address (`_StackAddresses.define`).
 _STACK_STEPS = frozenset(("add", "mov"))

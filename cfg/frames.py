@@ -32,14 +32,12 @@ import bisect
 from ptxkit._records import record
 from ptxkit.cfg.graph import derived
 from ptxkit.cfg.values import INF, LOCAL_SPACE, NUM, TOP_FORM
-from ptxkit.isa import access_width
+from ptxkit.isa import MEMORY_WRITERS, access_width
 
 #: The stack pointers of nvcc's -G builds (generic and local-window).
 STACK_POINTERS = frozenset({"%SP", "%SPL"})
 #: State spaces an access names that are not the stack.
 _OTHER_SPACES = ("shared", "global", "const", "param", "tex")
-#: Opcodes that may write memory through an address operand (a scalar ``st`` among them).
-_OTHER_WRITERS = frozenset("atom red cp stmatrix multimem st".split())
 #: Beyond this many stack accesses the stack is not followed (its rounds would cost too much).
 MOST_ACCESSES = 4000
 
@@ -85,7 +83,7 @@ def _scan(flow) -> Frames | None:
             if "%SP" in text or "__local_depot" in text:
                 _frame_use(instruction, head, key, depots, unsealed)
             base = head[2]
-            if base not in ("ld", "st") and base not in _OTHER_WRITERS:
+            if base not in ("ld", "st") and base not in MEMORY_WRITERS:
                 continue
             modifiers = head[1].split(".")[1:]
             if any(m.startswith(_OTHER_SPACES) for m in modifiers):

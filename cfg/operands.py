@@ -14,16 +14,7 @@ their names in scope.
 from __future__ import annotations
 
 from ptxkit._regex import compile as compile_pattern
-
-#: The widths a type modifier names (``.u32``: 32).
-TYPE_BITS = {"8": 8, "16": 16, "32": 32, "64": 64, "128": 128}
-INTEGER_TYPES = {f"{kind}{bits}": bits for kind in "bsu" for bits in (8, 16, 32, 64)}
-OTHER_TYPES = frozenset("f16 f16x2 f32 f64 bf16 bf16x2 tf32 e4m3 e5m2 e4m3x2 e5m2x2 e2m3x2 e3m2x2 e2m1x2 ue8m0x2"
-                        .split())
-#: Opcodes whose first operand is not a register they write (a ``call`` writes only the
-#: registers its results name: `destinations`).
-NO_DEFINITION = frozenset("bra brx ret exit trap nanosleep stackrestore pmevent st red bar barrier "
-                          "fence membar prefetch prefetchu".split())
+from ptxkit.isa import NO_DESTINATION, TYPE_BITS
 
 _FIRST_OPERAND = compile_pattern(r"\s*(\{[^}]*\}|[^,;{]+)")
 _ONE_REGISTER = compile_pattern(r"\s*(%[\w$]+)\s*,")
@@ -140,7 +131,7 @@ def defines(instruction, head, register: str, plain) -> bool:
     >>> defines(node, head_of(node), "%r1", frozenset()), defines(node, head_of(node), "%r2", frozenset())
     (True, False)
     """
-    return register in instruction.text and head[2] not in NO_DEFINITION \
+    return register in instruction.text and head[2] not in NO_DESTINATION \
         and register in destinations(instruction, head, plain)
 
 

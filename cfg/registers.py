@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 from ptxkit._records import record
 from ptxkit.cfg.arithmetic import (
-    BINARY, SIGN_READING, SWAPPED, WORD, any_number_of_type, at_most, bit_field, bit_insert, compared_as,
+    BINARY, WORD, any_number_of_type, at_most, bit_field, bit_insert, compared_as,
     cvt_reading, cvta, mapa, remainder_of,
 )
 from ptxkit.cfg.conditions import BranchConditions
@@ -54,17 +54,18 @@ from ptxkit.cfg.idioms import SUM_OPCODES, remainder, rounding_add
 from ptxkit.cfg.inline import Context
 from ptxkit.cfg.loops import on_cycles
 from ptxkit.cfg.operands import (
-    INTEGER_TYPES, NO_DEFINITION, TYPE_BITS, destinations, element_bytes, is_param, operand_reads, operand_targets,
+    destinations, element_bytes, is_param, operand_reads, operand_targets,
     type_width,
 )
-from ptxkit.cfg.specials import FIXED_SPECIALS, PORTABLE_CLUSTER, special_ranges
+from ptxkit.cfg.specials import PORTABLE_CLUSTER, special_ranges
 from ptxkit.cfg.ssa import cell_key, frontiers, reading_block, version_name
 from ptxkit.cfg.symbols import PLAIN_KEY, symbol_regions, template_load, templates
+from ptxkit.isa import FIXED_SPECIALS, INTEGER_TYPES, NO_DESTINATION, SIGN_READING, SWAPPED_COMPARISONS, TYPE_BITS
+from ptxkit.isa_eval import operation
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, LOCAL_SPACE, NUM, SHARED_CTA_SPACE, TOP, add, anywhere, bits_of, compare, constant,
     field, join, meet, mul, neg, number, pack, shr, signed, truncate, unpack, widen,
 )
-from ptxkit.isa_eval import operation
 
 _PARAM_POINTS_TO = {".global": GLOBAL_SPACE_NAME, ".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE}
 _COUNTS = frozenset("popc clz bfind activemask".split())
@@ -305,7 +306,7 @@ class _Analysis(BranchConditions, CounterIdioms):
                     for key in self._param_store_keys(block.index, instruction):
                         found.setdefault(key, []).append((block.index, position))
                     continue
-                if base in NO_DEFINITION:
+                if base in NO_DESTINATION:
                     continue
                 for name in destinations(instruction, head, plain):
                     found.setdefault(prefix + name, []).append((block.index, position))
@@ -1002,7 +1003,7 @@ class _Analysis(BranchConditions, CounterIdioms):
         """``setp`` of an integer register and a constant: the predicate as 0, 1 or
         ``[0, 1]`` (what `selp` then picks)."""
         comparison, kind = (modifiers[0], modifiers[-1]) if len(modifiers) >= 2 else ("", "")
-        if kind[:1] not in "sub" or kind[1:] not in TYPE_BITS or comparison not in SWAPPED:
+        if kind[:1] not in "sub" or kind[1:] not in TYPE_BITS or comparison not in SWAPPED_COMPARISONS:
             return lambda at: [number(0, 1)]
         unsigned, view = kind[0] != "s", compared_as(kind)
 
@@ -1018,7 +1019,7 @@ class _Analysis(BranchConditions, CounterIdioms):
                 return [compare(left, comparison, bound, unsigned)]
             bound = constant(left)
             if bound is not None:
-                return [compare(right, SWAPPED[comparison], bound, unsigned)]
+                return [compare(right, SWAPPED_COMPARISONS[comparison], bound, unsigned)]
             return [number(0, 1)]
 
         return predicate

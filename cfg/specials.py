@@ -1,35 +1,15 @@
 """Special registers (PTX ISA §10): the ranges they take, narrowed by what a kernel
 declares of its block and cluster shape, and which of them keep one value for a run.
 
->>> SPECIAL_RANGES["%laneid"], is_fixed_special("12:%tid.x"), is_fixed_special("%smid")
-((0, 31), True, False)
+>>> is_fixed_special("12:%tid.x"), is_fixed_special("%smid")
+(True, False)
 """
 
 from __future__ import annotations
 
 import math
 
-#: The register of `%tid.x` and friends: their ranges (PTX ISA §10).
-SPECIAL_RANGES = {
-    "%tid.x": (0, 1023), "%tid.y": (0, 1023), "%tid.z": (0, 63), "%ntid.x": (1, 1024), "%ntid.y": (1, 1024),
-    "%ntid.z": (1, 64), "%laneid": (0, 31), "%warpid": (0, 63), "%nwarpid": (1, 64), "%cluster_ctarank": (0, 15),
-    "%cluster_nctarank": (1, 16), "%cluster_ctaid.x": (0, 15), "%cluster_ctaid.y": (0, 15),
-    "%cluster_ctaid.z": (0, 15), "%cluster_nctaid.x": (1, 16), "%cluster_nctaid.y": (1, 16),
-    "%cluster_nctaid.z": (1, 16), "%dynamic_smem_size": (0, 232448), "%total_smem_size": (0, 233472),
-    "%smid": (0, 1023), "%nsmid": (1, 1024),
-    "%ctaid.x": (0, (1 << 31) - 2), "%ctaid.y": (0, 65534), "%ctaid.z": (0, 65534),
-    "%nctaid.x": (1, (1 << 31) - 1), "%nctaid.y": (1, 65535), "%nctaid.z": (1, 65535),
-}
-#: Special registers that keep one value for a thread's whole run (PTX ISA §10; not
-#: ``%warpid`` or ``%smid``, which may change when a thread is rescheduled): a branch on a
-#: copy of one bounds every later read of it.
-FIXED_SPECIALS = frozenset({
-    "%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%laneid", "%cluster_ctarank",
-    "%cluster_nctarank", "%cluster_ctaid.x", "%cluster_ctaid.y", "%cluster_ctaid.z", "%cluster_nctaid.x",
-    "%cluster_nctaid.y", "%cluster_nctaid.z", "%dynamic_smem_size", "%total_smem_size",
-    "%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x", "%nctaid.y", "%nctaid.z",
-})
-
+from ptxkit.isa import FIXED_SPECIALS, SPECIAL_RANGES
 
 #: CTAs per cluster without the non-portable opt-in (CUDA programming guide, thread
 #: block clusters: 8 is the portable maximum, 16 needs cudaFuncAttributeNonPortableClusterSizeAllowed)

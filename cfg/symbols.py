@@ -10,7 +10,7 @@ without ``%``.
 from __future__ import annotations
 
 from ptxkit.cfg.inline import Context
-from ptxkit.cfg.operands import TYPE_BITS
+from ptxkit.isa import TYPE_BITS
 from ptxkit.cfg.values import (
     GLOBAL_SPACE_NAME, LOCAL_SPACE, OTHER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW, Atom, Region, address, number,
 )

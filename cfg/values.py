@@ -41,6 +41,7 @@ from __future__ import annotations
 from math import gcd
 
 from ptxkit._records import record
+from ptxkit.isa import NEGATED_COMPARISONS, UNSIGNED_COMPARISONS
 
 #: A bound larger than any offset or integer the analysis meets.
 INF = 1 << 80
@@ -1039,7 +1040,7 @@ def refine(value: tuple, comparison: str, bound: int, holds: bool, unsigned: boo
     if unsigned and bound < 0:  # a huge unsigned bound, of a width not known here
         return value
     if not holds:
-        comparison = _NEGATION.get(comparison)
+        comparison = NEGATED_COMPARISONS.get(comparison)
         if comparison is None:
             return value
 
@@ -1095,7 +1096,7 @@ def refine_by(value: tuple, comparison: str, other: tuple, holds: bool, unsigned
     ('s+0 (shared::cta window)', 's+[8192, 16384] step 8192 (shared::cta window)')
     """
     if not holds:
-        comparison = _NEGATION.get(comparison)
+        comparison = NEGATED_COMPARISONS.get(comparison)
     if comparison is None or len(other) != 1:
         return value
     if other[0].is_address:
@@ -1122,7 +1123,7 @@ def _refine_offsets(value: tuple, comparison: str, other: Atom) -> tuple:
     blur = (1 << other.shift) - 1
     least = {"lt": -INF, "le": -INF, "gt": other.lo + 1, "ge": other.lo - blur, "eq": other.lo - blur}
     most = {"lt": other.hi - 1, "le": other.hi + blur, "gt": INF, "ge": INF, "eq": other.hi + blur}
-    kind = _SIGNLESS.get(comparison, comparison)
+    kind = UNSIGNED_COMPARISONS.get(comparison, comparison)
     if kind not in least:
         return value
 
@@ -1160,8 +1161,3 @@ def meet(a: tuple, b: tuple) -> tuple:
         lo, hi = max(a[0].lo, b[0].lo), min(a[0].hi, b[0].hi)
         return _num(lo, hi) if lo <= hi else ()
     return a
-
-
-_SIGNLESS = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
-_NEGATION = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le",
-             "lo": "hs", "hs": "lo", "ls": "hi", "hi": "ls"}

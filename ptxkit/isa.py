@@ -41,6 +41,8 @@ FLOAT_TYPES = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "f16x2":
                "ue8m0x2": 16}
 #: Every type modifier's width in bits: predicates, integers, ``b128``, floats.
 TYPE_WIDTHS = {"pred": 1, **INTEGER_TYPES, "b128": 128, **FLOAT_TYPES}
+#: The widths the digits of a type modifier name (``.u32``, ``.f32``: 32).
+TYPE_BITS = {"8": 8, "16": 16, "32": 32, "64": 64, "128": 128}
 
 #: ``setp``'s integer comparisons and the order each tests (PTX ISA, setp): eq..ge
 #: read the type's sign; lo/ls/hi/hs are the unsigned types' names for lt/le/gt/ge.
@@ -48,6 +50,27 @@ COMPARISONS = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": op
                "ge": operator.ge, "lo": operator.lt, "ls": operator.le, "hi": operator.gt, "hs": operator.ge}
 #: The unsigned comparisons, by the ordered comparison they make.
 UNSIGNED_COMPARISONS = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
+#: Each comparison with its operands swapped (``a < b`` is ``b > a``)...
+SWAPPED_COMPARISONS = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le", "lo": "hi", "hi": "lo",
+                       "ls": "hs", "hs": "ls"}
+#: ...and negated (``not a < b`` is ``a >= b``).
+NEGATED_COMPARISONS = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le", "lo": "hs", "hs": "lo",
+                       "ls": "hi", "hi": "ls"}
+
+#: Opcodes whose first operand is not a register they write (a ``call`` writes only the
+#: registers its results name).
+NO_DESTINATION = frozenset("bra brx ret exit trap nanosleep stackrestore pmevent st red bar barrier "
+                           "fence membar prefetch prefetchu".split())
+#: Opcodes whose result depends on their operands alone (no memory, no other thread).
+PURE_OPCODES = frozenset({"mov", "and", "or", "xor", "not", "shr", "shl", "add", "sub", "mul", "mad", "div", "rem",
+                          "setp", "cvt", "cvta", "bfe", "min", "max"})
+#: Opcodes that may write memory through an address operand.
+MEMORY_WRITERS = frozenset(("st", "red", "atom", "cp", "stmatrix", "multimem"))
+
+#: Opcodes whose result depends on whether their type reads the top bit as a sign
+#: (``add``, ``mul.lo`` and the bitwise ones give the same bits either way; ``mul``/``mad``
+#: with ``.hi`` or ``.wide`` depend on it too).
+SIGN_READING = frozenset(("shr", "div", "rem", "min", "max", "setp", "slct"))
 
 #: Linkage directives that may precede a function or variable.
 LINKAGES = (".visible", ".extern", ".weak", ".common")
@@ -64,6 +87,36 @@ SPECIAL_REGISTER_PATTERN = (
     r"|aggr_smem_size|dynamic_smem_size|current_graph_exec)(?:\.[xyz])?(?![\w$])"
 )
 _SPECIAL_REGISTER = compile(SPECIAL_REGISTER_PATTERN)  # cached between processes
+
+
+#: The ranges of `%tid.x` and the other special registers (PTX ISA §10).
+SPECIAL_RANGES = {
+    "%tid.x": (0, 1023), "%tid.y": (0, 1023), "%tid.z": (0, 63), "%ntid.x": (1, 1024), "%ntid.y": (1, 1024),
+    "%ntid.z": (1, 64), "%laneid": (0, 31), "%warpid": (0, 63), "%nwarpid": (1, 64), "%cluster_ctarank": (0, 15),
+    "%cluster_nctarank": (1, 16), "%cluster_ctaid.x": (0, 15), "%cluster_ctaid.y": (0, 15),
+    "%cluster_ctaid.z": (0, 15), "%cluster_nctaid.x": (1, 16), "%cluster_nctaid.y": (1, 16),
+    "%cluster_nctaid.z": (1, 16), "%dynamic_smem_size": (0, 232448), "%total_smem_size": (0, 233472),
+    "%smid": (0, 1023), "%nsmid": (1, 1024),
+    "%ctaid.x": (0, (1 << 31) - 2), "%ctaid.y": (0, 65534), "%ctaid.z": (0, 65534),
+    "%nctaid.x": (1, (1 << 31) - 1), "%nctaid.y": (1, 65535), "%nctaid.z": (1, 65535),
+}
+#: Special registers that keep one value for a thread's whole run (PTX ISA §10; not
+#: ``%warpid`` or ``%smid``, which may change when a thread is rescheduled): a branch on a
+#: copy of one bounds every later read of it.
+FIXED_SPECIALS = frozenset({
+    "%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%laneid", "%cluster_ctarank",
+    "%cluster_nctarank", "%cluster_ctaid.x", "%cluster_ctaid.y", "%cluster_ctaid.z", "%cluster_nctaid.x",
+    "%cluster_nctaid.y", "%cluster_nctaid.z", "%dynamic_smem_size", "%total_smem_size",
+    "%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x", "%nctaid.y", "%nctaid.z",
+})
+
+
+
+#: Prefixes of the special registers that name the thread within its CTA...
+THREAD_INDEX_SPECIALS = ("%tid.", "%laneid", "%warpid")
+#: ...and of those every thread of a CTA reads alike.
+CTA_UNIFORM_SPECIALS = ("%ctaid.", "%nctaid.", "%ntid.", "%cluster_", "%clusterid.", "%nclusterid.", "%smid",
+                        "%nsmid", "%dynamic_smem_size", "%total_smem_size", "%gridid")
 
 
 def is_special_register(name: str) -> bool:
