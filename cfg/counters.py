@@ -22,7 +22,7 @@ from ptxkit.cfg.ssa import blocks_between, by_block, version_name
 from ptxkit.cfg.values import (
     INF, NUM, TOP, add, constant, field, join, mul, number, refine, refine_by, shl, unpack,
 )
-from ptxkit.isa import INTEGER_TYPES, SWAPPED_COMPARISONS
+from ptxkit.isa import INTEGER_TYPES, PURE_OPCODES, SWAPPED_COMPARISONS
 
 
 def _copy_of(instruction, head, z: str) -> bool:
@@ -40,9 +40,10 @@ def _copy_of(instruction, head, z: str) -> bool:
         and INTEGER_TYPES[types[0]] <= INTEGER_TYPES[types[1]]
 
 
-#: Opcodes whose result depends on their operands alone: computed twice from registers
-#: unchanged in between, they give the same value (`_Analysis._twin`).
-RECOMPUTED = frozenset("add sub mul mad div rem and or xor shl shr cvt cvta neg not min max".split())
+#: Opcodes whose result depends on their operands alone (`ptxkit.isa.PURE_OPCODES`): computed
+#: twice from registers unchanged in between, they give the same value, which
+#: `_Analysis._twin` meets; arithmetic only (a copy's value is its source's already).
+RECOMPUTED = PURE_OPCODES - {"mov", "setp", "bfe"}
 
 
 def _computation_key(prefix: str, instruction, head) -> tuple | None:

@@ -60,7 +60,9 @@ from ptxkit.cfg.operands import (
 from ptxkit.cfg.specials import PORTABLE_CLUSTER, special_ranges
 from ptxkit.cfg.ssa import cell_key, frontiers, reading_block, version_name
 from ptxkit.cfg.symbols import PLAIN_KEY, symbol_regions, template_load, templates
-from ptxkit.isa import FIXED_SPECIALS, INTEGER_TYPES, NO_DESTINATION, SIGN_READING, SWAPPED_COMPARISONS, TYPE_BITS
+from ptxkit.isa import (
+    FIXED_SPECIALS, INTEGER_TYPES, NO_DESTINATION, RESULT_RANGES, SIGN_READING, SWAPPED_COMPARISONS, TYPE_BITS,
+)
 from ptxkit.isa_eval import operation
 from ptxkit.cfg.values import (
     GENERIC, GLOBAL_SPACE_NAME, LOCAL_SPACE, NUM, SHARED_CTA_SPACE, TOP, add, anywhere, bits_of, compare, constant,
@@ -68,7 +70,6 @@ from ptxkit.cfg.values import (
 )
 
 _PARAM_POINTS_TO = {".global": GLOBAL_SPACE_NAME, ".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE}
-_COUNTS = frozenset("popc clz bfind activemask".split())
 
 
 def register_values(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER) -> dict:
@@ -917,12 +918,14 @@ class _Analysis(BranchConditions, CounterIdioms):
         width = type_width(modifiers)
         signed_type = any(m[:1] == "s" and m[1:] in TYPE_BITS for m in modifiers)
         if base in SIGN_READING or base in ("mul", "mad") and ("hi" in modifiers or "wide" in modifiers):
-            view = (lambda value: signed(value, width)) if signed_type else (lambda value: truncate(value, width))
+            views = [_reading(width, signed_type)] * len(args)
             if base in ("min", "max"):  # an unknown operand is still a number of the type: max(x, 0) >= 0
-                view = any_number_of_type(view, width, signed_type)
+                views = [any_number_of_type(view, width, signed_type) for view in views]
+            if base == "mad" and "wide" in modifiers and len(args) == 3:  # the addend has the product's width
+                views[2] = _reading(2 * width, signed_type)
 
             def values(at):  # these read their operands' bits as numbers of the type's width and sign
-                return [view(evaluate(block, a, at)) for a in args]
+                return [view(evaluate(block, a, at)) for view, a in zip(views, args)]
         else:
             def values(at):
                 return [evaluate(block, a, at) for a in args]
@@ -964,12 +967,16 @@ class _Analysis(BranchConditions, CounterIdioms):
             return lambda at: [shr(*values(at), arithmetic=True)]
         if base == "rem" and len(args) == 2 and signed_type:
             return lambda at: [remainder_of(*values(at), width, signed=True)]
-        if binary is not None and len(args) == 2:
+        high = "hi" in modifiers and base in ("mul", "mad")
+        if binary is not None and len(args) == 2 and not high:
             return lambda at: [binary(*values(at), width)]
+        if high and len(args) == 2:  # the high half of the product: floor(a * b / 2**width)
+            return lambda at: [shr(mul(*values(at)), number(width), arithmetic=True)]
         if base == "mad" and len(args) == 3:
             def mad(at):
                 a, b, c = values(at)
-                return [add(mul(a, b), c)]
+                product = mul(a, b)
+                return [add(shr(product, number(width), arithmetic=True) if high else product, c)]
             return mad
         if base == "selp" and len(args) == 3:
             def select(at):
@@ -984,8 +991,9 @@ class _Analysis(BranchConditions, CounterIdioms):
             return self._comparison(block, modifiers, args)
         if base == "neg" and args:
             return lambda at: [neg(evaluate(block, args[0], at))]
-        if base in _COUNTS:
-            return lambda at: [number(0, 64)] + [TOP] * (count - 1)
+        if base in RESULT_RANGES:
+            low, top = RESULT_RANGES[base]
+            return lambda at: [number(low, top)] + [TOP] * (count - 1)
         if base == "bfe" and len(args) == 3:
             position, length = (a.value if a.kind == "immediate" and isinstance(a.value, int) else None
                                 for a in args[1:])
@@ -1054,6 +1062,14 @@ class _Analysis(BranchConditions, CounterIdioms):
                 negative = modifier[0] == "s"
                 return number(-(1 << (bits - 1)) if negative else 0, (1 << (bits - (1 if negative else 0))) - 1)
         return TOP
+
+
+def _reading(width: int, signed_type: bool):
+    """How an instruction of a `width`-bit type, signed or not, reads an operand's value
+    (`ptxkit.cfg.values.signed`, `ptxkit.cfg.values.truncate`)."""
+    if signed_type:
+        return lambda value: signed(value, width)
+    return lambda value: truncate(value, width)
 
 
 def _signed_result(base: str, modifiers: list) -> bool:

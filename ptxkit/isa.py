@@ -63,9 +63,13 @@ NO_DESTINATION = frozenset("bra brx ret exit trap nanosleep stackrestore pmevent
                            "fence membar prefetch prefetchu".split())
 #: Opcodes whose result depends on their operands alone (no memory, no other thread).
 PURE_OPCODES = frozenset({"mov", "and", "or", "xor", "not", "shr", "shl", "add", "sub", "mul", "mad", "div", "rem",
-                          "setp", "cvt", "cvta", "bfe", "min", "max"})
+                          "setp", "cvt", "cvta", "bfe", "min", "max", "neg"})
 #: Opcodes that may write memory through an address operand.
 MEMORY_WRITERS = frozenset(("st", "red", "atom", "cp", "stmatrix", "multimem"))
+
+#: The values some results take whatever the operands: bit counts (``popc``, ``clz``: at
+#: most 64), ``bfind``'s bit position or 0xFFFFFFFF when there is none, a lane mask.
+RESULT_RANGES = {"popc": (0, 64), "clz": (0, 64), "bfind": (0, 0xFFFFFFFF), "activemask": (0, 0xFFFFFFFF)}
 
 #: Opcodes whose result depends on whether their type reads the top bit as a sign
 #: (``add``, ``mul.lo`` and the bitwise ones give the same bits either way; ``mul``/``mad``

@@ -1075,3 +1075,19 @@ def test_numbers_fold_to_what_the_instruction_computes():
             "\tbfe.s32 %r5, %r1, 2, 3;\n\tdiv.s32 %r6, -7, 2;\n\tsub.u32 %r7, 0, 16;\n\tdiv.u32 %r8, %r1, 0;\n")
     assert [value_at(body, f"%r{i}") for i in range(2, 8)] == ["66", "4294967195", "3", "1", "-3", "-16"]
     assert value_at(body, "%r8") == "top"  # a division by zero is unspecified
+
+
+def test_the_high_half_of_a_product_and_a_wide_addend():
+    # mul.hi is the product shifted down by the width; mad.wide adds a 64-bit number as it is
+    body = ("\tmov.u32 %r1, %tid.x;\n\tmul.hi.u32 %r2, %r1, -1431655765;\n\tmov.u64 %rd1, 4294967296;\n"
+            "\tmad.wide.s32 %rd2, %r1, 4, %rd1;\n\tmad.hi.u32 %r3, %r1, 65536, 7;\n")
+    assert value_at(body, "%r2") == "[0, 682]"
+    assert value_at(body, "%rd2") == "[4294967296, 4294971388] step 4"
+    assert value_at(body, "%r3") == "7"
+
+
+def test_counts_and_lane_masks_keep_to_what_the_isa_allows():
+    body = "\tmov.u32 %r1, %tid.x;\n\tbfind.u32 %r2, %r1;\n\tpopc.b32 %r3, %r1;\n\tactivemask.b32 %r4;\n"
+    assert value_at(body, "%r2") == "[0, 4294967295]"  # 0xffffffff when no bit is set
+    assert value_at(body, "%r3") == "[0, 64]"
+    assert value_at(body, "%r4") == "[0, 4294967295]"
