@@ -161,6 +161,26 @@ def bit_field(length: tuple, signed: bool) -> tuple:
     return number(-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else number(0, (1 << bits) - 1)
 
 
+def clamped(value: tuple, low: int, high: int) -> tuple:
+    """`value` as an instruction that saturates to ``[low, high]`` leaves it (``.sat``,
+    ``.relu``): clamping keeps order, so each interval's ends are clamped; an address or
+    top may be any number of the range.
+
+    >>> from ptxkit.cfg.values import show
+    >>> show(clamped(number(-5, 300, 5), 0, 255)), show(clamped(number(3, 9, 2), 0, 255)), show(clamped(TOP, 0, 1))
+    ('[0, 255]', '[3, 9] step 2', '[0, 1]')
+    """
+    out: tuple = ()
+    for atom in value:
+        if atom.form == NUM:
+            lo, hi = min(max(atom.lo, low), high), min(max(atom.hi, low), high)
+            atom = atom if (lo, hi) == (atom.lo, atom.hi) else Atom(NUM, None, None, lo, hi)
+            out = join(out, (atom,))
+        else:
+            out = join(out, number(low, high))
+    return out
+
+
 def at_most(value: tuple, most: int) -> tuple:
     """`value` with its numbers (and top) kept to ``[0, most]``; addresses stay.
 

@@ -305,6 +305,17 @@ def _compile(tree):
     if found is None or found.arity != len(args):
         return lambda x: None
     apply = found.apply
+    if len(args) == 1:
+        only = args[0]
+        return lambda x: None if (value := only(x)) is None else apply(value)
+    if len(args) == 2:
+        first, second = args
+
+        def binary(x):
+            a, b = first(x), second(x)
+            return None if a is None or b is None else apply(a, b)
+
+        return binary
 
     def compute(x):
         values = [arg(x) for arg in args]

@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 from ptxkit._records import record
 from ptxkit.cfg.arithmetic import (
-    BINARY, WORD, any_number_of_type, at_most, bit_field, bit_insert, compared_as,
+    BINARY, WORD, any_number_of_type, at_most, bit_field, bit_insert, clamped, compared_as,
     cvt_reading, cvta, mapa, remainder_of,
 )
 from ptxkit.cfg.conditions import BranchConditions
@@ -65,8 +65,8 @@ from ptxkit.isa import (
 )
 from ptxkit.isa_eval import operation
 from ptxkit.cfg.values import (
-    GENERIC, GLOBAL_SPACE_NAME, LOCAL_SPACE, NUM, SHARED_CTA_SPACE, TOP, add, anywhere, bits_of, compare, constant,
-    field, join, meet, mul, neg, number, pack, shr, signed, truncate, unpack, widen,
+    GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, SHARED_CTA_SPACE, TOP, add, anywhere, bits_of, compare,
+    constant, field, join, meet, mul, neg, number, pack, shr, signed, truncate, unpack, widen,
 )
 
 _PARAM_POINTS_TO = {".global": GLOBAL_SPACE_NAME, ".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE}
@@ -872,63 +872,54 @@ class _Analysis(BranchConditions, CounterIdioms):
 
     def computation(self, block: int, opcode: str, base: str, modifiers: list, operands, targets: list):
         """A function ``at -> [value per target]`` for one defining instruction (`at`: the block
-        whose view of the operands counts): its abstract operation, and for a single
-        target where every operand is one number, the number the instruction computes
-        (`_folded`)."""
-        compute = self._abstract_computation(block, opcode, base, modifiers, operands, targets)
+        whose view of the operands counts): its abstract operation, and where that may not
+        give the one number the instruction computes from numbers, the number the evaluator
+        gives (`_folded`)."""
         args = operands[1:]
-        found = operation(opcode) if len(targets) == 1 and base != "mov" else None
-        if found is None or found.arity != len(args) or any(arg.negated for arg in args):
+        found, bounds, signed_result = _integer_facts(opcode, base, modifiers)
+        if found is not None and (len(targets) != 1 or found.arity != len(args) or any(
+                arg.negated or arg.kind == "immediate" and not isinstance(arg.value, int) for arg in args)):
+            found = None
+        read = [None] if found is not None else None  # the operand values the abstract operation read
+        compute = self._abstract_computation(block, opcode, base, modifiers, operands, targets, read)
+        if bounds is not None:
+            compute = _saturating(compute, *bounds)
+        if found is None:
             return compute
-        return self._folded(block, found, args, compute, _signed_result(base, modifiers))
+        return _folded(found, args, compute, read, lambda operand, at: self.evaluate(block, operand, at),
+                       signed_result)
 
-    def _folded(self, block: int, found, args, compute, signed_result: bool):
-        """`compute`, but where every operand is one number, the instruction's result from
-        the evaluator (`ptxkit.isa_eval`). A number stands for the register bits it is
-        congruent to (`ptxkit.cfg.values.signed`): the abstract operation's own number is
-        kept when it is congruent to the result (``sub.u32 0, 16`` stays -16, which an
-        address may add), else the result is read as the destination type reads it."""
-        evaluate = self.evaluate
-        modulus = 1 << found.bits
-
-        def fold(at):
-            constants = []
-            for arg in args:
-                value = evaluate(block, arg, at)
-                if len(value) != 1 or value[0].form != NUM or value[0].lo != value[0].hi:
-                    return compute(at)
-                constants.append(value[0].lo)
-            exact = found.apply(*constants)
-            abstract = compute(at)
-            if exact is None:  # the ISA leaves it unspecified (a division by zero)
-                return abstract
-            kept = constant(abstract[0])
-            if kept is not None and (kept - exact) % modulus == 0:
-                return abstract
-            return [number(exact - modulus if signed_result and exact >= modulus >> 1 else exact)]
-
-        return fold
-
-    def _abstract_computation(self, block: int, opcode: str, base: str, modifiers: list, operands, targets: list):
-        """`computation` on abstract values alone."""
+    def _abstract_computation(self, block: int, opcode: str, base: str, modifiers: list, operands, targets: list,
+                              read: list | None):
+        """`computation` on abstract values alone; the operand values that `values` reads
+        go to ``read[0]`` when `read` is given."""
         count = len(targets)
         evaluate = self.evaluate
         args = operands[1:]
 
         width = type_width(modifiers)
         signed_type = any(m[:1] == "s" and m[1:] in TYPE_BITS for m in modifiers)
-        if base in SIGN_READING or base in ("mul", "mad") and ("hi" in modifiers or "wide" in modifiers):
+        if base in SIGN_READING or base in ("mul", "mad") and ("hi" in modifiers or "wide" in modifiers) \
+                or "sat" in modifiers and base != "cvt":  # a saturating sum too
             views = [_reading(width, signed_type)] * len(args)
             if base in ("min", "max"):  # an unknown operand is still a number of the type: max(x, 0) >= 0
                 views = [any_number_of_type(view, width, signed_type) for view in views]
             if base == "mad" and "wide" in modifiers and len(args) == 3:  # the addend has the product's width
                 views[2] = _reading(2 * width, signed_type)
+            if base == "shr" and len(args) == 2:  # a shift amount is a .u32
+                views[1] = _reading(32, False)
 
             def values(at):  # these read their operands' bits as numbers of the type's width and sign
-                return [view(evaluate(block, a, at)) for view, a in zip(views, args)]
+                found = [view(evaluate(block, a, at)) for view, a in zip(views, args)]
+                if read is not None:
+                    read[0] = found
+                return found
         else:
             def values(at):
-                return [evaluate(block, a, at) for a in args]
+                found = [evaluate(block, a, at) for a in args]
+                if read is not None:
+                    read[0] = found
+                return found
 
         if base in ("mov", "shfl") and args:
             source = args[0]
@@ -942,7 +933,11 @@ class _Analysis(BranchConditions, CounterIdioms):
             reading = cvt_reading(modifiers)
             if reading is None:
                 return lambda at: [TOP] * count
-            return lambda at: [reading[1](evaluate(block, args[0], at))]
+            if "sat" in modifiers:  # the source as its type reads it (then clamped: `_saturation`)
+                source = [m for m in modifiers if m in INTEGER_TYPES][1]
+                view = _reading(INTEGER_TYPES[source], source[0] == "s")
+                return lambda at: [view(values(at)[0])]
+            return lambda at: [reading[1](values(at)[0])]
         if base == "cvta":
             return lambda at: [cvta(evaluate(block, args[0], at), modifiers)]
         if base == "mapa":
@@ -988,7 +983,7 @@ class _Analysis(BranchConditions, CounterIdioms):
         if base == "slct" and len(args) >= 2:
             return lambda at: [join(evaluate(block, args[0], at), evaluate(block, args[1], at))]
         if base == "setp" and count == 1 and len(args) == 2:
-            return self._comparison(block, modifiers, args)
+            return self._comparison(block, modifiers, args, evaluate)
         if base == "neg" and args:
             return lambda at: [neg(evaluate(block, args[0], at))]
         if base in RESULT_RANGES:
@@ -1007,7 +1002,7 @@ class _Analysis(BranchConditions, CounterIdioms):
                                            args[2].value, args[3].value, width)]
         return lambda at: [TOP] * count
 
-    def _comparison(self, block: int, modifiers: list, args):
+    def _comparison(self, block: int, modifiers: list, args, read):
         """``setp`` of an integer register and a constant: the predicate as 0, 1 or
         ``[0, 1]`` (what `selp` then picks)."""
         comparison, kind = (modifiers[0], modifiers[-1]) if len(modifiers) >= 2 else ("", "")
@@ -1016,7 +1011,7 @@ class _Analysis(BranchConditions, CounterIdioms):
         unsigned, view = kind[0] != "s", compared_as(kind)
 
         def evaluate(block, operand, at):
-            return view(self.evaluate(block, operand, at))
+            return view(read(block, operand, at))
 
         def predicate(at):
             left, right = evaluate(block, args[0], at), evaluate(block, args[1], at)
@@ -1062,6 +1057,84 @@ class _Analysis(BranchConditions, CounterIdioms):
                 negative = modifier[0] == "s"
                 return number(-(1 << (bits - 1)) if negative else 0, (1 << (bits - (1 if negative else 0))) - 1)
         return TOP
+
+
+#: Opcodes whose abstract operation gives the one number an instruction computes from
+#: numbers (congruent to it: tests/test_isa_eval.py checks it), so `_folded` leaves them
+#: alone; setp with two operands too.
+_KEEPS_NUMBERS = frozenset(("mov", "selp", "add", "sub", "and", "or", "xor", "neg", "min", "max", "setp"))
+
+
+def _integer_facts(opcode: str, base: str, modifiers: list) -> tuple:
+    """``(operation, saturation, signed result)`` of an opcode, worked out once: the
+    evaluator's operation (`ptxkit.isa_eval`) when `_folded` must check the instruction
+    (an abstract operation that may not keep numbers numbers), else None; `_saturation`;
+    `_signed_result`."""
+    found = _FACTS.get(opcode)
+    if found is None:
+        evaluated = operation(opcode)
+        if base in _KEEPS_NUMBERS and not (base == "setp" and evaluated is not None and evaluated.arity == 3):
+            evaluated = None
+        found = _FACTS[opcode] = (evaluated, _saturation(base, modifiers), _signed_result(base, modifiers))
+    return found
+
+
+_FACTS: dict[str, tuple] = {}
+
+
+def _saturation(base: str, modifiers: list) -> tuple[int, int] | None:
+    """The range a saturating instruction clamps its result to (``.sat``, ``.relu``), or None.
+
+    >>> _saturation("add", ["sat", "s32"]), _saturation("cvt", ["sat", "u8", "s32"]), _saturation("max", ["s32"])
+    ((-2147483648, 2147483647), (0, 255), None)
+    """
+    if "relu" in modifiers:
+        return 0, INF
+    if "sat" not in modifiers:
+        return None
+    types = [m for m in modifiers if m in INTEGER_TYPES]
+    if not types:
+        return None
+    bits = INTEGER_TYPES[types[0]]
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if types[0][0] == "s" else (0, (1 << bits) - 1)
+
+
+def _saturating(compute, low: int, high: int):
+    """`compute` with its values clamped to ``[low, high]``."""
+    return lambda at: [clamped(value, low, high) for value in compute(at)]
+
+
+def _folded(found, args, compute, read: list, evaluate, signed_result: bool):
+    """`compute`, but where every operand is one number (the values `compute` read, kept
+    in ``read[0]``, or else `evaluate(operand, at)`), the instruction's result from the
+    evaluator (`ptxkit.isa_eval`). A number stands for the register bits it is congruent
+    to (`ptxkit.cfg.values.signed`): the abstract operation's own number is kept when it is
+    congruent to the result, else the result is read as the destination type reads it."""
+    modulus = 1 << found.bits
+
+    def fold(at):
+        read[0] = None
+        abstract = compute(at)
+        values = read[0]
+        if values is None:  # an operation that reads its operands otherwise (bfe, not, popc)
+            values = [evaluate(operand, at) for operand in args]
+        constants = []
+        for value in values:
+            if len(value) != 1:
+                return abstract
+            atom = value[0]
+            if atom.form != NUM or atom.lo != atom.hi:
+                return abstract
+            constants.append(atom.lo)
+        exact = found.apply(*constants)
+        if exact is None:  # the ISA leaves it unspecified (a division by zero)
+            return abstract
+        kept = constant(abstract[0])
+        if kept is not None and (kept - exact) % modulus == 0:
+            return abstract
+        return [number(exact - modulus if signed_result and exact >= modulus >> 1 else exact)]
+
+    return fold
 
 
 def _reading(width: int, signed_type: bool):

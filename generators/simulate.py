@@ -72,7 +72,7 @@ import numpy as np
 
 from ptxkit.instruction import parse_number
 from ptxkit.isa import TYPE_WIDTHS
-from ptxkit.isa_eval import operation
+from ptxkit.isa_eval import evaluate_each, operation
 
 from .rounding import FLOAT_MODES, INTEGER_MODES, to_float, to_int, to_integral
 
@@ -449,7 +449,7 @@ def _evaluated(cta, opcode: str, ops, active, width: int) -> np.ndarray:
     if rows.size and all(column.count(column[0]) == rows.size for column in columns):
         results = [found.apply(*(column[0] for column in columns))]  # the same in every thread: once
     else:
-        results = list(map(found.apply, *columns))
+        results = evaluate_each(found, columns) if rows.size else []
     if None in results:  # the ISA leaves it unspecified
         raise SimulationError("integer division by zero")
     bits = np.zeros(cta.n, np.uint64)

@@ -42,6 +42,9 @@ class Operation:
     apply:
         ``apply(*sources) -> int | None``: the first destination's value (a ``setp``'s
         ``p``), None where the ISA leaves the result unspecified.
+    each:
+        the same, a list of values per source in and a list out, for the instructions
+        built of steps that map over a list (`_pipeline`), else None.
 
     >>> mad = operation("mad.wide.u16")
     >>> mad.arity, mad.bits, mad.apply(0xFFFF, 0xFFFF, 1)
@@ -52,6 +55,7 @@ class Operation:
     arity: int
     bits: int
     apply: Callable[..., int | None]
+    each: Callable[..., list] | None = None
 
 
 def operation(opcode: str) -> Operation | None:
@@ -91,12 +95,10 @@ def evaluate_each(found: Operation, sources: list) -> list:
     [16, 32, 48]
     """
     length = next(len(source) for source in sources if isinstance(source, list))
-    columns = [source if isinstance(source, list) else _repeat(source, length) for source in sources]
+    columns = [source if isinstance(source, list) else [source] * length for source in sources]
+    if found.each is not None:
+        return found.each(*columns)
     return list(map(found.apply, *columns))
-
-
-def _repeat(value: int, length: int) -> list:
-    return [value] * length
 
 
 # -- decoding ----------------------------------------------------------------------------------
@@ -117,8 +119,7 @@ def _decode(opcode: str) -> Operation | None:
     made = build(types, rest)
     if made is None:
         return None
-    arity, bits, apply = made
-    return Operation(opcode, arity, bits, apply)
+    return Operation(opcode, *made)
 
 
 #: The types each family takes (PTX ISA: what ptxas accepts for the opcode).
@@ -147,6 +148,20 @@ def _reader(bits: int, signed: bool) -> Callable[[int], int]:
     return lambda value: ((value + half) & mask) - half
 
 
+def _pipeline(arity: int, bits: int, finish: Callable[[int], int], combine=None, read=None):
+    """An instruction made of steps: each of two sources through `read`, the sources
+    through `combine` (a lone source too; none: the source itself), the result through
+    `finish`; the ``(arity, bits, apply, each)`` of `Operation`, both from the same steps."""
+    if arity == 1:
+        if combine is None:
+            return 1, bits, finish, lambda a: list(map(finish, a))
+        return 1, bits, lambda a: finish(combine(a)), lambda a: list(map(finish, map(combine, a)))
+    if read is None:
+        return 2, bits, lambda a, b: finish(combine(a, b)), lambda a, b: list(map(finish, map(combine, a, b)))
+    return (2, bits, lambda a, b: finish(combine(read(a), read(b))),
+            lambda a, b: list(map(finish, map(combine, map(read, a), map(read, b)))))
+
+
 def _saturated(value: int, bits: int) -> int:
     """`value` clamped to the signed `bits`-bit range, as that range's bits."""
     half = 1 << (bits - 1)
@@ -164,9 +179,7 @@ def _add_sub(types, rest, subtract: bool):
         if subtract:
             return 2, bits, lambda a, b: _saturated(read(a) - read(b), 32)
         return 2, bits, lambda a, b: _saturated(read(a) + read(b), 32)
-    if subtract:
-        return 2, bits, lambda a, b: (a - b) & mask
-    return 2, bits, lambda a, b: (a + b) & mask
+    return _pipeline(2, bits, mask.__and__, int.__sub__ if subtract else int.__add__)
 
 
 def _mul(types, rest):
@@ -177,7 +190,7 @@ def _mul(types, rest):
     bits, signed = kind
     mask, read = (1 << bits) - 1, _reader(bits, signed)
     if mode == "lo":
-        return 2, bits, lambda a, b: (a * b) & mask
+        return _pipeline(2, bits, mask.__and__, int.__mul__)
     if mode == "hi":
         return 2, bits, lambda a, b: (read(a) * read(b) >> bits) & mask
     wide = (1 << 2 * bits) - 1
@@ -251,18 +264,20 @@ def _unary(types, rest, allowed: frozenset, compute):
 
 def _bitwise(types, rest, combine):
     if types == ["pred"] and not rest:
-        return 2, 1, lambda a, b: combine(a, b) & 1
+        return _pipeline(2, 1, (1).__and__, combine)
     kind = _integer(types, _BITS)
     if kind is None or rest:
         return None
-    mask = (1 << kind[0]) - 1
-    return 2, kind[0], lambda a, b: combine(a, b) & mask
+    return _pipeline(2, kind[0], ((1 << kind[0]) - 1).__and__, combine)
 
 
 def _not(types, rest):
     if types == ["pred"] and not rest:
-        return 1, 1, lambda a: ~a & 1
-    return _unary(types, rest, _BITS, lambda a, bits: ~a)
+        return _pipeline(1, 1, (1).__and__, int.__invert__)
+    kind = _integer(types, _BITS)
+    if kind is None or rest:
+        return None
+    return _pipeline(1, kind[0], ((1 << kind[0]) - 1).__and__, int.__invert__)
 
 
 def _cnot(types, rest):
@@ -404,7 +419,7 @@ def _setp(types, rest):
     if combine:
         join = _COMBINE[combine[0]]
         return 3, 1, lambda a, b, c: join(int(test(read(a), read(b))), c & 1)
-    return 2, 1, lambda a, b: int(test(read(a), read(b)))
+    return _pipeline(2, 1, int, test, read)
 
 
 def _selp(types, rest):
@@ -427,8 +442,7 @@ def _mov(types, rest):
     """mov.type d, a: a's bits (a packed vector operand is the caller's to assemble)."""
     if len(types) != 1 or rest or types[0] not in _COPIED and types[0] not in ("pred", "b128"):
         return None
-    mask = (1 << TYPE_WIDTHS[types[0]]) - 1
-    return 1, TYPE_WIDTHS[types[0]], mask.__and__
+    return _pipeline(1, TYPE_WIDTHS[types[0]], ((1 << TYPE_WIDTHS[types[0]]) - 1).__and__)
 
 
 def _cvt(types, rest):
@@ -442,7 +456,7 @@ def _cvt(types, rest):
     if rest:
         low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, mask)
         return 1, bits, lambda a: max(low, min(high, source(a))) & mask
-    return 1, bits, lambda a: source(a) & mask
+    return _pipeline(1, bits, mask.__and__, source)
 
 
 def _popcount(value: int, bits: int) -> int:

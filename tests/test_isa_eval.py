@@ -129,6 +129,14 @@ def test_each_opcode_computes_what_the_isa_defines(opcode, sources, expected):
     assert evaluate(opcode, *sources) == expected
 
 
+def test_the_list_form_computes_what_the_one_value_form_does():
+    for opcode, sources, expected in CASES:
+        found = operation(opcode)
+        if found.each is not None:
+            assert found.each(*([source] for source in sources)) == [expected], opcode
+    assert operation("add.s32").each is not None and operation("div.s32").each is None
+
+
 def test_every_result_is_the_destination_bits_as_an_unsigned_number():
     for opcode, sources, _ in CASES:
         found = operation(opcode)
@@ -435,6 +443,19 @@ def test_the_simulator_and_the_value_analysis_agree_with_the_evaluator(drawn):
     flow = flow_graph(ptxkit.parse(text).function("k"))
     found = constant(register_values(flow, {"d": _reader_of(flow, opcode)})["d"])
     assert found is not None and (found - expected) % (1 << bits) == 0, (found, expected)
+
+
+@pytest.mark.parametrize("opcode, widths", CROSS_CHECK, ids=[case[0] for case in CROSS_CHECK])
+def test_the_value_analysis_gives_each_opcode_the_number_it_computes(opcode, widths):
+    rng = np.random.default_rng()
+    values = [_edges(width)[rng.integers(len(_edges(width)))] if rng.integers(2)
+              else int(rng.integers(0, 1 << width, dtype=np.uint64)) for width in widths]
+    expected = evaluate(opcode, *values)
+    text = constant_kernel(opcode, widths, values)
+    flow = flow_graph(ptxkit.parse(text).function("k"))
+    found = constant(register_values(flow, {"d": _reader_of(flow, opcode)})["d"])
+    if expected is not None:
+        assert found is not None and (found - expected) % (1 << operation(opcode).bits) == 0, (values, found)
 
 
 @settings(max_examples=100, deadline=None)
