@@ -572,15 +572,18 @@ def _fold(head, operands, value, folded=_FOLDED):
     evaluated = operation(opcode)
     if evaluated is None or evaluated.arity != len(operands) - 1:
         return None
-    sources = [value(operand) for operand in operands[1:]]
-    if base == "selp":
-        chosen = _PREDICATE if sources[2] is None else frozenset(v & 1 for v in sources[2])
-        sources[2] = chosen
-        for arm, picked in ((0, 1), (1, 0)):
-            if picked not in chosen:
-                sources[arm] = _UNPICKED
-    if any(source is None for source in sources):
+    if base == "selp":  # the predicate first: an arm it never picks is not followed
+        chosen = value(operands[3])
+        chosen = _PREDICATE if chosen is None else frozenset(v & 1 for v in chosen)
+        sources = [value(operands[1]) if 1 in chosen else _UNPICKED,
+                   value(operands[2]) if 0 in chosen else _UNPICKED, chosen]
+    else:
+        sources = [value(operand) for operand in operands[1:]]
+    if None in sources:
         return None
+    if all(len(source) == 1 for source in sources):  # one value each: one result
+        found = evaluated.apply(*(next(iter(source)) for source in sources))
+        return None if found is None else frozenset((found,))
     if base in _ARITHMETIC and len(sources[0]) * len(sources[1]) > _WIDTH:
         return None
     found = frozenset(evaluated.apply(*combination) for combination in product(*sources))

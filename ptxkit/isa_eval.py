@@ -44,7 +44,7 @@ class Operation:
         ``p``), None where the ISA leaves the result unspecified.
     each:
         the same, a list of values per source in and a list out, for the instructions
-        built of steps that map over a list (`_pipeline`), else None.
+        a thread's index usually goes through (`_pipeline`, shifts, ``selp``), else None.
 
     >>> mad = operation("mad.wide.u16")
     >>> mad.arity, mad.bits, mad.apply(0xFFFF, 0xFFFF, 1)
@@ -148,18 +148,38 @@ def _reader(bits: int, signed: bool) -> Callable[[int], int]:
     return lambda value: ((value + half) & mask) - half
 
 
-def _pipeline(arity: int, bits: int, finish: Callable[[int], int], combine=None, read=None):
-    """An instruction made of steps: each of two sources through `read`, the sources
-    through `combine` (a lone source too; none: the source itself), the result through
-    `finish`; the ``(arity, bits, apply, each)`` of `Operation`, both from the same steps."""
+def _ordered(bits: int) -> tuple[tuple, Callable[[int], int]]:
+    """``(key, back)``: the steps `key` take a source's low `bits` bits to a number that
+    orders as the signed numbers they stand for (the sign bit flipped), `back` takes such
+    a number to the bits again; plain ``int`` methods, so a list goes through them at C
+    speed.
+
+    >>> (low, flip), back = _ordered(8)
+    >>> sorted([0x7F, 0x80, 0xFF, 0x00], key=lambda v: flip(low(v))), back(flip(low(0x1FF)))
+    ([128, 255, 0, 127], 255)
+    """
+    half = 1 << (bits - 1)
+    return (((1 << bits) - 1).__and__, half.__xor__), half.__xor__
+
+
+def _pipeline(arity: int, bits: int, finish: Callable[[int], int], combine=None, read: tuple = ()):
+    """An instruction made of steps: each of two sources through the `read` steps, the
+    sources through `combine` (a lone source too; none: the source itself), the result
+    through `finish`; the ``(arity, bits, apply, each)`` of `Operation`, both from the same
+    steps."""
     if arity == 1:
         if combine is None:
             return 1, bits, finish, lambda a: list(map(finish, a))
         return 1, bits, lambda a: finish(combine(a)), lambda a: list(map(finish, map(combine, a)))
-    if read is None:
+    if not read:
         return 2, bits, lambda a, b: finish(combine(a, b)), lambda a, b: list(map(finish, map(combine, a, b)))
-    return (2, bits, lambda a, b: finish(combine(read(a), read(b))),
-            lambda a, b: list(map(finish, map(combine, map(read, a), map(read, b)))))
+    if len(read) == 1:
+        step = read[0]
+        return (2, bits, lambda a, b: finish(combine(step(a), step(b))),
+                lambda a, b: list(map(finish, map(combine, map(step, a), map(step, b)))))
+    first, then = read
+    return (2, bits, lambda a, b: finish(combine(then(first(a)), then(first(b)))),
+            lambda a, b: list(map(finish, map(combine, map(then, map(first, a)), map(then, map(first, b))))))
 
 
 def _saturated(value: int, bits: int) -> int:
@@ -249,7 +269,10 @@ def _extreme(types, rest, pick):
     mask, read = (1 << bits) - 1, _reader(bits, signed)
     if relu:  # max.relu / min.relu: negative results become 0
         return 2, bits, lambda a, b: max(pick(read(a), read(b)), 0) & mask
-    return 2, bits, lambda a, b: pick(read(a), read(b)) & mask
+    if signed:  # picked in the order of the signed numbers, which `_ordered` keeps
+        key, back = _ordered(bits)
+        return _pipeline(2, bits, back, pick, key)
+    return _pipeline(2, bits, mask.__and__, pick, (mask.__and__,))
 
 
 def _unary(types, rest, allowed: frozenset, compute):
@@ -290,10 +313,13 @@ def _shift(types, rest, left: bool):
         return None
     bits, signed = kind
     mask = (1 << bits) - 1
+    amount = _reader(32, False)
     if left:
-        return 2, bits, lambda a, b: (a << (b & 0xFFFFFFFF)) & mask if b & 0xFFFFFFFF < bits else 0
+        return (2, bits, lambda a, b: (a << (b & 0xFFFFFFFF)) & mask if b & 0xFFFFFFFF < bits else 0,
+                lambda a, b: [(x << n) & mask if n < bits else 0 for x, n in zip(a, map(amount, b))])
     read = _reader(bits, signed)  # shr.s fills with the sign; Python's >> does, for any amount
-    return 2, bits, lambda a, b: (read(a) >> min(b & 0xFFFFFFFF, bits)) & mask
+    return (2, bits, lambda a, b: (read(a) >> min(b & 0xFFFFFFFF, bits)) & mask,
+            lambda a, b: [(x >> min(n, bits)) & mask for x, n in zip(map(read, a), map(amount, b))])
 
 
 def _counting(types, rest, count):
@@ -415,11 +441,12 @@ def _setp(types, rest):
         return None
     bits, signed = kind
     test = COMPARISONS[compare[0]]
-    read = _reader(bits, signed)
     if combine:
-        join = _COMBINE[combine[0]]
+        join, read = _COMBINE[combine[0]], _reader(bits, signed)
         return 3, 1, lambda a, b, c: join(int(test(read(a), read(b))), c & 1)
-    return _pipeline(2, 1, int, test, read)
+    if signed:  # compared in the order of the signed numbers, which `_ordered` keeps
+        return _pipeline(2, 1, int, test, _ordered(bits)[0])
+    return _pipeline(2, 1, int, test, (((1 << bits) - 1).__and__,))
 
 
 def _selp(types, rest):
@@ -427,7 +454,8 @@ def _selp(types, rest):
     if len(types) != 1 or rest or types[0] not in _COPIED:
         return None
     mask = (1 << TYPE_WIDTHS[types[0]]) - 1
-    return 3, TYPE_WIDTHS[types[0]], lambda a, b, c: (a if c & 1 else b) & mask
+    return (3, TYPE_WIDTHS[types[0]], lambda a, b, c: (a if c & 1 else b) & mask,
+            lambda a, b, c: [(x if p & 1 else y) & mask for x, y, p in zip(a, b, c)])
 
 
 def _slct(types, rest):
