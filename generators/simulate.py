@@ -513,20 +513,10 @@ def _testp(cta, mods, ops, here, active):
 def _setp(cta, mods, ops, here, active):
     cmp, kind = mods[0], mods[-1]
     width = TYPE_WIDTHS[kind]
-    if kind not in _FLOATS:
-        cta.store(ops[0], active, _evaluated(cta, ".".join(("setp", *mods)), ops, active, width), 1)
-        return
-    a, b = (_FLOATS[kind][0](cta.value(op, width)) for op in ops[1:3])
-    unordered = np.isnan(a) | np.isnan(b)
-    with np.errstate(invalid="ignore"):
-        table = {"eq": a == b, "ne": (a != b) & ~unordered, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b,
-                 "num": ~unordered, "nan": unordered}
-    if cmp.endswith("u") and cmp[:-1] in table:  # equ, neu, ltu, …: also true when either is NaN
-        result = table[cmp[:-1]] | unordered
-    elif cmp in table:
-        result = table[cmp]
+    if kind not in _FLOATS:  # the comparison alone; .and/.or/.xor and p|q are applied below
+        result = _evaluated(cta, f"setp.{cmp}.{kind}", ops[:3], active, width).astype(bool)
     else:
-        raise SimulationError(f"unsupported comparison {cmp}")
+        result = _float_comparison(cta, cmp, kind, ops, width)
     combine = next((m for m in mods[1:-1] if m in ("and", "or", "xor")), None)
     results = [result, ~result]  # setp p|q: q gets the complement of the comparison
     if combine is not None:  # setp.cmp.and.type p, a, b, c: p = (a cmp b) and c
@@ -535,6 +525,19 @@ def _setp(cta, mods, ops, here, active):
     targets = ops[0].elements if ops[0].kind == "pair" else (ops[0],)
     for target, value in zip(targets, results):
         cta.store(target, active, value.astype(np.uint64), 1)
+
+
+def _float_comparison(cta, cmp, kind, ops, width):
+    a, b = (_FLOATS[kind][0](cta.value(op, width)) for op in ops[1:3])
+    unordered = np.isnan(a) | np.isnan(b)
+    with np.errstate(invalid="ignore"):
+        table = {"eq": a == b, "ne": (a != b) & ~unordered, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b,
+                 "num": ~unordered, "nan": unordered}
+    if cmp.endswith("u") and cmp[:-1] in table:  # equ, neu, ltu, …: also true when either is NaN
+        return table[cmp[:-1]] | unordered
+    if cmp in table:
+        return table[cmp]
+    raise SimulationError(f"unsupported comparison {cmp}")
 
 
 def _selp(cta, mods, ops, here, active):
