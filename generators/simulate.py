@@ -450,8 +450,9 @@ def _evaluated(cta, opcode: str, ops, active, width: int) -> np.ndarray:
         results = [found.apply(*(column[0] for column in columns))]  # the same in every thread: once
     else:
         results = evaluate_each(found, columns) if rows.size else []
-    if None in results:  # the ISA leaves it unspecified
-        raise SimulationError("integer division by zero")
+    if None in results:  # unspecified: see ptxkit.isa_eval
+        raise SimulationError("integer division by zero" if opcode.startswith(("div", "rem"))
+                              else f"{opcode}: unspecified for these operands")
     bits = np.zeros(cta.n, np.uint64)
     bits[rows] = np.fromiter(results, np.uint64, len(results)) if len(results) == rows.size else results[0]
     return bits

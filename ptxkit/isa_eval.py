@@ -16,7 +16,10 @@ the PTX ISA's ("Integer Arithmetic Instructions", "Comparison and Selection",
 - Shift amounts are unsigned 32-bit numbers; a shift by the width or more gives 0, or
   the sign in every bit for ``shr.s*`` (the ISA clamps the amount to the width).
 - ``div``/``rem`` by zero are left unspecified by the ISA: ``apply`` answers None
-  ("unknown"), never raises. ``div.s*`` rounds towards zero, ``rem.s*`` takes the
+  ("unknown"), never raises. So do the 64-bit ``bfe``/``bfi`` where ``pos`` or ``len``
+  has bits above its low 8: the ISA reads only those 8 bits, but ptxas (13.0, sm_90a)
+  compiles the 64-bit forms into code that reads the whole 32-bit operand (on an H100,
+  ``bfe.u64`` of 1 at ``pos`` 0x100 gives 0, not 1), so neither answer can be trusted. ``div.s*`` rounds towards zero, ``rem.s*`` takes the
   dividend's sign (``div.s32`` of ``-2**31`` and ``-1`` wraps to ``-2**31``).
 
 >>> operation("add.s32").apply(0x7FFFFFFF, 1) == 0x80000000
@@ -367,14 +370,16 @@ def _bfind(types, rest):
 def _bfe(types, rest):
     """bfe d, a, pos, len: ``len`` bits of a from ``pos`` (each the low 8 bits of its
     operand), zero-extended, or sign-extended from the field's last bit that lies inside
-    a for a signed type (PTX ISA, bfe)."""
+    a for a signed type (PTX ISA, bfe); None for a 64-bit type where `_departs`."""
     kind = _integer(types, _WORD_NUMBERS)
     if kind is None or rest:
         return None
     bits, signed = kind
     mask = (1 << bits) - 1
 
-    def extract(a: int, position: int, length: int) -> int:
+    def extract(a: int, position: int, length: int) -> int | None:
+        if bits == 64 and _departs(position, length):
+            return None
         a &= mask
         position, length = position & 0xFF, length & 0xFF
         kept = min(length, max(bits - position, 0))
@@ -387,16 +392,25 @@ def _bfe(types, rest):
     return 3, bits, extract
 
 
+def _departs(position: int, length: int) -> bool:
+    """Whether a 64-bit bfe/bfi's ``pos`` or ``len`` (read as .u32) has bits above its
+    low 8, where ptxas-compiled code departs from the ISA (module docstring)."""
+    return (position | length) & 0xFFFFFFFF > 0xFF
+
+
 def _bfi(types, rest):
     """bfi f, a, b, pos, len: b with ``len`` bits from ``pos`` (each the low 8 bits of
-    its operand) replaced by a's low bits; bits past the width are not written."""
+    its operand) replaced by a's low bits; bits past the width are not written; None for
+    the 64-bit type where `_departs`."""
     kind = _integer(types, _WORDS)
     if kind is None or rest:
         return None
     bits = kind[0]
     mask = (1 << bits) - 1
 
-    def insert(a: int, b: int, position: int, length: int) -> int:
+    def insert(a: int, b: int, position: int, length: int) -> int | None:
+        if bits == 64 and _departs(position, length):
+            return None
         position, length = position & 0xFF, length & 0xFF
         if position >= bits or not length:
             return b & mask

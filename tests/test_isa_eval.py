@@ -95,6 +95,10 @@ CASES = [
     ("bfi.b32", (0xFFFF, 0, 28, 8), 0xF0000000),
     ("bfi.b32", (0xFFFF, 0x1234, 32, 8), 0x1234), ("bfi.b32", (0xFFFF, 0x1234, 0, 0), 0x1234),
     ("bfi.b32", (1, 0, 0x104, 1), 0x10), ("bfi.b64", (1, 0, 63, 1), 1 << 63), ("bfi.b32", (M32, 0, 0, 255), M32),
+    # the 64-bit forms with pos or len past 8 bits: unknown (ptxas's code reads all 32 bits; on an H100 the
+    # first gives 0, the ISA's reading 1; the second gives 1, the ISA's 0; the third leaves b as it is)
+    ("bfe.u64", (1, 0x100, 16), None), ("bfe.s64", (7, 2, 0x80000000), None), ("bfi.b64", (0, M64, 46, 0x1AC), None),
+    ("bfe.u64", (1, 0x1_0000_0000, 16), 1),  # a source's bits past its .u32 are not read
     # prmt (the generic mode): bytes of {b, a}, or their sign
     ("prmt.b32", (0x33221100, 0x77665544, 0x3210), 0x33221100),
     ("prmt.b32", (0x33221100, 0x77665544, 0x4567), 0x44556677),
@@ -339,6 +343,14 @@ def assert_matches(opcode: str, columns, results: np.ndarray) -> int:
     return compared
 
 
+def fields_within_8_bits(opcode: str, columns, every: int = 1) -> None:
+    """Cut pos and len of a 64-bit bfe/bfi to 8 bits in every `every`-th thread: past
+    them the result is unspecified (``ptxkit.isa_eval``)."""
+    if opcode in ("bfe.u64", "bfe.s64", "bfi.b64"):
+        for column in columns[-2:]:
+            column[::every] &= np.uint64(0xFF)
+
+
 def _launch_arguments(columns, count: int):
     padded = columns + [np.zeros(count, np.uint64)] * (4 - len(columns))
     return padded
@@ -357,6 +369,7 @@ def test_the_simulator_runs_the_cross_check_kernels_as_the_evaluator_computes():
         columns = cross_check_inputs(rng, widths, count)
         if opcode.startswith(("div", "rem")):  # no division by zero: the simulator refuses it
             columns[1][columns[1] & np.uint64((1 << widths[1]) - 1) == 0] |= np.uint64(1)
+        fields_within_8_bits(opcode, columns)
         out = np.zeros(count, np.uint64)
         launch(module, f"k{index}", out, *_launch_arguments(columns, count), np.uint32(count), block=count)
         assert assert_matches(opcode, columns, out) == count
@@ -369,14 +382,13 @@ def test_ptxas_compiled_code_computes_what_the_evaluator_computes():
     rng = np.random.default_rng()
     loaded = runtime.load(ptxkit.assemble(cross_check_module(), arch="sm_90a", filename="isa_eval_cross_check.ptx"))
     count = 4096
-    compared = 0
     for index, (opcode, widths) in enumerate(CROSS_CHECK):
         columns = cross_check_inputs(rng, widths, count)
+        fields_within_8_bits(opcode, columns, every=2)
         out = np.zeros(count, np.uint64)
         loaded.kernel(f"k{index}").launch(runtime.Out(out), *_launch_arguments(columns, count), np.uint32(count),
                                           grid=count // 256, block=256)
-        compared += assert_matches(opcode, columns, out)
-    assert compared > 0.99 * count * len(CROSS_CHECK)
+        assert assert_matches(opcode, columns, out) >= count // 2, opcode  # most threads are specified
 
 
 # -- the users of the evaluator agree with it ----------------------------------------------------
@@ -435,7 +447,7 @@ def test_the_simulator_and_the_value_analysis_agree_with_the_evaluator(drawn):
     text = constant_kernel(opcode, widths, values)
     out = np.zeros(1, np.uint64)
     if expected is None:  # unspecified: the simulator refuses it
-        with pytest.raises(SimulationError, match="division by zero"):
+        with pytest.raises(SimulationError, match="division by zero|unspecified"):
             launch(text, "k", out, block=1)
         return
     launch(text, "k", out, block=1)
