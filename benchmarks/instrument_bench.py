@@ -12,7 +12,7 @@ Kernels (fresh random data each run):
 
 Builds: ``plain``; ``timeline`` at region level (the kernel's span and named regions:
 the producer's and consumer's loops and the epilogue for the GEMMs, the row loop for the
-reduction: a few records per warp); ``timeline all`` (also every barrier, mbarrier and
+reduction: a few records per warp, the buffer sized to them); ``timeline all`` (also every barrier, mbarrier and
 wgmma wait and TMA issue: several records per warp per K block, no target); ``count``
 (every block, per CTA). Targets: region-level timeline <= 3% and count <= 10% of the
 plain kernel's time.
@@ -46,14 +46,19 @@ REGIONS = ["produce=$produce_loop:", "consume=$consume_loop:$epilogue", "epilogu
 TARGETS = {"timeline": 0.03, "count": 0.10}
 
 
-def builds(text: str, regions: list[str]) -> dict[str, str]:
-    """name -> PTX of each build (the instrumentation passes, then the fence pass)."""
+def builds(text: str, regions: list[str], chunk: int) -> dict[str, str]:
+    """name -> PTX of each build (the instrumentation passes, then the fence pass). The
+    region-level timeline's buffer is sized to its records: a `chunk` that holds each
+    warp's records and a capacity of one chunk per warp (8 warps: every kernel here runs
+    256 threads; the buffer is zero-filled
+    before each launch, and the kernel's memory traffic pays for writing it back)."""
     from ptxkit.instrument import instrument
     from ptxkit.rewrite import run
 
     return {
         "plain": run(text, []).text,  # fenced, as the instrumented builds are
-        "timeline": instrument(text, "timeline", points="function", region=regions, capacity=64),
+        "timeline": instrument(text, "timeline", points="function", region=regions, capacity=8 * chunk,
+                               chunk=chunk),
         "timeline all": instrument(text, "timeline", region=regions, capacity=2048),
         "count": instrument(text, "count"),
     }
@@ -82,7 +87,7 @@ def gemm_case(name: str, m: int, n: int, k: int, ctas: int | None, seed: int):
     def timed(kernel, repeat):
         return runtime.time_launch(kernel, *arguments, **shape, warmup=3, repeat=repeat)
 
-    return builds(sample.text, REGIONS), run, timed, reference, hopper.tolerance(sample), shape
+    return builds(sample.text, REGIONS, chunk=8), run, timed, reference, hopper.tolerance(sample), shape
 
 
 def rowreduce_case(rows: int, seed: int):
@@ -108,7 +113,7 @@ def rowreduce_case(rows: int, seed: int):
         return runtime.time_launch(launchable, src, out, np.uint32(rows), **shape, warmup=3, repeat=repeat)
 
     tolerance = {"rtol": 0, "atol": 1e-4 * float(np.abs(x).sum(axis=1).max()) / 4096 * 64}
-    return builds(kernel.ptx, [f"rows={label}:{done}"]), run, timed, reference, tolerance, shape
+    return builds(kernel.ptx, [f"rows={label}:{done}"], chunk=4), run, timed, reference, tolerance, shape
 
 
 def measure(name, case, rounds: int, repeat: int, out_dir: Path | None) -> list[dict]:
