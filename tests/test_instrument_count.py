@@ -24,22 +24,6 @@ from ptxkit.trace import decode
 from rewrite_programs import programs
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = sorted(p for p in (ROOT / "samples").rglob("*.ptx") if "expected" not in p.parts)
-
-
-def shipped_arch(text: str) -> str | None:
-    """The target a sample is assembled for, or None when it has no kernel or does not
-    assemble as shipped (the fence samples that exist to be refused)."""
-    module = ptxkit.parse(text)
-    if not module.targets or not any(f.kind == "entry" and not f.is_declaration for f in module.functions):
-        return None
-    try:
-        ptxkit.assemble(text, arch=module.targets[0])
-    except (ptxkit.PtxasError, ValueError):
-        return None
-    return module.targets[0]
-
-
 def simulate_both(text: str, name: str, args, grid, block, cluster=1, **options):
     """Run `text` and its count-instrumented build on the simulator with the same
     arguments (copied); returns (counts decoded from the buffer, the simulator's own
@@ -141,19 +125,6 @@ def test_bad_options_are_refused():
         count(ptxkit.parse(text), buffer="param:x")
     with pytest.raises(ValueError, match="no 64-bit address"):
         count(ptxkit.parse(text), buffer="last")  # vector_add's last parameter is its u32 n
-
-
-@pytest.mark.ptxas
-@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: str(p.relative_to(ROOT / "samples")))
-def test_every_sample_counted_assembles(path):
-    text = path.read_text()
-    arch = shipped_arch(text)
-    if arch is None:
-        pytest.skip("the sample does not assemble as shipped")
-    for options in ({}, {"buffer": "global", "per_cta": False}):
-        instrumented = instrument(text, "count", filename=str(path), **options)
-        assert read_layouts(instrumented)
-        ptxkit.assemble(instrumented, arch=arch, filename=str(path))
 
 
 @pytest.mark.gpu

@@ -17,7 +17,6 @@ from ptxkit.instrument import instrument
 from ptxkit.instrument.layout import read_layouts
 from ptxkit.instrument.timeline import timeline
 from ptxkit.trace import decode
-from test_instrument_count import SAMPLES, shipped_arch
 
 ROOT = Path(__file__).resolve().parent.parent
 HOPPER = ROOT / "samples" / "hopper"
@@ -128,19 +127,6 @@ def test_sampled_warps_and_a_full_buffer():
     assert sorted({int(w) for w in trace.spans["warp"]}) == [0, 4]
     full, _ = rowreduce_run(rows=6, capacity=5, chunk=2)  # 8 warps x 4 records: 27 of 32 do not fit
     assert full.records == 3 * 5 and int(full.dropped.sum()) == 3 * 27  # and nothing was written out of bounds
-
-
-@pytest.mark.ptxas
-@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: str(p.relative_to(ROOT / "samples")))
-def test_every_sample_with_a_timeline_assembles(path):
-    text = path.read_text()
-    arch = shipped_arch(text)
-    if arch is None:
-        pytest.skip("the sample does not assemble as shipped")
-    for options in ({}, {"buffer": "global", "warps": 4, "capacity": 100, "chunk": 3}):
-        instrumented = instrument(text, "timeline", filename=str(path), **options)
-        assert read_layouts(instrumented)
-        ptxkit.assemble(instrumented, arch=arch, filename=str(path))
 
 
 @pytest.mark.gpu
