@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ptxkit import parse
 from ptxkit._gc import paused_gc
-from ptxkit.cfg.fence import FenceOptions, fence_module, free_last_analyses
+from ptxkit.cfg.fence.fence import FenceOptions, fence_module, free_last_analyses
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -240,7 +240,7 @@ def ptxas_seconds(path: Path, runs: int) -> float | None:
 
 
 def count_blocks(text: str) -> int:
-    from ptxkit.cfg.graph import flow_graph
+    from ptxkit.cfg.flow.graph import flow_graph
 
     module = parse(text)
     return sum(len(flow_graph(f)) for f in module.functions if not f.is_declaration)

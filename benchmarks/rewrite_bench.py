@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import ptxkit
-from ptxkit.cfg.fence import fence_text
+from ptxkit.cfg.fence.fence import fence_text
 from ptxkit.rewrite import Plan, run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -90,7 +90,7 @@ def _missing_requirements() -> str | None:
     if triton is None:
         return "needs triton"
     try:  # the shim runs ptxkit in this interpreter
-        importlib.import_module("ptxkit.cfg.fence")
+        importlib.import_module("ptxkit.cfg.fence.fence")
     except ImportError:
         return "needs ptxkit installed in this Python (pip install -e . from the repository)"
     return hopper_unavailable_reason()

@@ -5,11 +5,16 @@
 >>> fence_text(text, "k.ptx")[1].skipped
 'target sm_80 is older than sm_90 (no async proxy)'
 
-Modules: `graph` (basic blocks, `build_cfg`), `dominance`, `loops`, `dataflow` (a
-generic forward solver), `provenance` (where generic pointers point), `proxy` (the
-proxy analysis), `placement` (where fences go), `options` (the pass's option names and
-the targets it runs on), `fence` (the pass and its report),
-`dot` (Graphviz drawings). The names below are imported on first use.
+Its modules live in four subpackages, each importing only itself and those before it
+(docs/architecture.md §4, enforced by tests/test_architecture.py):
+
+- `flow`: graphs, inlining, dominators, loops, the dataflow solver, SSA, operands;
+- `values`: the abstract values of registers and the analysis that computes them, and
+  which threads run each block;
+- `sync`: what instructions do to shared memory and barriers, and which hand-offs can meet;
+- `fence`: the proxy fixpoint, fence placement, the pass and its options, DOT drawings.
+
+The names below are imported on first use.
 """
 
 from __future__ import annotations
@@ -17,14 +22,14 @@ from __future__ import annotations
 from ptxkit._lazy import lazy_exports
 
 _EXPORTS = {
-    "build_cfg": "ptxkit.cfg.graph",
-    "flow_graph": "ptxkit.cfg.graph",
-    "solve_forward": "ptxkit.cfg.dataflow",
-    "fence_module": "ptxkit.cfg.fence",
-    "fence_text": "ptxkit.cfg.fence",
-    "FenceOptions": "ptxkit.cfg.fence",
-    "FenceReport": "ptxkit.cfg.fence",
-    "module_dot": "ptxkit.cfg.dot",
+    "build_cfg": "ptxkit.cfg.flow.graph",
+    "flow_graph": "ptxkit.cfg.flow.graph",
+    "solve_forward": "ptxkit.cfg.flow.dataflow",
+    "fence_module": "ptxkit.cfg.fence.fence",
+    "fence_text": "ptxkit.cfg.fence.fence",
+    "FenceOptions": "ptxkit.cfg.fence.fence",
+    "FenceReport": "ptxkit.cfg.fence.fence",
+    "module_dot": "ptxkit.cfg.fence.dot",
 }
 
 __all__ = sorted(_EXPORTS)

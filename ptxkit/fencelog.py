@@ -21,7 +21,7 @@ def describe(site) -> dict:
     statement at `line`:`column` of the input; `reason` names its first pair, `pairs`
     lists every (access, async op) pair it orders (as in ``ptxkit fence --format json``).
 
-    >>> from ptxkit.cfg.fence import fence_text
+    >>> from ptxkit.cfg.fence.fence import fence_text
     >>> text = open("samples/fence/06b_tma_store_after_shared_store.ptx").read()
     >>> site = fence_text(text, rewrite=False)[1].fences[0]
     >>> describe(site)["variant"], describe(site)["line"]

@@ -92,7 +92,7 @@ class Hook:
     """
 
     def __init__(self, mode: str, options=None, previous=None, on_error: str = "fail", passes=()):
-        from ptxkit.cfg.fence import FenceOptions
+        from ptxkit.cfg.fence.fence import FenceOptions
         from ptxkit.rewrite.pipeline import load_pass
 
         if mode not in ("fence", "check") and not (mode == "off" and passes):
@@ -140,7 +140,7 @@ class Hook:
         ptxas gets. Raises `FencePassError` when the pass cannot run (unless `on_error`
         is ``ptxas``: then a warning, and Triton's PTX as it was)."""
         import ptxkit
-        from ptxkit.cfg.fence import fence_module
+        from ptxkit.cfg.fence.fence import fence_module
         from ptxkit.fencelog import describe, entry_names, write_entry
 
         name = f"<triton {metadata.get('name', 'kernel')}>"
@@ -308,7 +308,7 @@ def install(mode: str | None = None, options=None, on_error: str | None = None, 
     without passes).
 
     `mode` defaults to ``$PTXKIT_FENCE_MODE`` (else ``fence``); `options` is a
-    `ptxkit.cfg.fence.FenceOptions`; `on_error` (default ``$PTXKIT_ON_ERROR``, else
+    `ptxkit.cfg.fence.fence.FenceOptions`; `on_error` (default ``$PTXKIT_ON_ERROR``, else
     ``fail``) says what a kernel the pass cannot run on gets: ``fail`` raises
     `FencePassError` from Triton's compile, ``ptxas`` compiles Triton's PTX unfenced with
     a warning. Installing again replaces ptxkit's hook, keeping the hook that was there

@@ -6,7 +6,7 @@ blocks (forward branches, bounded loops, guarded and plain returns and exits), n
 fresh-name generator must step around (``%ptxkit_count``, ``$ptxkit_edge``…).
 `Program.text` is the kernel ``k(.param .u64 out)``; `Program.edges(tid)` replays one
 thread in Python and counts the CFG edges it takes (by block index, as
-`ptxkit.cfg.graph.flow_graph` numbers them).
+`ptxkit.cfg.flow.graph.flow_graph` numbers them).
 """
 
 from __future__ import annotations

@@ -74,8 +74,8 @@ ALLOWED = {
 def module_name(path: Path) -> str:
     """The installed name of a source file.
 
-    >>> module_name(ROOT / "cfg" / "proxy.py"), module_name(ROOT / "ptxkit" / "cli" / "__init__.py")
-    ('ptxkit.cfg.proxy', 'ptxkit.cli')
+    >>> module_name(ROOT / "cfg" / "fence" / "proxy.py"), module_name(ROOT / "ptxkit" / "cli" / "__init__.py")
+    ('ptxkit.cfg.fence.proxy', 'ptxkit.cli')
     """
     relative = path.relative_to(ROOT).with_suffix("")
     parts = [FOLDERS[relative.parts[0]], *relative.parts[1:]]
@@ -89,7 +89,7 @@ def sources() -> dict[str, Path]:
 def layer(name: str) -> str | None:
     """The layer of a module name (None: not ours, or not placed).
 
-    >>> layer("ptxkit.cfg.events"), layer("ptxkit.isa"), layer("ptxkit"), layer("ptxkit.new_module")
+    >>> layer("ptxkit.cfg.sync.events"), layer("ptxkit.isa"), layer("ptxkit"), layer("ptxkit.new_module")
     ('cfg', 'isa', 'package', None)
     """
     if name == "ptxkit":
@@ -166,7 +166,7 @@ def test_imports_follow_the_layers():
         ("ptxkit.syntax", "from ptxkit.ptxas import assemble", False),
         ("ptxkit.isa", "from .syntax import Module", False),
         ("ptxkit.runtime", "from ptxkit.cli.main import main", False),
-        ("ptxkit.cli.x", "import ptxkit.cfg.fence\nimport numpy", True),
+        ("ptxkit.cli.x", "import ptxkit.cfg.fence.fence\nimport numpy", True),
     ],
 )
 def test_the_check_finds_a_forbidden_import(tmp_path, name, code, allowed):
@@ -175,7 +175,8 @@ def test_the_check_finds_a_forbidden_import(tmp_path, name, code, allowed):
     assert (violations({name: path}, tmp_path) == []) == allowed
 
 
-@pytest.mark.parametrize("package_imports, allowed", [("", True), ("from ptxkit.cfg.fence import fence_text", False)])
+@pytest.mark.parametrize("package_imports, allowed",
+                         [("", True), ("from ptxkit.cfg.fence.fence import fence_text", False)])
 def test_a_package_init_counts_for_whoever_imports_its_modules(tmp_path, package_imports, allowed):
     """The decoder (traces) imports the buffer format from ptxkit.instrument, whose
     ``__init__`` then runs: it must not pull in the analyses."""

@@ -1,10 +1,10 @@
-"""ptxkit.cfg.armed: what an expect_tx arrive before the fence need not hand over."""
+"""ptxkit.cfg.sync.armed: what an expect_tx arrive before the fence need not hand over."""
 
 from __future__ import annotations
 
 import pytest
 
-from ptxkit.cfg.fence import fence_text
+from ptxkit.cfg.fence.fence import fence_text
 
 #: Triton's prologue (docs/fence.md §4.6): two stage barriers initialised, the first armed
 #: with 4 KB, one fence, ``bar.sync 0``, the first stage's copy; a thread that waits on

@@ -1,4 +1,4 @@
-"""ptxkit.cfg.graph: basic blocks, edges and their kinds, label scopes, the DiGraph form."""
+"""ptxkit.cfg.flow.graph: basic blocks, edges and their kinds, label scopes, the DiGraph form."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import networkx as nx
 import pytest
 
 import ptxkit
-from ptxkit.cfg.graph import ENTRY, EXIT, build_cfg, flow_graph, reverse_postorder
+from ptxkit.cfg.flow.graph import ENTRY, EXIT, build_cfg, flow_graph, reverse_postorder
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n"
 

@@ -82,12 +82,12 @@ def test_an_empty_diff_costs_no_more_than_check(tmp_path, capsys, monkeypatch):
     fenced = tmp_path / "k.ptx"
     fenced.write_text(expected(IF_HOIST))
     assert main(["fence", "--diff", str(fenced)]) == 0 and capsys.readouterr() == ("", "")
-    import ptxkit.cfg.fence
+    import ptxkit.cfg.fence.fence
 
     def no_pass(*args, **kwargs):
         raise AssertionError("the pass ran")
 
-    monkeypatch.setattr(ptxkit.cfg.fence, "fence_module", no_pass)
+    monkeypatch.setattr(ptxkit.cfg.fence.fence, "fence_module", no_pass)
     plain = SAMPLES / "toolchain" / "vector_add.ptx"
     assert main(["fence", "--check", str(plain)]) == 0
     checked = capsys.readouterr()

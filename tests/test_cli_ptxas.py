@@ -176,7 +176,7 @@ def test_input_needing_no_fence_is_ptxas_exactly(mode, real, tmp_path):
 def test_fenced_input_is_ptxas_on_the_fenced_text(real, tmp_path):
     """The wrapper assembles the fenced PTX; its output (cubin, messages) is what ptxas
     gives on that text under the caller's file name, and the caller's file is untouched."""
-    from ptxkit.cfg.fence import fence_text
+    from ptxkit.cfg.fence.fence import fence_text
 
     source = _copy(NEEDS_FENCE, tmp_path / "w")
     before = source.read_bytes(), source.stat().st_mtime_ns
@@ -432,10 +432,10 @@ BREAK_THE_PASS = {
                    "def parse(data, name='<input>'):\n"
                    "    raise PtxSyntaxError(\"unexpected operand '%3'\", name, 12, 5)\n"
                    "ptxkit.parse = parse\n"),
-    "bug": ("import ptxkit.cfg.fence\n"
+    "bug": ("import ptxkit.cfg.fence.fence\n"
             "def fence_module(*args, **kwargs):\n"
             "    raise RuntimeError('the pass broke')\n"
-            "ptxkit.cfg.fence.fence_module = fence_module\n"),
+            "ptxkit.cfg.fence.fence.fence_module = fence_module\n"),
 }
 FAILURES = {
     "unreadable": ["ptxas k.ptx, line 12; error   : the proxy-fence pass cannot read this PTX: "
@@ -577,7 +577,7 @@ def test_ptxas_errors_in_code_a_pass_inserted_point_at_the_callers_lines(tmp_pat
 
 @pytest.mark.ptxas
 def test_strip_fences_then_check_warns_at_the_input_lines(real, tmp_path):
-    from ptxkit.cfg.fence import fence_text
+    from ptxkit.cfg.fence.fence import fence_text
 
     fenced, _ = fence_text(NEEDS_FENCE.read_text(), "k.ptx")
     for side in ("w", "p"):
@@ -608,7 +608,7 @@ def test_a_bad_pass_spec_stops_the_build(tmp_path):
 def test_standard_input_is_fenced_too(real, tmp_path):
     """``ptxas -`` reads the PTX from standard input: the wrapper reads it, fences it,
     and ptxas assembles the fenced copy (it used to get the input unfenced)."""
-    from ptxkit.cfg.fence import fence_text
+    from ptxkit.cfg.fence.fence import fence_text
 
     fenced, report = fence_text(NEEDS_FENCE.read_text(), filename="k.ptx")
     assert report.changed

@@ -133,7 +133,7 @@ def test_warnings_are_results_and_suppressions_leave_results_out(tmp_path, capsy
 
 
 def test_every_hazard_class_and_warning_kind_has_a_rule():
-    from ptxkit.cfg.proxy import Hazard
+    from ptxkit.cfg.fence.proxy import Hazard
     from ptxkit.cli.fence_report import rule_id
     from ptxkit.suppressions import CLASSES
 

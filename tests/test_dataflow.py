@@ -1,4 +1,4 @@
-"""ptxkit.cfg.dataflow: the worklist solver reaches the least fixpoint.
+"""ptxkit.cfg.flow.dataflow: the worklist solver reaches the least fixpoint.
 
 For a gen/kill problem over bit sets (distributive), the least fixpoint equals the
 union over all paths, which a brute-force reachability search computes directly.
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxkit.cfg.dataflow import solve_forward
-from ptxkit.cfg.graph import reverse_postorder
+from ptxkit.cfg.flow.dataflow import solve_forward
+from ptxkit.cfg.flow.graph import reverse_postorder
 
 BITS = 4
 

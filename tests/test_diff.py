@@ -11,7 +11,7 @@ import time
 import pytest
 
 import ptxkit
-from ptxkit.cfg.fence import fence_module
+from ptxkit.cfg.fence.fence import fence_module
 from ptxkit.diff import unified_diff
 from ptxkit.edits import Insert, LineMap, Retarget, apply_edits
 

@@ -1,12 +1,12 @@
-"""ptxkit.cfg.divergence: predicates on the thread index, and where thread splits meet."""
+"""ptxkit.cfg.values.divergence: predicates on the thread index, and where thread splits meet."""
 
 from __future__ import annotations
 
 import pytest
 
 import ptxkit
-from ptxkit.cfg.divergence import cta_uniform, definitions, thread_meets, thread_only
-from ptxkit.cfg.inline import inlined_graph
+from ptxkit.cfg.flow.inline import inlined_graph
+from ptxkit.cfg.values.divergence import cta_uniform, definitions, thread_meets, thread_only
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u32 n)\n{\n"
 REGS = ".reg .b32 %r<9>;\n.reg .pred %p<4>;\n"

@@ -1,4 +1,4 @@
-"""ptxkit.cfg.dominance: the list-based dominator trees agree with networkx and with the
+"""ptxkit.cfg.flow.dominance: the list-based dominator trees agree with networkx and with the
 definition (every path from the root passes the dominator)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import networkx as nx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxkit.cfg.dominance import DominatorTree, compute_idoms, immediate_dominators, immediate_post_dominators
-from ptxkit.cfg.graph import ENTRY, EXIT, BasicBlock, FlowGraph
+from ptxkit.cfg.flow.dominance import DominatorTree, compute_idoms, immediate_dominators, immediate_post_dominators
+from ptxkit.cfg.flow.graph import ENTRY, EXIT, BasicBlock, FlowGraph
 
 
 @st.composite

@@ -1,11 +1,11 @@
-"""ptxkit.cfg.escape: where a generic address of shared memory may flow."""
+"""ptxkit.cfg.values.escape: where a generic address of shared memory may flow."""
 
 from __future__ import annotations
 
 import ptxkit
-from ptxkit.cfg.escape import shared_pointer_registers
-from ptxkit.cfg.graph import flow_graph
-from ptxkit.cfg.inline import inlined_graph
+from ptxkit.cfg.flow.graph import flow_graph
+from ptxkit.cfg.flow.inline import inlined_graph
+from ptxkit.cfg.values.escape import shared_pointer_registers
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.shared .align 8 .b8 smem[64];\n"
 REGS = ".reg .b32 %r<8>;\n.reg .b64 %rd<16>;\n"

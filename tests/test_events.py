@@ -1,4 +1,4 @@
-"""ptxkit.cfg.events: what each instruction does, with the bytes it touches."""
+"""ptxkit.cfg.sync.events: what each instruction does, with the bytes it touches."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import ptxkit
-from ptxkit.cfg.events import EventOptions, Kind, classify, describe
-from ptxkit.cfg.inline import inlined_graph
-from ptxkit.cfg.locations import CTA, GLOBAL, SHARED, Location
+from ptxkit.cfg.flow.inline import inlined_graph
+from ptxkit.cfg.sync.events import EventOptions, Kind, classify, describe
+from ptxkit.cfg.sync.locations import CTA, GLOBAL, SHARED, Location
 from ptxkit.isa import SyncObject
 
 HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 dyn[];\n"
@@ -287,7 +287,7 @@ def test_a_matrix_store_of_one_or_two_matrices_uses_the_addresses_of_lanes_0_to_
 def test_a_call_left_out_of_a_full_graph_does_nothing_when_its_function_touches_only_its_frame(monkeypatch):
     """Past `MAX_BLOCKS` calls stay calls; one of a function that only reads its
     parameters (``__cvta_generic_to_shared`` in a -G build) is no extern write."""
-    import ptxkit.cfg.inline as inline
+    import ptxkit.cfg.flow.inline as inline
 
     monkeypatch.setattr(inline, "MAX_BLOCKS", 0)
     functions = (".func (.param .b64 r) pure(.param .b64 p)\n{\n.reg .b64 %rd<3>;\n\tld.param.u64 %rd1, [p];\n"

@@ -17,7 +17,7 @@ import pytest
 
 import ptxkit
 from ptxkit import parse_statement
-from ptxkit.cfg.fence import FenceOptions, check_target, fence_module, fence_text, free_last_analyses
+from ptxkit.cfg.fence.fence import FenceOptions, check_target, fence_module, fence_text, free_last_analyses
 from ptxkit.cli.fence_cmd import fence_options, settle
 from ptxkit.cli.main import build_parser
 from ptxkit.syntax import Directive
@@ -372,7 +372,7 @@ def test_the_value_analyses_go_with_the_last_reference(name):
     # their rules are closures over them; fence_module lets them go when its plan is made, so that a
     # batch of files or Triton compiling kernel after kernel does not keep them until a full
     # collection; the next call frees them (h21b: a -G build, solved in rounds with several analyses)
-    from ptxkit.cfg.registers import _Analysis
+    from ptxkit.cfg.values.registers import _Analysis
 
     gc.collect()
     gc.disable()  # only reference counting frees anything now
@@ -401,7 +401,7 @@ def test_bad_options_and_input():
 
 
 def test_kernels_without_async_ops_or_calls_are_not_analysed():
-    from ptxkit.cfg.fence import analyse_module
+    from ptxkit.cfg.fence.fence import analyse_module
 
     quiet = sample("x07_global_store_through_param_pointer").replace("wgmma.fence.sync.aligned;", "").replace(
         "wgmma.mma_async", "mma_removed")

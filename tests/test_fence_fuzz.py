@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ptxkit
-from ptxkit.cfg.fence import FenceOptions, fence_module
+from ptxkit.cfg.fence.fence import FenceOptions, fence_module
 
 from conftest import SAMPLES
 

@@ -89,7 +89,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, reject, settings
 from hypothesis import strategies as st
 
-from ptxkit.cfg.fence import fence_text
+from ptxkit.cfg.fence.fence import fence_text
 
 # -- the programs ---------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from ptxkit.cfg.fence import fence_text
+from ptxkit.cfg.fence.fence import fence_text
 
 pytestmark = [pytest.mark.nvcc, pytest.mark.ptxas]
 

@@ -27,7 +27,7 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ptxkit.cfg.fence import fence_text
+from ptxkit.cfg.fence.fence import fence_text
 
 CTA, CLUSTER = 1, 2
 WG = "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %p5, 1, 1, 0, 0;"

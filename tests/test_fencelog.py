@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ptxkit.cfg.fence import fence_text
+from ptxkit.cfg.fence.fence import fence_text
 from ptxkit.fencelog import describe, entry_names, write_entry
 
 from conftest import SAMPLES

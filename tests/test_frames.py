@@ -1,12 +1,12 @@
 """-G stack frames: which frames are sealed, the cells accesses address, and the rounds'
-assumption (cfg/frames.py)."""
+assumption (cfg/values/frames.py)."""
 
 from __future__ import annotations
 
 import ptxkit
-from ptxkit.cfg.frames import StackModel, observed, stack_frames
-from ptxkit.cfg.graph import flow_graph
-from ptxkit.cfg.registers import analyse_registers
+from ptxkit.cfg.flow.graph import flow_graph
+from ptxkit.cfg.values.frames import StackModel, observed, stack_frames
+from ptxkit.cfg.values.registers import analyse_registers
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n"
 FRAME = (".local .align 8 .b8 __local_depot0[64];\n.reg .b64 %SP;\n.reg .b64 %SPL;\n.reg .b64 %rd<9>;\n"

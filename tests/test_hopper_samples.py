@@ -99,7 +99,7 @@ FENCE_COUNT = {name: 1 for name in NAMES} | {"tma_wgmma_mainloop": 0, "ws_tma_pi
 
 def fence(sample: Sample, fence_side: str = "issuer"):
     """(fenced text, report) of a sample, through the library API."""
-    from ptxkit.cfg.fence import fence_text
+    from ptxkit.cfg.fence.fence import fence_text
 
     return fence_text(sample.text, filename=f"{sample.name}.ptx", fence_side=fence_side)
 

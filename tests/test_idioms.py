@@ -1,12 +1,12 @@
-"""ptxkit.cfg.idioms: remainder and align-up idioms are recognised only when they compute one."""
+"""ptxkit.cfg.values.idioms: remainder and align-up idioms are recognised only when they compute one."""
 
 from __future__ import annotations
 
 import pytest
 
 import ptxkit
-from ptxkit.cfg.graph import flow_graph
-from ptxkit.cfg.idioms import Linear, Remainder, _alignment_mask, _divides, _tree, align_up, linear, remainder
+from ptxkit.cfg.flow.graph import flow_graph
+from ptxkit.cfg.values.idioms import Linear, Remainder, _alignment_mask, _divides, _tree, align_up, linear, remainder
 
 
 def block_of(body: str):

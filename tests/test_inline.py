@@ -1,10 +1,10 @@
-"""ptxkit.cfg.inline: callee bodies cloned into the kernel's graph."""
+"""ptxkit.cfg.flow.inline: callee bodies cloned into the kernel's graph."""
 
 from __future__ import annotations
 
 import ptxkit
-from ptxkit.cfg.graph import EXIT
-from ptxkit.cfg.inline import Context, call_target, inlined_graph
+from ptxkit.cfg.flow.graph import EXIT
+from ptxkit.cfg.flow.inline import Context, call_target, inlined_graph
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n"
 

@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 
 import ptxkit
 from ptxkit import parse_statement
-from ptxkit.cfg.divergence import qualified
-from ptxkit.cfg.graph import flow_graph
-from ptxkit.cfg.inline import inlined_graph
-from ptxkit.cfg.once import _FOLDED, _fold
-from ptxkit.cfg.registers import register_values
-from ptxkit.cfg.specials import special_ranges
-from ptxkit.cfg.thread_sets import _Values
-from ptxkit.cfg.values import constant
+from ptxkit.cfg.flow.graph import flow_graph
+from ptxkit.cfg.flow.inline import inlined_graph
+from ptxkit.cfg.sync.once import _FOLDED, _fold
+from ptxkit.cfg.values.divergence import qualified
+from ptxkit.cfg.values.registers import register_values
+from ptxkit.cfg.values.specials import special_ranges
+from ptxkit.cfg.values.thread_sets import _Values
+from ptxkit.cfg.values.values import constant
 from ptxkit.generators.simulate import SimulationError, launch
 from ptxkit.instruction import head_of
 from ptxkit.isa_eval import evaluate, evaluate_each, opcodes, operation

@@ -1,15 +1,15 @@
-"""ptxkit.cfg.locations: overlaps, descriptor footprints, bounds."""
+"""ptxkit.cfg.sync.locations: overlaps, descriptor footprints, bounds."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ptxkit.cfg.locations import (
+from ptxkit.cfg.sync.locations import (
     CLUSTER, CTA, GLOBAL, SHARED, Location, alias, bounded, descriptor_extent, descriptor_location, everywhere,
     in_root, overlaps, spaces_text,
 )
-from ptxkit.cfg.values import SHARED_CTA_SPACE, WINDOW, Atom, Region, aligned_start
+from ptxkit.cfg.values.values import SHARED_CTA_SPACE, WINDOW, Atom, Region, aligned_start
 
 TILE = Region("tile", SHARED_CTA_SPACE, 65536, 1024)
 OTHER = Region("other", SHARED_CTA_SPACE, 64, 8)

@@ -1,4 +1,4 @@
-"""ptxkit.cfg.loops: natural loops and nesting, irreducible flow, preheaders, branch regions."""
+"""ptxkit.cfg.flow.loops: natural loops and nesting, irreducible flow, preheaders, branch regions."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ptxkit
-from ptxkit.cfg.dominance import DominatorTree
-from ptxkit.cfg.graph import EXIT, flow_graph
-from ptxkit.cfg.loops import branch_region, find_loops, find_preheader, on_cycles
+from ptxkit.cfg.flow.dominance import DominatorTree
+from ptxkit.cfg.flow.graph import EXIT, flow_graph
+from ptxkit.cfg.flow.loops import branch_region, find_loops, find_preheader, on_cycles
 
 from test_dominance import as_networkx, flow_graphs
 

@@ -1,13 +1,13 @@
-"""ptxkit.cfg.once: what runs once per thread, a wait's parity, the run before a barrier completes."""
+"""ptxkit.cfg.sync.once: what runs once per thread, a wait's parity, the run before a barrier completes."""
 
 from __future__ import annotations
 
 import pytest
 
 import ptxkit
-from ptxkit.cfg.events import EventOptions, Kind, classify
-from ptxkit.cfg.inline import inlined_graph
-from ptxkit.cfg.once import Trips
+from ptxkit.cfg.flow.inline import inlined_graph
+from ptxkit.cfg.sync.events import EventOptions, Kind, classify
+from ptxkit.cfg.sync.once import Trips
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.shared .align 8 .b64 bar;\n"
 REGS = ".reg .pred %p<8>;\n.reg .b32 %r<16>;\n"
@@ -111,8 +111,8 @@ def test_an_arrive_run_once_hands_over_only_its_threads_earlier_accesses():
     keeps the stores before the loop and before it in its block, and leaves out the one
     that follows it in every trip; of the waits, only the first is heard before it; the hand-off limit stays whole
     (`bar` has no wait for parity 0, so no one-completion limit)."""
-    from ptxkit.cfg.once import export_limits
-    from ptxkit.cfg.proxy import AnalysisOptions, KernelAnalysis
+    from ptxkit.cfg.fence.proxy import AnalysisOptions, KernelAnalysis
+    from ptxkit.cfg.sync.once import export_limits
 
     body = ("\tmov.u32 %r2, bar;\n\tmov.u32 %r5, 0;\n\tst.shared.u32 [%r2+64], %r5;\n\tbar.sync 1;\n"
             "\tmov.pred %p1, 0;\n"

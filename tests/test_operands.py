@@ -1,4 +1,4 @@
-"""Which registers an instruction writes and reads (`ptxkit.cfg.operands`)."""
+"""Which registers an instruction writes and reads (`ptxkit.cfg.flow.operands`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pathlib
 
 import ptxkit
 from ptxkit import parse_statement
-from ptxkit.cfg.operands import (defines, destinations, operand_reads, operand_targets, type_width,
-                                 written_and_read)
+from ptxkit.cfg.flow.operands import (defines, destinations, operand_reads, operand_targets, type_width,
+                                      written_and_read)
 from ptxkit.instruction import head_of
 from ptxkit.isa import is_special_register
 

@@ -1,4 +1,4 @@
-"""ptxkit.cfg.phases: named-barrier operations that cannot meet in one phase."""
+"""ptxkit.cfg.sync.phases: named-barrier operations that cannot meet in one phase."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ptxkit
-from ptxkit.cfg.events import EventOptions, Kind, classify
-from ptxkit.cfg.inline import inlined_graph
-from ptxkit.cfg.locations import SHARED
-from ptxkit.cfg.phases import separate_phases
+from ptxkit.cfg.flow.inline import inlined_graph
+from ptxkit.cfg.sync.events import EventOptions, Kind, classify
+from ptxkit.cfg.sync.locations import SHARED
+from ptxkit.cfg.sync.phases import separate_phases
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u32 n)\n{\n.reg .b32 %r<4>;\n.reg .pred %p<2>;\n"
 

@@ -1,4 +1,4 @@
-"""ptxkit.cfg.proxy: facts, hand-offs between threads, WAR, mbarrier.init, CTAs, guards."""
+"""ptxkit.cfg.fence.proxy: facts, hand-offs between threads, WAR, mbarrier.init, CTAs, guards."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import ptxkit
-from ptxkit.cfg.fence import FenceOptions, analyse_module, fence_text
-from ptxkit.cfg.proxy import AnalysisOptions, Hazard, KernelAnalysis
-from ptxkit.cfg.locations import spaces_text
+from ptxkit.cfg.fence.fence import FenceOptions, analyse_module, fence_text
+from ptxkit.cfg.fence.proxy import AnalysisOptions, Hazard, KernelAnalysis
+from ptxkit.cfg.sync.locations import spaces_text
 
 HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.shared .align 1024 .b8 tile[8192];\n"
         ".shared .align 1024 .b8 other[8192];\n.shared .align 8 .b64 full;\n.shared .align 8 .b64 empty;\n")

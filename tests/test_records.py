@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ptxkit._records import record
-from ptxkit.cfg.fence import AccessPair, FenceOptions, FenceSite, Place
+from ptxkit.cfg.fence.fence import AccessPair, FenceOptions, FenceSite, Place
 
 
 @record

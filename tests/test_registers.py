@@ -1,4 +1,4 @@
-"""ptxkit.cfg.registers: register values at instructions, through loops, branches, calls."""
+"""ptxkit.cfg.values.registers: register values at instructions, through loops, branches, calls."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 import ptxkit
 from ptxkit import parse_statement
-from ptxkit.cfg.graph import flow_graph
-from ptxkit.cfg.inline import inlined_graph
-from ptxkit.cfg.registers import analyse_registers, register_values
-from ptxkit.cfg.values import number, show
+from ptxkit.cfg.flow.graph import flow_graph
+from ptxkit.cfg.flow.inline import inlined_graph
+from ptxkit.cfg.values.registers import analyse_registers, register_values
+from ptxkit.cfg.values.values import number, show
 from test_values import contains_number
 
 HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 dyn[];\n"
@@ -179,7 +179,7 @@ def test_a_second_analysis_of_a_graph_starts_from_the_stack_model_the_first_sett
     """The tensor copies' pre-pass and the main analysis both probe every stack access;
     the second starts from the model the first settled on, so it solves once where the
     first took rounds, and finds the same values (docs/fence.md §3.2)."""
-    from ptxkit.cfg import registers
+    from ptxkit.cfg.values import registers
     body = FRAME + "\tst.u64 [%SP+8], %rd2;\n\tadd.u64 %rd3, %SP, 8;\n\tst.u64 [%SP+16], %rd3;\n" \
         "\tld.u64 %rd6, [%SP+16];\n\tld.u64 %rd4, [%rd6];\n\tadd.s64 %rd5, %rd4, 64;\n"
     text = f"{HEAD}.visible .entry k()\n{{\n{REGS}{body}\tret;\n}}\n"
@@ -334,7 +334,7 @@ SIGNED_RING = ("\tmul.hi.s32 %r2, %r9, 1431655766;\n\tshr.u32 %r3, %r2, 31;\n\ta
 
 
 #: ``%rs1`` holds the low 16 bits of ``%tid.x - 128``: the number ``[-128, 895]`` stands
-#: for them (`ptxkit.cfg.values.wrap`; the threads below 128 set the sign bit, so an unsigned
+#: for them (`ptxkit.cfg.values.values.wrap`; the threads below 128 set the sign bit, so an unsigned
 #: reader sees ``[0, 65535]``), ``%rs2`` the sum of two of them (more than 16 bits as a
 #: number: only its low 16 bits are the register's).
 NARROW = ("\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r2, %r1, -128;\n\tcvt.u16.u32 %rs1, %r2;\n"
@@ -353,7 +353,7 @@ NARROW = ("\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r2, %r1, -128;\n\tcvt.u16.u32 %rs1
 ])
 def test_an_instruction_reads_its_operands_with_its_types_sign(extra, register, shown):
     """A number stands for the register's bits; signed and unsigned instructions read them
-    differently once the top bit may be set (`ptxkit.cfg.values.signed`, `truncate`)."""
+    differently once the top bit may be set (`ptxkit.cfg.values.values.signed`, `truncate`)."""
     assert value_at(NARROW + extra, register) == shown
 
 
@@ -867,7 +867,7 @@ def test_only_joins_widen_early():
     # a value that grows one step per round (what a definition below a ring's join sees
     # while the join settles) is widened at once at a join, after many rounds where a
     # definition reads itself (a cycle no join breaks), and not at all elsewhere
-    from ptxkit.cfg.registers import _PATIENCE, _Analysis
+    from ptxkit.cfg.values.registers import _PATIENCE, _Analysis
 
     text = f"{HEAD}.visible .entry k()\n{{\n{REGS}\tret;\n}}\n"
     analysis = _Analysis(flow_graph(ptxkit.parse(text).function("k")))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import ptxkit
-from ptxkit.cfg.fence import fence_module
+from ptxkit.cfg.fence.fence import fence_module
 from ptxkit.rewrite import Plan, match, run
 from ptxkit.rewrite.pipeline import PassError, load_pass
 

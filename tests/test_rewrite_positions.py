@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ptxkit
-from ptxkit.cfg.graph import ENTRY, EXIT, flow_graph
+from ptxkit.cfg.flow.graph import ENTRY, EXIT, flow_graph
 from ptxkit.generators.simulate import launch
 from ptxkit.rewrite import Plan, apply
 from ptxkit.rewrite.facts import FunctionFacts

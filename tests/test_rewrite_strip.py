@@ -8,7 +8,7 @@ import re
 import pytest
 
 import ptxkit
-from ptxkit.cfg.fence import fence_module
+from ptxkit.cfg.fence.fence import fence_module
 from ptxkit.rewrite import run
 
 from conftest import SAMPLES

@@ -39,7 +39,7 @@ def test_fence_check_loads_only_what_it_uses():
     code = (f"from ptxkit.cli.main import main\n"
             f"main(['fence', '--check', {str(SAMPLES / 'fence' / '13_hoist_out_of_if.ptx')!r}])")
     modules = imported_by(code)
-    assert "ptxkit.cfg.fence" in modules
+    assert "ptxkit.cfg.fence.fence" in modules
     unused = {"json", "difflib", "traceback", "subprocess", "concurrent.futures", "multiprocessing",
               "ptxkit.ptxas", "ptxkit.runtime", "numpy", "ptxkit.cli.sarif", "dataclasses", "inspect",
               "shutil"}
@@ -50,8 +50,9 @@ def test_fence_check_of_ptx_without_async_operations_does_not_load_the_pass():
     code = (f"from ptxkit.cli.main import main\n"
             f"main(['fence', '--check', {str(SAMPLES / 'triton' / 'layernorm_1024.ptx')!r}])")
     modules = imported_by(code)
-    assert "ptxkit.cfg.options" in modules
-    assert not {"ptxkit.cfg.fence", "ptxkit.cfg.placement", "ptxkit.cfg.proxy", "ptxkit.cfg.registers"} & modules
+    assert "ptxkit.cfg.fence.options" in modules
+    assert not {"ptxkit.cfg.fence.fence", "ptxkit.cfg.fence.placement", "ptxkit.cfg.fence.proxy",
+                "ptxkit.cfg.values.registers"} & modules
 
 
 def module_imports(path: Path) -> set[str]:

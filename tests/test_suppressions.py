@@ -40,6 +40,6 @@ def test_several_comments_in_order_with_their_lines():
 
 
 def test_the_classes_are_the_hazards_and_warning_kinds_the_pass_reports():
-    from ptxkit.cfg.proxy import Hazard
+    from ptxkit.cfg.fence.proxy import Hazard
 
     assert set(CLASSES) == {hazard.value for hazard in Hazard} | {"in-flight", "unknown-opcode"}

@@ -1,9 +1,9 @@
-"""Where a kernel's variables live (`ptxkit.cfg.symbols`)."""
+"""Where a kernel's variables live (`ptxkit.cfg.values.symbols`)."""
 
 from __future__ import annotations
 
 import ptxkit
-from ptxkit.cfg.symbols import symbol_regions, templates
+from ptxkit.cfg.values.symbols import symbol_regions, templates
 
 HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 dyn[];\n")
 

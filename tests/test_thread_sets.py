@@ -1,4 +1,4 @@
-"""ptxkit.cfg.thread_sets: the threads that may run each block, branches on the thread
+"""ptxkit.cfg.values.thread_sets: the threads that may run each block, branches on the thread
 index evaluated thread by thread."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import ptxkit
-from ptxkit.cfg.inline import inlined_graph
-from ptxkit.cfg.thread_sets import _apply, runners
+from ptxkit.cfg.flow.inline import inlined_graph
+from ptxkit.cfg.values.thread_sets import _apply, runners
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n"
 

@@ -106,7 +106,7 @@ def test_cache_hits_stay_hits_and_a_changed_mode_recompiles(fresh_triton):
 
 def test_the_cache_key_holds_version_mode_and_options():
     from ptxkit import __version__
-    from ptxkit.cfg.fence import FenceOptions
+    from ptxkit.cfg.fence.fence import FenceOptions
 
     fence, check = triton_hook.Hook("fence").cache_key(), triton_hook.Hook("check").cache_key()
     inline = triton_hook.Hook("fence", FenceOptions(placement="inline")).cache_key()
@@ -147,12 +147,12 @@ def _unreadable(monkeypatch):
 
 def _buggy(monkeypatch):
     """The pass made to raise, as a bug in it would."""
-    import ptxkit.cfg.fence
+    import ptxkit.cfg.fence.fence
 
     def fence_module(*args, **kwargs):
         raise RuntimeError("the pass broke")
 
-    monkeypatch.setattr(ptxkit.cfg.fence, "fence_module", fence_module)
+    monkeypatch.setattr(ptxkit.cfg.fence.fence, "fence_module", fence_module)
 
 
 BREAK_THE_PASS = {"unreadable": _unreadable, "bug": _buggy}

@@ -1,4 +1,4 @@
-"""ptxkit.cfg.values: every operation over-approximates the concrete one.
+"""ptxkit.cfg.values.values: every operation over-approximates the concrete one.
 
 The property tests draw concrete operands inside abstract values and check that the
 concrete result is inside the abstract result (soundness), which is what the fence
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ptxkit
-from ptxkit.cfg.values import (
+from ptxkit.cfg.values.values import (
     GENERIC, INF, NUM, SHARED_CTA_SPACE, TOP, WINDOW, Atom, Region, _or_bounds, _xor_bounds, add, address,
     aligned_start, and_, anywhere, compare, constant, field, join, meet, mul, number, or_, pack, refine, shl, shr,
     show, signed, sub, truncate, unpack, widen, wrap, xor,

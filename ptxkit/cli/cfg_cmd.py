@@ -30,7 +30,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ptxkit.cfg.dot import module_dot, render_svg
+    from ptxkit.cfg.fence.dot import module_dot, render_svg
 
     from .common import UsageError, parse_input
     from .output import write_output
@@ -65,7 +65,7 @@ def run(args) -> int:
 def summarise(module, options, function: str | None = None) -> str:
     """One line per basic block: name, line, successors, entry state, planned fences.
 
-    >>> from ptxkit.cfg.fence import FenceOptions
+    >>> from ptxkit.cfg.fence.fence import FenceOptions
     >>> from ptxkit.cli.common import parse_input
     >>> print(summarise(parse_input("samples/fence/14b_hoist_out_of_loop.ptx"), FenceOptions()), end="")
     entry k: 3 blocks, 1 fence to insert
@@ -74,7 +74,7 @@ def summarise(module, options, function: str | None = None) -> str:
       L                line 35     -> L, B2                    in: ...
       B2               line 40     -> exit                     in: ...
     """
-    from ptxkit.cfg.fence import analyse_module
+    from ptxkit.cfg.fence.fence import analyse_module
 
     out = []
     for result in analyse_module(module, options, everything=True):

@@ -78,7 +78,7 @@ def find(inputs: list[str]) -> Config:
 
 
 def _settings(table: dict, path: str) -> dict:
-    from ptxkit.cfg import options
+    from ptxkit.cfg.fence import options
 
     folder = os.path.dirname(path)
     settings = {}

@@ -88,7 +88,7 @@ def add_pass_arguments(parser, same_as_fence: bool = False, unset: bool = False)
     """
     import argparse
 
-    from ptxkit.cfg.options import EXTERN_POLICIES, FENCE_SIDES, FENCE_VARIANTS, PLACEMENTS
+    from ptxkit.cfg.fence.options import EXTERN_POLICIES, FENCE_SIDES, FENCE_VARIANTS, PLACEMENTS
 
     def help_(text: str) -> str:
         return "as for ptxkit fence" if same_as_fence else text
@@ -131,7 +131,7 @@ def fence_options(args):
     ...                                  track_global=False, fence_side="writer", war=False, max_cluster=16)).fence_side
     'writer'
     """
-    from ptxkit.cfg.fence import FenceOptions
+    from ptxkit.cfg.fence.fence import FenceOptions
 
     return FenceOptions(placement=args.placement, fence_variant=args.fence_variant,
                         extern_policy=args.extern_policy, track_global=args.track_global,
@@ -254,7 +254,7 @@ def fence_one(path: str, args):
     name, original = module.filename, module.source.text
     report = _nothing_to_fence(module, original, args)
     if report is None:
-        from ptxkit.cfg.fence import fence_module
+        from ptxkit.cfg.fence.fence import fence_module
 
         report = fence_module(module, fence_options(args), rewrite=_writes(args))
     keyed = args.write_baseline or args.baseline
@@ -355,7 +355,7 @@ def _nothing_to_fence(module, text: str, args):
     if args.format != "text" or args.explain or may_need_fence(text) \
             or any(f.kind != "entry" for f in module.functions if not f.is_declaration):
         return None
-    from ptxkit.cfg.options import check_target
+    from ptxkit.cfg.fence.options import check_target
 
     return SimpleNamespace(fences=[], warnings=[], skipped=check_target(module), changed=False, rewritten=False)
 

@@ -8,7 +8,7 @@ ignore[...]`` comment on its async op's line or the line before names its hazard
 ``--check`` fails on reported fences only, and with ``--strict`` also on suppressions
 that silenced nothing.
 
->>> from ptxkit.cfg.fence import fence_text
+>>> from ptxkit.cfg.fence.fence import fence_text
 >>> text = open("samples/fence/13_hoist_out_of_if.ptx").read()
 >>> quiet = text.replace("\\nE:\\n", "\\nE: // ptxkit: ignore[raw] -- reviewed\\n")  # the wgmma after E
 >>> judged = judge(fence_text(quiet, rewrite=False)[1], quiet, "k.ptx")
@@ -95,7 +95,7 @@ def judge(report, text: str, name: str, baseline=None, file_key: str | None = No
     file named `file_key` there, default `name`), else reported.
 
     >>> from ptxkit.baseline import Baseline
-    >>> from ptxkit.cfg.fence import fence_text
+    >>> from ptxkit.cfg.fence.fence import fence_text
     >>> text = open("samples/fence/13_hoist_out_of_if.ptx").read()
     >>> report = fence_text(text, rewrite=False)[1]
     >>> keys = judge(report, text, "k.ptx").keys
@@ -159,7 +159,7 @@ def text_report(judged: Judgement, fences: bool, strict: bool, quiet: bool, colo
     `fences`: ``--check``), warnings and notes (unless `quiet`), unused suppressions
     (when `strict`); every line with its rule id.
 
-    >>> from ptxkit.cfg.fence import fence_text
+    >>> from ptxkit.cfg.fence.fence import fence_text
     >>> text = open("samples/fence/02b_cp_async_without_wait.ptx").read()
     >>> judged = judge(fence_text(text, rewrite=False)[1], text, "k.ptx")
     >>> [line.split(": ")[1] + " " + line.split()[-1] for line in text_report(judged, True, False, False, False)
@@ -232,7 +232,7 @@ def github_report(judged: Judgement, strict: bool, quiet: bool, path: str) -> st
     message holding the reason, the witness path and the other pairs (lines as ``%0A``).
     `path` is the file as the repository names it.
 
-    >>> from ptxkit.cfg.fence import fence_text
+    >>> from ptxkit.cfg.fence.fence import fence_text
     >>> text = open("samples/fence/13_hoist_out_of_if.ptx").read()
     >>> line, = github_report(judge(fence_text(text, rewrite=False)[1], text, "k.ptx"), False, False, "k.ptx").splitlines()
     >>> properties, message = line[2:].split("::", 1)
@@ -309,7 +309,7 @@ def json_report(judged: Judgement) -> dict:
     and pair's `status`, each pair's and warning's `suppression`, and the file's
     `suppressions`.
 
-    >>> from ptxkit.cfg.fence import fence_text
+    >>> from ptxkit.cfg.fence.fence import fence_text
     >>> text = open("samples/fence/13_hoist_out_of_if.ptx").read()
     >>> data = json_report(judge(fence_text(text, rewrite=False)[1], text, "k.ptx"))
     >>> data["fences"][0]["status"], [pair["status"] for pair in data["fences"][0]["pairs"]], data["suppressions"]

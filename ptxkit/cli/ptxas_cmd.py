@@ -559,7 +559,7 @@ def _fence(path: str, data: bytes, mode: str, private: str) -> _Prepared:
         log([], "no async-proxy operation or call")
         return _Prepared(path)
     import ptxkit
-    from ptxkit.cfg.fence import FenceOptions, fence_module
+    from ptxkit.cfg.fence.fence import FenceOptions, fence_module
     from ptxkit.errors import PtxSyntaxError
 
     try:

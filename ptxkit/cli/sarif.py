@@ -15,7 +15,7 @@ notifications.
 Files are named relative to ``%SRCROOT%``, the root of the git repository the command
 runs in (else the working folder), which ``originalUriBaseIds`` gives as a ``file:`` URI.
 
->>> from ptxkit.cfg.fence import fence_text
+>>> from ptxkit.cfg.fence.fence import fence_text
 >>> from ptxkit.cli.fence_report import judge
 >>> text = open("samples/fence/06b_tma_store_after_shared_store.ptx").read()
 >>> judged = judge(fence_text(text, "06b.ptx", rewrite=False)[1], text, "06b.ptx")
@@ -110,7 +110,7 @@ def fence_results(judged, where: dict, strict: bool) -> list[dict]:
     fence (level error in check mode, note when it was inserted), one per warning no
     suppression silenced, and with `strict` one per unused suppression.
 
-    >>> from ptxkit.cfg.fence import fence_text
+    >>> from ptxkit.cfg.fence.fence import fence_text
     >>> from ptxkit.cli.fence_report import judge
     >>> text = open("samples/fence/13_hoist_out_of_if.ptx").read()
     >>> result, = fence_results(judge(fence_text(text, rewrite=False)[1], text, "k.ptx"), artifact("k.ptx", "."), False)

@@ -72,7 +72,7 @@ def counter_classes(facts) -> dict[int, int]:
     >>> counter_classes(FunctionFacts(m.function("k")))
     {0: 0, 1: 1, 2: 2, 3: 0}
     """
-    from ptxkit.cfg.dominance import DominatorTree
+    from ptxkit.cfg.flow.dominance import DominatorTree
 
     flow = facts.flow
     dominators, post = DominatorTree.of(flow), DominatorTree.post_of(flow)

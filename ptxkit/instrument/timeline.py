@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from ptxkit.cfg.graph import ENTRY, EXIT
+from ptxkit.cfg.flow.graph import ENTRY, EXIT
 from ptxkit.instruction import head_of
 from ptxkit.rewrite import Plan, match
 

@@ -4,7 +4,7 @@ Most matcher facts are syntactic (opcodes, state spaces, the CFG). One is not: w
 a *generic* ``ld``/``st``/``atom``/``red`` (no state space in its opcode) may reach
 shared memory depends on where its address came from (a ``cvta.shared``, a pointer
 loaded back from memory that may hold one…). That answer comes from the fence pass's
-classification of the function's accesses (`ptxkit.cfg.events`), asked here and
+classification of the function's accesses (`ptxkit.cfg.sync.events`), asked here and
 nowhere else, so that the analysis core can be replaced behind this one function.
 
 >>> import ptxkit
@@ -25,9 +25,9 @@ def generic_shared_accesses(function) -> list:
     >>> generic_shared_accesses(m.function("k"))  # a pointer no shared address reaches
     []
     """
-    from ptxkit.cfg.events import EventOptions, Kind, classify
-    from ptxkit.cfg.graph import flow_graph
-    from ptxkit.cfg.locations import SHARED
+    from ptxkit.cfg.flow.graph import flow_graph
+    from ptxkit.cfg.sync.events import EventOptions, Kind, classify
+    from ptxkit.cfg.sync.locations import SHARED
 
     flow = flow_graph(function)
     events = classify(flow, EventOptions(tracked=SHARED))

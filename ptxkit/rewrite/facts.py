@@ -27,8 +27,8 @@ class FunctionFacts:
 
     @cached_property
     def flow(self):
-        """The function's `ptxkit.cfg.graph.FlowGraph` (blocks in source order)."""
-        from ptxkit.cfg.graph import flow_graph
+        """The function's `ptxkit.cfg.flow.graph.FlowGraph` (blocks in source order)."""
+        from ptxkit.cfg.flow.graph import flow_graph
 
         return flow_graph(self.function)
 
@@ -42,8 +42,8 @@ class FunctionFacts:
 
     @cached_property
     def loops(self):
-        """The `ptxkit.cfg.loops.LoopForest` of the function."""
-        from ptxkit.cfg.loops import loop_forest
+        """The `ptxkit.cfg.flow.loops.LoopForest` of the function."""
+        from ptxkit.cfg.flow.loops import loop_forest
 
         return loop_forest(self.flow)
 

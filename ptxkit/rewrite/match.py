@@ -228,7 +228,7 @@ def uses(register: str) -> Matcher:
 
 
 def _written(instruction, register: str) -> list[str]:
-    from ptxkit.cfg.operands import destinations
+    from ptxkit.cfg.flow.operands import destinations
 
     head = head_of(instruction)
     if head[2] in _NO_DESTINATION:
@@ -361,7 +361,7 @@ _ACCESSES = frozenset({"ld", "ldu", "st", "atom", "red", "cp", "mbarrier", "ldma
 
 
 def loop_header() -> Matcher:
-    """The first instruction of a natural loop's header block (`ptxkit.cfg.loops`).
+    """The first instruction of a natural loop's header block (`ptxkit.cfg.flow.loops`).
 
     >>> import ptxkit
     >>> m = ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx")

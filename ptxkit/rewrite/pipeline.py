@@ -237,7 +237,7 @@ def run(module, passes, fence: bool | None = None, fence_options=None, check: bo
 
     `fence`: None runs it last unless a pass names ``fence`` itself or a pass has
     ``fence_after = False``; True always runs it (last, or where ``fence`` is named);
-    False never. `fence_options` (a `ptxkit.cfg.fence.FenceOptions`) configure it; with
+    False never. `fence_options` (a `ptxkit.cfg.fence.fence.FenceOptions`) configure it; with
     `check` it only reports the missing fences (`RewriteResult.fence`). Raises
     `PassError` for a bad spec or a pass that fails, `PtxSyntaxError` for bad input.
     """
@@ -256,7 +256,7 @@ def run(module, passes, fence: bool | None = None, fence_options=None, check: bo
     stages, report = [], None
     for spec in specs:
         if spec.name == FENCE:
-            from ptxkit.cfg.fence import fence_module
+            from ptxkit.cfg.fence.fence import fence_module
 
             report = fence_module(module, fence_options, rewrite=not check)
             changed = report.changed

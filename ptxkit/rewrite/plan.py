@@ -147,7 +147,7 @@ class FunctionPlan:
 
     @property
     def flow(self):
-        """The function's `ptxkit.cfg.graph.FlowGraph` (blocks, successors, edge kinds)."""
+        """The function's `ptxkit.cfg.flow.graph.FlowGraph` (blocks, successors, edge kinds)."""
         return self.facts.flow
 
     # -- finding --------------------------------------------------------------------------

@@ -37,7 +37,7 @@ when the place is reached:
 from __future__ import annotations
 
 from ptxkit._records import record
-from ptxkit.cfg.graph import ENTRY, EXIT
+from ptxkit.cfg.flow.graph import ENTRY, EXIT
 from ptxkit.instruction import head_of
 from ptxkit.syntax import Instruction, Label
 

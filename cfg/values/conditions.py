@@ -4,18 +4,18 @@ of the registers it compared (docs/fence.md §3.2).
 A condition narrows the compared register, and the registers it was computed from
 through steps that can be undone (an added constant, a shift, a copy, ``x % N == 0``),
 along an edge that dominates its target; a block that a dominating condition rules out
-is dead. `BranchConditions` is the part of the analysis (`ptxkit.cfg.registers`) that
+is dead. `BranchConditions` is the part of the analysis (`ptxkit.cfg.values.registers`) that
 finds them; the analysis's tests show it at work (``tests/test_registers.py``).
 """
 
 from __future__ import annotations
 
 from ptxkit._records import record
-from ptxkit.cfg.arithmetic import compared_as, identity, rounded_up_to
-from ptxkit.cfg.operands import last_definition, redefined
-from ptxkit.cfg.specials import is_fixed_special, one_dimensional
-from ptxkit.cfg.ssa import cell_key
-from ptxkit.cfg.values import INF, TOP, Atom, constant, meet, number, refine, refine_by, sub
+from ptxkit.cfg.flow.operands import last_definition, redefined
+from ptxkit.cfg.flow.ssa import cell_key
+from ptxkit.cfg.values.arithmetic import compared_as, identity, rounded_up_to
+from ptxkit.cfg.values.specials import is_fixed_special, one_dimensional
+from ptxkit.cfg.values.values import INF, TOP, Atom, constant, meet, number, refine, refine_by, sub
 from ptxkit.isa import FIXED_SPECIALS, SWAPPED_COMPARISONS
 
 
@@ -58,7 +58,7 @@ class BranchConditions:
     """How branch conditions narrow values: the methods of the register analysis that find
     each branch's comparison (`branch_conditions`), the chain of definitions it also bounds
     (`_inverse_chain`), and where each narrowing holds (`_refinements`, `_narrowed_at`).
-    They read the analysis's graph, definitions and values (`ptxkit.cfg.registers`)."""
+    They read the analysis's graph, definitions and values (`ptxkit.cfg.values.registers`)."""
 
     def _refinements(self, conditions: dict, definitions: dict) -> None:
         """Where each branch condition holds: along an edge that dominates its target (the
@@ -172,7 +172,7 @@ class BranchConditions:
         and a constant: in the same block, or anywhere when ``p`` and the register are
         each defined once (a test made early and branched on later). In the same block
         the bound may be another register too (`bound` is then its key: ``i < n`` bounds
-        ``i`` by what ``n`` may be, `ptxkit.cfg.values.refine_by`). The `chain` lists
+        ``i`` by what ``n`` may be, `ptxkit.cfg.values.values.refine_by`). The `chain` lists
         ``(key, inverse)`` for the registers the compared one was computed from (see
         `_inverse_chain`): each is narrowed too."""
         found = {}

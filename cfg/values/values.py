@@ -479,7 +479,7 @@ def shr(a: tuple, amount: tuple, arithmetic: bool = False) -> tuple:
     """``a >> amount`` for a constant amount; a window address becomes a shifted one
     (a matrix descriptor's address field). A logical shift (the default) of a negative
     number gives a large one: every non-negative number may come out (the caller knows
-    the width, `ptxkit.cfg.registers` bounds it); an `arithmetic` one keeps the sign.
+    the width, `ptxkit.cfg.values.registers` bounds it); an `arithmetic` one keeps the sign.
 
     >>> show(shr(number(16, 47), number(4))), show(shr(number(0, 896, 128), number(3)))
     ('[1, 2]', '[0, 112] step 16')

@@ -1,4 +1,4 @@
-"""The static single assignment form the register analysis (`ptxkit.cfg.registers`) uses.
+"""The static single assignment form the register analysis (`ptxkit.cfg.values.registers`) uses.
 
 Each definition of a register makes a *version* of it (`version_name`); joins go where
 the dominance frontiers (`frontiers`) say two versions meet; a read looks up the version
@@ -12,8 +12,8 @@ On a branch around one block (0 branches to 2 or falls into 1, which goes on to 
 definition in the arm meets the others at 2, and the way from 0 to 2 passes 1:
 
 >>> import ptxkit
->>> from ptxkit.cfg.dominance import DominatorTree
->>> from ptxkit.cfg.graph import flow_graph
+>>> from ptxkit.cfg.flow.dominance import DominatorTree
+>>> from ptxkit.cfg.flow.graph import flow_graph
 >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
 ...     ".reg .pred %p<2>;\\n\\t@%p1 bra B;\\n\\tbar.sync 0;\\nB:\\n\\tbar.sync 1;\\n\\tret;\\n}\\n")
 >>> flow = flow_graph(m.function("k"))

@@ -30,8 +30,8 @@ from __future__ import annotations
 import bisect
 
 from ptxkit._records import record
-from ptxkit.cfg.graph import derived
-from ptxkit.cfg.values import INF, LOCAL_SPACE, NUM, TOP_FORM
+from ptxkit.cfg.flow.graph import derived
+from ptxkit.cfg.values.values import INF, LOCAL_SPACE, NUM, TOP_FORM
 from ptxkit.isa import MEMORY_WRITERS, access_width
 
 #: The stack pointers of nvcc's -G builds (generic and local-window).

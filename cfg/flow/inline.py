@@ -25,7 +25,7 @@ inlined: the fence pass treats them like extern calls.
 
 from __future__ import annotations
 
-from ptxkit.cfg.graph import ENTRY, EXIT, BasicBlock, FlowGraph, flow_graph
+from ptxkit.cfg.flow.graph import ENTRY, EXIT, BasicBlock, FlowGraph, flow_graph
 
 #: Stop inlining once the graph has this many blocks (calls beyond stay calls).
 MAX_BLOCKS = 200_000

@@ -3,7 +3,7 @@
 A stage index and the count of stages it wraps, a term set from a counter's start, a
 remainder computed again after its test, an address rounded up past a header: intervals
 alone lose how these relate and widen a ring of stages onto its neighbours. `CounterIdioms`
-is the part of the analysis (`ptxkit.cfg.registers`) that recognises them; the analysis's
+is the part of the analysis (`ptxkit.cfg.values.registers`) that recognises them; the analysis's
 tests show each on kernels written for them (``tests/test_registers.py``).
 """
 
@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import bisect
 
-from ptxkit.cfg.arithmetic import compared_as, cvt_reading, rounded_up_to
-from ptxkit.cfg.dominance import DominatorTree
-from ptxkit.cfg.graph import derived
-from ptxkit.cfg.idioms import align_up, constant_operand, linear, quotient_of, remainder
-from ptxkit.cfg.operands import (
+from ptxkit.cfg.flow.dominance import DominatorTree
+from ptxkit.cfg.flow.graph import derived
+from ptxkit.cfg.flow.operands import (
     last_definition, operand_reads, redefined, register_and_constant, type_width,
 )
-from ptxkit.cfg.ssa import blocks_between, by_block, version_name
-from ptxkit.cfg.values import (
+from ptxkit.cfg.flow.ssa import blocks_between, by_block, version_name
+from ptxkit.cfg.values.arithmetic import compared_as, cvt_reading, rounded_up_to
+from ptxkit.cfg.values.idioms import align_up, constant_operand, linear, quotient_of, remainder
+from ptxkit.cfg.values.values import (
     INF, NUM, TOP, add, constant, field, join, mul, number, refine, refine_by, shl, unpack,
 )
 from ptxkit.isa import INTEGER_TYPES, PURE_OPCODES, SWAPPED_COMPARISONS
@@ -76,10 +76,10 @@ class CounterIdioms:
     that move together (`linear_sum`, `counter_remainder`, `slice_offset`), a ring's next
     index (`ring_refinement`), and a value rounded or stepped past a boundary
     (`rounded_past`, `stepped_past`, `rounded_up`). They read the analysis's graph,
-    definitions and values (`ptxkit.cfg.registers`)."""
+    definitions and values (`ptxkit.cfg.values.registers`)."""
 
     def linear_sum(self, block: int, position: int, plain):
-        """`ptxkit.cfg.idioms.linear` of the instruction at (block, position), also through
+        """`ptxkit.cfg.values.idioms.linear` of the instruction at (block, position), also through
         a register's one definition in a block that dominates where it is read, when no
         register that definition reads is written on any way between the two blocks."""
         blocks = self.flow.blocks
@@ -122,7 +122,7 @@ class CounterIdioms:
         of three stages: ``x`` advances by four stages' bytes while ``z`` counts stages,
         CUTLASS 93); None otherwise. `v` is read from the version of ``x`` its setting
         defines (`version_name`). `found`: the instruction at (block, position) as a
-        `ptxkit.cfg.idioms.Linear` sum."""
+        `ptxkit.cfg.values.idioms.Linear` sum."""
         if len(found.terms) < 2:
             return None
         prefix = self.prefix(block)
@@ -410,7 +410,7 @@ class CounterIdioms:
         return between
 
     def linear_range(self, block: int, found):
-        """The value of a `ptxkit.cfg.idioms.Linear` sum, each register read once where
+        """The value of a `ptxkit.cfg.values.idioms.Linear` sum, each register read once where
         the instruction is (nothing redefines them in between, `linear` checked)."""
         prefix = self.prefix(block)
         terms = [(prefix + name, coefficient) for name, coefficient in found.terms.items()]
@@ -428,7 +428,7 @@ class CounterIdioms:
         return summed
 
     def remainder_range(self, block: int, found, wrapped: bool = False):
-        """The range of a recognised remainder idiom (`ptxkit.cfg.idioms`); `wrapped`:
+        """The range of a recognised remainder idiom (`ptxkit.cfg.values.idioms`); `wrapped`:
         up to a multiple of the mask's limit, which a following shift discards."""
         x_key = self.prefix(block) + found.x
         if found.kind == "division":
@@ -563,7 +563,7 @@ class CounterIdioms:
 
     def shifted_remainder(self, block: int, position: int, operands, modifiers: list):
         """``shl d, r, k`` of a remainder ``x - ((x + c) & m)`` whose mask keeps bits only
-        below a limit L (`ptxkit.cfg.idioms`): r is the remainder plus a multiple of L, and
+        below a limit L (`ptxkit.cfg.values.idioms`): r is the remainder plus a multiple of L, and
         when ``L << k`` wraps to 0 in the register the multiple is gone, so d is the
         remainder shifted, whatever x is (nvcc's ``(k % 2) * stage_bytes`` for a signed k)."""
         if len(operands) != 3 or operands[1].kind != "register" or operands[2].kind != "immediate" \
@@ -596,7 +596,7 @@ class CounterIdioms:
         """``and d, r, M`` with `M` one run of ones, bits ``[p, p + n)``, of ``r = x >> k``
         or ``r = x << k`` (k <= p) set earlier in the block (k a constant, x not set again
         in between): d is bits ``[p + k, p + k + n)`` or ``[p - k, p - k + n)`` of x
-        (`ptxkit.cfg.values.field`) moved up to bit p. So a descriptor's start field taken
+        (`ptxkit.cfg.values.values.field`) moved up to bit p. So a descriptor's start field taken
         from a generic shared address is its window address's (ThunderKittens'
         ``tcgen05.cp`` source), and bits 7-9 of a stage address moved into a descriptor's
         base-offset field by ``(a << 42) & (7 << 49)`` are known (FlashInfer's fmha_v2).
@@ -650,7 +650,7 @@ class CounterIdioms:
 
     def _may_round(self, block: int) -> bool:
         """True when `block` has a remainder (or mask) and a ``sub``, as
-        `ptxkit.cfg.idioms.rounding_add` needs."""
+        `ptxkit.cfg.values.idioms.rounding_add` needs."""
         found = self._rounding_blocks.get(block)
         if found is None:
             heads = self.flow.blocks[block].heads
@@ -659,7 +659,7 @@ class CounterIdioms:
         return found
 
     def rounded_past(self, block: int, found, modifiers: list, otherwise):
-        """`ptxkit.cfg.idioms.rounding_add`: ``x + (N - x % N)`` is ``x`` rounded up to a
+        """`ptxkit.cfg.values.idioms.rounding_add`: ``x + (N - x % N)`` is ``x`` rounded up to a
         multiple of N wherever the remainder, as the branch conditions narrow it there,
         cannot be 0; else what `otherwise` computes."""
         prefix, width, modulus = self.prefix(block), type_width(modifiers), found.modulus
@@ -778,7 +778,7 @@ class CounterIdioms:
         return None
 
     def rounded_up(self, block: int, position: int, modifiers: list, otherwise):
-        """A ``selp`` that rounds a register up to a power of two (`ptxkit.cfg.idioms.
+        """A ``selp`` that rounds a register up to a power of two (`ptxkit.cfg.values.idioms.
         align_up`): ``(x + N - 1) & -N`` when the other terms add up to N, else what
         `otherwise` computes."""
         prefix = self.prefix(block)

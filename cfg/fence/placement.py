@@ -1,6 +1,6 @@
 """Where the fences go (docs/fence.md §6): issuer side, hoisted, writer side.
 
-1. Solve (`ptxkit.cfg.proxy.KernelAnalysis.solve`): the async ops that need a fence
+1. Solve (`ptxkit.cfg.fence.proxy.KernelAnalysis.solve`): the async ops that need a fence
    right before them, and why. With hoisting, an op that needs one only because of an
    ``mbarrier.init`` gets it right after the initialisation instead, once.
 2. ``fence_side="writer"``: a need that comes through a hand-off inside the CTA gets
@@ -28,7 +28,7 @@
 Every planned fence goes into the analysis (`KernelAnalysis.add_fence`) and the
 analysis is solved again, so the final states describe the fenced function.
 
->>> from ptxkit.cfg.locations import CTA, CLUSTER, GLOBAL
+>>> from ptxkit.cfg.sync.locations import CTA, CLUSTER, GLOBAL
 >>> fence_text_for(CTA), fence_text_for(CTA | CLUSTER), fence_text_for(CTA | GLOBAL)
 ('fence.proxy.async.shared::cta', 'fence.proxy.async.shared::cluster', 'fence.proxy.async')
 """
@@ -36,13 +36,13 @@ analysis is solved again, so the final states describe the fenced function.
 from __future__ import annotations
 
 
-from ptxkit.cfg.dominance import DominatorTree
-from ptxkit.cfg.events import Kind
-from ptxkit.cfg.graph import ENTRY, EXIT
-from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, alias
-from ptxkit.cfg.loops import Loop, Preheader, branch_region, find_loops, find_preheader, loop_forest
-from ptxkit.cfg.options import FENCE_SIDES, FENCE_VARIANTS, PLACEMENTS
-from ptxkit.cfg.proxy import CROSSED, IMPORTED, IN_FLIGHT, LOCAL, Hazard, KernelAnalysis, Need
+from ptxkit.cfg.fence.options import FENCE_SIDES, FENCE_VARIANTS, PLACEMENTS
+from ptxkit.cfg.fence.proxy import CROSSED, IMPORTED, IN_FLIGHT, LOCAL, Hazard, KernelAnalysis, Need
+from ptxkit.cfg.flow.dominance import DominatorTree
+from ptxkit.cfg.flow.graph import ENTRY, EXIT
+from ptxkit.cfg.flow.loops import Loop, Preheader, branch_region, find_loops, find_preheader, loop_forest
+from ptxkit.cfg.sync.events import Kind
+from ptxkit.cfg.sync.locations import CLUSTER, GLOBAL, SHARED, alias
 
 #: the fence that releases this thread's ``mbarrier.init`` at cluster scope (docs/fence.md §4.7)
 RELEASE_INITS = "fence.mbarrier_init.release.cluster"
@@ -108,7 +108,7 @@ class PlannedFence:
 
 
 def _options():
-    from ptxkit.cfg.proxy import AnalysisOptions
+    from ptxkit.cfg.fence.proxy import AnalysisOptions
 
     return AnalysisOptions()
 

@@ -20,12 +20,12 @@ An arrive that a thread runs once, in the first trip of a loop, hands over none 
 accesses that thread makes only after it: the graph's back edge brings the later trips'
 accesses to it, but no thread runs it again. Its own accesses it hands over are those
 made in the blocks reached from the entry without it (over the edges the do-once
-predicates allow, and run by some of its threads: `ptxkit.cfg.thread_sets`) and before
+predicates allow, and run by some of its threads: `ptxkit.cfg.values.thread_sets`) and before
 it in its block; of what other threads handed to it, only what the waits it passes
 before it import (those threads may have made it in any trip).
 
 >>> import ptxkit
->>> from ptxkit.cfg.inline import inlined_graph
+>>> from ptxkit.cfg.flow.inline import inlined_graph
 >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
 ...     ".reg .pred %p<3>;\\n\\tmov.pred %p1, 0;\\nL:\\n\\t@%p1 bra N;\\n\\tbar.sync 1;\\nN:\\n"
 ...     "\\tmov.pred %p1, -1;\\n\\t@%p2 bra L;\\n\\tret;\\n}\\n")
@@ -39,13 +39,13 @@ from __future__ import annotations
 
 from itertools import product
 
-from ptxkit.cfg.divergence import conditional, definitions, guard_of, qualified
-from ptxkit.cfg.dominance import DominatorTree
-from ptxkit.cfg.events import Kind
-from ptxkit.cfg.locations import CLUSTER, overlaps
-from ptxkit.cfg.loops import loop_forest
-from ptxkit.cfg.operands import destinations
-from ptxkit.cfg.thread_sets import runners
+from ptxkit.cfg.flow.dominance import DominatorTree
+from ptxkit.cfg.flow.loops import loop_forest
+from ptxkit.cfg.flow.operands import destinations
+from ptxkit.cfg.sync.events import Kind
+from ptxkit.cfg.sync.locations import CLUSTER, overlaps
+from ptxkit.cfg.values.divergence import conditional, definitions, guard_of, qualified
+from ptxkit.cfg.values.thread_sets import runners
 from ptxkit.isa import INTEGER_TYPES, SyncObject
 from ptxkit.isa_eval import operation
 
@@ -232,7 +232,7 @@ class Trips:
         block (the result then holds it, and only part of the rest).
 
         >>> import ptxkit
-        >>> from ptxkit.cfg.inline import inlined_graph
+        >>> from ptxkit.cfg.flow.inline import inlined_graph
         >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
         ...     ".reg .pred %p<2>;\\n\\tmov.pred %p1, 0;\\n\\t@%p1 bra N;\\n\\tbar.sync 1;\\nN:\\n\\tret;\\n}\\n")
         >>> flow = inlined_graph(m.function("k"))

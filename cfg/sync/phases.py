@@ -34,12 +34,12 @@ hand its reads back to the TMA issued after the first pair).
 
 from __future__ import annotations
 
-from ptxkit.cfg.dataflow import solve_forward
-from ptxkit.cfg.divergence import conditional, cta_uniform, definitions, guard_of, qualified
-from ptxkit.cfg.dominance import DominatorTree
-from ptxkit.cfg.events import Kind
-from ptxkit.cfg.loops import find_loops, reachable
-from ptxkit.cfg.operands import destinations
+from ptxkit.cfg.flow.dataflow import solve_forward
+from ptxkit.cfg.flow.dominance import DominatorTree
+from ptxkit.cfg.flow.loops import find_loops, reachable
+from ptxkit.cfg.flow.operands import destinations
+from ptxkit.cfg.sync.events import Kind
+from ptxkit.cfg.values.divergence import conditional, cta_uniform, definitions, guard_of, qualified
 from ptxkit.isa import SyncObject, is_special_register
 
 __all__ = ["counted_phases", "separate_phases"]
@@ -51,9 +51,9 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
     same barrier.
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.events import classify, EventOptions
-    >>> from ptxkit.cfg.inline import inlined_graph
-    >>> from ptxkit.cfg.locations import SHARED
+    >>> from ptxkit.cfg.sync.events import classify, EventOptions
+    >>> from ptxkit.cfg.flow.inline import inlined_graph
+    >>> from ptxkit.cfg.sync.locations import SHARED
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     "\\tbar.sync 0;\\n\\tbar.sync 0;\\n\\tret;\\n}\\n")
     >>> flow = inlined_graph(m.function("k"))
@@ -110,7 +110,8 @@ def _apart_on_the_cluster_barrier(flow, events: list[list]) -> set[tuple[int, in
     alternation is left as it is: nothing is separated.
 
     >>> import ptxkit
-    >>> from ptxkit.cfg import events, inline, locations
+    >>> from ptxkit.cfg.flow import inline
+    >>> from ptxkit.cfg.sync import events, locations
     >>> flow = inline.inlined_graph(ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
     ...     ".visible .entry k()\\n{\\n\\tbarrier.cluster.arrive;\\n\\tbarrier.cluster.wait;\\n"
     ...     "\\tbarrier.cluster.arrive;\\n\\tbarrier.cluster.wait;\\n\\tret;\\n}\\n").function("k"))
@@ -167,7 +168,8 @@ def counted_phases(flow, events: list[list]) -> dict[int, tuple]:
     ``bar.sync`` in a loop that a thread-dependent test leaves has none:
 
     >>> import ptxkit
-    >>> from ptxkit.cfg import events, inline, locations
+    >>> from ptxkit.cfg.flow import inline
+    >>> from ptxkit.cfg.sync import events, locations
     >>> flow = inline.inlined_graph(ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
     ...     ".visible .entry k()\\n{\\n.reg .pred %p<2>;\\n\\tbar.sync 0;\\nL:\\n\\tbar.sync 0;\\n"
     ...     "\\tsetp.eq.u32 %p1, %tid.x, 0;\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n").function("k"))
@@ -304,7 +306,7 @@ class _Threads:
 
     @property
     def defined(self) -> dict:
-        """The definitions of each register (`ptxkit.cfg.divergence.definitions`), on demand."""
+        """The definitions of each register (`ptxkit.cfg.values.divergence.definitions`), on demand."""
         if self._defined is None:
             self._defined = definitions(self.flow)
         return self._defined

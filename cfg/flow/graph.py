@@ -51,7 +51,7 @@ class BasicBlock:
 
     def __init__(self, index: int):
         self.index = index
-        self.context = None  # the inlined copy the block belongs to (ptxkit.cfg.inline), if any
+        self.context = None  # the inlined copy the block belongs to (ptxkit.cfg.flow.inline), if any
         self.labels: list[Label] = []
         self.instructions: list[Instruction] = []
         self.heads: list[Head] = []

@@ -22,7 +22,7 @@ The footprint of an async op comes from its operands (docs/fence.md §3.3):
   is in the tensor map, which the analysis cannot see);
 - **bulk copies** state their size; **try_cancel** writes 16 bytes.
 
->>> from ptxkit.cfg.values import Region, SHARED_CTA_SPACE
+>>> from ptxkit.cfg.values.values import Region, SHARED_CTA_SPACE
 >>> tile = Region("tile", SHARED_CTA_SPACE, 8192, 1024)
 >>> a, b = Location(CTA, tile, 0, 4096), Location(CTA, tile, 4096, 8192)
 >>> overlaps(a, b), overlaps(a, Location(CLUSTER, None, 0, 1 << 18))
@@ -34,7 +34,7 @@ The footprint of an async op comes from its operands (docs/fence.md §3.3):
 from __future__ import annotations
 
 from ptxkit._records import record
-from ptxkit.cfg.values import (
+from ptxkit.cfg.values.values import (
     GLOBAL_SPACE_NAME, INF, NUM, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, WINDOW, Atom, Region,
 )
 
@@ -104,10 +104,10 @@ def alias(spaces: int) -> int:
 
 def overlaps(a: Location, b: Location) -> bool:
     """True when the two locations may share a byte (see the module docstring). Offsets
-    from an object's rounded-up start (`ptxkit.cfg.values.aligned_start`) and from
+    from an object's rounded-up start (`ptxkit.cfg.values.values.aligned_start`) and from
     its own start are compared as offsets from its own start.
 
-    >>> from ptxkit.cfg.values import aligned_start
+    >>> from ptxkit.cfg.values.values import aligned_start
     >>> dyn = Region("dyn", SHARED_CTA_SPACE, None, 16)
     >>> up = aligned_start(dyn, 1024)
     >>> overlaps(Location(CTA, up, 0, 64), Location(CTA, dyn, 1000, 1008)), overlaps(Location(CTA, up, 0, 64),

@@ -1,11 +1,11 @@
-"""What integer instructions compute on abstract values (`ptxkit.cfg.values`).
+"""What integer instructions compute on abstract values (`ptxkit.cfg.values.values`).
 
-The register analysis (`ptxkit.cfg.registers`) applies these to the values of an
+The register analysis (`ptxkit.cfg.values.registers`) applies these to the values of an
 instruction's operands: the binary operations by opcode (`BINARY`), how a ``cvt`` or a
 signed ``setp`` reads its source, ``cvta``/``mapa`` between the state spaces' windows, and
 the bit-field instructions (PTX ISA, "Integer Arithmetic Instructions").
 
->>> from ptxkit.cfg.values import show
+>>> from ptxkit.cfg.values.values import show
 >>> show(BINARY["div"](number(0, 100), number(4), 32))
 '[0, 25]'
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from ptxkit.isa import FLOAT_TYPES, INTEGER_TYPES, TYPE_BITS
-from ptxkit.cfg.values import (
+from ptxkit.cfg.values.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE,
     SHARED_WINDOW_LIMIT, TOP, WINDOW, Atom, add, and_, anywhere, constant, join, mul, number, or_, shl, shr, signed,
     sub, truncate, wrap, xor,
@@ -36,9 +36,9 @@ def identity(value):
 
 def compared_as(kind: str):
     """How a ``setp`` of type `kind` reads a register's value: a signed one sees a number
-    that may have the sign bit set as negative (`ptxkit.cfg.values.signed`).
+    that may have the sign bit set as negative (`ptxkit.cfg.values.values.signed`).
 
-    >>> from ptxkit.cfg.values import show
+    >>> from ptxkit.cfg.values.values import show
     >>> show(compared_as("s32")(number(0xFFFFFFFF))), show(compared_as("u32")(number(0xFFFFFFFF)))
     ('-1', '4294967295')
     """
@@ -52,9 +52,9 @@ def cvt_reading(modifiers: list):
     """How an integer ``cvt`` reads its source: ``(bits, view)``, the low bits it keeps
     and the function of the source's value it gives; None for a ``cvt`` of other types.
     A sign extension reads them as signed, a zero extension as unsigned, a cut keeps the
-    number they are congruent to (`ptxkit.cfg.values.wrap`).
+    number they are congruent to (`ptxkit.cfg.values.values.wrap`).
 
-    >>> from ptxkit.cfg.values import show
+    >>> from ptxkit.cfg.values.values import show
     >>> bits, view = cvt_reading(["s64", "s32"])
     >>> bits, show(view(number(0xFFFFFFFF)))
     (32, '-1')
@@ -75,7 +75,7 @@ def any_number_of_type(view, width: int, signed_type: bool):
     `width`-bit type, signed or not: what ``min`` and ``max`` compare is a number of their
     type whatever the register held, so ``max.s32`` of anything and 0 is at least 0.
 
-    >>> from ptxkit.cfg.values import show
+    >>> from ptxkit.cfg.values.values import show
     >>> show(BINARY["max"](any_number_of_type(identity, 32, True)(TOP), number(0), 32))
     '[0, 2147483647]'
     """
@@ -86,7 +86,7 @@ def any_number_of_type(view, width: int, signed_type: bool):
 def rounded_up_to(value: tuple, modulus: int, width: int = 64) -> tuple:
     """`value` rounded up to a multiple of `modulus`, a power of two: ``(x + N - 1) & -N``.
 
-    >>> from ptxkit.cfg.values import show
+    >>> from ptxkit.cfg.values.values import show
     >>> show(rounded_up_to(number(1000), 1024))
     '1024'
     """
@@ -97,10 +97,10 @@ def cvta(value: tuple, modifiers: list) -> tuple:
     """``cvta`` (or ``cvta.to``) of `value` for the state space its modifiers name: an
     address in that space changes form (generic or window), anything else becomes some
     address of that space. A generic address of another CTA's shared memory (`mapa`, or
-    the XOR of `ptxkit.cfg.values.xor`) made a window address stays that CTA's: a
+    the XOR of `ptxkit.cfg.values.values.xor`) made a window address stays that CTA's: a
     ``.shared::cluster`` window address (docs/fence.md §8).
 
-    >>> from ptxkit.cfg.values import Region, address, show
+    >>> from ptxkit.cfg.values.values import Region, address, show
     >>> show(cvta(number(5), ["to", "shared", "u32"]))
     'somewhere (shared::cta window)'
     >>> show(cvta(number(0), ["to", "shared", "u64"]))  # XQA's descriptor template: its low 18 bits are 0
@@ -134,7 +134,7 @@ def mapa(value: tuple, modifiers: list) -> tuple:
     """``mapa`` of `value`: the same offset in another CTA's shared memory of the cluster
     (a window address with ``.shared::cluster``, else generic).
 
-    >>> from ptxkit.cfg.values import show
+    >>> from ptxkit.cfg.values.values import show
     >>> show(mapa(number(5), ["shared::cluster", "u32"]))
     'somewhere (shared::cluster window)'
     """
@@ -151,7 +151,7 @@ def mapa(value: tuple, modifiers: list) -> tuple:
 def bit_field(length: tuple, signed: bool) -> tuple:
     """What ``bfe`` extracts: a field of `length` bits, sign-extended when `signed`.
 
-    >>> from ptxkit.cfg.values import show
+    >>> from ptxkit.cfg.values.values import show
     >>> show(bit_field(number(4), False)), show(bit_field(number(4), True))
     ('[0, 15]', '[-8, 7]')
     """
@@ -166,7 +166,7 @@ def clamped(value: tuple, low: int, high: int) -> tuple:
     ``.relu``): clamping keeps order, so each interval's ends are clamped; an address or
     top may be any number of the range.
 
-    >>> from ptxkit.cfg.values import show
+    >>> from ptxkit.cfg.values.values import show
     >>> show(clamped(number(-5, 300, 5), 0, 255)), show(clamped(number(3, 9, 2), 0, 255)), show(clamped(TOP, 0, 1))
     ('[0, 255]', '[3, 9] step 2', '[0, 1]')
     """
@@ -184,7 +184,7 @@ def clamped(value: tuple, low: int, high: int) -> tuple:
 def at_most(value: tuple, most: int) -> tuple:
     """`value` with its numbers (and top) kept to ``[0, most]``; addresses stay.
 
-    >>> from ptxkit.cfg.values import show
+    >>> from ptxkit.cfg.values.values import show
     >>> show(at_most(TOP, 1)), show(at_most(number(0, 1 << 40), 1)), show(at_most(number(2, 9, 7), 100))
     ('[0, 1]', '[0, 1]', '[2, 9] step 7')
     """
@@ -203,7 +203,7 @@ def bit_insert(field: tuple, into: tuple, position, length, width: int) -> tuple
     """``bfi d, a, b, pos, len`` with constant `position` and `length`: `into` with bits
     ``[pos, pos + len)`` replaced by the low `length` bits of `field` (PTX ISA, bfi).
 
-    >>> from ptxkit.cfg.values import show
+    >>> from ptxkit.cfg.values.values import show
     >>> show(bit_insert(number(0, 3), number(0, 3), 10, 22, 32))
     '[0, 3075]'
     """
@@ -239,7 +239,7 @@ def remainder_of(a: tuple, b: tuple, width: int, signed: bool = False) -> tuple:
     constant, the remainder keeps what the dividend's step says of it: ``a % d`` is ``a``
     modulo ``gcd(step, d)`` (an even index stays even).
 
-    >>> from ptxkit.cfg.values import show
+    >>> from ptxkit.cfg.values.values import show
     >>> show(remainder_of(number(0, 118, 2), number(32), 32))
     '[0, 30] step 2'
     >>> show(remainder_of(number(4, 1000, 24), number(16), 32))

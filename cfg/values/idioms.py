@@ -44,7 +44,7 @@ A pointer rounded up to a power of two without the ``(x + N - 1) & -N`` form
 ...           "\\tcvt.u32.u64 %r2, %rd2;\\n\\tsub.s32 %r3, %r1, %r2;\\n\\tshr.u32 %r4, %r3, 1;\\n"
 ...           "\\tadd.s32 %r5, %r4, %r2;\\n\\tshr.u32 %r6, %r5, 2;\\n\\tmul.lo.s32 %r7, %r6, 7;\\n"
 ...           "\\tsub.s32 %r8, %r1, %r7;\\n\\tret;\\n}\\n")
->>> from ptxkit.cfg.graph import flow_graph
+>>> from ptxkit.cfg.flow.graph import flow_graph
 >>> block = flow_graph(m.function("k")).blocks[0]
 >>> remainder(block.instructions, block.heads, 8, frozenset())
 Remainder(x='%r1', bias=None, modulus=7, kind='division', limit=None, counter=None, scale=1, signed=False)
@@ -209,7 +209,7 @@ def quotient_of(instructions, heads, position: int, register: str):
     >>> from ptxkit import parse
     >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n.reg .b32 %r<4>;\\n"
     ...           "\\tmul.hi.u32 %r2, %r1, -1431655765;\\n\\tshr.u32 %r3, %r2, 1;\\n\\tret;\\n}\\n")
-    >>> from ptxkit.cfg.graph import flow_graph
+    >>> from ptxkit.cfg.flow.graph import flow_graph
     >>> block = flow_graph(m.function("k")).blocks[0]
     >>> z, divides = quotient_of(block.instructions, block.heads, 2, "%r3")
     >>> z, divides(3), divides(5)
@@ -386,7 +386,7 @@ def align_up(instructions, heads, position: int, plain, elsewhere=None) -> Align
     again in later blocks).
 
     >>> from ptxkit import parse
-    >>> from ptxkit.cfg.graph import flow_graph
+    >>> from ptxkit.cfg.flow.graph import flow_graph
     >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...           ".reg .b64 %rd<9>;\\n.reg .pred %p<2>;\\n\\tand.b64 %rd2, %rd1, 1023;\\n"
     ...           "\\tsub.s64 %rd3, %rd8, %rd2;\\n\\tadd.s64 %rd4, %rd3, %rd1;\\n\\tsetp.eq.s64 %p1, %rd2, 0;\\n"
@@ -501,7 +501,7 @@ def rounding_add(instructions, heads, position: int, plain) -> Rounding | None:
     ``if (p % 1024) p += 1024 - p % 1024``, ThunderKittens' allocator), or None.
 
     >>> from ptxkit import parse
-    >>> from ptxkit.cfg.graph import flow_graph
+    >>> from ptxkit.cfg.flow.graph import flow_graph
     >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...           ".reg .b64 %rd<9>;\\n\\trem.u64 %rd4, %rd1, 1024;\\n\\tmov.u64 %rd5, 1024;\\n"
     ...           "\\tsub.s64 %rd6, %rd5, %rd4;\\n\\tadd.s64 %rd7, %rd1, %rd6;\\n\\tret;\\n}\\n")
@@ -620,7 +620,7 @@ def linear(instructions, heads, position: int, plain, outside=None, block=None, 
     >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...           ".reg .b32 %r<9>;\\n\\tmul.lo.s32 %r3, %r2, 8184;\\n\\tadd.s32 %r4, %r1, %r3;\\n"
     ...           "\\tmad.lo.s32 %r5, %r2, -8184, %r4;\\n\\tret;\\n}\\n")
-    >>> from ptxkit.cfg.graph import flow_graph
+    >>> from ptxkit.cfg.flow.graph import flow_graph
     >>> block = flow_graph(m.function("k")).blocks[0]
     >>> linear(block.instructions, block.heads, 2, frozenset())
     Linear(terms={'%r1': 1}, constant=0, crossed=(), repeats=True)

@@ -4,11 +4,11 @@
 into zero or more `Event`s: generic writes and reads with the `Location`s they touch,
 ``mbarrier.init``, ``cp.async`` and its waits, proxy fences, async-proxy operations
 with their footprints, and the arrive/wait sides of hand-offs between threads. The
-addresses come from one run of `ptxkit.cfg.registers` over all the operands that
+addresses come from one run of `ptxkit.cfg.values.registers` over all the operands that
 matter; the opcode facts from `ptxkit.isa` (docs/fence.md §2, §3).
 
 >>> import ptxkit
->>> from ptxkit.cfg.inline import inlined_graph
+>>> from ptxkit.cfg.flow.inline import inlined_graph
 >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
 ...     ".reg .b32 %r<4>;\\n.shared .align 8 .b8 tile[256];\\n.shared .align 8 .b64 bar;\\n"
 ...     "\\tmov.u32 %r1, tile;\\n\\tst.shared.u32 [%r1+16], 0;\\n\\tmov.u32 %r2, bar;\\n"
@@ -25,19 +25,19 @@ import enum
 
 from ptxkit._records import record
 from ptxkit._regex import compile as compile_pattern
-from ptxkit.cfg.inline import call_target
-from ptxkit.cfg.locations import (
+from ptxkit.cfg.flow.inline import call_target
+from ptxkit.cfg.flow.operands import destinations
+from ptxkit.cfg.sync.locations import (
     CLUSTER, CTA, GLOBAL, SHARED, SPACE_BITS, Location, bounded, descriptor_location, everywhere, in_root, of_atom,
     overlaps, space_bits,
 )
-from ptxkit.cfg.escape import shared_pointer_registers
-from ptxkit.cfg.frames import stack_frames
-from ptxkit.cfg.operands import destinations
-from ptxkit.cfg.registers import analyse_registers
-from ptxkit.cfg.specials import PORTABLE_CLUSTER, special_ranges
-from ptxkit.cfg.symbols import symbol_regions
-from ptxkit.cfg.thread_sets import runners
-from ptxkit.cfg.values import (
+from ptxkit.cfg.values.escape import shared_pointer_registers
+from ptxkit.cfg.values.frames import stack_frames
+from ptxkit.cfg.values.registers import analyse_registers
+from ptxkit.cfg.values.specials import PORTABLE_CLUSTER, special_ranges
+from ptxkit.cfg.values.symbols import symbol_regions
+from ptxkit.cfg.values.thread_sets import runners
+from ptxkit.cfg.values.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP_FORM,
     WINDOW, Atom, constant, integers,
 )
@@ -82,7 +82,7 @@ class Event:
 
     `locations`: what a write/read/init/cp.async touches, or what an async op reads;
     `writes`: what an async op writes; `mbarrier`: the mbarrier an async op completes
-    on; `spaces`: what a fence orders (bits of `ptxkit.cfg.locations`), or the
+    on; `spaces`: what a fence orders (bits of `ptxkit.cfg.sync.locations`), or the
     windows an async op uses; `sync`: the hand-off object key; `cross`: the hand-off
     may cross CTAs (cluster barrier, remote mbarrier, multicast), or the async op may
     touch another CTA's shared memory (multicast, a remote destination, a pair of
@@ -701,7 +701,7 @@ def _tensor_alignment(addresses: list) -> dict:
     §3.3, an assumption like the one on expect_tx). A region some tensor copy addresses
     at another offset, or at an unknown one, gets nothing.
 
-    >>> from ptxkit.cfg.values import Region, address
+    >>> from ptxkit.cfg.values.values import Region, address
     >>> dyn = Region("dyn", SHARED_CTA_SPACE, None, 16)
     >>> _tensor_alignment([address(dyn, 0, 65536)]), _tensor_alignment([address(dyn, 1024), address(dyn, 16)])
     ({}, {})

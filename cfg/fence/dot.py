@@ -19,8 +19,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from ptxkit.cfg.events import Kind
-from ptxkit.cfg.graph import ENTRY, EXIT
+from ptxkit.cfg.flow.graph import ENTRY, EXIT
+from ptxkit.cfg.sync.events import Kind
 
 #: At most this many instructions are listed per block (the first ones and the last).
 MAX_LINES = 14
@@ -38,7 +38,7 @@ def module_dot(module, options=None, function: str | None = None) -> str:
     >>> module_dot(m).count("subgraph"), module_dot(m, function="f").splitlines()[0]
     (2, 'digraph "f" {')
     """
-    from ptxkit.cfg.fence import analyse_module
+    from ptxkit.cfg.fence.fence import analyse_module
 
     results = analyse_module(module, options, everything=True)
     if function is not None:

@@ -1,7 +1,7 @@
 """The abstract value of registers at chosen instructions (docs/fence.md §3).
 
-A forward analysis over a flow graph (plain or inlined, `ptxkit.cfg.inline`) with
-`ptxkit.cfg.values` as its lattice. It is *demand driven*: only the instructions
+A forward analysis over a flow graph (plain or inlined, `ptxkit.cfg.flow.inline`) with
+`ptxkit.cfg.values.values` as its lattice. It is *demand driven*: only the instructions
 that can contribute to a queried operand are evaluated (the backward slice of the
 queries through register definitions, call parameters and return values), so a
 kernel with a dozen shared-memory accesses costs a walk over a few hundred
@@ -16,15 +16,15 @@ kernel parameters (pointers are global unless declared ``.ptr .shared``/``.local
 ``selp`` with the ``stage == N ? 0 : stage + 1`` pattern of a ring buffer refined by
 its ``setp``; parameters and results of inlined calls.
 
-Its parts: `ptxkit.cfg.ssa` (versions and joins), `ptxkit.cfg.operands` (what an
-instruction writes and reads), `ptxkit.cfg.arithmetic` (what it computes),
-`ptxkit.cfg.symbols` and `ptxkit.cfg.specials` (where values start),
-`ptxkit.cfg.conditions` (what branches say) and `ptxkit.cfg.counters` (values that move
+Its parts: `ptxkit.cfg.flow.ssa` (versions and joins), `ptxkit.cfg.flow.operands` (what an
+instruction writes and reads), `ptxkit.cfg.values.arithmetic` (what it computes),
+`ptxkit.cfg.values.symbols` and `ptxkit.cfg.values.specials` (where values start),
+`ptxkit.cfg.values.conditions` (what branches say) and `ptxkit.cfg.values.counters` (values that move
 together); this module slices, renames and solves.
 
 >>> import ptxkit
->>> from ptxkit.cfg.graph import flow_graph
->>> from ptxkit.cfg.values import show
+>>> from ptxkit.cfg.flow.graph import flow_graph
+>>> from ptxkit.cfg.values.values import show
 >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
 ...     ".extern .shared .align 1024 .b8 smem[];\\n.visible .entry k()\\n{\\n.reg .b32 %r<9>;\\n.reg .pred %p<2>;\\n"
 ...     "\\tmov.u32 %r1, 0;\\nLOOP:\\n\\tshl.b32 %r2, %r1, 10;\\n\\tmov.u32 %r3, smem;\\n\\tadd.s32 %r4, %r3, %r2;\\n"
@@ -41,30 +41,30 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ptxkit._records import record
-from ptxkit.cfg.arithmetic import (
-    BINARY, WORD, any_number_of_type, at_most, bit_field, bit_insert, clamped, compared_as,
-    cvt_reading, cvta, mapa, remainder_of,
-)
-from ptxkit.cfg.conditions import BranchConditions
-from ptxkit.cfg.counters import RECOMPUTED, CounterIdioms
-from ptxkit.cfg.dominance import DominatorTree
-from ptxkit.cfg.frames import Frames, StackModel, observed, stack_frames
-from ptxkit.cfg.graph import derived
-from ptxkit.cfg.idioms import SUM_OPCODES, remainder, rounding_add
-from ptxkit.cfg.inline import Context
-from ptxkit.cfg.loops import on_cycles
-from ptxkit.cfg.operands import (
+from ptxkit.cfg.flow.dominance import DominatorTree
+from ptxkit.cfg.flow.graph import derived
+from ptxkit.cfg.flow.inline import Context
+from ptxkit.cfg.flow.loops import on_cycles
+from ptxkit.cfg.flow.operands import (
     destinations, element_bytes, is_param, operand_reads, operand_targets,
     type_width,
 )
-from ptxkit.cfg.specials import PORTABLE_CLUSTER, special_ranges
-from ptxkit.cfg.ssa import cell_key, frontiers, reading_block, version_name
-from ptxkit.cfg.symbols import PLAIN_KEY, symbol_regions, template_load, templates
+from ptxkit.cfg.flow.ssa import cell_key, frontiers, reading_block, version_name
+from ptxkit.cfg.values.arithmetic import (
+    BINARY, WORD, any_number_of_type, at_most, bit_field, bit_insert, clamped, compared_as,
+    cvt_reading, cvta, mapa, remainder_of,
+)
+from ptxkit.cfg.values.conditions import BranchConditions
+from ptxkit.cfg.values.counters import RECOMPUTED, CounterIdioms
+from ptxkit.cfg.values.frames import Frames, StackModel, observed, stack_frames
+from ptxkit.cfg.values.idioms import SUM_OPCODES, remainder, rounding_add
+from ptxkit.cfg.values.specials import PORTABLE_CLUSTER, special_ranges
+from ptxkit.cfg.values.symbols import PLAIN_KEY, symbol_regions, template_load, templates
 from ptxkit.isa import (
     FIXED_SPECIALS, INTEGER_TYPES, NO_DESTINATION, RESULT_RANGES, SIGN_READING, SWAPPED_COMPARISONS, TYPE_BITS,
 )
 from ptxkit.isa_eval import operation
-from ptxkit.cfg.values import (
+from ptxkit.cfg.values.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, SHARED_CTA_SPACE, TOP, add, anywhere, bits_of, compare,
     constant, field, join, meet, mul, neg, number, pack, shr, signed, truncate, unpack, widen,
 )
@@ -100,10 +100,10 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
                       aligned: dict | None = None) -> RegisterAnswers:
     """`register_values`, the unreachable blocks and the values by thread
     (`RegisterAnswers`). `aligned` gives regions a larger alignment than they declare
-    (``{region: bytes}``: what the kernel's tensor copies show, `ptxkit.cfg.events`).
+    (``{region: bytes}``: what the kernel's tensor copies show, `ptxkit.cfg.sync.events`).
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.graph import flow_graph
+    >>> from ptxkit.cfg.flow.graph import flow_graph
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     ".reg .b32 %r<3>;\\n.reg .pred %p<2>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tsetp.lt.u32 %p1, %r1, 4096;\\n"
     ...     "\\t@%p1 bra L;\\n\\tmov.u32 %r2, %r1;\\nL:\\n\\tret;\\n}\\n")
@@ -121,7 +121,7 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
         return RegisterAnswers(values, dead, analysis.by_thread)
     # a -G build: follow values through its stack frames, first assuming that a store
     # through an unknown address writes no cell, then checking every access against the
-    # values found, until the check asks for nothing more (cfg/frames.py)
+    # values found, until the check asks for nothing more (cfg/values/frames.py)
     probes = {("stack", i): (access.block, access.position, access.memory) for i, access in enumerate(frames.accesses)}
     answer = None  # the last round whose values the check found sound
     # an earlier analysis of the graph (the tensor copies' pre-pass, docs/fence.md §3.3)
@@ -155,12 +155,12 @@ def release_register_analyses(flow) -> None:
     """Let the register analyses of `flow` go: drop what refers back to each of them (its
     rules and narrowings are closures over it), so that they are freed as soon as the
     last reference to them goes, not at the cyclic collector's next full collection. The
-    fence pass calls it when its plan is made (`ptxkit.cfg.fence.fence_module`); a batch
+    fence pass calls it when its plan is made (`ptxkit.cfg.fence.fence.fence_module`); a batch
     of files, or Triton compiling kernel after kernel, would otherwise keep them all
     (`ptxkit._gc.paused_gc` moves what the pass builds to the oldest generation). Nothing
     may ask them anything after it (their `by_thread` included).
 
-    >>> from ptxkit.cfg.graph import flow_graph
+    >>> from ptxkit.cfg.flow.graph import flow_graph
     >>> import ptxkit
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     ".reg .b32 %r<2>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tret;\\n}\\n")
@@ -1108,7 +1108,7 @@ def _folded(found, args, compute, read: list, evaluate, signed_result: bool):
     """`compute`, but where every operand is one number (the values `compute` read, kept
     in ``read[0]``, or else `evaluate(operand, at)`), the instruction's result from the
     evaluator (`ptxkit.isa_eval`). A number stands for the register bits it is congruent
-    to (`ptxkit.cfg.values.signed`): the abstract operation's own number is kept when it is
+    to (`ptxkit.cfg.values.values.signed`): the abstract operation's own number is kept when it is
     congruent to the result, else the result is read as the destination type reads it."""
     modulus = 1 << found.bits
 
@@ -1139,7 +1139,7 @@ def _folded(found, args, compute, read: list, evaluate, signed_result: bool):
 
 def _reading(width: int, signed_type: bool):
     """How an instruction of a `width`-bit type, signed or not, reads an operand's value
-    (`ptxkit.cfg.values.signed`, `ptxkit.cfg.values.truncate`)."""
+    (`ptxkit.cfg.values.values.signed`, `ptxkit.cfg.values.values.truncate`)."""
     if signed_type:
         return lambda value: signed(value, width)
     return lambda value: truncate(value, width)
@@ -1161,7 +1161,7 @@ _UNSIGNED_RESULTS = frozenset(("setp", "popc", "clz", "bfind"))
 #: Updates a definition that is no join, on a cycle no join breaks, may take before it is
 #: widened (docs/fence.md §3.1); any other widens only after `_SAFETY_NET` (never seen).
 _PATIENCE, _SAFETY_NET = 12, 256
-#: Solves of a -G kernel's values with a stack model before the check must hold (cfg/frames.py).
+#: Solves of a -G kernel's values with a stack model before the check must hold (cfg/values/frames.py).
 _STACK_ROUNDS = 8
 #: The `derived` key of the last stack model a graph's analysis settled on.
 _SETTLED_MODEL = "settled stack model"

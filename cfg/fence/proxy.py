@@ -48,18 +48,19 @@ import enum
 import re
 
 from ptxkit._records import record
-from ptxkit.cfg.armed import fenced_before_copies
-from ptxkit.cfg.dataflow import solve_forward
-from ptxkit.cfg.divergence import thread_meets
-from ptxkit.cfg.dominance import DominatorTree
-from ptxkit.cfg.events import RELEASE, RELEASES_INITS, Event, EventOptions, Kind, classify
-from ptxkit.cfg.inline import inlined_graph
-from ptxkit.cfg.locations import CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, covers, overlaps, spaces_text
-from ptxkit.cfg.loops import loop_forest
-from ptxkit.cfg.once import export_limits
-from ptxkit.cfg.phases import separate_phases
-from ptxkit.cfg.specials import PORTABLE_CLUSTER, special_ranges
-from ptxkit.cfg.thread_sets import runners
+from ptxkit.cfg.flow.dataflow import solve_forward
+from ptxkit.cfg.flow.dominance import DominatorTree
+from ptxkit.cfg.flow.inline import inlined_graph
+from ptxkit.cfg.flow.loops import loop_forest
+from ptxkit.cfg.sync.armed import fenced_before_copies
+from ptxkit.cfg.sync.events import RELEASE, RELEASES_INITS, Event, EventOptions, Kind, classify
+from ptxkit.cfg.sync.locations import (CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, covers, overlaps,
+                                       spaces_text)
+from ptxkit.cfg.sync.once import export_limits
+from ptxkit.cfg.sync.phases import separate_phases
+from ptxkit.cfg.values.divergence import thread_meets
+from ptxkit.cfg.values.specials import PORTABLE_CLUSTER, special_ranges
+from ptxkit.cfg.values.thread_sets import runners
 from ptxkit.isa import SyncObject
 
 __all__ = ["AnalysisOptions", "Fact", "Hazard", "KernelAnalysis", "Need", "Step", "spaces_text"]
@@ -233,7 +234,7 @@ def _bits(mask: int):
 #: were writes into ours); pending here and not yet handed on by an arrive (until then no
 #: other thread has them in its past); not credited: made or handed over since this
 #: thread, or on some path of its round one of the threads that split from it by
-#: index (`ptxkit.cfg.divergence`), last fenced them after another thread handed them
+#: index (`ptxkit.cfg.values.divergence`), last fenced them after another thread handed them
 #: over (docs/fence.md §4.4).
 LOCAL, IMPORTED, IN_FLIGHT, REMOTE, CROSSED, UNPUBLISHED, UNCREDITED = range(7)
 #: an arrive's exports: unpublished pending, crossing CTAs, published pending, credited
@@ -244,7 +245,7 @@ _NO_IMPORT = (0, 0, 0)
 
 class KernelAnalysis:
     """Facts, hand-offs, fixpoint, needs and witnesses of one function, with the
-    ``.func``s it calls inlined (`ptxkit.cfg.inline`).
+    ``.func``s it calls inlined (`ptxkit.cfg.flow.inline`).
 
     After `solve`, `needy` maps each async op that gets a fence (by ``id`` of its
     event) to the fence's cover, `ins`/`outs` hold the states at block boundaries of
@@ -444,7 +445,7 @@ class KernelAnalysis:
     def _imported_before_in_round(self, threads: int) -> dict[int, int]:
         """block -> the facts imported by the waits on the paths from the entry to it
         that take no loop's back edge (before it in its round), at waits some of
-        `threads` (a bit set, `ptxkit.cfg.thread_sets`) may pass. A fence credits only
+        `threads` (a bit set, `ptxkit.cfg.values.thread_sets`) may pass. A fence credits only
         those: what a wait after it imported in the previous round may come again, a new
         instance, in the phase where the fencing thread's arrives still carry the old
         credit; and what a wait none of the fencing threads pass imported reaches the
@@ -680,7 +681,7 @@ class KernelAnalysis:
     def _foreign(self) -> list[int]:
         """Block -> the state bits of the facts it cannot have made itself: in this
         thread's planes (LOCAL, IN_FLIGHT), the facts whose every access lies in blocks
-        that no thread running this one runs (`ptxkit.cfg.thread_sets`). A path from such
+        that no thread running this one runs (`ptxkit.cfg.values.thread_sets`). A path from such
         an access to this block is no thread's, so what it carries in those planes is
         dropped on entry; what was handed over stays (docs/fence.md §5.2)."""
         threads = runners(self.flow)

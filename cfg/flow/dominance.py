@@ -18,7 +18,7 @@ Two entry points:
 
 from __future__ import annotations
 
-from ptxkit.cfg.graph import EXIT, derived
+from ptxkit.cfg.flow.graph import EXIT, derived
 
 
 def immediate_dominators(graph, start) -> dict:

@@ -13,9 +13,9 @@ of the code that no thread that ran the fence runs.
 
 from __future__ import annotations
 
-from ptxkit.cfg.divergence import conditional, definitions, guard_of, qualified
-from ptxkit.cfg.graph import derived
-from ptxkit.cfg.specials import special_ranges
+from ptxkit.cfg.flow.graph import derived
+from ptxkit.cfg.values.divergence import conditional, definitions, guard_of, qualified
+from ptxkit.cfg.values.specials import special_ranges
 from ptxkit.isa_eval import evaluate_each, operation
 
 #: a predicate's values, one byte per thread, as the digits of a binary number
@@ -27,7 +27,7 @@ def runners(flow) -> list[int]:
     ``%tid.x == t``); computed once per graph.
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.inline import inlined_graph
+    >>> from ptxkit.cfg.flow.inline import inlined_graph
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
     ...     ".visible .entry k() .maxntid 256, 1, 1\\n{\\n.reg .b32 %r<2>;\\n.reg .pred %p<2>;\\n"
     ...     "\\tmov.u32 %r1, %tid.x;\\n\\tsetp.lt.u32 %p1, %r1, 128;\\n\\t@%p1 bra DONE;\\n"

@@ -7,7 +7,7 @@ irreducible flow: the blocks on those cycles are reported in `LoopForest.irreduc
 and the fence pass does not hoist into or out of them.
 
 >>> import ptxkit
->>> from ptxkit.cfg.graph import flow_graph
+>>> from ptxkit.cfg.flow.graph import flow_graph
 >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
 ...     ".reg .pred %p<2>;\\n.reg .b32 %r<2>;\\n\\tmov.u32 %r1, 0;\\nL:\\n\\tadd.s32 %r1, %r1, 1;\\n"
 ...     "\\tsetp.lt.s32 %p1, %r1, 4;\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n")
@@ -19,8 +19,8 @@ and the fence pass does not hoist into or out of them.
 from __future__ import annotations
 
 from ptxkit._records import record
-from ptxkit.cfg.dominance import DominatorTree
-from ptxkit.cfg.graph import EXIT, derived
+from ptxkit.cfg.flow.dominance import DominatorTree
+from ptxkit.cfg.flow.graph import EXIT, derived
 
 
 class Loop:
@@ -63,7 +63,7 @@ class LoopForest:
     """All natural loops of a graph, outermost first (by header position).
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.graph import flow_graph
+    >>> from ptxkit.cfg.flow.graph import flow_graph
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     ".reg .pred %p<3>;\\nO:\\n\\tbar.sync 0;\\nI:\\n\\t@%p1 bra I;\\n\\t@%p2 bra O;\\n\\tret;\\n}\\n")
     >>> forest = find_loops(flow_graph(m.function("k")))
@@ -91,7 +91,7 @@ def find_loops(flow, dominators: DominatorTree | None = None) -> LoopForest:
     otherwise in reverse post-order of their headers).
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.graph import flow_graph
+    >>> from ptxkit.cfg.flow.graph import flow_graph
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     ".reg .pred %p<3>;\\nO:\\n\\tbar.sync 0;\\nI:\\n\\t@%p1 bra I;\\n\\t@%p2 bra O;\\n\\tret;\\n}\\n")
     >>> outer, inner = find_loops(flow_graph(m.function("k"))).loops
@@ -127,7 +127,7 @@ def loop_forest(flow) -> LoopForest:
     """`find_loops` of `flow`, computed once per graph (kept in its `derived` cache).
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.graph import flow_graph
+    >>> from ptxkit.cfg.flow.graph import flow_graph
     >>> flow = flow_graph(ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
     ...     ".visible .entry k()\\n{\\n.reg .pred %p<2>;\\nL:\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n").function("k"))
     >>> loop_forest(flow) is loop_forest(flow), [loop.header for loop in loop_forest(flow).loops]
@@ -259,7 +259,7 @@ def find_preheader(flow, loop: Loop) -> Preheader | None:
     header's first label.
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.graph import flow_graph
+    >>> from ptxkit.cfg.flow.graph import flow_graph
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     ".reg .pred %p<2>;\\n\\t@%p1 bra L;\\n\\tbar.sync 0;\\nL:\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n")
     >>> flow = flow_graph(m.function("k"))
@@ -316,7 +316,7 @@ class BranchRegion:
     every block in it is dominated by `branch`, and `branch` is not inside it.
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.graph import flow_graph
+    >>> from ptxkit.cfg.flow.graph import flow_graph
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     ".reg .pred %p<2>;\\n\\t@%p1 ret;\\n\\tbar.sync 0;\\n\\tret;\\n}\\n")
     >>> flow = flow_graph(m.function("k"))
@@ -339,7 +339,7 @@ def branch_region(flow, branch: int, dominators: DominatorTree, post_dominators:
     without passing the branch. `reject(block)` may stop the search early (None).
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.graph import flow_graph
+    >>> from ptxkit.cfg.flow.graph import flow_graph
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     ".reg .pred %p<2>;\\n\\t@%p1 bra E;\\n\\tbar.sync 0;\\n\\tbra.uni J;\\nE:\\n\\tbar.sync 1;\\nJ:\\n\\tret;\\n}\\n")
     >>> flow = flow_graph(m.function("k"))

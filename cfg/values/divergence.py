@@ -15,9 +15,9 @@ that skipped it.
 
 from __future__ import annotations
 
-from ptxkit.cfg.dominance import DominatorTree
-from ptxkit.cfg.graph import derived
-from ptxkit.cfg.operands import destinations
+from ptxkit.cfg.flow.dominance import DominatorTree
+from ptxkit.cfg.flow.graph import derived
+from ptxkit.cfg.flow.operands import destinations
 from ptxkit.isa import CTA_UNIFORM_SPECIALS, PURE_OPCODES, STATE_SPACES, THREAD_INDEX_SPECIALS, is_special_register
 
 __all__ = ["cta_uniform", "definitions", "guard_of", "qualified", "thread_meets", "thread_only"]
@@ -31,7 +31,7 @@ def thread_meets(flow) -> dict[int, frozenset]:
     the first skip the fence) and from the fence (the first lane).
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.inline import inlined_graph
+    >>> from ptxkit.cfg.flow.inline import inlined_graph
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     ".reg .b32 %r<3>;\\n.reg .pred %p<2>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tand.b32 %r2, %r1, 31;\\n"
     ...     "\\tsetp.ne.s32 %p1, %r2, 0;\\n\\t@%p1 bra SKIP;\\n\\tfence.proxy.async;\\nSKIP:\\n\\tret;\\n}\\n")
@@ -198,7 +198,7 @@ def _parameter_pointer(register: str, parameters: set, definitions: dict, flow, 
 
 def qualified(flow, block: int, name: str) -> str:
     """`name` as read in `block`: a register of an inlined copy carries the copy's prefix
-    (``ptxkit.cfg.inline.Context``); special registers are the same in every copy.
+    (``ptxkit.cfg.flow.inline.Context``); special registers are the same in every copy.
 
     >>> qualified(None, 0, "%tid.x")
     '%tid.x'
@@ -251,7 +251,7 @@ def definitions(flow) -> dict:
     the inlined copy that writes it (`qualified`); computed once per graph.
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.inline import inlined_graph
+    >>> from ptxkit.cfg.flow.inline import inlined_graph
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     ".reg .b32 %r<2>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tret;\\n}\\n")
     >>> definitions(inlined_graph(m.function("k")))

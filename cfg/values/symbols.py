@@ -1,7 +1,7 @@
 """Where a kernel's variables live: the regions its ``.shared``, ``.local`` and
 ``.global`` declarations give, and the zero-filled templates a ``-G`` build copies from.
 
-The register analysis (`ptxkit.cfg.registers`) starts a ``mov`` of a variable's name at
+The register analysis (`ptxkit.cfg.values.registers`) starts a ``mov`` of a variable's name at
 its region (docs/fence.md §3.1); every ``extern .shared`` array is the one dynamic region
 (`DYNAMIC_SHARED`). A symbol table also holds, under `PLAIN_KEY`, the registers declared
 without ``%``.
@@ -9,9 +9,9 @@ without ``%``.
 
 from __future__ import annotations
 
-from ptxkit.cfg.inline import Context
+from ptxkit.cfg.flow.inline import Context
 from ptxkit.isa import TYPE_BITS
-from ptxkit.cfg.values import (
+from ptxkit.cfg.values.values import (
     GLOBAL_SPACE_NAME, LOCAL_SPACE, OTHER_SPACE, SHARED_CTA_SPACE, TOP, WINDOW, Atom, Region, address, number,
 )
 from ptxkit.syntax import Directive, Function
@@ -30,7 +30,7 @@ def symbol_regions(function, context: Context | None = None) -> dict:
     dynamic shared memory); ``.local`` variables get one region per inlined copy.
 
     >>> import ptxkit
-    >>> from ptxkit.cfg.values import show
+    >>> from ptxkit.cfg.values.values import show
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.extern .shared .align 16 .b8 dyn[];\\n"
     ...                  ".visible .entry k()\\n{\\n.shared .align 8 .b64 bars[4];\\n\\tret;\\n}\\n")
     >>> regions = symbol_regions(m.function("k"))
@@ -190,8 +190,8 @@ def template_load(address: tuple, width: int, names: frozenset) -> tuple:
     """What a load of `width` bytes through `address` gives when it reads inside a
     template (zero) of `names`, else top.
 
-    >>> from ptxkit.cfg.values import show
-    >>> from ptxkit.cfg.values import GENERIC
+    >>> from ptxkit.cfg.values.values import show
+    >>> from ptxkit.cfg.values.values import GENERIC
     >>> desc = address(Region("desc$1", GLOBAL_SPACE_NAME, 8, 8), form=GENERIC)
     >>> show(template_load(desc, 8, frozenset({"desc$1"}))), show(template_load(desc, 8, frozenset()))
     ('0', 'top')

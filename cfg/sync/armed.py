@@ -6,7 +6,7 @@ that complete on the mbarrier (PTX ISA, mbarrier phase completion). So a thread 
 waits on that phase has one of those copies in its past, and with it everything
 before the copy's issue. Where every copy completing on the mbarrier is issued after a
 ``bar.sync`` that every thread of the CTA reaches in one certain phase
-(`ptxkit.cfg.phases.counted_phases`), and every access of a fact reaches a proxy fence
+(`ptxkit.cfg.sync.phases.counted_phases`), and every access of a fact reaches a proxy fence
 that orders it and then that ``bar.sync`` on every path, each instance of the access
 is fenced on a causality path to whatever the waiter does next: the arrive need not
 hand the fact over. Triton's prologues arm the first stages' barriers right after
@@ -15,10 +15,10 @@ initialising them and fence before the ``bar.sync`` that precedes the first copi
 
 from __future__ import annotations
 
-from ptxkit.cfg.dominance import DominatorTree
-from ptxkit.cfg.events import Kind
-from ptxkit.cfg.locations import CTA, overlaps
-from ptxkit.cfg.phases import counted_phases
+from ptxkit.cfg.flow.dominance import DominatorTree
+from ptxkit.cfg.sync.events import Kind
+from ptxkit.cfg.sync.locations import CTA, overlaps
+from ptxkit.cfg.sync.phases import counted_phases
 from ptxkit.isa import SyncObject
 
 __all__ = ["fenced_before_copies"]
@@ -29,7 +29,7 @@ def fenced_before_copies(flow, events: list[list], facts: list, killed) -> dict[
     arrive need not hand over; `killed(fence event)` is the mask of facts a fence
     orders.
 
-    >>> from ptxkit.cfg.fence import fence_text
+    >>> from ptxkit.cfg.fence.fence import fence_text
     >>> text = (".version 8.0\\n.target sm_90a\\n.address_size 64\\n.extern .shared .align 1024 .b8 s[];\\n"
     ...     ".visible .entry k(.param .u64 k_map)\\n{\\n.reg .b32 %r<4>;\\n.reg .b64 %rd<2>;\\n.reg .pred %p<2>;\\n"
     ...     "\\tmov.u32 %r1, s;\\n\\tld.param.u64 %rd1, [k_map];\\n\\tmbarrier.init.shared.b64 [%r1+8192], 1;\\n"

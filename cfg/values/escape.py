@@ -21,7 +21,7 @@ bytes it wrote, so spilled pointers keep their provenance; a tainted store anywh
 else still taints every load, the stack's too.
 
 >>> import ptxkit
->>> from ptxkit.cfg.graph import flow_graph
+>>> from ptxkit.cfg.flow.graph import flow_graph
 >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k(.param .u64 k_p)\\n{\\n"
 ...     ".reg .b64 %rd<6>;\\n.shared .align 8 .b8 smem[64];\\n\\tld.param.u64 %rd1, [k_p];\\n"
 ...     "\\tld.global.u64 %rd2, [%rd1];\\n\\tmov.u64 %rd3, smem;\\n\\tcvta.shared.u64 %rd4, %rd3;\\n"
@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import bisect
 
-from ptxkit.cfg.operands import is_param, operand_reads, operand_targets, written_and_read
-from ptxkit.cfg.symbols import symbol_regions
+from ptxkit.cfg.flow.operands import is_param, operand_reads, operand_targets, written_and_read
+from ptxkit.cfg.values.symbols import symbol_regions
 from ptxkit.isa import MEMORY_WRITERS, access_width
 
 #: The stack pointers of nvcc's -G builds (generic and local-window).

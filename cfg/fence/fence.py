@@ -36,13 +36,13 @@ from __future__ import annotations
 from ptxkit._gc import paused_gc
 from ptxkit._records import record
 from ptxkit._regex import compile as compile_pattern
-from ptxkit.cfg.locations import spaces_text
-from ptxkit.cfg.options import EXTERN_POLICIES, check_target
-from ptxkit.cfg.placement import (FENCE_SIDES, PLACEMENTS, RELEASE_INITS, VARIANTS, PlannedFence, fence_text_for,
-                                  plan_fences)
-from ptxkit.cfg.proxy import AnalysisOptions, Hazard, KernelAnalysis
-from ptxkit.cfg.registers import release_register_analyses
-from ptxkit.cfg.specials import PORTABLE_CLUSTER
+from ptxkit.cfg.fence.options import EXTERN_POLICIES, check_target
+from ptxkit.cfg.fence.placement import (FENCE_SIDES, PLACEMENTS, RELEASE_INITS, VARIANTS, PlannedFence,
+                                        fence_text_for, plan_fences)
+from ptxkit.cfg.fence.proxy import AnalysisOptions, Hazard, KernelAnalysis
+from ptxkit.cfg.sync.locations import spaces_text
+from ptxkit.cfg.values.registers import release_register_analyses
+from ptxkit.cfg.values.specials import PORTABLE_CLUSTER
 from ptxkit.isa import may_need_fence
 from ptxkit.syntax import Function
 
@@ -70,7 +70,7 @@ class FenceOptions(_FenceFields):
         means an existing ``.shared::cta`` fence counts for both shared windows.
     extern_policy:
         ``none``, ``clobber`` (default) or ``strict``: what a call to an extern or
-        indirect function may do (see `ptxkit.cfg.proxy.AnalysisOptions`).
+        indirect function may do (see `ptxkit.cfg.fence.proxy.AnalysisOptions`).
     track_global:
         Also order generic writes of global memory before async reads of it.
     fence_side:
@@ -450,7 +450,7 @@ _previous_analyses: list = []
 
 def free_last_analyses() -> None:
     """Free the analyses of the last `fence_module` call. They are released when its
-    plan is made (`ptxkit.cfg.registers.release_register_analyses`), so reference
+    plan is made (`ptxkit.cfg.values.registers.release_register_analyses`), so reference
     counting frees them here, when the next call starts: a process that checks one
     kernel and ends (the command line, the ptxas wrapper) never spends the time, and one
     that goes on (a batch of files, Triton compiling kernel after kernel) keeps one
@@ -511,7 +511,7 @@ def analyse_module(module, options: FenceOptions | None = None, everything: bool
     no kernel calls, and plan their fences. Changes nothing.
 
     Kernels whose text names no async-proxy operation and no call cannot need a fence
-    and are left out, unless `everything` is set (the CFG drawing, `ptxkit.cfg.dot`,
+    and are left out, unless `everything` is set (the CFG drawing, `ptxkit.cfg.fence.dot`,
     wants them all, called functions too, each on its own).
 
     >>> import ptxkit
@@ -520,7 +520,7 @@ def analyse_module(module, options: FenceOptions | None = None, everything: bool
     >>> analyse_module(m), [r.analysis.function.name for r in analyse_module(m, everything=True)]
     ([], ['k'])
     """
-    from ptxkit.cfg.inline import call_target, inlined_graph
+    from ptxkit.cfg.flow.inline import call_target, inlined_graph
     from ptxkit.instruction import head_of
 
     options = options or FenceOptions()

@@ -1,6 +1,6 @@
 """Which registers an instruction writes and reads, and the types its modifiers name.
 
-Helpers of the register analysis (`ptxkit.cfg.registers`) and of the passes that walk
+Helpers of the register analysis (`ptxkit.cfg.values.registers`) and of the passes that walk
 every instruction (escape, divergence, phases): most read the text of an instruction
 rather than its parsed operands, which is what makes a pass over a megabyte kernel cheap.
 A *plain* register is one declared without ``%`` (``.reg .b32 r;``); `plain` is the set of
