@@ -1,7 +1,9 @@
-"""The layers of ptxkit and the imports allowed between them (docs/architecture.md §1 and §3).
+"""The layers of ptxkit and the imports allowed between them (docs/architecture.md §1 and §3),
+and the order of the subpackages of ``ptxkit.cfg`` (docs/architecture.md §4).
 
-Every module of ``ptxkit/``, ``cfg/`` and ``generators/`` has a layer here; a module added
-without one fails, so that the note is kept up to date with the code.
+Every module of ``ptxkit/``, ``cfg/`` and ``generators/`` has a layer here, and every module
+of ``cfg/`` a subpackage; a module added without one fails, so that the note is kept up to
+date with the code.
 """
 
 from __future__ import annotations
@@ -70,6 +72,15 @@ ALLOWED = {
     "cli": BELOW_CFG | {"traces", "toolchain", "cfg", "passes", "generators", "integrations"},
 }
 
+#: the subpackages of ``ptxkit.cfg`` from the bottom up: each imports only itself and those
+#: before it (docs/architecture.md §4)
+CFG_SUBPACKAGES = ("flow", "values", "sync", "fence")
+#: subpackage → what it may import besides itself: ``outside`` is anything not in
+#: ``ptxkit.cfg`` (the layers above rule on it); ``root`` (``cfg/__init__.py``, whose public
+#: names load lazily) imports none of the subpackages, and none of them imports it
+CFG_ALLOWED = {"root": {"outside"}} | {
+    name: {"outside", *CFG_SUBPACKAGES[:index]} for index, name in enumerate(CFG_SUBPACKAGES)}
+
 
 def module_name(path: Path) -> str:
     """The installed name of a source file.
@@ -101,6 +112,24 @@ def layer(name: str) -> str | None:
     return None
 
 
+def cfg_subpackage(name: str) -> str | None:
+    """The subpackage of ``ptxkit.cfg`` that a module belongs to (None: a module of ``cfg/``
+    in none of them).
+
+    >>> cfg_subpackage("ptxkit.cfg.sync.events"), cfg_subpackage("ptxkit.cfg.flow"), cfg_subpackage("ptxkit.cfg")
+    ('sync', 'flow', 'root')
+    >>> cfg_subpackage("ptxkit.isa"), cfg_subpackage("ptxkit.cfg.helpers"), cfg_subpackage("ptxkit.cfg.misc.helpers")
+    ('outside', None, None)
+    """
+    if name == "ptxkit.cfg":
+        return "root"
+    if not name.startswith("ptxkit.cfg."):
+        return "outside"
+    parts = name.split(".")
+    in_one = parts[2] in CFG_SUBPACKAGES and (len(parts) > 3 or (ROOT / "cfg" / parts[2]).is_dir())
+    return parts[2] if in_one else None
+
+
 def imported(name: str, path: Path, known: set[str]) -> set[str]:
     """The modules of ours that `path` (module `name`) imports anywhere in its code."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -119,9 +148,10 @@ def imported(name: str, path: Path, known: set[str]) -> set[str]:
     return {module for module in found if module == "ptxkit" or module.startswith("ptxkit.")}
 
 
-def violations(modules: dict[str, Path], root: Path = ROOT) -> list[str]:
+def violations(modules: dict[str, Path], root: Path = ROOT, layer=layer, allowed=ALLOWED) -> list[str]:
     """``file: layer imports module (its layer)`` for each import of `modules` (name → file)
-    that docs/architecture.md §3 does not allow.
+    that docs/architecture.md §3 does not allow (or that `allowed` does not, with the layers
+    that `layer` gives: the subpackages of ``ptxkit.cfg`` and docs/architecture.md §4).
 
     Importing ``a.b.c`` runs the ``__init__`` of ``a.b`` first, so what that package's
     ``__init__`` imports counts as imported too (the root ``ptxkit``, whose names load
@@ -142,7 +172,7 @@ def violations(modules: dict[str, Path], root: Path = ROOT) -> list[str]:
                 parent = parent.rpartition(".")[0]
         for target in sorted(targets):
             theirs = layer(target)
-            if theirs != own and theirs not in ALLOWED[own]:
+            if theirs != own and theirs not in allowed[own]:
                 wrong.append(f"{path.relative_to(root)}: {own} imports {target} ({theirs})")
     return wrong
 
@@ -155,6 +185,56 @@ def test_every_module_has_a_layer():
 def test_imports_follow_the_layers():
     wrong = violations(sources())
     assert not wrong, "imports that docs/architecture.md §3 does not allow:\n" + "\n".join(wrong)
+
+
+def cfg_sources() -> dict[str, Path]:
+    return {name: path for name, path in sources().items() if cfg_subpackage(name) != "outside"}
+
+
+def test_every_cfg_module_is_in_a_subpackage():
+    names = cfg_sources()
+    loose = [name for name in names if cfg_subpackage(name) is None]
+    assert not loose, f"put these in a subpackage of cfg/ (docs/architecture.md §4): {loose}"
+    assert {cfg_subpackage(name) for name in names} == {"root", *CFG_SUBPACKAGES}
+    assert all(f"ptxkit.cfg.{package}" in names for package in CFG_SUBPACKAGES)  # each has its __init__
+
+
+def test_cfg_subpackages_import_only_those_below():
+    wrong = violations(cfg_sources(), layer=cfg_subpackage, allowed=CFG_ALLOWED)
+    assert not wrong, "imports against the order of docs/architecture.md §4:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize(
+    "name, code, allowed",
+    [
+        ("ptxkit.cfg.flow.x", "from ptxkit.cfg.values.values import TOP", False),
+        ("ptxkit.cfg.values.x", "def f():\n    from ptxkit.cfg.sync.events import Kind", False),
+        ("ptxkit.cfg.values.x", "from ..fence import options", False),
+        ("ptxkit.cfg.sync.x", "from ptxkit.cfg.fence.fence import fence_text", False),
+        ("ptxkit.cfg.flow.x", "from ptxkit.cfg import fence_text", False),
+        ("ptxkit.cfg", "from ptxkit.cfg.flow.graph import flow_graph", False),
+        ("ptxkit.cfg.flow.x", "from ptxkit.cfg.flow.graph import ENTRY\nfrom ptxkit.isa import STATE_SPACES", True),
+        ("ptxkit.cfg.sync.x", "from ptxkit.cfg.values import registers\nfrom ..flow.graph import ENTRY", True),
+        ("ptxkit.cfg.fence.x", "import ptxkit.cfg.sync.events\nfrom ptxkit.cfg.values.values import TOP", True),
+    ],
+)
+def test_the_check_finds_an_upward_import_in_cfg(tmp_path, name, code, allowed):
+    path = tmp_path / "x.py"
+    path.write_text(code + "\n")
+    found = violations({name: path}, tmp_path, layer=cfg_subpackage, allowed=CFG_ALLOWED)
+    assert (found == []) == allowed, found
+
+
+def test_a_subpackage_init_counts_for_whoever_imports_its_modules(tmp_path):
+    """``ptxkit.cfg.flow``'s ``__init__`` runs whenever a module of flow/ is imported: an
+    import of the pass there would put the pass below the values analysis."""
+    init, user = tmp_path / "init.py", tmp_path / "user.py"
+    init.write_text("from ptxkit.cfg.fence.fence import fence_text\n")
+    user.write_text("from ptxkit.cfg.flow.graph import flow_graph\n")
+    found = violations({"ptxkit.cfg.flow": init, "ptxkit.cfg.values.x": user}, tmp_path,
+                       layer=cfg_subpackage, allowed=CFG_ALLOWED)
+    assert found == ["init.py: flow imports ptxkit.cfg.fence.fence (fence)",
+                     "user.py: values imports ptxkit.cfg.fence.fence (fence)"], found
 
 
 @pytest.mark.parametrize(
