@@ -196,6 +196,105 @@ def test_a_second_analysis_of_a_graph_starts_from_the_stack_model_the_first_sett
     assert rounds > 1 and len(solves) == 1
 
 
+#: A pointer to a pointer to a slot, each kept in the frame: each round follows one more load
+CHAIN = ("\tst.u64 [%SP+8], %rd2;\n\tadd.u64 %rd3, %SP, 8;\n\tst.u64 [%SP+16], %rd3;\n\tadd.u64 %rd10, %SP, 16;\n"
+         "\tst.u64 [%SP+24], %rd10;\n\tld.u64 %rd11, [%SP+24];\n\tld.u64 %rd6, [%rd11];\n\tld.u64 %rd4, [%rd6];\n"
+         "\tmov.u32 %r10, %tid.x;\n\tshl.b32 %r11, %r10, 4;\n\tcvt.u64.u32 %rd12, %r11;\n\tadd.s64 %rd5, %rd4, %rd12;\n")
+
+
+def _chain_and_ring(monkeypatch, solves: list, made: list | None = None):
+    """The register analysis of a kernel with `CHAIN` and a ring index in its frame, asked
+    for ``%rd5`` and ``%r5`` at its end: the answer, the graph and the queries; `solves`
+    gets each round's ``(model, queries, values, dead, rules)``, `made` the `_rule_key` of each
+    rule made, with the number of rounds solved before it."""
+    from ptxkit.cfg.values import registers
+    ring = RING.format(reload="\tld.u32 %r2, [%SP+0];\n")
+    text = f"{HEAD}.visible .entry k()\n{{\n{REGS}{FRAME}{CHAIN}{ring}\tret;\n}}\n"
+    flow = flow_graph(ptxkit.parse(text).function("k"))
+    last = flow.blocks[-1]
+    queries = {r: (last.index, len(last.instructions) - 1, parse_statement(f"mov.u64 %x, {r};").operands[1])
+               for r in ("%rd5", "%r5")}
+    solve, rule = registers._Analysis.solve, registers._Analysis._rule
+
+    def solved(self, asked):
+        values, dead = solve(self, asked)
+        solves.append((self.stack, asked, values, dead, self.rules))
+        return values, dead
+
+    def making(self, block, position):
+        made.append((len(solves), self._rule_key(block, position)))
+        return rule(self, block, position)
+    monkeypatch.setattr(registers._Analysis, "solve", solved)
+    if made is not None:
+        monkeypatch.setattr(registers._Analysis, "_rule", making)
+    return analyse_registers(flow, queries), flow, queries
+
+
+def test_the_rounds_of_a_debug_build_make_each_rule_once_and_solve_as_anew(monkeypatch):
+    """The rounds of a -G build share one analysis: an instruction's rule is made once,
+    a stack access's once for each cell it is followed to, and every round finds what a
+    new analysis solving under that round's model alone finds (docs/fence.md §3.2)."""
+    from ptxkit.cfg.values import registers
+    solves, made = [], []
+    answer, flow, _ = _chain_and_ring(monkeypatch, solves, made)
+    assert len(solves) == 3
+    assert show(answer.values["%rd5"]) == "dynamic shared+[0, 16368] step 16 (shared::cta generic)"
+    assert show(answer.values["%r5"]) == "[0, 65536] step 16384"
+    keys = [key for _, key in made]
+    assert len(keys) == len(set(keys))  # nothing made twice
+    later = [key for rounds, key in made if rounds > 0]
+    assert 0 < len(later) < sum(len(rules) for *_, rules in solves[1:])  # most rules are the first round's
+    assert any(len(key) == 3 for key in later)  # a load followed to its cell from the second round on
+    monkeypatch.undo()
+    for model, asked, values, dead, _ in solves:
+        anew = registers._Analysis(flow, stack=model)
+        assert anew.solve(asked) == (values, dead)
+
+
+def test_an_earlier_rounds_answer_comes_back_with_its_values_by_thread(monkeypatch):
+    """When the last round that held is not the last solved, the analysis takes that
+    round's solution back: its values, and its values for a range of threads."""
+    from ptxkit.cfg.values import registers
+    from ptxkit.cfg.values.frames import StackModel
+    holds, checked = StackModel.holds_for, []
+
+    def first_only(self, found):  # only the first round holds
+        checked.append(found)
+        return len(checked) == 1 and holds(self, found)
+    monkeypatch.setattr(StackModel, "holds_for", first_only)
+    solves = []
+    answer, flow, queries = _chain_and_ring(monkeypatch, solves)
+    assert len(solves) == 8  # no later round holds: every round is solved
+    monkeypatch.undo()
+    model, asked, values, dead, _ = solves[0]
+    assert answer.values == {key: values[key] for key in queries} and answer.dead == dead
+    first, last = (registers._Analysis(flow, stack=solves[at][0]) for at in (0, -1))
+    first.solve(asked)
+    last.solve(asked)
+    assert answer.by_thread("%rd5", 0, 31) == first.by_thread("%rd5", 0, 31) != last.by_thread("%rd5", 0, 31)
+
+
+@pytest.mark.nvcc
+def test_the_rounds_on_nvcc_debug_build_output_solve_as_anew(monkeypatch, tmp_path):
+    """nvcc -G keeps a struct and the shared-memory pointer in it in stack frames: each
+    round of the fence pass's register analysis finds what a new analysis solving under
+    that round's model alone finds, and the pass still finds its one missing fence."""
+    from ptxkit.cfg.values import registers
+    from ptxkit.cfg.fence.fence import fence_text
+    from test_fence_nvcc import FENCE, TWO_BUFFERS, nvcc_ptx
+    made, solves = [], []
+    analysis, solve = registers._analysis, registers._Analysis.solve
+    monkeypatch.setattr(registers, "_analysis", lambda *args: made.append(args) or analysis(*args))
+    monkeypatch.setattr(registers._Analysis, "solve",
+                        lambda self, asked: solves.append((self.stack, asked, solve(self, asked))) or solves[-1][2])
+    ptx = nvcc_ptx(TWO_BUFFERS.replace("SECOND", "tile"), tmp_path, "-G")
+    assert [fence.text for fence in fence_text(ptx, "kernel.ptx")[1].fences] == [FENCE]
+    monkeypatch.undo()
+    assert len(made) == 1 and len(solves) > 2  # one analysis, several rounds
+    for model, asked, found in solves:
+        assert registers._Analysis(*made[0], stack=model).solve(asked) == found
+
+
 TEMPLATE = ".global .align 8 .b8 desc$1[8];\n"
 DESCRIPTOR = (  # nvcc -G: a descriptor copied from a zero-filled template, then set field by field
     "\tmov.u64 %rd6, desc$1;\n\tcvta.global.u64 %rd7, %rd6;\n\tld.u64 %rd8, [%rd7];\n\tadd.u64 %rd3, %SP, 8;\n"

@@ -123,32 +123,36 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
     # through an unknown address writes no cell, then checking every access against the
     # values found, until the check asks for nothing more (cfg/values/frames.py)
     probes = {("stack", i): (access.block, access.position, access.memory) for i, access in enumerate(frames.accesses)}
-    answer = None  # the last round whose values the check found sound
+    answer = None  # the last round whose values the check found sound, and that round's solution
     # an earlier analysis of the graph (the tensor copies' pre-pass, docs/fence.md §3.3)
     # probed every stack access too: the model it settled on is the likeliest to hold
     # now, and the check below makes any starting model safe
     reused = getattr(flow, "derived", {}).get(_SETTLED_MODEL)
     model = reused if reused is not None else observed(frames)
-    following = _analysis(flow, max_cluster, aligned)
+    following = analysis  # one analysis for every round: the rules of what no model changes are made once
     for _ in range(_STACK_ROUNDS):
         following.follow(model)
         values, dead = following.solve({**queries, **probes})
         found = observed(frames, values, dead)
         if model.holds_for(found):
-            answer = RegisterAnswers({key: values[key] for key in queries}, dead, following.by_thread)
+            answer = RegisterAnswers({key: values[key] for key in queries}, dead, following.by_thread), \
+                following.solution()
             if model.settled(found) and (model is not reused or model.matches(found)):
                 if getattr(flow, "derived", None) is not None:
                     flow.derived[_SETTLED_MODEL] = model
-                return answer
-            following = _analysis(flow, max_cluster, aligned)  # the answer's `by_thread` keeps this one's values
+                return answer[0]
+            following.start_afresh()  # the answer keeps this round's solution
             if model is reused:  # it holds but gives stores more than these values ask: try what they ask
                 model = found
                 continue
         model = model.advance(found)
     if answer is None:  # no round held: the values without the stack
-        values, dead = analysis.solve(queries)
-        answer = RegisterAnswers(values, dead, analysis.by_thread)
-    return answer
+        following.start_afresh()
+        following.follow(None)
+        values, dead = following.solve(queries)
+        return RegisterAnswers(values, dead, following.by_thread)
+    following.restore(answer[1])  # its `by_thread` asks that round's values
+    return answer[0]
 
 
 def release_register_analyses(flow) -> None:
@@ -211,12 +215,12 @@ class _Analysis(BranchConditions, CounterIdioms):
                  stack: StackModel | None = None):
         self.flow = flow
         self.aligned = aligned or {}
-        self._rules: dict[tuple, tuple] = {}  # (block, position) -> `rule`, where no stack model changes it
+        self._rules: dict[tuple, tuple] = {}  # `_rule_key` -> (`rule`, the thresholds making it added)
         self.follow(stack)
         self._rounding_blocks: dict[int, bool] = {}  # `_may_round`
         self.special = special_ranges(flow.function, max_cluster)
         self.symbols: dict[int, dict] = {}  # context id -> symbol values
-        self.thresholds: set[int] = set()  # constants compared against: where widening stops
+        self.start_afresh()
         self.returning: dict[int, Context] = {}  # block -> the inlined callee that returns into it
         for block in flow.blocks:
             context = block.context
@@ -231,10 +235,28 @@ class _Analysis(BranchConditions, CounterIdioms):
         """Drop the rules and narrowings: closures over this analysis (`release_register_analyses`)."""
         self.rules = self._rules = self._memo = self.narrowing = self.edge_narrowing = None
 
+    def start_afresh(self) -> None:
+        """Widen from here on as a new analysis would: only to the constants compared by
+        the rules the next solves make or take (`rule`) and by the branch conditions. The
+        rounds of a `-G` build start afresh after a round whose values hold (docs/fence.md
+        §3.2); the rules made so far are kept."""
+        self.thresholds: set[int] = set()  # constants compared against: where widening stops
+        self._taken: set = set()  # the `_rule_key`s whose thresholds are in `thresholds`
+
+    def solution(self) -> dict:
+        """What the last `solve` found, for `restore`: `solve` replaces (never changes in
+        place) each attribute it sets, so a shallow copy keeps it."""
+        return dict(self.__dict__)
+
+    def restore(self, solution: dict) -> None:
+        """Make `solution` the analysis's values again (its `by_thread` asks them)."""
+        self.__dict__.update(solution)
+
     def follow(self, stack: StackModel | None) -> None:
-        """Take `stack` as the model of the stack cells the next `solve` follows; the
-        rules of instructions that do not access memory are kept from earlier solves
-        (the rounds of a `-G` build solve again with each model)."""
+        """Take `stack` as the model of the stack cells the next `solve` follows. Rules
+        are kept from earlier solves: those of instructions that do not access memory,
+        and those of stack accesses under the same cell (`_rule_key`), so a round of a
+        `-G` build makes rules only for the accesses its model changes."""
         self.stack = stack
         self.unknown_cells = stack.unknown if stack is not None else frozenset()
         self._with_cells: dict | None = None  # the definitions with the cells the stack model follows
@@ -733,13 +755,35 @@ class _Analysis(BranchConditions, CounterIdioms):
 
     def rule(self, block: int, position: int):
         """``(apply(at), source keys)`` for the instruction at (block, position); `at` is the block
-        whose view of the registers it reads (its own)."""
-        found = self._rules.get((block, position))
+        whose view of the registers it reads (its own). Made once per `_rule_key`; its
+        thresholds count from the first solve since `start_afresh` that takes it."""
+        key = self._rule_key(block, position)
+        found = self._rules.get(key)
         if found is None:
-            found = self._rule(block, position)
-            if self.flow.blocks[block].heads[position][2] not in ("ld", "st"):  # the stack model's are its own
-                self._rules[(block, position)] = found
-        return found
+            thresholds, self.thresholds = self.thresholds, set()
+            try:
+                made = self._rule(block, position)
+            finally:
+                thresholds, self.thresholds = self.thresholds, thresholds
+            found = self._rules[key] = (made, frozenset(thresholds))
+        if key not in self._taken:
+            self._taken.add(key)
+            self.thresholds |= found[1]
+        return found[0]
+
+    def _rule_key(self, block: int, position: int) -> tuple:
+        """What `_rule` makes the rule from besides the instruction: the site, and for a
+        ``ld``/``st`` the stack model's part in it (the word a followed store writes and
+        where; the part a followed load reads and whether its value is known)."""
+        site = (block, position)
+        if self.flow.blocks[block].heads[position][2] not in ("ld", "st"):
+            return site
+        stack = self.stack
+        if stack is not None and site in stack.exact:
+            return site, next(iter(stack.stores[site])), stack.exact[site]
+        if stack is not None and site in stack.loads:
+            return site, stack.loads[site], self._read_part(block, position) is not None
+        return site, None
 
     def _rule(self, block: int, position: int):
         instruction = self.flow.blocks[block].instructions[position]
