@@ -522,7 +522,8 @@ class _Analysis(BranchConditions, CounterIdioms):
         `uses` ((point, key) -> version read there), `defs` ((point, key) -> version
         written), `kept` ((point, key) -> the version a guarded definition may keep),
         and returns the joins: ``{version: [(predecessor block, input version)]}``."""
-        multi = {key for key in keys if len(definitions.get(key, ())) > 1}
+        # sorted: the joins are made, and so solved, in one order whatever the hash seed
+        multi = dict.fromkeys(sorted(key for key in keys if len(definitions.get(key, ())) > 1))
         self.uses, self.defs, self.kept = {}, {}, {}
         if not multi:
             return {}
