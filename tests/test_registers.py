@@ -27,7 +27,13 @@ REGS = ".reg .pred %p<8>;\n.reg .b16 %rs<8>;\n.reg .b32 %r<32>;\n.reg .b64 %rd<3
 def value_at(body: str, register: str, params: str = "", directives: str = "", extra: str = "",
              inline: bool = False, head: str = HEAD) -> str:
     """The value of `register` just before the instruction after a ``// here`` comment
-    (or before the final ``ret``)."""
+    (or before the final ``ret``), as `show` writes it."""
+    return show(raw_value_at(body, register, params, directives, extra, inline, head))
+
+
+def raw_value_at(body: str, register: str, params: str = "", directives: str = "", extra: str = "",
+                 inline: bool = False, head: str = HEAD) -> tuple:
+    """`value_at`'s value itself (a tuple of atoms, for `contains_number`)."""
     text = f"{head}{extra}.visible .entry k({params}){directives}\n{{\n{REGS}{body}\tret;\n}}\n"
     function = ptxkit.parse(text, "k.ptx").function("k")
     flow = inlined_graph(function) if inline else flow_graph(function)
@@ -35,7 +41,7 @@ def value_at(body: str, register: str, params: str = "", directives: str = "", e
     marked = [(b, i) for b, i in points if "// here" in flow.blocks[b].instructions[i].prefix]
     block, position = (marked or [p for p in points if flow.blocks[p[0]].instructions[p[1]].text == "ret;"][-1:])[0]
     operand = parse_statement(f"mov.u32 %x, {register};").operands[1]
-    return show(register_values(flow, {"q": (block, position, operand)})["q"])
+    return register_values(flow, {"q": (block, position, operand)})["q"]
 
 
 def test_symbols_and_kernel_parameters():

@@ -5,7 +5,20 @@ A condition narrows the compared register, and the registers it was computed fro
 through steps that can be undone (an added constant, a shift, a copy, ``x % N == 0``),
 along an edge that dominates its target; a block that a dominating condition rules out
 is dead. `BranchConditions` is the part of the analysis (`ptxkit.cfg.values.registers`) that
-finds them; the analysis's tests show it at work (``tests/test_registers.py``).
+finds them; the analysis's tests show it at work (``tests/test_registers.py``,
+``tests/test_conditions.py``). Past ``if ((tid >> 4) < 3)`` the thread index is below 48:
+
+>>> import ptxkit
+>>> from ptxkit.cfg.flow.graph import flow_graph
+>>> from ptxkit.cfg.values.registers import register_values
+>>> from ptxkit.cfg.values.values import show
+>>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+...     ".reg .b32 %r<4>;\\n.reg .pred %p<2>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tshr.u32 %r2, %r1, 4;\\n"
+...     "\\tsetp.lt.u32 %p1, %r2, 3;\\n\\t@!%p1 bra OUT;\\n\\tshl.b32 %r3, %r1, 2;\\nOUT:\\n\\tret;\\n}\\n")
+>>> flow = flow_graph(m.function("k"))
+>>> shift = flow.blocks[1].instructions[0]
+>>> show(register_values(flow, {"tid": (1, 0, shift.operands[1])})["tid"])
+'[0, 47]'
 """
 
 from __future__ import annotations

@@ -1,0 +1,99 @@
+"""ptxkit.cfg.values.conditions: what a branch's ``setp`` says of the registers it compared
+(docs/fence.md §3.2), through the register analysis's public entry point. The cases that
+tests/test_registers.py already has (an ``add`` in the chain, ``not.pred``, a guarded
+``setp``, a register bound, dead blocks, the uniform broadcast of ``%tid.x >> 7``) are not
+repeated here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ptxkit.generators.simulate import launch
+from test_registers import HEAD, REGS, raw_value_at, value_at
+from test_values import contains_number
+
+#: a thread index and a test of it whose taken side leaves the kernel; the fall-through
+#: block (the one ``// here`` marks) is where the test's outcome is known
+TESTED = "\tmov.u32 %r1, %tid.x;\n{test}\t@!%p1 bra OUT;\n{then}\t// here\n\tbar.sync 0;\nOUT:\n"
+
+
+def test_a_test_of_a_shifted_index_bounds_the_index():
+    """``(tid >> 4) < 3`` undoes the shift: tid is in [0, 47], the low bits anything."""
+    body = TESTED.format(test="\tshr.u32 %r2, %r1, 4;\n\tsetp.lt.u32 %p1, %r2, 3;\n", then="\tmov.u32 %r3, %r1;\n")
+    assert value_at(body, "%r1") == "[0, 47]"
+
+
+@pytest.mark.parametrize("comparison, shown", [
+    # tid % 16 == 0: tid is [0, 127] rounded up to 16, so 4 * tid is a multiple of 64 (up to
+    # 4 * 128, the rounding of 127; without the test, [0, 508] step 4)
+    ("eq", "[0, 512] step 64"),
+    ("ne", "[0, 508] step 4"),  # a remainder that is not 0 says nothing of what was divided
+])
+def test_a_zero_remainder_makes_the_dividend_a_multiple(comparison, shown):
+    body = TESTED.format(test=f"\tand.b32 %r2, %r1, 15;\n\tsetp.{comparison}.u32 %p1, %r2, 0;\n",
+                         then="\tshl.b32 %r3, %r1, 2;\n")
+    assert value_at(body, "%r3", directives=" .maxntid 128, 1, 1") == shown
+
+
+def test_a_constant_first_test_is_read_the_other_way_round():
+    """``16 > tid`` is ``tid < 16``."""
+    body = TESTED.format(test="\tsetp.gt.u32 %p1, 16, %r1;\n", then="\tmov.u32 %r3, %r1;\n")
+    assert value_at(body, "%r1") == "[0, 15]"
+
+
+def test_a_test_does_not_narrow_a_block_another_way_also_enters():
+    """T is reached from the test ``tid < 16`` and from ``tid < 900``: neither edge
+    dominates it, so T sees every thread below 128 (.maxntid)."""
+    body = ("\tmov.u32 %r1, %tid.x;\n\tsetp.lt.u32 %p1, %r1, 16;\n\t@%p1 bra T;\n\tsetp.lt.u32 %p2, %r1, 900;\n"
+            "\t@%p2 bra T;\n\tbra.uni OUT;\nT:\n\tmov.u32 %r3, %r1;\n\t// here\n\tbar.sync 0;\nOUT:\n")
+    assert value_at(body, "%r1", directives=" .maxntid 128, 1, 1") == "[0, 127]"
+
+
+@pytest.mark.parametrize("then, register, shown", [
+    ("\tmov.u32 %r3, %r1;\n", "%r1", "[0, 15]"),
+    # the tested register set anew past the branch: set twice, the test made in another
+    # block is not taken up (the new value is [100, 115]; this is a loss, not an error)
+    ("\tadd.s32 %r1, %r1, 100;\n", "%r1", "[100, 1123]"),
+])
+def test_a_test_made_in_an_earlier_block_bounds_the_branch_on_it(then, register, shown):
+    """``p = tid < 16`` is set before a barrier and branched on in the next block: p and
+    the register it tested are each set once, so the branch says what the test did."""
+    body = ("\tmov.u32 %r1, %tid.x;\n\tsetp.lt.u32 %p1, %r1, 16;\n\tbar.sync 0;\n\tbra.uni B;\nB:\n"
+            "\t@!%p1 bra OUT;\n" + then + "\t// here\n\tbar.sync 0;\nOUT:\n")
+    assert value_at(body, register) == shown
+
+
+#: p1 tests the r2 of the previous round (set once, in D); the branch in the block after
+#: D reads p1 after D set r2 anew: r2 = 3 * r1 passes the test in round 1 (3 < 4), and
+#: the branch of round 2 goes to T with r2 = 6
+EARLIER_ROUND = ("\tmov.u32 %r1, 0;\nD:\n\tadd.s32 %r1, %r1, 1;\n\tmul.lo.s32 %r2, %r1, 3;\n"
+                 "\tsetp.eq.s32 %p3, %r1, 1;\n\t@%p3 bra L;\n\t@%p1 bra T;\nL:\n\tsetp.lt.u32 %p1, %r2, 4;\n"
+                 "\tbra.uni D;\nT:\n\tmov.u32 %r4, %r2;\n\t// here\n")
+
+
+def test_a_kernel_whose_register_moves_on_after_the_test_computes_six():
+    """What the simulator says the kernel below stores (the truth the xfail next to it holds to)."""
+    text = (f"{HEAD}.visible .entry k(.param .u64 k_out)\n{{\n{REGS}{EARLIER_ROUND}"
+            "\tld.param.u64 %rd1, [k_out];\n\tst.global.u32 [%rd1], %r4;\n\tret;\n}\n")
+    out = np.zeros(1, np.uint32)
+    launch(text, "k", out, grid=1, block=1)
+    assert out.tolist() == [6]
+
+
+@pytest.mark.xfail(strict=True, reason="_single_setp narrows the version of the compared register that the "
+                   "branch sees, though the one definition of that register runs again between the setp and "
+                   "the branch (a loop): the analysis says r2 is 3 at T, where the kernel computes 6")
+def test_a_test_made_before_its_register_moved_on_does_not_bound_the_new_value():
+    assert contains_number(raw_value_at(EARLIER_ROUND, "%r2"), 6)
+
+
+@pytest.mark.parametrize("shift, shown", [
+    (5, "[0, 95]"),  # lane 0's warp index is every lane's: past ``warp == 0``, tid >= 32
+    (4, "[-16, 111]"),  # two halves of a warp hold two indices: lane 0's says nothing of lane 16's
+])
+def test_a_broadcast_bounds_the_thread_index_only_when_a_warp_shares_it(shift, shown):
+    body = (f"\tmov.u32 %r1, %tid.x;\n\tshr.u32 %r2, %r1, {shift};\n\tmov.u32 %r3, 0;\n"
+            "\tshfl.sync.idx.b32 %r4|%p1, %r2, %r3, 31, -1;\n\tsetp.eq.s32 %p2, %r4, 0;\n\t@%p2 bra OUT;\n"
+            f"\tadd.s32 %r5, %r1, -{1 << shift};\n\t// here\n\tbar.sync 0;\nOUT:\n")
+    assert value_at(body, "%r5", directives=" .maxntid 128, 1, 1") == shown
