@@ -4,7 +4,23 @@ A stage index and the count of stages it wraps, a term set from a counter's star
 remainder computed again after its test, an address rounded up past a header: intervals
 alone lose how these relate and widen a ring of stages onto its neighbours. `CounterIdioms`
 is the part of the analysis (`ptxkit.cfg.values.registers`) that recognises them; the analysis's
-tests show each on kernels written for them (``tests/test_registers.py``).
+tests show each on kernels written for them (``tests/test_registers.py``,
+``tests/test_counters.py``). A ring of two 512-byte stages stepped by ``x += x < 512 ?
+512 : -512`` stays in ``[0, 1023]`` (`CounterIdioms.selected_step`), where intervals would
+let it grow round after round:
+
+>>> import ptxkit
+>>> from ptxkit.cfg.flow.graph import flow_graph
+>>> from ptxkit.cfg.values.registers import register_values
+>>> from ptxkit.cfg.values.values import show
+>>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k(.param .u32 n)\\n{\\n"
+...     ".reg .b32 %r<5>;\\n.reg .pred %p<3>;\\n\\tld.param.u32 %r4, [n];\\n\\tmov.u32 %r1, 0;\\nL:\\n"
+...     "\\tsetp.lt.u32 %p1, %r1, 512;\\n\\tselp.b32 %r2, 512, -512, %p1;\\n\\tadd.s32 %r1, %r1, %r2;\\n"
+...     "\\tsetp.lt.u32 %p2, %r1, %r4;\\n\\t@%p2 bra L;\\n\\tmov.u32 %r3, %r1;\\n\\tret;\\n}\\n")
+>>> flow = flow_graph(m.function("k"))
+>>> copy = flow.blocks[2].instructions[0]
+>>> show(register_values(flow, {"x": (2, 0, copy.operands[1])})["x"])
+'[0, 1023]'
 """
 
 from __future__ import annotations

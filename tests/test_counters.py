@@ -1,0 +1,90 @@
+"""ptxkit.cfg.values.counters: values that move together (docs/fence.md §3.1), through the
+register analysis's public entry point. The kernels that tests/test_registers.py already
+has for an idiom (the ``s == N - 1 ? 0 : s + 1`` ring, counters kept beside a stage count,
+the descriptor stepped round a ring, the allocator's rounding) are reused by import, and
+the cases it has are not repeated here: these are the other ways to write an idiom, and
+the kernels where it must not apply."""
+
+from __future__ import annotations
+
+import pytest
+
+from test_registers import LOW_ALIGNED, ROUNDED, SCALED, value_at
+
+#: a ring index ``s`` advanced by ``selp s, A, B, p`` on a test of s against 6 (ARMS and
+#: the comparison say which way), in a loop that leaves on a test of another register
+RING = ("\tmov.u32 %r1, 0;\nL:\n\tadd.s32 %r3, %r1, 1;\n\tsetp.{comparison}.s32 %p1, %r1, {bound};\n"
+        "\tselp.b32 %r1, {arms}, %p1;\n\tsetp.lt.u32 %p2, %r9, 99;\n\t@%p2 bra L;\n")
+
+
+@pytest.mark.parametrize("comparison, arms, shown", [
+    ("ne", "%r3, 0", "[0, 6]"),  # s != 6 ? s + 1 : 0, the arms the other way round
+    ("ge", "0, %r3", "[0, 6]"),  # s >= 6 ? 0 : s + 1
+    ("gt", "0, %r3", "[0, 7]"),  # s > 6 ? 0 : s + 1 wraps one stage later
+])
+def test_a_ring_index_wraps_whichever_way_its_test_is_written(comparison, arms, shown):
+    assert value_at(RING.format(comparison=comparison, bound=6, arms=arms), "%r1") == shown
+
+
+def test_a_ring_wrapped_at_a_count_known_only_at_run_time_is_not_bounded():
+    """``s == n ? 0 : s + 1`` with n a parameter: the ring may be as long as n is."""
+    body = "\tld.param.u32 %r20, [k_n];\n" + RING.format(comparison="eq", bound="%r20", arms="0, %r3")
+    assert value_at(body, "%r1", params=".param .u32 k_n") == "[0, inf]"
+
+
+@pytest.mark.parametrize("advance", ["\tadd.s32 %r9, %r9, 8;\n", "\tadd.s32 %r10, %r10, 1;\n"],
+                         ids=["multiple", "counter"])
+def test_a_counter_advanced_under_a_guard_is_not_kept_in_lockstep(advance):
+    """SCALED's 8 * i - 24 * (i / 3) is 8 * (i % 3) while 8 * i and i advance together;
+    with either advance guarded, one may move on without the other."""
+    assert value_at(SCALED, "%r5", params=".param .u32 n") == "[0, 16] step 8"
+    guarded = SCALED.replace(advance, "\t@%p3 " + advance.lstrip("\t"))
+    assert value_at(guarded, "%r5", params=".param .u32 n") == "[-34359738360, inf] step 8"
+
+
+def test_a_select_whose_terms_do_not_add_up_to_the_modulus_is_not_a_rounding():
+    """``p & 1023 ? p + 512 - (p & 1023) : p`` is no rounding up to 1024: p's offset moves
+    by [-496, 512] (the base is 16-byte aligned), not to the next multiple of 1024."""
+    assert value_at(ROUNDED, "%rd6", head=LOW_ALIGNED) == "dynamic shared aligned 1024+0 (shared::cta generic)"
+    half = ROUNDED.replace("\tmov.u64 %rd9, 1024;\n", "\tmov.u64 %rd9, 512;\n")
+    assert value_at(half, "%rd6", head=LOW_ALIGNED) == "dynamic shared+[-511, 512] (shared::cta generic)"
+
+
+@pytest.mark.parametrize("offset, shown", [
+    (0, "[0, 16384]"),
+    # x = tid - 64 may be negative: rem.s32 then is too, and so is the slice
+    (-64, "[-114688, 114688]"),
+])
+def test_a_slice_of_a_remainder_is_in_the_box_only_for_a_dividend_not_below_zero(offset, shown):
+    """``(16384 / n) * (x % n)`` with n the cluster's height (tests/test_registers.py has it
+    for x the CTA's rank, which is never negative)."""
+    body = (f"\tmov.u32 %r6, %tid.x;\n\tadd.s32 %r1, %r6, {offset};\n\tmov.u32 %r2, %cluster_nctaid.y;\n"
+            "\tdiv.s32 %r3, 16384, %r2;\n"
+            "\trem.s32 %r4, %r1, %r2;\n\tmul.lo.s32 %r5, %r3, %r4;\n")
+    assert value_at(body, "%r5") == shown
+
+
+@pytest.mark.parametrize("x, mask, shown", [
+    ("\tmov.u32 %r1, %tid.x;\n", 67108848, "[0, 15]"),  # 2**26 - 16 keeps x's bits 4-25: x below 2**26
+    ("\tld.param.u32 %r1, [k_n];\n", 67108848, "top"),  # x may reach 2**26: the mask drops its bit 26
+    ("\tld.param.u32 %r1, [k_n];\n", -16, "[0, 15]"),  # -16 keeps every bit from 4 up
+])
+def test_an_alignment_remainder_is_exact_only_below_its_masks_limit(x, mask, shown):
+    body = x + f"\tand.b32 %r4, %r1, {mask};\n\tsub.s32 %r5, %r1, %r4;\n"
+    assert value_at(body, "%r5", params=".param .u32 k_n") == shown
+
+
+#: ``x += x < 512 ? 512 : -512``: a ring of two 512-byte stages stepped by a selected step
+#: (the scalar form of the descriptor ring of tests/test_registers.py); MID goes between
+#: the select and the step
+STEPPED = ("\tmov.u32 %r1, 0;\nL:\n\tsetp.lt.u32 %p1, %r1, 512;\n\tselp.b32 %r2, 512, -512, %p1;\n{mid}"
+           "\tadd.s32 %r1, %r1, %r2;\n\tsetp.lt.u32 %p2, %r9, 99;\n\t@%p2 bra L;\n")
+
+
+@pytest.mark.parametrize("mid, shown", [
+    ("", "[0, 1023]"),  # below 512 it steps up, from 512 down: x stays in [0, 1023]
+    # x moved on between the test and the step: 0, 513, 2, 515, ... the test bounds nothing
+    ("\tadd.s32 %r1, %r1, 1;\n", "top"),
+])
+def test_a_step_selected_by_a_test_of_what_it_steps(mid, shown):
+    assert value_at(STEPPED.format(mid=mid), "%r1") == shown
