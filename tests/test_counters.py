@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_registers import LOW_ALIGNED, ROUNDED, SCALED, value_at
+from test_registers import COUNTERS, LOW_ALIGNED, ROUNDED, SCALED, value_at
 
 #: a ring index ``s`` advanced by ``selp s, A, B, p`` on a test of s against 6 (ARMS and
 #: the comparison say which way), in a loop that leaves on a test of another register
@@ -88,3 +88,32 @@ STEPPED = ("\tmov.u32 %r1, 0;\nL:\n\tsetp.lt.u32 %p1, %r1, 512;\n\tselp.b32 %r2,
 ])
 def test_a_step_selected_by_a_test_of_what_it_steps(mid, shown):
     assert value_at(STEPPED.format(mid=mid), "%r1") == shown
+
+
+def test_a_counter_read_between_the_two_advances_is_not_kept_in_lockstep():
+    """COUNTERS' stage ``x - 49152 * (z / 3)`` read after x has advanced and before z has:
+    x - 16384 * z is four stages on from what it was, so the lockstep is not used."""
+    kept = COUNTERS.format(OUTER="", AFTER="")
+    assert value_at(kept, "%r10", ".param .u32 k_n") == \
+        "dynamic shared+[100352, 133120] step 16384 (shared::cta window)"
+    store = "\tadd.s32 %r10, %r3, %r9;\n\tst.shared.u32 [%r10], %r5;\n\t// here\n"
+    between = kept.replace(store + "\tadd.s32 %r3, %r3, 65536;\n", "\tadd.s32 %r3, %r3, 65536;\n" + store)
+    assert between != kept
+    assert value_at(between, "%r10", ".param .u32 k_n") == \
+        "dynamic shared+[-70368743929856, inf] step 16384 (shared::cta window)"
+
+
+#: ``n % 1024`` tested against 0 and computed again past the branch (a -G build); MID goes
+#: between the test and the second remainder
+RECOMPUTED = ("\tld.param.u32 %r1, [k_n];\n\trem.u32 %r2, %r1, 1024;\n\tsetp.eq.u32 %p1, %r2, 0;\n\t@%p1 bra OUT;\n"
+              "{mid}\trem.u32 %r3, %r1, 1024;\n\tmov.u32 %r4, %r3;\n\t// here\n\tbar.sync 0;\nOUT:\n")
+
+
+@pytest.mark.parametrize("mid, shown", [
+    ("", "[1, 1023]"),  # the same remainder as the tested one: not 0
+    ("\tbar.sync 0;\n\tbra.uni N;\nN:\n", "[1, 1023]"),  # the first computed in a block that dominates
+    ("\tadd.s32 %r1, %r1, 5;\n", "[0, 1023]"),  # n moved on: another remainder
+    ("\tadd.s32 %r2, %r2, 5;\n", "[0, 1023]"),  # the first remainder's register holds something else now
+])
+def test_a_remainder_computed_again_is_the_tested_one_only_while_both_hold(mid, shown):
+    assert value_at(RECOMPUTED.format(mid=mid), "%r3", params=".param .u32 k_n") == shown
