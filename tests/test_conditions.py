@@ -24,14 +24,16 @@ def test_a_test_of_a_shifted_index_bounds_the_index():
     assert value_at(body, "%r1") == "[0, 47]"
 
 
-@pytest.mark.parametrize("comparison, shown", [
+@pytest.mark.parametrize("remainder, comparison, shown", [
     # tid % 16 == 0: tid is [0, 127] rounded up to 16, so 4 * tid is a multiple of 64 (up to
     # 4 * 128, the rounding of 127; without the test, [0, 508] step 4)
-    ("eq", "[0, 512] step 64"),
-    ("ne", "[0, 508] step 4"),  # a remainder that is not 0 says nothing of what was divided
+    ("and.b32 %r2, %r1, 15", "eq", "[0, 512] step 64"),
+    ("rem.u32 %r2, %r1, 16", "eq", "[0, 512] step 64"),
+    ("and.b32 %r2, %r1, 15", "ne", "[0, 508] step 4"),  # a remainder not 0 says nothing of the dividend
+    ("rem.u32 %r2, %r1, 12", "eq", "[0, 508] step 4"),  # 12 is no power of two: not taken up
 ])
-def test_a_zero_remainder_makes_the_dividend_a_multiple(comparison, shown):
-    body = TESTED.format(test=f"\tand.b32 %r2, %r1, 15;\n\tsetp.{comparison}.u32 %p1, %r2, 0;\n",
+def test_a_zero_remainder_makes_the_dividend_a_multiple(remainder, comparison, shown):
+    body = TESTED.format(test=f"\t{remainder};\n\tsetp.{comparison}.u32 %p1, %r2, 0;\n",
                          then="\tshl.b32 %r3, %r1, 2;\n")
     assert value_at(body, "%r3", directives=" .maxntid 128, 1, 1") == shown
 
@@ -40,6 +42,15 @@ def test_a_constant_first_test_is_read_the_other_way_round():
     """``16 > tid`` is ``tid < 16``."""
     body = TESTED.format(test="\tsetp.gt.u32 %p1, 16, %r1;\n", then="\tmov.u32 %r3, %r1;\n")
     assert value_at(body, "%r1") == "[0, 15]"
+
+
+def test_the_tests_of_every_dominating_branch_hold_together():
+    """``tid < 64``, then two blocks on ``tid >= 32``, then a test of another register:
+    the block after all three sees both bounds of tid."""
+    body = ("\tmov.u32 %r1, %tid.x;\n\tsetp.lt.u32 %p1, %r1, 64;\n\t@!%p1 bra OUT;\n\tbar.sync 0;\n"
+            "\tsetp.ge.u32 %p2, %r1, 32;\n\t@!%p2 bra OUT;\n\tbar.sync 0;\n\tsetp.eq.u32 %p3, %r9, 0;\n"
+            "\t@%p3 bra OUT;\n\tmov.u32 %r3, %r1;\n\t// here\n\tbar.sync 0;\nOUT:\n")
+    assert value_at(body, "%r1") == "[32, 63]"
 
 
 def test_a_test_does_not_narrow_a_block_another_way_also_enters():
