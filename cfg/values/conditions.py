@@ -274,7 +274,10 @@ class BranchConditions:
 
     def _single_setp(self, block: int, guard, negated: bool, definitions: dict):
         """The condition of a branch on a predicate set once, by a ``setp`` in another
-        block of a register that is also set once, against a constant (or None)."""
+        block of a register that is also set once, against a constant (or None). The
+        register, and those its chain bounds, must hold at the branch what they held at
+        the test: none is set again on a way from the ``setp`` to the branch (in a loop,
+        the branch may read a predicate set one turn earlier, `_unwritten_between`)."""
         prefix = self.prefix(block)
         site = self._only_site(prefix, guard.register, definitions)
         if site is None:
@@ -289,10 +292,17 @@ class BranchConditions:
                 or not isinstance(compare[2].value, int) or compare[1].name == guard.register \
                 or len(definitions.get(prefix + compare[1].name, ())) != 1:
             return None
+        key = prefix + compare[1].name
+        x_site = definitions[key][0]
+        if x_site[0] == where and x_site[1] > at:
+            return None  # set after the test: the branch reads a newer value
+        chain = self._inverse_chain(where, at, key, definitions)
+        bounded = [key] + [source if isinstance(source, str) else source[0] for source, _ in chain]
+        names = [name[len(prefix):] for name in bounded if isinstance(name, str) and name.startswith(prefix)]
+        if not self._unwritten_between(where, block, names):
+            return None
         bound = compare[2].value
         self.thresholds.update((bound - 1, bound, bound + 1))
-        key = prefix + compare[1].name
-        chain = self._inverse_chain(where, at, key, definitions)
         return negated, (key, parts[1], bound, parts[2], chain), at
 
     def _inverse_chain(self, block: int, position: int, key: str, definitions: dict, branch: bool = False) -> list:
