@@ -27,11 +27,25 @@ from __future__ import annotations
 
 import collections
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing``: mypy takes the name as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeVar, dataclass_transform
+
+    _Class = TypeVar("_Class", bound=type)
+else:
+
+    def dataclass_transform(**_options: object):
+        """At run time nothing: the decorator only tells a type checker that a record's
+        annotated fields make its constructor's parameters."""
+        return lambda function: function
+
 #: What every class body has that is not the record's own.
 _CLASS_MACHINERY = frozenset({"__dict__", "__weakref__", "__module__", "__qualname__", "__annotations__", "__doc__"})
 
 
-def record(cls: type) -> type:
+@dataclass_transform(frozen_default=True)
+def record(cls: _Class) -> _Class:
     """The namedtuple of `cls`'s annotated fields (their defaults the class-level values,
     which must come last, as in ``typing.NamedTuple``), with the rest of `cls`'s body
     (methods, properties, class constants) and its docstring.
@@ -51,11 +65,14 @@ def record(cls: type) -> type:
     defaults = [body[name] for name in fields if name in body]
     if any(name in body for name in fields[: len(fields) - len(defaults)]):
         raise TypeError(f"{cls.__name__}: a field without a default follows one with a default")
-    made = collections.namedtuple(cls.__name__, fields, defaults=defaults, module=cls.__module__)
+    # mypy checks namedtuple() calls as class definitions, which need literal names; these are cls's
+    made = collections.namedtuple(cls.__name__, fields, defaults=defaults, module=cls.__module__)  # type: ignore[misc]
     for name, value in body.items():
         if name not in _CLASS_MACHINERY and name not in annotations:
             setattr(made, name, value)
     made.__qualname__ = cls.__qualname__
     made.__doc__ = cls.__doc__
     made.__annotations__ = dict(annotations)
-    return made
+    # The namedtuple stands for `cls` (its fields, methods and docstring), which mypy
+    # cannot be told: it sees a namedtuple class where the annotation says `cls`'s type.
+    return made  # type: ignore[return-value]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import operator
 import re
+from collections.abc import Iterable
 
 from ._records import record
 from ._regex import compile
@@ -163,7 +164,7 @@ def may_need_fence(text: str) -> bool:
     return any(proxy_effect(word).kind is Effect.ASYNC for word in _words_with_async(text))
 
 
-def _words_with_async(text: str) -> set:
+def _words_with_async(text: str) -> set[str]:
     """The distinct dotted words (opcodes, in code) of `text` that contain ``.async``."""
     words = set()
     at = text.find(".async")
@@ -335,7 +336,8 @@ def _classify(opcode: str) -> ProxyEffect:
         return ProxyEffect(kind, named)
     if kind is Effect.ASYNC and ("cta_group::2" in modifiers or "multicast::cluster::all" in modifiers):
         spaces = _SHARED
-    return ProxyEffect(kind, spaces)
+    # the table's spaces are "opcode", "address" (both handled above) or a tuple, which mypy cannot narrow by ==
+    return ProxyEffect(kind, spaces)  # type: ignore[arg-type]
 
 
 #: The fewest operands each instruction takes, from its syntax in the PTX ISA ("Instruction
@@ -393,7 +395,7 @@ def is_benign_extern(name: str) -> bool:
 _ELEMENT_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
 
 
-def access_width(modifiers) -> int:
+def access_width(modifiers: Iterable[str]) -> int:
     """Bytes one thread's load or store covers: the element type times the vector length.
 
     >>> access_width(("shared", "v4", "b32")), access_width(("local", "u64")), access_width(("f16x2",))

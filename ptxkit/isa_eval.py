@@ -32,10 +32,19 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from ._records import record
 from .isa import COMPARISONS, INTEGER_TYPES, TYPE_WIDTHS, UNSIGNED_COMPARISONS
+
+#: An operation on each thread's sources: its result, None where the ISA leaves it unspecified.
+_Apply = Callable[..., int | None]
+#: The same on a list of values per source (one per thread), all threads at once.
+_Each = Callable[..., Sequence[int | None]]
+#: One step on a source's bits.
+_Step = Callable[[int], int]
+#: What a family's builder makes of an opcode: `Operation`'s ``(arity, bits, apply)``, and ``each`` when it has one.
+_Built = tuple[int, int, _Apply] | tuple[int, int, _Apply, _Each]
 
 
 @record
@@ -57,8 +66,8 @@ class Operation:
     opcode: str
     arity: int
     bits: int
-    apply: Callable[..., int | None]
-    each: Callable[..., list] | None = None
+    apply: _Apply
+    each: _Each | None = None
 
 
 def operation(opcode: str) -> Operation | None:
@@ -71,7 +80,7 @@ def operation(opcode: str) -> Operation | None:
     found = _CACHE.get(opcode, _MISSING)
     if found is _MISSING:
         found = _CACHE[opcode] = _decode(opcode)
-    return found
+    return found  # type: ignore[return-value]  # mypy cannot narrow `found is not _MISSING`
 
 
 def evaluate(opcode: str, *sources: int) -> int | None:
@@ -89,7 +98,7 @@ def evaluate(opcode: str, *sources: int) -> int | None:
     return found.apply(*sources)
 
 
-def evaluate_each(found: Operation, sources: list) -> list:
+def evaluate_each(found: Operation, sources: list[int | list[int]]) -> Sequence[int | None]:
     """`found` applied thread by thread: each source is a list (a value per thread) or
     one int that every thread has; the result is a list (None where a thread's value is
     unspecified).
@@ -134,7 +143,7 @@ _SIGNED = frozenset(("s16", "s32", "s64"))
 _COPIED = _NUMBERS | _BITS | frozenset(("f32", "f64"))
 
 
-def _integer(types: list, allowed: frozenset = _NUMBERS) -> tuple[int, bool] | None:
+def _integer(types: list[str], allowed: frozenset[str] = _NUMBERS) -> tuple[int, bool] | None:
     """``(bits, signed)`` of the one type of `types`, when it is one of `allowed`."""
     if len(types) != 1 or types[0] not in allowed:
         return None
@@ -151,7 +160,7 @@ def _reader(bits: int, signed: bool) -> Callable[[int], int]:
     return lambda value: ((value + half) & mask) - half
 
 
-def _ordered(bits: int) -> tuple[tuple, Callable[[int], int]]:
+def _ordered(bits: int) -> tuple[tuple[_Step, _Step], _Step]:
     """``(key, back)``: the steps `key` take a source's low `bits` bits to a number that
     orders as the signed numbers they stand for (the sign bit flipped), `back` takes such
     a number to the bits again; plain ``int`` methods, so a list goes through them at C
@@ -165,7 +174,8 @@ def _ordered(bits: int) -> tuple[tuple, Callable[[int], int]]:
     return (((1 << bits) - 1).__and__, half.__xor__), half.__xor__
 
 
-def _pipeline(arity: int, bits: int, finish: Callable[[int], int], combine=None, read: tuple = ()):
+def _pipeline(arity: int, bits: int, finish: _Step, combine: Callable[..., int] | None = None,
+              read: tuple[_Step, ...] = ()) -> _Built:
     """An instruction made of steps: each of two sources through the `read` steps, the
     sources through `combine` (a lone source too; none: the source itself), the result
     through `finish`; the ``(arity, bits, apply, each)`` of `Operation`, both from the same
@@ -174,6 +184,7 @@ def _pipeline(arity: int, bits: int, finish: Callable[[int], int], combine=None,
         if combine is None:
             return 1, bits, finish, lambda a: list(map(finish, a))
         return 1, bits, lambda a: finish(combine(a)), lambda a: list(map(finish, map(combine, a)))
+    assert combine is not None, "two sources are combined"  # for mypy: every caller gives one
     if not read:
         return 2, bits, lambda a, b: finish(combine(a, b)), lambda a, b: list(map(finish, map(combine, a, b)))
     if len(read) == 1:
@@ -191,7 +202,7 @@ def _saturated(value: int, bits: int) -> int:
     return max(-half, min(half - 1, value)) & ((1 << bits) - 1)
 
 
-def _add_sub(types, rest, subtract: bool):
+def _add_sub(types: list[str], rest: list[str], subtract: bool) -> _Built | None:
     kind = _integer(types)
     if kind is None or rest not in ([], ["sat"]) or rest and kind != (32, True):
         return None
@@ -205,7 +216,7 @@ def _add_sub(types, rest, subtract: bool):
     return _pipeline(2, bits, mask.__and__, int.__sub__ if subtract else int.__add__)
 
 
-def _mul(types, rest):
+def _mul(types: list[str], rest: list[str]) -> _Built | None:
     kind = _integer(types)
     if kind is None or len(rest) != 1 or rest[0] not in ("lo", "hi", "wide") or rest[0] == "wide" and kind[0] > 32:
         return None
@@ -220,7 +231,7 @@ def _mul(types, rest):
     return 2, 2 * bits, lambda a, b: (read(a) * read(b)) & wide
 
 
-def _mad(types, rest):
+def _mad(types: list[str], rest: list[str]) -> _Built | None:
     kind = _integer(types)
     saturate = "sat" in rest
     modes = [m for m in rest if m != "sat"]
@@ -240,7 +251,7 @@ def _mad(types, rest):
     return 3, 2 * bits, lambda a, b, c: (read(a) * read(b) + c) & wide
 
 
-def _division(types, rest, remainder: bool):
+def _division(types: list[str], rest: list[str], remainder: bool) -> _Built | None:
     kind = _integer(types)
     if kind is None or rest:
         return None
@@ -263,7 +274,7 @@ def _division(types, rest, remainder: bool):
     return 2, bits, divide
 
 
-def _extreme(types, rest, pick):
+def _extreme(types: list[str], rest: list[str], pick: Callable[[int, int], int]) -> _Built | None:
     kind = _integer(types)
     relu = rest == ["relu"]
     if kind is None or rest and not (relu and kind == (32, True)):
@@ -278,7 +289,7 @@ def _extreme(types, rest, pick):
     return _pipeline(2, bits, mask.__and__, pick, (mask.__and__,))
 
 
-def _unary(types, rest, allowed: frozenset, compute):
+def _unary(types: list[str], rest: list[str], allowed: frozenset[str], compute: Callable[[int, int], int]) -> _Built | None:
     """An opcode of one source and a result of its type: `compute(read value, bits)`."""
     kind = _integer(types, allowed)
     if kind is None or rest:
@@ -288,7 +299,7 @@ def _unary(types, rest, allowed: frozenset, compute):
     return 1, bits, lambda a: compute(read(a), bits) & mask
 
 
-def _bitwise(types, rest, combine):
+def _bitwise(types: list[str], rest: list[str], combine: Callable[[int, int], int]) -> _Built | None:
     if types == ["pred"] and not rest:
         return _pipeline(2, 1, (1).__and__, combine)
     kind = _integer(types, _BITS)
@@ -297,7 +308,7 @@ def _bitwise(types, rest, combine):
     return _pipeline(2, kind[0], ((1 << kind[0]) - 1).__and__, combine)
 
 
-def _not(types, rest):
+def _not(types: list[str], rest: list[str]) -> _Built | None:
     if types == ["pred"] and not rest:
         return _pipeline(1, 1, (1).__and__, int.__invert__)
     kind = _integer(types, _BITS)
@@ -306,11 +317,11 @@ def _not(types, rest):
     return _pipeline(1, kind[0], ((1 << kind[0]) - 1).__and__, int.__invert__)
 
 
-def _cnot(types, rest):
+def _cnot(types: list[str], rest: list[str]) -> _Built | None:
     return _unary(types, rest, _BITS, lambda a, bits: int(a == 0))
 
 
-def _shift(types, rest, left: bool):
+def _shift(types: list[str], rest: list[str], left: bool) -> _Built | None:
     kind = _integer(types, _BITS if left else _BITS | _NUMBERS)
     if kind is None or rest:
         return None
@@ -325,7 +336,7 @@ def _shift(types, rest, left: bool):
             lambda a, b: [(x >> min(n, bits)) & mask for x, n in zip(map(read, a), map(amount, b))])
 
 
-def _counting(types, rest, count):
+def _counting(types: list[str], rest: list[str], count: Callable[[int, int], int]) -> _Built | None:
     """popc, clz: a count of the source's bits, as a .u32."""
     kind = _integer(types, _WORDS)
     if kind is None or rest:
@@ -335,7 +346,7 @@ def _counting(types, rest, count):
     return 1, 32, lambda a: count(a & mask, bits)
 
 
-def _brev(types, rest):
+def _brev(types: list[str], rest: list[str]) -> _Built | None:
     kind = _integer(types, _WORDS)
     if kind is None or rest:
         return None
@@ -344,7 +355,7 @@ def _brev(types, rest):
     return 1, bits, lambda a: int(format(a & mask, f"0{bits}b")[::-1], 2)
 
 
-def _bfind(types, rest):
+def _bfind(types: list[str], rest: list[str]) -> _Built | None:
     """bfind: the position of the most significant bit that differs from the sign
     (unsigned: the most significant 1), 0xFFFFFFFF when there is none; ``.shiftamt``
     gives the left shift that moves it to the top instead."""
@@ -367,7 +378,7 @@ def _bfind(types, rest):
     return 1, 32, find
 
 
-def _bfe(types, rest):
+def _bfe(types: list[str], rest: list[str]) -> _Built | None:
     """bfe d, a, pos, len: ``len`` bits of a from ``pos`` (each the low 8 bits of its
     operand), zero-extended, or sign-extended from the field's last bit that lies inside
     a for a signed type (PTX ISA, bfe); None for a 64-bit type where `_departs`."""
@@ -398,7 +409,7 @@ def _departs(position: int, length: int) -> bool:
     return (position | length) & 0xFFFFFFFF > 0xFF
 
 
-def _bfi(types, rest):
+def _bfi(types: list[str], rest: list[str]) -> _Built | None:
     """bfi f, a, b, pos, len: b with ``len`` bits from ``pos`` (each the low 8 bits of
     its operand) replaced by a's low bits; bits past the width are not written; None for
     the 64-bit type where `_departs`."""
@@ -420,7 +431,7 @@ def _bfi(types, rest):
     return 4, bits, insert
 
 
-def _prmt(types, rest):
+def _prmt(types: list[str], rest: list[str]) -> _Built | None:
     """prmt.b32 d, a, b, c (the generic mode: no .f4e, .b4e, …): byte i of d is byte
     ``c[4i+2 : 4i]`` of the eight bytes ``{b, a}``, or that byte's sign in all 8 bits when
     ``c[4i+3]`` is set."""
@@ -441,7 +452,7 @@ def _prmt(types, rest):
     return 3, 32, permute
 
 
-def _setp(types, rest):
+def _setp(types: list[str], rest: list[str]) -> _Built | None:
     """setp.cmp{.and,.or,.xor}.type p, a, b{, c}: the comparison of a and b read as the
     type says, combined with predicate c when a boolean operation is named. Bit types
     compare for equality only; lo/ls/hi/hs are the unsigned types' names for lt/le/gt/ge."""
@@ -463,7 +474,7 @@ def _setp(types, rest):
     return _pipeline(2, 1, int, test, (((1 << bits) - 1).__and__,))
 
 
-def _selp(types, rest):
+def _selp(types: list[str], rest: list[str]) -> _Built | None:
     """selp.type d, a, b, c: a when predicate c is true, else b."""
     if len(types) != 1 or rest or types[0] not in _COPIED:
         return None
@@ -472,7 +483,7 @@ def _selp(types, rest):
             lambda a, b, c: [(x if p & 1 else y) & mask for x, y, p in zip(a, b, c)])
 
 
-def _slct(types, rest):
+def _slct(types: list[str], rest: list[str]) -> _Built | None:
     """slct.dtype.s32 d, a, b, c: a when c >= 0, else b."""
     if len(types) != 2 or types[1] != "s32" or rest or types[0] not in _COPIED:
         return None
@@ -480,14 +491,14 @@ def _slct(types, rest):
     return 3, TYPE_WIDTHS[types[0]], lambda a, b, c: (b if c & 0x80000000 else a) & mask
 
 
-def _mov(types, rest):
+def _mov(types: list[str], rest: list[str]) -> _Built | None:
     """mov.type d, a: a's bits (a packed vector operand is the caller's to assemble)."""
     if len(types) != 1 or rest or types[0] not in _COPIED and types[0] not in ("pred", "b128"):
         return None
     return _pipeline(1, TYPE_WIDTHS[types[0]], ((1 << TYPE_WIDTHS[types[0]]) - 1).__and__)
 
 
-def _cvt(types, rest):
+def _cvt(types: list[str], rest: list[str]) -> _Built | None:
     """cvt{.sat}.dtype.atype between integer types: the source read as atype (sign- or
     zero-extended), cut to dtype's bits, or with .sat clamped to dtype's range."""
     if len(types) != 2 or any(t not in INTEGER_TYPES or t[0] == "b" for t in types) or rest not in ([], ["sat"]):
@@ -509,7 +520,7 @@ def _leading_zeros(value: int, bits: int) -> int:
     return bits - value.bit_length()
 
 
-_BUILDERS: dict[str, Callable[[list, list], tuple | None]] = {
+_BUILDERS: dict[str, Callable[[list[str], list[str]], _Built | None]] = {
     "add": lambda t, r: _add_sub(t, r, False), "sub": lambda t, r: _add_sub(t, r, True), "mul": _mul, "mad": _mad,
     "div": lambda t, r: _division(t, r, False), "rem": lambda t, r: _division(t, r, True),
     "min": lambda t, r: _extreme(t, r, min), "max": lambda t, r: _extreme(t, r, max),
