@@ -289,7 +289,8 @@ def _extreme(types: list[str], rest: list[str], pick: Callable[[int, int], int])
     return _pipeline(2, bits, mask.__and__, pick, (mask.__and__,))
 
 
-def _unary(types: list[str], rest: list[str], allowed: frozenset[str], compute: Callable[[int, int], int]) -> _Built | None:
+def _unary(types: list[str], rest: list[str], allowed: frozenset[str],
+           compute: Callable[[int, int], int]) -> _Built | None:
     """An opcode of one source and a result of its type: `compute(read value, bits)`."""
     kind = _integer(types, allowed)
     if kind is None or rest:

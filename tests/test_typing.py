@@ -26,6 +26,14 @@ STRICT_MODULES = (
     "ptxkit._records",
     "ptxkit.isa",
     "ptxkit.isa_eval",
+    "ptxkit.cfg.flow",
+    "ptxkit.cfg.flow.graph",
+    "ptxkit.cfg.flow.inline",
+    "ptxkit.cfg.flow.dominance",
+    "ptxkit.cfg.flow.loops",
+    "ptxkit.cfg.flow.dataflow",
+    "ptxkit.cfg.flow.ssa",
+    "ptxkit.cfg.flow.operands",
 )
 
 

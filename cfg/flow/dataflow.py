@@ -20,9 +20,27 @@ from __future__ import annotations
 
 import heapq
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from ptxkit._records import record
+from ptxkit._records import TYPE_CHECKING, record
+
+if TYPE_CHECKING:
+    from typing import Any, Protocol, TypeVar
+
+    #: A state of the lattice.
+    State = TypeVar("State")
+
+    class ForwardGraph(Protocol):
+        """What the solver reads of a graph (a `FlowGraph` has it)."""
+
+        @property
+        def succ(self) -> list[list[int]]: ...
+        @property
+        def pred(self) -> list[list[int]]: ...
+        @property
+        def rpo(self) -> list[int]: ...
+        @property
+        def start(self) -> int: ...
 
 
 @record
@@ -35,15 +53,16 @@ class DataflowResult:
     DataflowResult(ins=[0, 1, 0], outs=[1, 2, 0])
     """
 
-    ins: list
-    outs: list
+    # a state per node; Any, as a record cannot be generic in its lattice
+    ins: list[Any]
+    outs: list[Any]
 
 
-def solve_forward(graph, transfer: Callable[[int, object], object], *, entry, bottom,
-                  join: Callable[[object, object], object],
-                  equal: Callable[[object, object], bool] = operator.eq, max_rounds: int | None = None,
-                  merges: dict | None = None, since: DataflowResult | None = None,
-                  changed=()) -> DataflowResult:
+def solve_forward(graph: ForwardGraph, transfer: Callable[[int, State], State], *, entry: State, bottom: State,
+                  join: Callable[[State, State], State],
+                  equal: Callable[[State, State], bool] = operator.eq, max_rounds: int | None = None,
+                  merges: dict[int, Callable[[dict[int, State]], State]] | None = None,
+                  since: DataflowResult | None = None, changed: Iterable[int] = ()) -> DataflowResult:
     """Solve a forward dataflow problem to its least fixpoint (see the module doc).
 
     Every reachable node is visited at least once, in reverse post-order; afterwards

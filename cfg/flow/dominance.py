@@ -18,10 +18,27 @@ Two entry points:
 
 from __future__ import annotations
 
+from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.graph import EXIT, derived
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable, Sequence
+    from typing import Protocol, TypeVar
 
-def immediate_dominators(graph, start) -> dict:
+    import networkx as nx
+
+    from ptxkit.cfg.flow.graph import EdgeEnd, FlowGraph
+
+    #: A node of a graph: a block, or a virtual node such as ``EXIT``.
+    GraphNode = TypeVar("GraphNode", bound=Hashable)
+
+    class Adjacency(Protocol[GraphNode]):
+        """A node's successors (or predecessors): a list of lists by block, or a dict."""
+
+        def __getitem__(self, node: GraphNode, /) -> Sequence[GraphNode]: ...
+
+
+def immediate_dominators(graph: nx.DiGraph[GraphNode], start: GraphNode) -> dict[GraphNode, GraphNode]:
     """``{node: immediate dominator}`` for the nodes reachable from `start` (networkx).
 
     The start node maps to itself, whatever the networkx version.
@@ -37,7 +54,7 @@ def immediate_dominators(graph, start) -> dict:
     return {node: idom[node] for node in sorted(idom, key=_order_key(graph))}
 
 
-def immediate_post_dominators(graph, exit_node) -> dict:
+def immediate_post_dominators(graph: nx.DiGraph[GraphNode], exit_node: GraphNode) -> dict[GraphNode, GraphNode]:
     """``{node: immediate post-dominator}`` for the nodes that reach `exit_node`.
 
     >>> import networkx as nx
@@ -47,12 +64,13 @@ def immediate_post_dominators(graph, exit_node) -> dict:
     return immediate_dominators(graph.reverse(copy=False), exit_node)
 
 
-def _order_key(graph):
+def _order_key(graph: nx.DiGraph[GraphNode]) -> Callable[[GraphNode], int]:
     position = {node: i for i, node in enumerate(graph)}
     return position.__getitem__
 
 
-def compute_idoms(succ, pred, start) -> dict:
+def compute_idoms(succ: Adjacency[GraphNode], pred: Adjacency[GraphNode],
+                  start: GraphNode) -> dict[GraphNode, GraphNode]:
     """Immediate dominators by Lengauer and Tarjan's algorithm (path compression).
 
     `succ` and `pred` map a node to its successors / predecessors (lists of lists or
@@ -137,17 +155,17 @@ class DominatorTree:
 
     __slots__ = ("idom", "_enter", "_leave")
 
-    def __init__(self, idom: dict):
+    def __init__(self, idom: dict[int, int] | dict[EdgeEnd, EdgeEnd]) -> None:
         self.idom = idom
-        children: dict = {}
+        children: dict[EdgeEnd, list[EdgeEnd]] = {}
         root = None
         for node, parent in idom.items():
             if node == parent:
                 root = node
             else:
                 children.setdefault(parent, []).append(node)
-        self._enter: dict = {}
-        self._leave: dict = {}
+        self._enter: dict[EdgeEnd, int] = {}
+        self._leave: dict[EdgeEnd, int] = {}
         if root is None:
             return
         clock = 0
@@ -165,12 +183,12 @@ class DominatorTree:
                 self._leave[node] = clock
 
     @classmethod
-    def of(cls, flow) -> "DominatorTree":
+    def of(cls, flow: FlowGraph) -> DominatorTree:
         """Dominators of a `FlowGraph` (blocks reachable from block 0), computed once per graph."""
         return derived(flow, "dominators", lambda: cls(compute_idoms(flow.succ, flow.pred, 0) if len(flow) else {}))
 
     @classmethod
-    def post_of(cls, flow) -> "DominatorTree":
+    def post_of(cls, flow: FlowGraph) -> DominatorTree:
         """Post-dominators of a `FlowGraph`; the virtual exit is the key ``EXIT``.
 
         Blocks that cannot reach the exit (endless loops) have no entry. Computed once per graph.
@@ -178,19 +196,19 @@ class DominatorTree:
         return derived(flow, "post-dominators", lambda: cls._post(flow))
 
     @classmethod
-    def _post(cls, flow) -> "DominatorTree":
+    def _post(cls, flow: FlowGraph) -> DominatorTree:
         exits = set(flow.exits)
-        forward = {EXIT: list(flow.exits)}
-        backward = {EXIT: []}
+        forward: dict[EdgeEnd, Sequence[EdgeEnd]] = {EXIT: list(flow.exits)}
+        backward: dict[EdgeEnd, Sequence[EdgeEnd]] = {EXIT: []}
         for block in range(len(flow)):
             forward[block] = flow.pred[block]
             backward[block] = flow.succ[block] + [EXIT] if block in exits else flow.succ[block]
         return cls(compute_idoms(forward, backward, EXIT))
 
-    def __contains__(self, node) -> bool:
+    def __contains__(self, node: object) -> bool:
         return node in self._enter
 
-    def dominates(self, a, b) -> bool:
+    def dominates(self, a: EdgeEnd, b: EdgeEnd) -> bool:
         """True when every path from the root to `b` passes `a` (a node dominates itself)."""
         enter = self._enter
         if a not in enter or b not in enter:

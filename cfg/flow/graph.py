@@ -19,12 +19,35 @@ innermost ``{ }`` scope, as nvcc's inline assembly needs.
 from __future__ import annotations
 
 from ptxkit._gc import paused_gc
+from ptxkit._records import TYPE_CHECKING
 from ptxkit._regex import compile as compile_pattern
-from ptxkit.instruction import Head, head_of
+from ptxkit.instruction import head_of
 from ptxkit.isa import BLOCK_TERMINATORS, fewest_operands
 from ptxkit.syntax import Block, Directive, Instruction, Label
 
-ENTRY, EXIT = "entry", "exit"
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Final, Literal, TypeVar
+
+    import networkx as nx
+
+    from ptxkit.cfg.flow.inline import Context
+    from ptxkit.instruction import Guard
+    from ptxkit.syntax import Function, Node
+
+    #: Where an edge starts: a block, or the function's entry.
+    EdgeStart = int | Literal["entry"]
+    #: Where an edge ends: a block, or the function's exit.
+    EdgeEnd = int | Literal["exit"]
+    #: An edge and its kind: ``(start, end, kind)``.
+    Edge = tuple[EdgeStart, EdgeEnd, str]
+    #: An instruction's head in tuple form (`ptxkit.instruction.head_of`): guard, opcode, base, end of the opcode.
+    HeadTuple = tuple[Guard | None, str, str, int]
+    #: What an analysis derives from a graph.
+    Derived = TypeVar("Derived")
+
+ENTRY: Final = "entry"
+EXIT: Final = "exit"
 
 _LABEL_OPERAND = compile_pattern(r"\s*([A-Za-z_$%][\w$]*)\s*;$")
 #: a memory operand or a vector: the commas inside one separate no operands
@@ -49,12 +72,12 @@ class BasicBlock:
 
     __slots__ = ("index", "labels", "instructions", "heads", "terminator", "targets", "context")
 
-    def __init__(self, index: int):
+    def __init__(self, index: int) -> None:
         self.index = index
-        self.context = None  # the inlined copy the block belongs to (ptxkit.cfg.flow.inline), if any
+        self.context: Context | None = None  # the inlined copy the block belongs to (ptxkit.cfg.flow.inline), if any
         self.labels: list[Label] = []
         self.instructions: list[Instruction] = []
-        self.heads: list[Head] = []
+        self.heads: list[HeadTuple] = []
         self.terminator: Instruction | None = None
         self.targets: list[Label] = []
 
@@ -87,7 +110,8 @@ class FlowGraph:
     __slots__ = ("function", "blocks", "succ", "pred", "exits", "kinds", "label_blocks", "start", "calls", "_rpo",
                  "derived")
 
-    def __init__(self, function, blocks: list[BasicBlock], edges: list[tuple], label_blocks: dict):
+    def __init__(self, function: Function, blocks: list[BasicBlock], edges: list[Edge],
+                 label_blocks: dict[Label, int]) -> None:
         n = len(blocks)
         self.function = function
         self.blocks = blocks
@@ -96,8 +120,8 @@ class FlowGraph:
         self.pred: list[list[int]] = [[] for _ in range(n)]
         self.exits: list[int] = []
         self.start = 0
-        self.calls: list = []  # the call instructions, in source order
-        self.kinds: dict[tuple, str] = {}
+        self.calls: list[Instruction] = []  # the call instructions, in source order
+        self.kinds: dict[tuple[EdgeStart, EdgeEnd], str] = {}
         kinds = self.kinds
         for u, v, kind in edges:
             old = kinds.get((u, v))
@@ -114,7 +138,7 @@ class FlowGraph:
                 self.succ[u].append(v)
                 self.pred[v].append(u)
         self._rpo: list[int] | None = None
-        self.derived: dict = {}  # what analyses computed from the graph as it is (cleared when it changes)
+        self.derived: dict[str, object] = {}  # what analyses computed from the graph as it is (cleared when it changes)
 
     def __len__(self) -> int:
         return len(self.blocks)
@@ -126,7 +150,7 @@ class FlowGraph:
             self._rpo = reverse_postorder(self.succ, self.start) if self.blocks else []
         return self._rpo
 
-    def add_block_before(self, header: int, entries: list) -> BasicBlock:
+    def add_block_before(self, header: int, entries: Sequence[EdgeStart]) -> BasicBlock:
         """Add an empty block on the edges from `entries` into `header` (a preheader).
 
         `entries` are predecessor blocks, and ``ENTRY`` when the function starts at
@@ -159,11 +183,12 @@ class FlowGraph:
         self.derived.clear()
         return block
 
-    def to_networkx(self):
+    def to_networkx(self) -> nx.DiGraph[EdgeStart | EdgeEnd]:
         """This graph as a `networkx.DiGraph` with ``ENTRY``/``EXIT`` nodes (see `build_cfg`)."""
         import networkx as nx
 
-        graph = nx.DiGraph(function=self.function, blocks=self.blocks, label_blocks=self.label_blocks)
+        graph: nx.DiGraph[EdgeStart | EdgeEnd] = nx.DiGraph(function=self.function, blocks=self.blocks,
+                                                            label_blocks=self.label_blocks)
         graph.add_node(ENTRY)
         graph.add_nodes_from(
             (b.index, {"block": b, "statements": b.instructions, "labels": [l.name for l in b.labels]})
@@ -174,7 +199,7 @@ class FlowGraph:
         return graph
 
 
-def reverse_postorder(succ, start) -> list:
+def reverse_postorder(succ: Sequence[Sequence[int]] | Mapping[int, Sequence[int]], start: int) -> list[int]:
     """Nodes reachable from `start` in reverse post-order of a depth-first search.
 
     `succ` maps a node to its successors (a list of lists, or a dict). Iterative, so
@@ -200,7 +225,7 @@ def reverse_postorder(succ, start) -> list:
     return order
 
 
-def flow_graph(function) -> FlowGraph:
+def flow_graph(function: Function) -> FlowGraph:
     """The list-based CFG of a function with a body (see `FlowGraph`).
 
     Raises `PtxSyntaxError` for a branch to a label that is not in scope.
@@ -221,7 +246,7 @@ def flow_graph(function) -> FlowGraph:
         return flow
 
 
-def build_cfg(function):
+def build_cfg(function: Function) -> nx.DiGraph[EdgeStart | EdgeEnd]:
     """The control-flow graph of a function with a body, as a `networkx.DiGraph`.
 
     Node attributes: ``block`` (the `BasicBlock`), ``statements`` (its instructions),
@@ -243,14 +268,15 @@ def build_cfg(function):
     return flow_graph(function).to_networkx()
 
 
-def _split_blocks(function) -> tuple[list[BasicBlock], dict, list]:
+def _split_blocks(function: Function) -> tuple[list[BasicBlock], dict[Label, int], list[Instruction]]:
     """Blocks in source order, label -> block index, and the ``call`` instructions."""
     blocks = [BasicBlock(0)]
     label_blocks: dict[Label, int] = {}
     calls: list[Instruction] = []
     current = blocks[0]
     terminators = BLOCK_TERMINATORS
-    stack = [iter(function.body.items)]  # iterative: { } scopes nest without limit
+    # iterative: { } scopes nest without limit; flow_graph turned declarations (no body) away
+    stack = [iter(function.body.items)]  # type: ignore[union-attr]
     while stack:
         for node in stack[-1]:
             kind = type(node)
@@ -288,8 +314,8 @@ def _new_block(blocks: list[BasicBlock]) -> BasicBlock:
     return block
 
 
-def _edges(blocks: list[BasicBlock], label_blocks: dict) -> list[tuple]:
-    edges = [(ENTRY, 0, "entry")]
+def _edges(blocks: list[BasicBlock], label_blocks: dict[Label, int]) -> list[Edge]:
+    edges: list[Edge] = [(ENTRY, 0, "entry")]
     last = len(blocks) - 1
     for block in blocks:
         falls = True
@@ -358,7 +384,7 @@ def _indirect_targets(instruction: Instruction) -> list[Label]:
 
 
 def _following_directive(label: Label) -> Directive | None:
-    items = label.parent.items
+    items = label.parent.items  # type: ignore[union-attr]  # a label's parent is the Block it is declared in
     index = next(i for i, item in enumerate(items) if item is label)
     for item in items[index + 1 :]:
         if type(item) is Directive:
@@ -368,7 +394,7 @@ def _following_directive(label: Label) -> Directive | None:
     return None
 
 
-def _resolve(node, name: str, at: int) -> Label:
+def _resolve(node: Node, name: str, at: int) -> Label:
     scope = node.parent
     label = scope.resolve_label(name) if isinstance(scope, Block) else None
     if label is None:
@@ -376,7 +402,7 @@ def _resolve(node, name: str, at: int) -> Label:
     return label
 
 
-def derived(flow, key: str, compute):
+def derived(flow: object, key: str, compute: Callable[[], Derived]) -> Derived:
     """`compute()`, kept in the graph's `derived` cache (cleared when the graph changes)
     when it has one: what an analysis computes once per graph.
 
@@ -385,9 +411,10 @@ def derived(flow, key: str, compute):
     >>> derived(Plain(), "n", lambda: 1)
     1
     """
-    cache = getattr(flow, "derived", None)
+    cache: dict[str, object] | None = getattr(flow, "derived", None)
     if cache is None:
         return compute()
     if key not in cache:  # None is an answer too (a graph with no stack frame)
         cache[key] = compute()
-    return cache[key]
+    found: Derived = cache[key]  # type: ignore[assignment]  # what `compute` made under `key`
+    return found

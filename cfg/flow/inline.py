@@ -25,7 +25,14 @@ inlined: the fence pass treats them like extern calls.
 
 from __future__ import annotations
 
+from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.graph import ENTRY, EXIT, BasicBlock, FlowGraph, flow_graph
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ptxkit.cfg.flow.graph import Edge
+    from ptxkit.syntax import Function, Instruction, Label
 
 #: Stop inlining once the graph has this many blocks (calls beyond stay calls).
 MAX_BLOCKS = 200_000
@@ -46,8 +53,8 @@ class Context:
 
     __slots__ = ("id", "function", "parent", "call", "arguments", "results", "prefix")
 
-    def __init__(self, id: int, function, parent: "Context | None" = None, call=None, arguments: dict | None = None,
-                 results: dict | None = None):
+    def __init__(self, id: int, function: Function, parent: Context | None = None, call: Instruction | None = None,
+                 arguments: dict[str, str] | None = None, results: dict[str, str] | None = None) -> None:
         self.id, self.function, self.parent, self.call = id, function, parent, call
         self.arguments = arguments if arguments is not None else {}
         self.results = results if results is not None else {}
@@ -63,9 +70,9 @@ class Context:
             depth, context = depth + 1, context.parent
         return depth
 
-    def within(self, other: "Context") -> bool:
+    def within(self, other: Context) -> bool:
         """True when this context is `other` or was inlined (transitively) into it."""
-        context = self
+        context: Context | None = self
         while context is not None:
             if context is other:
                 return True
@@ -73,7 +80,7 @@ class Context:
         return False
 
 
-def call_target(instruction) -> tuple[str | None, list[str], list[str]]:
+def call_target(instruction: Instruction) -> tuple[str | None, list[str], list[str]]:
     """``(callee, argument names, return-argument names)`` of a ``call``; the callee
     is None for a call through a register.
 
@@ -99,7 +106,7 @@ def call_target(instruction) -> tuple[str | None, list[str], list[str]]:
     return callee, arguments, results
 
 
-def inlined_graph(function, functions: dict | None = None) -> FlowGraph:
+def inlined_graph(function: Function, functions: dict[str, Function] | None = None) -> FlowGraph:
     """The flow graph of `function` with every call of a ``.func`` with a body (in
     `functions`, by name; default: the module's) replaced by a copy of its body.
 
@@ -118,19 +125,19 @@ def inlined_graph(function, functions: dict | None = None) -> FlowGraph:
     return _Expander(functions).expand(function, base, root)
 
 
-def _inlinable(call, functions: dict, stack: list[str]) -> bool:
+def _inlinable(call: Instruction, functions: dict[str, Function], stack: list[str]) -> bool:
     callee = call_target(call)[0]
     return callee is not None and callee in functions and callee not in stack
 
 
 class _Expander:
-    def __init__(self, functions: dict):
+    def __init__(self, functions: dict[str, Function]) -> None:
         self.functions = functions
         self.flows: dict[str, FlowGraph] = {}
         self.blocks: list[BasicBlock] = []
-        self.edges: list[tuple] = []
-        self.label_blocks: dict = {}
-        self.calls: list = []
+        self.edges: list[Edge] = []
+        self.label_blocks: dict[Label, int] = {}
+        self.calls: list[Instruction] = []
         self.contexts = 0
 
     def flow(self, name: str) -> FlowGraph:
@@ -139,7 +146,7 @@ class _Expander:
             flow = self.flows[name] = flow_graph(self.functions[name])
         return flow
 
-    def expand(self, function, base: FlowGraph, root: Context) -> FlowGraph:
+    def expand(self, function: Function, base: FlowGraph, root: Context) -> FlowGraph:
         self.flows[function.name] = base
         entry, returns = self._clone(base, root, [function.name])
         self.edges.append((ENTRY, entry, "entry"))
@@ -149,7 +156,7 @@ class _Expander:
         graph.calls = self.calls
         return graph
 
-    def _new_block(self, context: Context, source: BasicBlock, labels) -> BasicBlock:
+    def _new_block(self, context: Context, source: BasicBlock, labels: Sequence[Label]) -> BasicBlock:
         block = BasicBlock(len(self.blocks))
         block.context = context
         block.labels = list(labels)
@@ -159,7 +166,7 @@ class _Expander:
                 self.label_blocks[label] = block.index
         return block
 
-    def _clone(self, flow: FlowGraph, context: Context, stack: list[str]) -> tuple[int, list]:
+    def _clone(self, flow: FlowGraph, context: Context, stack: list[str]) -> tuple[int, list[tuple[int, str]]]:
         """Copy `flow` into the graph; returns (entry block, [(returning block, kind)])."""
         first: dict[int, int] = {}  # source block -> its first copy
         last: dict[int, int] = {}  # source block -> the copy that ends it

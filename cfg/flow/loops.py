@@ -18,9 +18,19 @@ and the fence pass does not hoist into or out of them.
 
 from __future__ import annotations
 
-from ptxkit._records import record
+from ptxkit._records import TYPE_CHECKING, record
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import EXIT, derived
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Container, Hashable, Iterator, Mapping, Sequence
+    from typing import TypeVar
+
+    from ptxkit.cfg.flow.graph import EdgeEnd, FlowGraph
+    from ptxkit.syntax import Label, Node
+
+    #: A node of a graph given as a dict of successors.
+    GraphNode = TypeVar("GraphNode", bound=Hashable)
 
 
 class Loop:
@@ -42,7 +52,7 @@ class Loop:
         """1 for an outermost loop, 2 for a loop inside it, …"""
         return 1 + sum(1 for _ in self.enclosing())
 
-    def enclosing(self):
+    def enclosing(self) -> Iterator[Loop]:
         """The loops around this one, innermost first.
 
         >>> outer = Loop(0, {0, 1}, [1])
@@ -84,7 +94,7 @@ class LoopForest:
         return found
 
 
-def find_loops(flow, dominators: DominatorTree | None = None) -> LoopForest:
+def find_loops(flow: FlowGraph, dominators: DominatorTree | None = None) -> LoopForest:
     """Natural loops of a `FlowGraph`, their nesting, and the irreducible blocks.
 
     Loops are listed outermost first (an enclosing loop before the loops inside it, and
@@ -123,7 +133,7 @@ def find_loops(flow, dominators: DominatorTree | None = None) -> LoopForest:
     return LoopForest(loops, dom, irreducible)
 
 
-def loop_forest(flow) -> LoopForest:
+def loop_forest(flow: FlowGraph) -> LoopForest:
     """`find_loops` of `flow`, computed once per graph (kept in its `derived` cache).
 
     >>> import ptxkit
@@ -136,7 +146,7 @@ def loop_forest(flow) -> LoopForest:
     return derived(flow, "loops", lambda: find_loops(flow))
 
 
-def _natural_body(flow, header: int, latches: list[int], reachable) -> set[int]:
+def _natural_body(flow: FlowGraph, header: int, latches: list[int], reachable: Container[int]) -> set[int]:
     """The header and every reachable block that reaches a latch without passing it."""
     body = {header}
     stack = [latch for latch in latches if latch != header]
@@ -150,14 +160,14 @@ def _natural_body(flow, header: int, latches: list[int], reachable) -> set[int]:
     return body
 
 
-def _cycle_blocks(flow, target: int, source: int) -> set[int]:
+def _cycle_blocks(flow: FlowGraph, target: int, source: int) -> set[int]:
     """Blocks on some cycle through the retreating edge ``source -> target``."""
     forward = reachable(flow.succ, target)
     backward = reachable(flow.pred, source)
     return forward & backward
 
 
-def reachable(adjacency, start: int) -> set[int]:
+def reachable(adjacency: Sequence[Sequence[int]] | Mapping[int, Sequence[int]], start: int) -> set[int]:
     """The nodes reachable from `start` along `adjacency` (``succ`` forward, ``pred``
     backward), `start` included.
 
@@ -174,7 +184,7 @@ def reachable(adjacency, start: int) -> set[int]:
     return seen
 
 
-def on_cycles(graph: dict) -> frozenset:
+def on_cycles(graph: Mapping[GraphNode, Sequence[GraphNode]]) -> frozenset[GraphNode]:
     """The nodes of `graph` (node -> successors) that lie on a cycle: in a strongly
     connected component of more than one node, or with an edge to themselves
     (Tarjan's algorithm, without recursion).
@@ -182,11 +192,11 @@ def on_cycles(graph: dict) -> frozenset:
     >>> sorted(on_cycles({"a": ["b"], "b": ["a", "c"], "c": [], "d": ["d"]}))
     ['a', 'b', 'd']
     """
-    index: dict = {}
-    low: dict = {}
-    stack: list = []
-    on_stack: set = set()
-    found: set = set()
+    index: dict[GraphNode, int] = {}
+    low: dict[GraphNode, int] = {}
+    stack: list[GraphNode] = []
+    on_stack: set[GraphNode] = set()
+    found: set[GraphNode] = set()
     for root in graph:
         if root in index:
             continue
@@ -210,7 +220,7 @@ def on_cycles(graph: dict) -> frozenset:
                 if work:
                     low[work[-1][0]] = min(low[work[-1][0]], low[node])
                 if low[node] == index[node]:
-                    component = []
+                    component: list[GraphNode] = []
                     while True:
                         member = stack.pop()
                         on_stack.discard(member)
@@ -242,15 +252,15 @@ class Preheader:
 
     loop: Loop
     block: int | None = None
-    before: object = None
-    retarget: tuple[int, ...] = ()
+    before: Label | None = None
+    retarget: Sequence[int] = ()
 
     @property
     def needs_label(self) -> bool:
         return self.block is None and bool(self.retarget)
 
 
-def find_preheader(flow, loop: Loop) -> Preheader | None:
+def find_preheader(flow: FlowGraph, loop: Loop) -> Preheader | None:
     """The loop's preheader, or how to create one; None when none can be made safely.
 
     None when the block above the header is in the loop and falls into it (a new
@@ -281,20 +291,21 @@ def find_preheader(flow, loop: Loop) -> Preheader | None:
     if not block.labels:
         return None
     first_label = block.labels[0]
-    retarget = []
+    retarget: list[int] = []
     for p in outside:
         kind = kinds[(p, header)]
         if "indirect" in kind:
             return None
         if "taken" in kind or "branch" in kind:
             branch = flow.blocks[p].terminator
-            if not _sees(branch, first_label.parent):
+            # a taken or branch edge leaves a terminator, which mypy cannot tell from the edge's kind
+            if not _sees(branch, first_label.parent):  # type: ignore[arg-type]
                 return None
             retarget.append(p)
     return Preheader(loop, before=first_label, retarget=retarget)
 
 
-def _sees(node, scope) -> bool:
+def _sees(node: Node, scope: Node | None) -> bool:
     """True when a label declared in `scope` is visible from `node`."""
     parent = node.parent
     while parent is not None:
@@ -325,13 +336,13 @@ class BranchRegion:
     """
 
     branch: int
-    join: object
-    arms: list
+    join: EdgeEnd
+    arms: list[EdgeEnd]
     blocks: set[int]
 
 
-def branch_region(flow, branch: int, dominators: DominatorTree, post_dominators: DominatorTree,
-                  reject=None) -> BranchRegion | None:
+def branch_region(flow: FlowGraph, branch: int, dominators: DominatorTree, post_dominators: DominatorTree,
+                  reject: Callable[[int], bool] | None = None) -> BranchRegion | None:
     """The single-entry region of a conditional branch, or None.
 
     None when the block has fewer than two successors, cannot reach the exit, loops
@@ -347,7 +358,7 @@ def branch_region(flow, branch: int, dominators: DominatorTree, post_dominators:
     >>> region.arms, region.join, sorted(region.blocks)
     ([2, 1], 3, [1, 2])
     """
-    arms = list(dict.fromkeys(flow.succ[branch]))
+    arms: list[EdgeEnd] = list(dict.fromkeys(flow.succ[branch]))
     if branch in flow.exits:
         arms.append(EXIT)
     if len(arms) < 2:

@@ -13,8 +13,16 @@ their names in scope.
 
 from __future__ import annotations
 
+from ptxkit._records import TYPE_CHECKING
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.isa import NO_DESTINATION, TYPE_BITS
+
+if TYPE_CHECKING:
+    from collections.abc import Container, Sequence
+
+    from ptxkit.cfg.flow.graph import HeadTuple
+    from ptxkit.instruction import Operand
+    from ptxkit.syntax import Instruction
 
 _FIRST_OPERAND = compile_pattern(r"\s*(\{[^}]*\}|[^,;{]+)")
 _ONE_REGISTER = compile_pattern(r"\s*(%[\w$]+)\s*,")
@@ -23,7 +31,7 @@ _NAME = compile_pattern(r"[%A-Za-z_$][\w$]*")
 _TOKEN = compile_pattern(r"[0-9][\w.]*|([%A-Za-z_$][\w$]*)")
 
 
-def destinations(instruction, head, plain) -> list[str]:
+def destinations(instruction: Instruction, head: HeadTuple, plain: Container[str]) -> list[str]:
     """The registers an instruction's first operand names (what `operand_targets` gives),
     read from the text without parsing every operand: the fast path for passes over
     every instruction.
@@ -54,7 +62,8 @@ def destinations(instruction, head, plain) -> list[str]:
     return [name for name in _NAME.findall(first) if name[0] == "%" or name in plain]
 
 
-def written_and_read(instruction, head, plain) -> tuple[list[str], list[str]] | None:
+def written_and_read(instruction: Instruction, head: HeadTuple,
+                     plain: Container[str]) -> tuple[list[str], list[str]] | None:
     """`destinations`, and the registers the other operands name (what `operand_reads` gives
     for each, a special register by its name before the dot), read from the text
     without parsing the operands; None when a comment sits among them, the first
@@ -81,7 +90,7 @@ def written_and_read(instruction, head, plain) -> tuple[list[str], list[str]] | 
     return written, [name for name in _TOKEN.findall(text, match.end()) if name and (name[0] == "%" or name in plain)]
 
 
-def is_register(operand, plain) -> bool:
+def is_register(operand: Operand, plain: Container[str]) -> bool:
     """True for an operand that is a register (``%r1``, or a plain one).
 
     >>> from ptxkit import parse_statement
@@ -91,7 +100,7 @@ def is_register(operand, plain) -> bool:
     return operand.kind == "register" or (operand.kind == "symbol" and operand.name in plain)
 
 
-def operand_targets(operand, plain) -> list[str]:
+def operand_targets(operand: Operand, plain: Container[str]) -> list[str]:
     """The registers an instruction's first operand defines (``%r``, ``{%a, %b}``,
     ``%r|%p``, a call's results ``(%a, %b)``); `plain` names registers declared without ``%``.
 
@@ -99,14 +108,14 @@ def operand_targets(operand, plain) -> list[str]:
     >>> operand_targets(parse_statement("setp.lt.s32 %p1|%p2, %r1, 4;").operands[0], frozenset())
     ['%p1', '%p2']
     """
-    if is_register(operand, plain):
-        return [operand.name]
+    if is_register(operand, plain):  # a register, a symbol or a special register has a name, which
+        return [operand.name]  # type: ignore[list-item]  # mypy cannot tell from the kind
     if operand.kind in ("vector", "pair", "list"):
         return [e.name for e in operand.elements if is_register(e, plain)]
     return []
 
 
-def operand_reads(operand, plain) -> list[str]:
+def operand_reads(operand: Operand, plain: Container[str]) -> list[str]:
     """Every register an operand reads, recursively.
 
     >>> from ptxkit import parse_statement
@@ -114,14 +123,14 @@ def operand_reads(operand, plain) -> list[str]:
     ['%r1']
     """
     if is_register(operand, plain) or operand.kind == "special":
-        return [operand.name]
+        return [operand.name]  # type: ignore[list-item]  # named, as above
     found: list[str] = []
     for element in operand.elements:
         found.extend(operand_reads(element, plain))
     return found
 
 
-def defines(instruction, head, register: str, plain) -> bool:
+def defines(instruction: Instruction, head: HeadTuple, register: str, plain: Container[str]) -> bool:
     """True when `instruction` writes `register` (its name in the text is checked first:
     most instructions of a long block do not even mention it).
 
@@ -135,7 +144,8 @@ def defines(instruction, head, register: str, plain) -> bool:
         and register in destinations(instruction, head, plain)
 
 
-def last_definition(instructions, heads, position: int, register: str, plain) -> int | None:
+def last_definition(instructions: Sequence[Instruction], heads: Sequence[HeadTuple], position: int, register: str,
+                    plain: Container[str]) -> int | None:
     """The index of the last instruction before `position` that writes `register`, or None.
 
     >>> from ptxkit import parse_statement
@@ -150,7 +160,8 @@ def last_definition(instructions, heads, position: int, register: str, plain) ->
     return None
 
 
-def redefined(instructions, heads, start: int, stop: int, register: str, plain) -> bool:
+def redefined(instructions: Sequence[Instruction], heads: Sequence[HeadTuple], start: int, stop: int, register: str,
+              plain: Container[str]) -> bool:
     """True when an instruction in ``[start, stop)`` writes `register`.
 
     >>> from ptxkit import parse_statement
@@ -162,7 +173,7 @@ def redefined(instructions, heads, start: int, stop: int, register: str, plain) 
     return any(defines(instructions[index], heads[index], register, plain) for index in range(start, stop))
 
 
-def register_and_constant(operands) -> tuple[str, int] | None:
+def register_and_constant(operands: Sequence[Operand]) -> tuple[str, int] | None:
     """``(r, C)`` for the operands ``d, r, C`` of a two-source instruction whose second
     source is an integer constant, else None.
 
@@ -172,11 +183,11 @@ def register_and_constant(operands) -> tuple[str, int] | None:
     """
     if len(operands) == 3 and operands[1].kind == "register" and operands[2].kind == "immediate" \
             and isinstance(operands[2].value, int):
-        return operands[1].name, operands[2].value
+        return operands[1].name, operands[2].value  # type: ignore[return-value]  # a register has a name
     return None
 
 
-def is_param(modifiers) -> bool:
+def is_param(modifiers: Container[str]) -> bool:
     """True when the modifiers of an ``ld``/``st`` name the parameter space.
 
     >>> is_param(["param", "b32"]), is_param(["shared", "b32"])
@@ -185,7 +196,7 @@ def is_param(modifiers) -> bool:
     return "param" in modifiers or "param::entry" in modifiers or "param::func" in modifiers
 
 
-def type_width(modifiers) -> int:
+def type_width(modifiers: Sequence[str]) -> int:
     """The bits of the last type among `modifiers` (64 when none names one).
 
     >>> type_width(["shared", "v2", "u16"]), type_width(["shared"])

@@ -23,8 +23,14 @@ definition in the arm meets the others at 2, and the way from 0 to 2 passes 1:
 
 from __future__ import annotations
 
+from ptxkit._records import TYPE_CHECKING
 
-def blocks_between(flow, dominators, there: int, reading: int) -> frozenset:
+if TYPE_CHECKING:
+    from ptxkit.cfg.flow.dominance import DominatorTree
+    from ptxkit.cfg.flow.graph import FlowGraph
+
+
+def blocks_between(flow: FlowGraph, dominators: DominatorTree, there: int, reading: int) -> frozenset[int]:
     """The blocks on a way from block `there` to block `reading` (`reading` included)
     that does not pass `there` again. Where `there` dominates `reading`, every block
     that reaches `reading` without passing `there` comes after it, so one walk back from
@@ -33,7 +39,7 @@ def blocks_between(flow, dominators, there: int, reading: int) -> frozenset:
     the kernel; an example in the module's docstring).
     """
 
-    def closure(start, step):
+    def closure(start: list[int], step: list[list[int]]) -> set[int]:
         seen, work = set(), list(start)
         while work:
             node = work.pop()
@@ -48,13 +54,13 @@ def blocks_between(flow, dominators, there: int, reading: int) -> frozenset:
     return frozenset(closure(flow.succ[there], flow.succ) & back)
 
 
-def by_block(definitions: dict) -> dict:
+def by_block(definitions: dict[str, list[tuple[int, int]]]) -> dict[tuple[int, str], list[int]]:
     """(block, key) -> the sorted positions of the block's definitions of key.
 
     >>> by_block({"%r1": [(0, 5), (0, 2), (3, 1)]})
     {(0, '%r1'): [2, 5], (3, '%r1'): [1]}
     """
-    found: dict = {}
+    found: dict[tuple[int, str], list[int]] = {}
     for key, sites in definitions.items():
         for block, position in sites:
             found.setdefault((block, key), []).append(position)
@@ -63,11 +69,12 @@ def by_block(definitions: dict) -> dict:
     return found
 
 
-def frontiers(flow, idom: dict) -> tuple[dict, dict]:
+def frontiers(flow: FlowGraph, idom: dict[int, int]) -> tuple[dict[int, set[int]], dict[int, list[int]]]:
     """The dominance frontier of each block (where a definition in it needs a join) and
     the dominator tree's children, of one graph (an example in the module's docstring).
     """
-    frontier: dict[int, set] = {}
+    frontier: dict[int, set[int]] = {}
+    runner: int | None
     for block in flow.rpo:
         preds = [p for p in flow.pred[block] if p in idom]
         if len(preds) < 2:
@@ -77,7 +84,7 @@ def frontiers(flow, idom: dict) -> tuple[dict, dict]:
                 frontier.setdefault(runner, set()).add(block)
                 parent = idom.get(runner)
                 runner = parent if parent != runner else None
-    children: dict[int, list] = {}
+    children: dict[int, list[int]] = {}
     for node, parent in idom.items():
         if node != parent:
             children.setdefault(parent, []).append(node)
@@ -90,17 +97,18 @@ def version_name(key: str, block: int, position: int) -> str:
     return f"{key}@{block}:{position}"
 
 
-def reading_block(at) -> int:
+def reading_block(at: tuple[int, int] | tuple[str, object, int]) -> int:
     """The block whose view of the registers `at` (a rule's ``(block, position)``, or a
     query's or a branch's point) reads.
 
     >>> reading_block((4, 2)), reading_block(("query", "st", 7))
     (4, 7)
     """
-    return at[-1] if at[0] in ("query", "branch") else at[0]
+    # a point that starts with neither word is a (block, position): mypy cannot narrow by `in`
+    return at[-1] if at[0] in ("query", "branch") else at[0]  # type: ignore[return-value]
 
 
-def cell_key(cell: tuple) -> str:
+def cell_key(cell: tuple[str, int, int]) -> str:
     """The key a stack cell ``(region, offset, width)`` is followed under (no register's name
     has a bracket; an example in the module's docstring)."""
     return f"[{cell[0]}+{cell[1]}:{cell[2]}]"
