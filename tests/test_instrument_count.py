@@ -98,6 +98,23 @@ def test_random_branchy_programs_count_exactly(program):
     assert_exact(counts, executions, *outputs)
 
 
+def test_a_loop_head_left_for_an_outer_head_keeps_its_own_counter():
+    """Found by the random programs: B1 heads a loop whose turn may instead go back to
+    the enclosing loop's head B0, so B1 runs twice a warp where the block after it (which
+    B1 dominates and which post-dominates B1) runs once."""
+    text = (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u64 out)\n{\n"
+            ".reg .b32 %r<3>;\n.reg .pred %p<2>;\n.reg .b64 %rd<3>;\n\tmov.u32 %r1, 0;\n\tmov.u32 %r2, 0;\n"
+            "B0:\n\tadd.u32 %r1, %r1, 0;\nB1:\n\tadd.u32 %r1, %r1, 1;\n\tsetp.lt.u32 %p1, %r1, 2;\n\t@%p1 bra B0;\n"
+            "\tadd.u32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, 1;\n\t@%p1 bra B1;\n"
+            "\tld.param.u64 %rd1, [out];\n\tst.global.u32 [%rd1], %r1;\n\tret;\n}\n")
+    classes = counter_classes(FunctionFacts(ptxkit.parse(text).function("k")))
+    assert classes[3] == 3 != classes[2]  # the block after B1: its own counter
+    out = np.zeros(1, np.uint32)
+    counts, executions, *outputs = simulate_both(text, "k", [out], grid=1, block=32)
+    assert_exact(counts, executions, *outputs)
+    assert outputs[0][0].tolist() == [2]
+
+
 def test_blocks_that_run_together_share_a_counter():
     """The loop's header and its join share one increment per iteration; the code before
     and after the loop shares the entry's counter; each if's arm has its own."""

@@ -61,8 +61,9 @@ def count(module, kernel=None, per_cta: bool = True, buffer: str = "param") -> P
 def counter_classes(facts) -> dict[int, int]:
     """Block -> the block whose counter counts it, for the blocks reachable from the
     entry: its nearest dominator that it post-dominates (transitively), when both are
-    outside every loop (irreducible cycles included) or in the same innermost loop with
-    a single latch (so that every cycle through one passes the other), else itself.
+    outside every loop (irreducible cycles included) or in the same innermost loop and
+    every turn of that loop that runs the dominator runs the block (`_every_turn_passes`:
+    a turn may leave for an enclosing loop's header and come back), else itself.
 
     >>> import ptxkit
     >>> from ptxkit.rewrite.facts import FunctionFacts
@@ -86,7 +87,7 @@ def counter_classes(facts) -> dict[int, int]:
             while up != block and up in representative:
                 loop = innermost.get(block)
                 if (post.dominates(block, up) and innermost.get(up) is loop and up not in forest.irreducible
-                        and (loop is None or len(loop.latches) == 1)):
+                        and (loop is None or _every_turn_passes(flow, loop, up, block))):
                     chosen = representative[up]
                     break
                 parent = dominators.idom.get(up, up)
@@ -95,6 +96,33 @@ def counter_classes(facts) -> dict[int, int]:
                 up = parent
         representative[block] = chosen
     return representative
+
+
+def _every_turn_passes(flow, loop, first: int, then: int) -> bool:
+    """Whether every way from block `first` that stays in one turn of `loop` reaches
+    block `then`: none leaves the loop or returns to its header without passing it (with
+    `first` its dominator in the loop, both then run once in the same turns).
+
+    >>> import ptxkit
+    >>> from ptxkit.rewrite.facts import FunctionFacts
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .pred %p<3>;\\nO:\\n\\tbar.sync 0;\\nI:\\n\\t@%p1 bra O;\\n\\t@%p2 bra I;\\n\\tret;\\n}\\n")
+    >>> facts = FunctionFacts(m.function("k"))
+    >>> inner = facts.loops.innermost()[2]
+    >>> _every_turn_passes(facts.flow, inner, 1, 2)  # I's turn may go back to O instead
+    False
+    """
+    seen, work = {first}, [first]
+    while work:
+        for successor in flow.succ[work.pop()]:
+            if successor == then:
+                continue
+            if successor == loop.header or successor not in loop.blocks:
+                return False
+            if successor not in seen:
+                seen.add(successor)
+                work.append(successor)
+    return True
 
 
 def _instructions(k, block: int) -> tuple:
