@@ -5,8 +5,8 @@ kernel's buffer, one row per CTA (or one row for the whole grid, `per_cta=False`
 the block's entry the lowest active lane of the warp adds 1 (`snippets.count_increment`:
 five instructions, one ``red.global.add`` per warp, none per thread). Blocks that always
 run together share a counter, so straight-line code pays once: block B joins block A's
-counter when A dominates B, B post-dominates A and both sit in the same innermost loop
-(control equivalence; in divergent code this assumes the warp meets again before B,
+counter when A dominates B, B post-dominates A, both sit in the same innermost loop and
+every turn that runs A reaches B (`counter_classes`; in divergent code this assumes the warp meets again before B,
 where ptxas puts its reconvergence point). `ptxkit.trace.Counts` turns the counters
 into counts per block, PTX line, ``.loc`` source line and opcode.
 
