@@ -40,6 +40,30 @@ def describe(site) -> dict:
     }
 
 
+def pipeline_fences(result) -> tuple[list[dict], str | None]:
+    """The fences the fence pass of a `ptxkit.rewrite.run` result placed or asks for,
+    each `describe`d with its line in the pipeline's input (the passes before it may have
+    moved it), and why the pass skipped the module (None when it ran or was left out).
+
+    >>> from ptxkit.rewrite.pipeline import run
+    >>> result = run(open("samples/fence/06b_tma_store_after_shared_store.ptx").read(), [])
+    >>> fences, skipped = pipeline_fences(result)
+    >>> [fence["line"] for fence in fences], skipped
+    ([33], None)
+    """
+    from ptxkit.rewrite.pipeline import FENCE
+
+    if result.fence is None:
+        return [], None
+    stage = [s.name for s in result.stages].index(FENCE)
+    fences = []
+    for site in result.fence.fences:
+        fence = describe(site)
+        fence["line"] = result.input_line(stage, fence["line"]) if fence["line"] else fence["line"]
+        fences.append(fence)
+    return fences, str(result.fence.skipped) if result.fence.skipped else None
+
+
 def entry_names(text: str) -> list[str]:
     """The kernels (``.entry`` names) a PTX text defines or declares, in order: what the
     log names beside a file that may be a compiler's temporary one (Triton's ptxas input).

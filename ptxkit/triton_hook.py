@@ -174,22 +174,15 @@ class Hook:
 
     def _rewrite(self, ptx: str, metadata: dict, name: str, start: float) -> str:
         """`process` with passes: the passes, then the fence pass as the mode says."""
-        from ptxkit.fencelog import describe, entry_names, write_entry
+        from ptxkit.fencelog import entry_names, pipeline_fences, write_entry
         from ptxkit.rewrite.pipeline import FENCE, run
 
         result = run(ptx, self.passes, fence=None if self.mode == "fence" else self.mode == "check",
                      fence_options=self.options, check=self.mode == "check", filename=name)
-        fences = []
-        if result.fence is not None:
-            stage = [s.name for s in result.stages].index(FENCE)
-            for site in result.fence.fences:
-                fence = describe(site)
-                fence["line"] = result.input_line(stage, fence["line"]) if fence["line"] else fence["line"]
-                fences.append(fence)
-                if self.mode == "check":
-                    print(f"{name}:{fence['line']}:{fence['column']}: warning: missing {fence['variant']} "
-                          f"{fence['where']} this statement: {fence['reason']} [ptxkit]", file=sys.stderr)
-        skipped = str(result.fence.skipped) if result.fence is not None and result.fence.skipped else None
+        fences, skipped = pipeline_fences(result)
+        for fence in fences if self.mode == "check" else ():
+            print(f"{name}:{fence['line']}:{fence['column']}: warning: missing {fence['variant']} "
+                  f"{fence['where']} this statement: {fence['reason']} [ptxkit]", file=sys.stderr)
         summary = result.to_json()
         passes = [stage["name"] for stage in summary["stages"] if stage["name"] != FENCE]
         entry = {"file": name, "kernels": entry_names(ptx), "mode": self.mode, "fences": fences,

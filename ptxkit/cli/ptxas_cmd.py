@@ -594,7 +594,7 @@ def _rewrite(path: str, data: bytes, mode: str, private: str, passes) -> _Prepar
     rewritten copy, and a check's warnings point at the input's lines."""
     import ptxkit
     from ptxkit.errors import PtxSyntaxError
-    from ptxkit.fencelog import describe, entry_names, write_entry
+    from ptxkit.fencelog import entry_names, pipeline_fences, write_entry
     from ptxkit.rewrite.pipeline import FENCE, PassError, run
 
     try:
@@ -611,14 +611,7 @@ def _rewrite(path: str, data: bytes, mode: str, private: str, passes) -> _Prepar
 
         trace = "".join(traceback.format_exception(err.cause)) if err.cause is not None else ""
         return _Prepared(path, failure=_PassFailure(path, str(err), trace=trace, who="PTXKIT_PASSES"))
-    fences = []
-    if result.fence is not None:
-        stage = [s.name for s in result.stages].index(FENCE)
-        for site in result.fence.fences:
-            fence = describe(site)
-            fence["line"] = result.input_line(stage, fence["line"]) if fence["line"] else fence["line"]
-            fences.append(fence)
-    skipped = str(result.fence.skipped) if result.fence is not None and result.fence.skipped else None
+    fences, skipped = pipeline_fences(result)
     write_entry({"file": _logged_name(path), "kernels": entry_names(result.text), "mode": mode,
                  "fences": fences, "skipped": skipped,
                  "passes": [stage.name for stage in result.stages if stage.name != FENCE],
