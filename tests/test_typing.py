@@ -34,6 +34,12 @@ STRICT_MODULES = (
     "ptxkit.cfg.flow.dataflow",
     "ptxkit.cfg.flow.ssa",
     "ptxkit.cfg.flow.operands",
+    "ptxkit.cfg.sync",
+    "ptxkit.cfg.sync.locations",
+    "ptxkit.cfg.sync.events",
+    "ptxkit.cfg.sync.phases",
+    "ptxkit.cfg.sync.once",
+    "ptxkit.cfg.sync.armed",
 )
 
 

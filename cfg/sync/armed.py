@@ -15,16 +15,28 @@ initialising them and fence before the ``bar.sync`` that precedes the first copi
 
 from __future__ import annotations
 
+from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.dominance import DominatorTree
-from ptxkit.cfg.sync.events import Kind
+from ptxkit.cfg.sync.events import Kind, on_an_mbarrier
 from ptxkit.cfg.sync.locations import CTA, overlaps
 from ptxkit.cfg.sync.phases import counted_phases
 from ptxkit.isa import SyncObject
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from ptxkit.cfg.flow.graph import FlowGraph
+    from ptxkit.cfg.sync.events import Event, Fact, MbarrierOp
+    from ptxkit.instruction import Operand
+
+    #: An event and the block it is in: ``(block, event)``.
+    Placed = tuple[int, Event]
+
 __all__ = ["fenced_before_copies"]
 
 
-def fenced_before_copies(flow, events: list[list], facts: list, killed) -> dict[int, int]:
+def fenced_before_copies(flow: FlowGraph, events: list[list[Event]], facts: Sequence[Fact],
+                         killed: Callable[[Event], int]) -> dict[int, int]:
     """``id(arrive) -> facts`` (a bit mask over ``fact.index``) that an ``expect_tx``
     arrive need not hand over; `killed(fence event)` is the mask of facts a fence
     orders.
@@ -43,22 +55,23 @@ def fenced_before_copies(flow, events: list[list], facts: list, killed) -> dict[
     []
     """
     armed = [(block, event) for block, found in enumerate(events) for event in found
-             if event.kind is Kind.ARRIVE and _arms(flow, block, event)]
+             if event.kind is Kind.ARRIVE and on_an_mbarrier(event) and _arms(flow, block, event)]
     if not armed or not facts or any(_completes_by_hand(flow, block) for block in range(len(flow))):
         return {}
     dominators = DominatorTree.of(flow)
     phased = counted_phases(flow, events)
     barriers = [(block, event) for block, found in enumerate(events) for event in found
                 if id(event) in phased and _whole_cta_sync(flow, block, event)]
-    copies = [(block, event) for block, found in enumerate(events) for event in found if event.mbarrier is not None]
+    copies = [(block, event, event.mbarrier) for block, found in enumerate(events) for event in found
+              if event.mbarrier is not None]  # (block, event, the mbarrier it completes on)
     remote = [event.sync[1] for found in events for event in found  # st.async, a multicast commit: other CTAs'
-              if event.kind is Kind.ARRIVE and event.cross and event.sync[0] is SyncObject.MBARRIER]
+              if event.kind is Kind.ARRIVE and event.cross and on_an_mbarrier(event)]
     fences = {id(event): killed(event) for found in events for event in found
               if event.kind in (Kind.FENCE, Kind.INIT_FENCE) and event.guard is None}
     dropped: dict[int, int] = {}
-    fenced_for: dict[tuple, int] = {}  # (block, position) of a barrier -> the facts fenced before it
+    fenced_for: dict[tuple[int, int], int] = {}  # (block, position) of a barrier -> the facts fenced before it
     for block, arrive in armed:
-        completing = [(b, e) for b, e in copies if overlaps(e.mbarrier, arrive.sync[1])]
+        completing = [(b, e) for b, e, mbarrier in copies if overlaps(mbarrier, arrive.sync[1])]
         if not completing or any(e.cross for _, e in completing) or \
                 any(overlaps(other, arrive.sync[1]) for other in remote):
             continue
@@ -74,37 +87,40 @@ def fenced_before_copies(flow, events: list[list], facts: list, killed) -> dict[
     return dropped
 
 
-def _arms(flow, block: int, event) -> bool:
+def _arms(flow: FlowGraph, block: int, event: MbarrierOp) -> bool:
     """An ``mbarrier.arrive.expect_tx`` of a positive constant byte count, in this CTA."""
     instruction = flow.blocks[block].instructions[event.position]
-    count = instruction.operands[-1] if instruction.operands else None
-    return event.sync is not None and event.sync[0] is SyncObject.MBARRIER and not event.cross \
+    count: Operand | None = instruction.operands[-1] if instruction.operands else None
+    return not event.cross \
         and instruction.opcode.startswith("mbarrier.arrive.expect_tx") and count is not None \
         and count.kind == "immediate" and isinstance(count.value, int) and count.value > 0
 
 
-def _completes_by_hand(flow, block: int) -> bool:
+def _completes_by_hand(flow: FlowGraph, block: int) -> bool:
     """A ``mbarrier.complete_tx``: a transaction count brought down without a copy."""
     return any(head[2] == "mbarrier" and ".complete_tx" in head[1] for head in flow.blocks[block].heads)
 
 
-def _whole_cta_sync(flow, block: int, event) -> bool:
+def _whole_cta_sync(flow: FlowGraph, block: int, event: Event) -> bool:
     """An unguarded ``bar.sync``/``barrier.sync`` with no thread count: every thread of
     the CTA arrives on it."""
     instruction = flow.blocks[block].instructions[event.position]
-    return event.guard is None and event.kind is Kind.ARRIVE_WAIT and event.sync[1] is not None \
+    sync = event.sync
+    return event.guard is None and event.kind is Kind.ARRIVE_WAIT and sync is not None \
+        and sync[0] is SyncObject.NAMED_BARRIER and sync[1] is not None \
         and instruction.opcode.split(".")[0] in ("bar", "barrier") and ".sync" in instruction.opcode \
         and len(instruction.operands) == 1
 
 
-def _before(dominators, first: tuple, second: tuple) -> bool:
+def _before(dominators: DominatorTree, first: Placed, second: Placed) -> bool:
     """Whether event `first` (block, event) comes before `second` on every path to it."""
     if first[0] == second[0]:
         return first[1].position < second[1].position
     return dominators.dominates(first[0], second[0])
 
 
-def _fenced_before(flow, events: list[list], facts: list, fences: dict, barrier: tuple) -> int:
+def _fenced_before(flow: FlowGraph, events: list[list[Event]], facts: Sequence[Fact], fences: dict[int, int],
+                   barrier: Placed) -> int:
     """The facts each of whose accesses reaches, on every path, a fence that orders it
     and then `barrier`: accesses of this CTA's shared memory that are done when made
     (not ``cp.async`` writes, which a fence does not wait for; not writes into another
@@ -118,12 +134,13 @@ def _fenced_before(flow, events: list[list], facts: list, fences: dict, barrier:
     return mask
 
 
-def _fenced_on_every_path(flow, events: list[list], fences: dict, bit: int, origin: tuple, barrier: tuple) -> bool:
+def _fenced_on_every_path(flow: FlowGraph, events: list[list[Event]], fences: dict[int, int], bit: int,
+                          origin: Placed, barrier: Placed) -> bool:
     """Every path from the access at `origin` (block, event) reaches a fence ordering
     `bit`, then `barrier`; none ends, or meets the barrier, before."""
     start_block, start_event = origin
     work = [(start_block, start_event.position + 1, False)]
-    seen = set()
+    seen: set[tuple[int, bool]] = set()
     while work:
         block, position, fenced = work.pop()
         for event in events[block]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import enum
 
-from ptxkit._records import record
+from ptxkit._records import TYPE_CHECKING, record
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.flow.inline import call_target
 from ptxkit.cfg.flow.operands import destinations
@@ -46,6 +46,62 @@ from ptxkit.isa import (
     SPACE_OF_MODIFIER, AsyncForm, Effect, Sync, SyncObject, access_width, async_form, is_benign_extern, proxy_effect,
     sync_effect,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Iterator, Sequence
+    from typing import Literal, Protocol, TypeAlias, TypeGuard
+
+    from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
+    from ptxkit.cfg.values.registers import RegisterAnswers
+    from ptxkit.cfg.values.values import Region
+    from ptxkit.instruction import Guard, Operand
+    from ptxkit.isa import ProxyEffect, SyncEffect
+    from ptxkit.syntax import Instruction, Module
+
+    #: An abstract value (`ptxkit.cfg.values.values`): the atoms it may be.
+    Value = tuple[Atom, ...]
+    #: Register -> the ``(block, position)`` pairs that write it (`ptxkit.cfg.values.divergence.definitions`).
+    Definitions = dict[str, list[tuple[int, int]]]
+    #: A question put to `ptxkit.cfg.values.registers.analyse_registers` (`_Classifier.ask`):
+    #: the block and position of the instruction, and how many were asked before.
+    Query = tuple[int, int, int]
+    #: The object of a hand-off (`Event.sync`): the ids a named barrier may have (None: any),
+    #: an mbarrier's location, the ``id`` of a ``bar.warp.sync`` instruction, or the cluster barrier.
+    SyncKey = (tuple[Literal[SyncObject.NAMED_BARRIER], frozenset[int] | None]
+               | tuple[Literal[SyncObject.MBARRIER], Location]
+               | tuple[Literal[SyncObject.WARP], int]
+               | tuple[Literal[SyncObject.CLUSTER_BARRIER]])
+    #: `Event.detail`: whether a ``cp.async`` wait waits for every copy, why an async op's
+    #: footprint is unknown or what kind of arrive it is (a string), a tensor copy's `Box`,
+    #: or an extern call's ``(callee, policy)``.
+    Detail: TypeAlias = "bool | str | Box | tuple[str | None, str] | None"
+    #: What one instruction becomes once the register values are known: its events.
+    Builder = Callable[["_Classifier"], list["Event"]]
+    #: `Events.touches`: may some thread's access (block, event) overlap one of the targets?
+    Touches = Callable[[int, "Event", Collection[Location]], bool | None]
+    #: The bytes one access touches: a number, or the query of its size operand (bulk stores).
+    Width = int | tuple[Literal["size"], Query]
+    #: The size operand `_Classifier._copy` gets: a tensor load's share of the armed bytes,
+    #: the query of a size operand, a number of bytes, or None.
+    CopySize = int | tuple[Literal["share"], int] | tuple[Literal["size"], Query | None] | None
+
+    class Fact(Protocol):
+        """What `ptxkit.cfg.sync.armed` and `ptxkit.cfg.sync.once` read of a fact of the
+        proxy analysis (one pending-access class): its bit, its location, and the
+        ``(block, event)`` accesses that make it."""
+
+        @property
+        def index(self) -> int: ...
+        @property
+        def location(self) -> Location: ...
+        @property
+        def origins(self) -> Sequence[tuple[int, Event]]: ...
+
+    class ByThread(Protocol):
+        """`RegisterAnswers.by_thread`: a query's value for the threads whose ``%tid.x`` (or
+        `register`) lies in ``[low, high]``, or None where it does not depend on it."""
+
+        def __call__(self, query: Query, low: int, high: int, register: str = ..., /) -> Value | None: ...
 
 
 class Kind(enum.Enum):
@@ -92,14 +148,45 @@ class Event:
 
     position: int
     kind: Kind
-    guard: object = None
-    locations: tuple = ()
-    writes: tuple = ()
+    guard: Guard | None = None
+    locations: tuple[Location, ...] = ()
+    writes: tuple[Location, ...] = ()
     mbarrier: Location | None = None
     spaces: int = 0
-    sync: tuple | None = None
+    sync: SyncKey | None = None
     cross: bool = False
-    detail: object = None
+    detail: Detail = None
+
+
+if TYPE_CHECKING:
+
+    class NamedBarrierOp(Event):
+        """An `Event` on a named barrier (`on_a_named_barrier`): `sync` holds the ids it may be on."""
+
+        sync: tuple[Literal[SyncObject.NAMED_BARRIER], frozenset[int] | None]
+
+    class MbarrierOp(Event):
+        """An `Event` on an mbarrier (`on_an_mbarrier`): `sync` holds the mbarrier's location."""
+
+        sync: tuple[Literal[SyncObject.MBARRIER], Location]
+
+
+def on_a_named_barrier(event: Event) -> TypeGuard[NamedBarrierOp]:
+    """True for an arrive or wait on a named barrier (``bar``, ``barrier``).
+
+    >>> on_a_named_barrier(Event(0, Kind.ARRIVE_WAIT, sync=(SyncObject.NAMED_BARRIER, frozenset({1}))))
+    True
+    """
+    return event.sync is not None and event.sync[0] is SyncObject.NAMED_BARRIER
+
+
+def on_an_mbarrier(event: Event) -> TypeGuard[MbarrierOp]:
+    """True for an arrive or wait on an mbarrier.
+
+    >>> on_an_mbarrier(Event(0, Kind.WAIT, sync=(SyncObject.MBARRIER, everywhere(SHARED))))
+    True
+    """
+    return event.sync is not None and event.sync[0] is SyncObject.MBARRIER
 
 
 @record
@@ -127,21 +214,22 @@ class Events:
     thread (None: it does not follow the thread index; docs/fence.md §3.6)."""
 
     by_block: list[list[Event]]
-    warnings: list
-    dead: set
-    touches: object
+    warnings: list[tuple[Instruction, str]]
+    dead: set[int]
+    touches: Touches
 
 
 def describe(event: Event) -> str:
     """The object or location an event is about, in words (for messages and tests)."""
-    if event.sync is not None:
-        kind = event.sync[0]
-        if kind is SyncObject.NAMED_BARRIER:
-            ids = event.sync[1]
+    sync = event.sync
+    if sync is not None:
+        if sync[0] is SyncObject.NAMED_BARRIER:
+            ids = sync[1]
             return f"named barrier {'any' if ids is None else ' or '.join(map(str, sorted(ids)))}"
-        if kind is SyncObject.MBARRIER:
-            return f"mbarrier {event.sync[1]}"
-        return kind.value
+        if sync[0] is SyncObject.MBARRIER:
+            return f"mbarrier {sync[1]}"
+        name: str = sync[0].value
+        return name
     parts = [str(loc) for loc in event.locations] + [f"writes {loc}" for loc in event.writes]
     return ", ".join(parts)
 
@@ -156,7 +244,7 @@ _DENSE_32_BYTE_KINDS = frozenset(["kind::f16", "kind::tf32", "kind::f8f6f4", "ki
                                   "kind::mxf4", "kind::mxf4nvf4"])
 
 
-def _memory_index(operands, start: int = 0) -> int | None:
+def _memory_index(operands: Sequence[Operand], start: int = 0) -> int | None:
     for index in range(start, len(operands)):
         if operands[index].kind == "memory":
             return index
@@ -166,67 +254,92 @@ def _memory_index(operands, start: int = 0) -> int | None:
 # -- classification -------------------------------------------------------------------------------
 
 
+@record
+class _Access:
+    """A memory access, as `_Classifier._located` makes its event: the event's position,
+    kind and guard; the query of its address; its width; the spaces its opcode names;
+    whether it addresses generically, and then how it names its address (`_pointer`)."""
+
+    position: int
+    kind: Kind
+    guard: Guard | None
+    address: Query
+    width: Width
+    named: int
+    generic: bool
+    pointer: str | None
+
+
 class _Classifier:
-    def __init__(self, flow, options: EventOptions):
+    # set by `run`, from the answers of `analyse_registers`
+    values: dict[Query, Value]
+    by_thread: ByThread
+    siblings: dict[tuple[int, int], int]
+    expect_tx: list[tuple[Location, int | None]]
+
+    def __init__(self, flow: FlowGraph, options: EventOptions) -> None:
         self.flow = flow
         self.options = options
-        self.queries: dict = {}
-        self.armed: list = []  # (mbarrier key, transaction-count key) of every expect_tx
-        self.warnings: list = []
-        self.inlined = {(u, len(flow.blocks[u].instructions) - 1) for (u, v), kind in flow.kinds.items()
-                        if "call" in kind.split(",")}
+        self.queries: dict[Query, tuple[int, int, Operand | str]] = {}
+        self.armed: list[tuple[Query, Query]] = []  # (mbarrier key, transaction-count key) of every expect_tx
+        self.warnings: list[tuple[Instruction, str]] = []
+        # a call edge starts at a block (the entry's one edge is of kind "entry")
+        self.inlined = {(u, len(flow.blocks[u].instructions) - 1)  # type: ignore[index]
+                        for (u, v), kind in flow.kinds.items() if "call" in kind.split(",")}
         self.inert: dict[str, bool] = {}  # .func name -> whether a call of it does nothing tracked (`inert`)
-        self._plain_names: dict[int, frozenset] = {}
-        self._shared_pointers: set | None = None
+        self._plain_names: dict[int, frozenset[str]] = {}
+        self._shared_pointers: set[str] | None = None
         self.boxes = False  # a tensor copy, whose box `run` ends
-        self.tensor_boxes: list = []  # the shared-memory address keys of tensor copies
-        self.accesses: dict = {}  # (block, position) -> the arguments of `_located` for its access
-        self.thread_range: tuple | None = None  # the bounds of %tid.x, once `touches` needs them
-        self.ranges_located: dict = {}  # (block, position) -> {(low, high): locations of those threads' access}
+        self.tensor_boxes: list[Query] = []  # the shared-memory address keys of tensor copies
+        self.accesses: dict[tuple[int, int], _Access] = {}  # (block, position) -> its access, for `_located`
+        self.thread_range: tuple[int, int] | None = None  # the bounds of %tid.x, once `touches` needs them
+        # (block, position) -> {(low, high): locations of those threads' access}
+        self.ranges_located: dict[tuple[int, int], dict[tuple[int, int], list[Location]]] = {}
 
-    def ask(self, block: int, position: int, operand) -> tuple:
+    def ask(self, block: int, position: int, operand: Operand | str) -> Query:
         key = (block, position, len(self.queries))
         self.queries[key] = (block, position, operand)
         return key
 
     def run(self) -> Events:
         flow = self.flow
-        builders: list[list] = [[] for _ in flow.blocks]
+        builders: list[list[Builder]] = [[] for _ in flow.blocks]
         self.siblings = _tensor_load_siblings(flow)
         for block in flow.blocks:
             for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
                 builder = self.classify(block.index, position, instruction, head)
                 if builder is not None:
                     builders[block.index].append(builder)
-        aligned, answers = {}, None
+        aligned: dict[Region, int] = {}
+        answers: RegisterAnswers | None = None
         if self.tensor_boxes and _less_aligned(flow):  # first the tensor copies' addresses: what alignment they show
             # a -G build solves its values in rounds, for its stack: ask every question in them and keep
             # the answers when the copies show no alignment the kernel does not declare
             everything = stack_frames(flow) is not None
             asked = self.queries if everything else {key: self.queries[key] for key in self.tensor_boxes}
             first = analyse_registers(flow, asked, self.options.max_cluster)
-            aligned = _tensor_alignment([first[0][key] for key in self.tensor_boxes])
+            aligned = _tensor_alignment([first.values[key] for key in self.tensor_boxes])
             if everything and not aligned:
                 answers = first
         if answers is None:
             answers = analyse_registers(flow, self.queries, self.options.max_cluster, aligned)
-        self.values, dead, self.by_thread = answers
+        self.values, dead, self.by_thread = answers.values, answers.dead, answers.by_thread
         self.expect_tx = [(self._mbarrier(mbar), _most(self.value(count))) for mbar, count in self.armed]
-        by_block = [[] if index in dead else [event for builder in items for event in builder(self)]
-                    for index, items in enumerate(builders)]
+        by_block: list[list[Event]] = [[] if index in dead else [event for builder in items for event in builder(self)]
+                                       for index, items in enumerate(builders)]
         _one_start_per_object(by_block)
         if self.boxes:
             _close_boxes(by_block)
         return Events(by_block, self.warnings, dead, self.touches)
 
-    def value(self, key) -> tuple:
+    def value(self, key: Query) -> Value:
         return self.values[key]
 
     # -- thread by thread ---------------------------------------------------------------------
     #: address evaluations one access may cost `touches` before it answers "may overlap"
     THREAD_BUDGET = 256
 
-    def touches(self, block: int, event: Event, targets) -> bool | None:
+    def touches(self, block: int, event: Event, targets: Collection[Location]) -> bool | None:
         """May some thread's access `event` (of `block`) overlap one of `targets`? The
         threads are split by their ``%tid.x``, high bits first, until each part's
         address misses every target or one thread's hits (docs/fence.md §3.6). None
@@ -238,7 +351,7 @@ class _Classifier:
         if self.thread_range is None:
             self.thread_range = special_ranges(self.flow.function, self.options.max_cluster)["%tid.x"]
         low, high = self.thread_range
-        value = self.by_thread(access[3], low, high)
+        value = self.by_thread(access.address, low, high)
         if value is None:
             return None
         budget = [self.THREAD_BUDGET]
@@ -250,9 +363,9 @@ class _Classifier:
         def meets(low: int, high: int) -> bool:
             found = located.get((low, high))
             if found is None:
-                found = located[(low, high)] = [location for part in self._located(
-                    *access, value=value if (low, high) == self.thread_range else self.by_thread(access[3], low, high))
-                    for location in part.locations]
+                theirs = value if (low, high) == self.thread_range else self.by_thread(access.address, low, high)
+                found = located[(low, high)] = [location for part in self._located(access, value=theirs)
+                                                for location in part.locations]
             return any(overlaps(location, target) for location in found for target in targets)
 
         def running(low: int, high: int) -> int:  # the threads of [low, high] that may run it, from bit 0
@@ -277,7 +390,7 @@ class _Classifier:
     #: thread runs of one block beyond which a barrier id is not asked thread by thread
     RUN_LIMIT = 32
 
-    def _ids_of_runners(self, block: int, key, ids):
+    def _ids_of_runners(self, block: int, key: Query, ids: frozenset[int] | None) -> frozenset[int] | None:
         """The ids a named barrier operand may take in the threads that may run `block`
         (docs/fence.md §4.1): an id that follows ``%tid.x``, such as a warpgroup's own
         barrier ``4 + %tid.x / 128``, evaluated over each run of those threads; `ids`
@@ -285,7 +398,7 @@ class _Classifier:
         runs = _runs(runners(self.flow)[block])
         if not runs or len(runs) > self.RUN_LIMIT:
             return ids
-        found: set = set()
+        found: set[int] = set()
         for low, high in runs:
             value = self.by_thread(key, low, high)
             some = integers(value, 16) if value is not None else None
@@ -295,7 +408,7 @@ class _Classifier:
         return frozenset(found) if ids is None else frozenset(found) & ids
 
     # -- one instruction --------------------------------------------------------------------
-    def classify(self, block: int, position: int, instruction, head):
+    def classify(self, block: int, position: int, instruction: Instruction, head: HeadTuple) -> Builder | None:
         guard, opcode, base, _ = head
         effect = proxy_effect(opcode)
         kind = effect.kind
@@ -305,7 +418,7 @@ class _Classifier:
         operands = instruction.operands
         modifiers = opcode.split(".")[1:]
         tracked = self.options.tracked
-        parts = []
+        parts: list[Builder] = []
         if kind in (Effect.WRITE, Effect.READ, Effect.ADDRESS_WRITE, Effect.ADDRESS_READ, Effect.MBARRIER_INIT,
                     Effect.CP_ASYNC):
             at = _memory_index(operands, 1 if kind in (Effect.READ, Effect.ADDRESS_READ) or base == "atom" else 0)
@@ -320,13 +433,13 @@ class _Classifier:
             generic = kind in (Effect.ADDRESS_WRITE, Effect.ADDRESS_READ) or (kind is Effect.MBARRIER_INIT
                                                                                and not named)
             pointer = self._pointer(block, operands[at]) if generic else None
-            access = (position, event_kind, guard, address, width, named, generic, pointer)
+            access = _Access(position, event_kind, guard, address, width, named, generic, pointer)
             self.accesses[(block, position)] = access
             lanes = _address_lanes(base, modifiers)
             if lanes is not None:  # only some lanes' addresses count: locate those
-                parts.append(lambda c: c._located(*access, value=c.by_thread(address, 0, lanes - 1, "%laneid")))
+                parts.append(lambda c: c._located(access, value=c.by_thread(address, 0, lanes - 1, "%laneid")))
             else:
-                parts.append(lambda c: c._located(*access))
+                parts.append(lambda c: c._located(access))
         elif kind is Effect.CP_ASYNC_WAIT:
             complete = opcode.startswith("cp.async.wait_all") or (
                 bool(operands) and operands[0].kind == "immediate" and operands[0].value == 0)
@@ -362,31 +475,31 @@ class _Classifier:
             return None
         return lambda c: [event for part in parts for event in part(c)]
 
-    def _width(self, block, position, base, modifiers, operands) -> int | tuple:
+    def _width(self, block: int, position: int, base: str, modifiers: list[str], operands: Sequence[Operand]) -> Width:
         if base in ("stmatrix", "ldmatrix"):
             return 16
         if base == "mbarrier":
             return 8
         if base == "cp" and len(operands) > 2:  # cp.async [dst], [src], cp-size
             size = operands[2]
-            return int(size.value) if size.kind == "immediate" else 16
+            return int(size.value) if size.kind == "immediate" else 16  # type: ignore[arg-type]  # it has a value
         if base == "st" and "bulk" in modifiers and len(operands) > 1:
             return ("size", self.ask(block, position, operands[1]))
         return access_width(modifiers)
 
-    def _pointer(self, block: int, memory) -> str | None:
+    def _pointer(self, block: int, memory: Operand) -> str | None:
         """How a generic access names its address: the register's key, or ``symbol``
         for a variable used directly (its generic address)."""
-        base = memory.elements[0] if memory.elements else None
+        base: Operand | None = memory.elements[0] if memory.elements else None
         if base is None or base.kind not in ("register", "symbol"):
             return None
         context = self.flow.blocks[block].context
         prefix = context.prefix if context is not None else ""
         if base.kind == "symbol" and base.name not in self._plain(block):
             return "symbol"
-        return prefix + base.name
+        return prefix + base.name  # type: ignore[operator]  # a register or symbol operand has a name
 
-    def _plain(self, block: int) -> frozenset:
+    def _plain(self, block: int) -> frozenset[str]:
         context = self.flow.blocks[block].context
         function = context.function if context is not None else self.flow.function
         key = context.id if context is not None else 0
@@ -396,43 +509,46 @@ class _Classifier:
                                                        if v is None)
         return names
 
-    def _tainted(self) -> set:
+    def _tainted(self) -> set[str]:
         if self._shared_pointers is None:
             self._shared_pointers = shared_pointer_registers(self.flow)
         return self._shared_pointers
 
-    def _located(self, position, kind, guard, address, width, named: int, generic: bool, pointer,
-                 value: tuple | None = None) -> list[Event]:
-        """The event of a generic access through `address` (or, given, its `value`)."""
+    def _located(self, access: _Access, value: Value | None = None) -> list[Event]:
+        """The event of an access through its address (or, given, its `value`)."""
+        width, generic, pointer = access.width, access.generic, access.pointer
         if isinstance(width, tuple):
             width = _most(self.value(width[1])) or INF
         if value is None:
-            value = self.value(address)
+            value = self.value(access.address)
         if generic and pointer == "symbol":  # a variable named in a generic access: its generic address
-            value = tuple(atom._replace(form=GENERIC) if atom.form == WINDOW else atom for atom in value)
+            # an Atom is a namedtuple (`ptxkit._records.record`), which mypy does not see
+            value = tuple(atom._replace(form=GENERIC) if atom.form == WINDOW  # type: ignore[attr-defined]
+                          else atom for atom in value)
         elif generic and not all(atom.form == GENERIC for atom in value) and (
                 pointer is None or pointer not in self._tainted()):
             # no generic shared address can reach this pointer: global or local memory
             value = tuple(atom if atom.form == GENERIC else Atom(GENERIC, GLOBAL_SPACE_NAME, None, 0, INF)
                           for atom in value)
-        locations = self._locations(value, width, named, generic)
-        locations = tuple(loc._replace(space=loc.space & self.options.tracked) for loc in locations
-                          if loc.space & self.options.tracked)
+        tracked = self.options.tracked
+        locations = tuple(Location(loc.space & tracked, loc.region, loc.start, loc.end)
+                          for loc in self._locations(value, width, access.named, generic) if loc.space & tracked)
         if not locations:
             return []
-        return [Event(position, kind, guard, locations=locations)]
+        return [Event(access.position, access.kind, access.guard, locations=locations)]
 
-    def _locations(self, value: tuple, width: int, named: int, generic: bool) -> tuple:
+    def _locations(self, value: Value, width: int, named: int, generic: bool) -> tuple[Location, ...]:
         """Where an access through `value` lands: its atoms, in the opcode's space
         (`named`) or, for generic addressing, in the space each atom points to."""
-        out = []
+        out: list[Location] = []
         for atom in value:
             if generic:
                 if atom.form != GENERIC:
                     return (everywhere(SHARED | GLOBAL),)
                 if atom.space in (LOCAL_SPACE, OTHER_SPACE):
                     continue
-                out.append(of_atom(atom, width, SPACE_BITS[atom.space]))
+                # a generic address names the space it points to
+                out.append(of_atom(atom, width, SPACE_BITS[atom.space]))  # type: ignore[index]
                 continue
             if named & SHARED and (atom.form == WINDOW and atom.space in (SHARED_CTA_SPACE, SHARED_CLUSTER_SPACE)
                                    or atom.form == GENERIC and atom.space == SHARED_CTA_SPACE):
@@ -448,7 +564,8 @@ class _Classifier:
         return tuple(out)
 
     # -- async ops ---------------------------------------------------------------------------
-    def _async(self, block, position, instruction, head, effect):
+    def _async(self, block: int, position: int, instruction: Instruction, head: HeadTuple,
+               effect: ProxyEffect) -> Builder:
         guard, opcode, _, _ = head
         form = async_form(opcode)
         operands = instruction.operands
@@ -462,6 +579,8 @@ class _Classifier:
                                     writes=(everywhere(SHARED),), spaces=spaces, detail="unknown opcode")]
         if form in (AsyncForm.WGMMA, AsyncForm.TCGEN05_MMA, AsyncForm.TCGEN05_CP):
             return self._matrix(block, position, operands, modifiers, form, guard, spaces)
+        dst: Query | None  # the address queries of what a copy writes and reads
+        src: Query | None
         if form is AsyncForm.TENSOR_LOAD:
             dst = self.ask(block, position, operands[0])
             self.tensor_boxes.append(dst)
@@ -488,14 +607,15 @@ class _Classifier:
         reduce = opcode.startswith(("cp.reduce", "multimem.cp.reduce"))
         return lambda c: c._copy(position, guard, spaces, dst, src, mbar, ("size", size), cross, "bulk", reduce)
 
-    def _matrix(self, block, position, operands, modifiers, form, guard, spaces):
+    def _matrix(self, block: int, position: int, operands: Sequence[Operand], modifiers: list[str], form: AsyncForm,
+                guard: Guard | None, spaces: int) -> Builder:
         shape = next((_SHAPE.match(m) for m in modifiers if _SHAPE.match(m)), None)
         sparse = "sp" in modifiers
         # K of one dense MMA is 32 bytes (wgmma; tcgen05 of every kind, PTX ISA "tcgen05 Matrix
         # Shape": f16 K=16, tf32 K=8, f8f6f4 and i8 K=32, mxf4 K=64 packed); sparse doubles it
         dense = form is AsyncForm.WGMMA or any(m in _DENSE_32_BYTE_KINDS for m in modifiers)
         k_bytes = 64 if sparse or not dense else 32
-        descriptors = []  # (operand key, rows, mn_major)
+        descriptors: list[tuple[Query, int, bool]] = []  # (operand key, rows, mn_major)
         pair = "cta_group::2" in modifiers
         if form is AsyncForm.TCGEN05_CP:  # rows x bits of the source matrix: .128x256b, .32x128b, ...
             copied = next((_COPY_SHAPE.match(m) for m in modifiers if _COPY_SHAPE.match(m)), None)
@@ -517,9 +637,9 @@ class _Classifier:
         idesc = self.ask(block, position, operands[at]) \
             if form is AsyncForm.TCGEN05_MMA and len(operands) > at and operands[at].kind != "memory" else None
 
-        def build(c):
+        def build(c: _Classifier) -> list[Event]:
             shape = _instruction_shape(c.value(idesc)) if idesc is not None else None
-            locations = []
+            locations: list[Location] = []
             for index, (key, rows, mn_major) in enumerate(descriptors):
                 layouts = (False, True) if form is AsyncForm.TCGEN05_MMA else (mn_major,)  # not known: either
                 if shape is not None:  # A's rows are M, B's are N (the last one); a CTA of a pair holds half
@@ -532,7 +652,8 @@ class _Classifier:
 
         return build
 
-    def _copy(self, position, guard, spaces, dst, src, mbar, size, cross, what, reduce=False) -> list[Event]:
+    def _copy(self, position: int, guard: Guard | None, spaces: int, dst: Query | None, src: Query | None,
+              mbar: Query | None, size: CopySize, cross: bool, what: str, reduce: bool = False) -> list[Event]:
         tracked = self.options.tracked
         mbarrier = self._mbarrier(mbar) if mbar is not None else None
         if isinstance(size, tuple) and size[0] == "share":  # a tensor load: the armed bytes, shared
@@ -542,15 +663,17 @@ class _Classifier:
             size = _most(self.value(size[1])) if size[1] is not None else None
         stage = None
         if what == "tensor":  # a box issued into a ring of stages fits in one stage (docs/fence.md §3.3)
-            stage = _ring_stride(self.value(dst if dst is not None else src))
+            stage = _ring_stride(self.value(dst if dst is not None else src))  # type: ignore[arg-type]  # one is
             if stage is not None:
                 size = stage if size is None else min(size, stage)
-        writes, reads = [], []
-        detail = None
+        writes: list[Location] = []
+        reads: list[Location] = []
+        detail: Box | None = None
         if what == "tensor":  # the range of its start for now, ended in `run` (`_close_boxes`)
             detail = Box(size, stage)
             self.boxes = True
-        box = (lambda loc: loc) if detail is not None else (lambda loc: bounded(loc, size))
+        box: Callable[[Location], Location] = (lambda loc: loc) if detail is not None else \
+            (lambda loc: bounded(loc, size))
         if dst is not None:
             for loc in self._locations(self.value(dst), 1, SHARED, False):
                 writes.append(box(loc))
@@ -573,7 +696,7 @@ class _Classifier:
                                 detail="completion"))
         return events
 
-    def _mbarrier(self, key) -> Location:
+    def _mbarrier(self, key: Query) -> Location:
         locations = self._locations(self.value(key), 8, SHARED, False)
         if len(locations) != 1:
             return everywhere(SHARED)
@@ -581,7 +704,7 @@ class _Classifier:
 
     def _bound(self, mbarrier: Location) -> int | None:
         """The most bytes armed with expect_tx on any mbarrier that may be `mbarrier`."""
-        most = None
+        most: int | None = None
         for location, count in self.expect_tx:
             if overlaps(location, mbarrier):
                 if count is None:
@@ -590,18 +713,18 @@ class _Classifier:
         return most
 
     # -- calls and hand-offs ---------------------------------------------------------------------
-    def _call(self, block, position, instruction, guard):
+    def _call(self, block: int, position: int, instruction: Instruction, guard: Guard | None) -> Builder | None:
         flow = self.flow
         context = flow.blocks[block].context
         callee, arguments, _ = call_target(instruction)
         if (block, position) in self.inlined:
             return None
         module = context.function.module if context is not None else None
-        defined = module is not None and callee is not None and any(
-            f.name == callee and not f.is_declaration for f in module.functions)
-        if callee is not None and not defined and is_benign_extern(callee):
-            return None
-        if defined and inert(module, callee, self.inert):  # not inlined (the graph is too large), does nothing here
+        if module is not None and callee is not None and any(
+                f.name == callee and not f.is_declaration for f in module.functions):
+            if inert(module, callee, self.inert):  # not inlined (the graph is too large), does nothing here
+                return None
+        elif callee is not None and is_benign_extern(callee):
             return None
         policy = self.options.extern_policy
         if policy == "none":
@@ -610,8 +733,8 @@ class _Classifier:
             if not keys:
                 return None
 
-            def pointers(c):
-                locations = []
+            def pointers(c: _Classifier) -> list[Event]:
+                locations: list[Location] = []
                 for key in keys:
                     for atom in c.value(key):
                         if atom.is_address and atom.space in (SHARED_CTA_SPACE, SHARED_CLUSTER_SPACE):
@@ -627,7 +750,8 @@ class _Classifier:
         return lambda c: [Event(position, Kind.EXTERN, guard, locations=(everywhere(c.options.tracked),),
                                 detail=(callee, policy))]
 
-    def _sync(self, block, position, instruction, head, sync):
+    def _sync(self, block: int, position: int, instruction: Instruction, head: HeadTuple,
+              sync: SyncEffect) -> Builder:
         guard, opcode, _, _ = head
         operands = instruction.operands
         kind = {Sync.ARRIVE: Kind.ARRIVE, Sync.WAIT: Kind.WAIT, Sync.ARRIVE_WAIT: Kind.ARRIVE_WAIT}[sync.kind]
@@ -637,7 +761,7 @@ class _Classifier:
             index = 1 if ".red" in opcode else 0
             key = self.ask(block, position, operands[index]) if len(operands) > index else None
 
-            def named(c):  # the ids it may be (0-15), None for any
+            def named(c: _Classifier) -> list[Event]:  # the ids it may be (0-15), None for any
                 barrier = integers(c.value(key), 16) if key is not None else None
                 if key is not None and (barrier is None or len(barrier) > 1):
                     barrier = c._ids_of_runners(block, key, barrier)
@@ -650,7 +774,7 @@ class _Classifier:
                 return lambda c: []
             address = self.ask(block, position, operands[at])
 
-            def mbarrier(c):
+            def mbarrier(c: _Classifier) -> list[Event]:
                 value = c.value(address)
                 location = c._mbarrier(address)
                 # a multicast tcgen05.commit arrives on the barrier at this offset in every CTA of its mask
@@ -678,7 +802,8 @@ def _runs(threads: int) -> list[tuple[int, int]]:
     >>> _runs(0b1110_0011)
     [(0, 1), (5, 7)]
     """
-    runs, base = [], 0
+    runs: list[tuple[int, int]] = []
+    base = 0
     while threads:
         skip = (threads & -threads).bit_length() - 1
         threads >>= skip
@@ -689,13 +814,13 @@ def _runs(threads: int) -> list[tuple[int, int]]:
     return runs
 
 
-def _less_aligned(flow) -> bool:
+def _less_aligned(flow: FlowGraph) -> bool:
     """True when the kernel declares shared memory aligned less than a tensor box."""
     return any(value is not None and value[0].region is not None and value[0].space == SHARED_CTA_SPACE
                and value[0].region.align < TENSOR_BOX_ALIGN for value in symbol_regions(flow.function).values())
 
 
-def _tensor_alignment(addresses: list) -> dict:
+def _tensor_alignment(addresses: list[Value]) -> dict[Region, int]:
     """Regions whose start must be `TENSOR_BOX_ALIGN`-aligned for the kernel to work:
     those its tensor copies address at offsets that are all multiples of it (docs/fence.md
     §3.3, an assumption like the one on expect_tx). A region some tensor copy addresses
@@ -708,7 +833,7 @@ def _tensor_alignment(addresses: list) -> dict:
     >>> _tensor_alignment([address(dyn, 1024), address(dyn, 0)])[dyn]
     128
     """
-    votes: dict = {}
+    votes: dict[Region, bool] = {}
     for value in addresses:
         for atom in value:
             if atom.region is None or not atom.is_address or atom.shift or atom.high:
@@ -719,7 +844,7 @@ def _tensor_alignment(addresses: list) -> dict:
             if exact and region.align < TENSOR_BOX_ALIGN}
 
 
-def _ring_stride(value: tuple) -> int | None:
+def _ring_stride(value: Value) -> int | None:
     """The stride of a ring of stage addresses (several starts, `step` bytes apart), or
     None when the address is one start or not an address."""
     strides = [atom.step for atom in value if atom.is_address and atom.region is not None and atom.lo < atom.hi
@@ -727,7 +852,7 @@ def _ring_stride(value: tuple) -> int | None:
     return min(strides) if strides and len(strides) == len(value) and min(strides) > 1 else None
 
 
-def _event_locations(event: Event):
+def _event_locations(event: Event) -> Iterator[Location]:
     """Every location an event names, its hand-off object included."""
     yield from event.locations
     yield from event.writes
@@ -737,12 +862,12 @@ def _event_locations(event: Event):
         yield event.sync[1]
 
 
-def _one_start_per_object(by_block: list) -> None:
+def _one_start_per_object(by_block: list[list[Event]]) -> None:
     """Where a kernel addresses one object both from its own start and from a
     rounded-up start (or from two), give every location from the object's own start
     (`in_root`), so each object is one region to the proxy analysis: offsets from a
     single rounded-up start stay exact (docs/fence.md §3.1)."""
-    starts: dict = {}
+    starts: dict[Region, set[Region]] = {}
     for events in by_block:
         for event in events:
             for location in _event_locations(event):
@@ -752,7 +877,7 @@ def _one_start_per_object(by_block: list) -> None:
     if not any(region.parent in mixed for regions in starts.values() for region in regions):
         return
 
-    def unify(location):
+    def unify(location: Location) -> Location:
         return in_root(location) if location.region is not None and location.region.parent in mixed else location
 
     for events in by_block:
@@ -760,13 +885,13 @@ def _one_start_per_object(by_block: list) -> None:
             if any(unify(location) is not location for location in _event_locations(event)):
                 sync = event.sync
                 if sync is not None and sync[0] is SyncObject.MBARRIER:
-                    sync = (sync[0], unify(sync[1])) + sync[2:]
-                events[index] = event._replace(
+                    sync = (sync[0], unify(sync[1]))
+                events[index] = event._replace(  # type: ignore[attr-defined]  # an Event is a namedtuple
                     locations=tuple(map(unify, event.locations)), writes=tuple(map(unify, event.writes)),
                     mbarrier=unify(event.mbarrier) if event.mbarrier is not None else None, sync=sync)
 
 
-def _address_lanes(base: str, modifiers: list) -> int | None:
+def _address_lanes(base: str, modifiers: list[str]) -> int | None:
     """How many lanes give addresses to an ``ldmatrix``/``stmatrix`` of 8x8 matrices that
     does not use them all: lanes 0-7 the rows of the first matrix, 8-15 those of the
     second (PTX ISA, ``ldmatrix`` and ``stmatrix``: with ``.x1`` and ``.x2`` the other
@@ -795,14 +920,14 @@ class Box:
     step: int | None = None
 
 
-def _close_boxes(by_block: list) -> None:
+def _close_boxes(by_block: list[list[Event]]) -> None:
     """End every tensor box before the next object the kernel addresses on its own (an
     mbarrier, or where another tensor load starts writing), and after its size where
     that is known. A box that ran over an mbarrier would corrupt it, and one that ran
     into another load's buffer would race with that load (docs/fence.md §3.3: an
     assumption, as for expect_tx)."""
-    starts: dict = {}
-    rings: dict = {}  # (region, step) -> the lowest start of each load into a ring of that step
+    starts: dict[Region, set[int]] = {}
+    rings: dict[tuple[Region, int], set[int]] = {}  # (region, step) -> the lowest start of each load into a ring
     for events in by_block:
         for event in events:
             if type(event.detail) is Box and event.detail.step is not None:
@@ -820,15 +945,17 @@ def _close_boxes(by_block: list) -> None:
                 if location.region is not None:
                     starts.setdefault(location.region, set()).add(location.start)
     ordered = {region: sorted(found) for region, found in starts.items()}
-    rings = {key: sorted(found) for key, found in rings.items()}
+    ring_starts = {key: sorted(found) for key, found in rings.items()}
     for events in by_block:
         for index, event in enumerate(events):
             if type(event.detail) is Box:
-                events[index] = event._replace(locations=_closed(event.locations, ordered, event.detail, rings),
-                                               writes=_closed(event.writes, ordered, event.detail, rings))
+                events[index] = event._replace(  # type: ignore[attr-defined]  # an Event is a namedtuple
+                    locations=_closed(event.locations, ordered, event.detail, ring_starts),
+                    writes=_closed(event.writes, ordered, event.detail, ring_starts))
 
 
-def _closed(starts_of_box: tuple, starts: dict, box: Box, rings: dict) -> tuple:
+def _closed(starts_of_box: tuple[Location, ...], starts: dict[Region, list[int]], box: Box,
+            rings: dict[tuple[Region, int], list[int]]) -> tuple[Location, ...]:
     """Each box (given by the range its first byte may be in) as the bytes up to the
     first object start past that range, or to the end of its region; at most `box.size`
     bytes past its last start; and, in a ring of stages, not past the end of the stage
@@ -836,7 +963,7 @@ def _closed(starts_of_box: tuple, starts: dict, box: Box, rings: dict) -> tuple:
     into that ring: those of its step whose first start lies less than a step below the
     box's (loads a step apart that interleave share their stages, or their buffers would
     overlap); a stage may begin before that start, not after."""
-    out = []
+    out: list[Location] = []
     for location in starts_of_box:
         if location.region is None:
             out.append(bounded(location, box.size))
@@ -848,30 +975,31 @@ def _closed(starts_of_box: tuple, starts: dict, box: Box, rings: dict) -> tuple:
         if box.size is not None:
             end = min(end, last + box.size)
         lows = rings.get((location.region, box.step), ()) if box.step is not None else ()
-        nearest = bisect.bisect_right(lows, location.start - box.step) if lows else 0
-        if nearest < len(lows) and lows[nearest] <= location.start:
-            first = lows[nearest]
-            end = min(end, first + ((last - first) // box.step + 1) * box.step)
-        out.append(location._replace(end=max(end, location.end)))
+        if lows and box.step is not None:
+            nearest = bisect.bisect_right(lows, location.start - box.step)
+            if nearest < len(lows) and lows[nearest] <= location.start:
+                first = lows[nearest]
+                end = min(end, first + ((last - first) // box.step + 1) * box.step)
+        out.append(Location(location.space, location.region, location.start, max(end, location.end)))
     return tuple(out)
 
 
-def _tensor_load_siblings(flow) -> dict:
+def _tensor_load_siblings(flow: FlowGraph) -> dict[tuple[int, int], int]:
     """(block, position) -> n for tensor loads issued in one block with the same tensor
     map and the same mbarrier operand, with no mbarrier or barrier instruction and no
     redefinition of either operand's registers in between: one thread armed the
     phase and issues n copies of one box shape, so each box is at most 1/n of the
     armed bytes (docs/fence.md §3.3)."""
-    found: dict = {}
+    found: dict[tuple[int, int], int] = {}
 
-    def close(block: int, group: list) -> None:
+    def close(block: int, group: list[int]) -> None:
         for member in group:
             found[(block, member)] = len(group)
 
     for block in flow.blocks:
         group: list[int] = []
-        key = None
-        registers: set = set()
+        key: tuple[str | None, str | None] | None = None
+        registers: set[str] = set()
         for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
             if head[1].startswith("cp.async.bulk.tensor") and async_form(head[1]) is AsyncForm.TENSOR_LOAD \
                     and proxy_effect(head[1]).kind is Effect.ASYNC:
@@ -900,7 +1028,7 @@ def _tensor_load_siblings(flow) -> dict:
 _TCGEN05_ROWS_A, _TCGEN05_N = 128, 256
 
 
-def _instruction_shape(value: tuple) -> tuple[int, int, bool, bool] | None:
+def _instruction_shape(value: Value) -> tuple[int, int, bool, bool] | None:
     """``(M, N, A MN-major, B MN-major)`` from a constant ``tcgen05.mma`` instruction
     descriptor (PTX ISA, "Instruction descriptor": N >> 3 in bits 17-22, M >> 4 in bits
     24-28, transpose A and B in bits 15 and 16), or None when it is not one.
@@ -917,7 +1045,7 @@ def _instruction_shape(value: tuple) -> tuple[int, int, bool, bool] | None:
     return m, n, bool(bits >> 15 & 1), bool(bits >> 16 & 1)
 
 
-def _transpose_flags(operands, registers_a: bool, sparse: bool) -> tuple[bool, bool]:
+def _transpose_flags(operands: Sequence[Operand], registers_a: bool, sparse: bool) -> tuple[bool, bool]:
     """(A, B) MN-major flags of a 16-bit wgmma: its imm-trans-a/b operands."""
     shift = 2 if sparse else 0
     if registers_a:
@@ -931,19 +1059,19 @@ def _transpose_flags(operands, registers_a: bool, sparse: bool) -> tuple[bool, b
     return flags[0], flags[1]
 
 
-def _most(value: tuple) -> int | None:
+def _most(value: Value) -> int | None:
     """The largest number a value may be, or None when it is not a bounded number."""
     if len(value) == 1 and value[0].form == NUM and value[0].hi < INF:
         return value[0].hi
     return None
 
 
-def classify(flow, options: EventOptions) -> Events:
+def classify(flow: FlowGraph, options: EventOptions) -> Events:
     """The events of every block of `flow` (see the module docstring)."""
     return _Classifier(flow, options).run()
 
 
-def inert(module, name: str, known: dict, seen: frozenset = frozenset()) -> bool:
+def inert(module: Module, name: str, known: dict[str, bool], seen: frozenset[str] = frozenset()) -> bool:
     """True when the ``.func`` `name` of `module`, with the functions it calls, accesses
     no memory but its parameters and local frame, synchronizes with nothing and starts
     no async op: a call of it that was not inlined does nothing the analysis tracks
@@ -961,9 +1089,10 @@ def inert(module, name: str, known: dict, seen: frozenset = frozenset()) -> bool
     """
     if name in known:
         return known[name]
-    function = next((f for f in module.functions if f.name == name and not f.is_declaration), None)
-    found = function is not None and name not in seen
-    for instruction in function.instructions() if found else ():
+    function = None if name in seen else next((f for f in module.functions if f.name == name and not f.is_declaration),
+                                              None)
+    found = function is not None
+    for instruction in function.instructions() if function is not None else ():
         opcode = head_of(instruction)[1]
         effect = proxy_effect(opcode).kind
         if sync_effect(opcode) is not None:

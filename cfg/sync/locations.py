@@ -33,10 +33,13 @@ The footprint of an async op comes from its operands (docs/fence.md §3.3):
 
 from __future__ import annotations
 
-from ptxkit._records import record
+from ptxkit._records import TYPE_CHECKING, record
 from ptxkit.cfg.values.values import (
     GLOBAL_SPACE_NAME, INF, NUM, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, WINDOW, Atom, Region,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 #: Proxy-space bits.
 CTA, CLUSTER, GLOBAL = 1, 2, 4
@@ -67,7 +70,7 @@ class Location:
         return f"{self.region.name}[{self.start}:{end}]"
 
 
-def space_bits(names) -> int:
+def space_bits(names: Iterable[str]) -> int:
     """The bits of state-space names (``("shared::cta", "global")`` and the like).
 
     >>> space_bits(("shared::cta", "global")) == CTA | GLOBAL
@@ -212,4 +215,4 @@ def bounded(location: Location, size: int | None) -> Location:
     if location.region is None:
         return location
     end = location.region.limit if size is None else min(location.end - 1 + size, location.region.limit)
-    return location._replace(end=max(end, location.start + 1))
+    return Location(location.space, location.region, location.start, max(end, location.start + 1))

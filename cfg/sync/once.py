@@ -39,15 +39,37 @@ from __future__ import annotations
 
 from itertools import product
 
+from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.loops import loop_forest
 from ptxkit.cfg.flow.operands import destinations
-from ptxkit.cfg.sync.events import Kind
+from ptxkit.cfg.sync.events import Kind, on_an_mbarrier
 from ptxkit.cfg.sync.locations import CLUSTER, overlaps
 from ptxkit.cfg.values.divergence import conditional, definitions, guard_of, qualified
 from ptxkit.cfg.values.thread_sets import runners
-from ptxkit.isa import INTEGER_TYPES, SyncObject
+from ptxkit.isa import INTEGER_TYPES
 from ptxkit.isa_eval import operation
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Container, Iterable, Sequence, Set
+
+    from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
+    from ptxkit.cfg.flow.loops import Loop
+    from ptxkit.cfg.sync.events import Definitions, Event, Fact, MbarrierOp
+    from ptxkit.cfg.sync.locations import Location
+    from ptxkit.instruction import Operand
+
+    #: Constants `Trips.reach` follows: qualified register -> its value.
+    State = dict[str, int]
+    #: An instruction that writes what `Trips.reach` follows: its position, the result
+    #: predicate when it is an mbarrier wait, the registers it writes, its guard
+    #: (qualified predicate, negated) and its named operands (name -> qualified name).
+    Followed = tuple[int, str | None, list[str], tuple[str, bool] | None, dict[str, str]]
+    #: `export_limits`'s answer for an arrive: the facts it may hand over, those its own
+    #: thread may have made before it, and the waits it may have passed (None: any).
+    Limit = tuple[int, int, tuple[int, ...] | None]
+    #: An instruction, by its block and position.
+    Site = tuple[int, int]
 
 __all__ = ["Trips", "export_limits"]
 
@@ -77,18 +99,19 @@ class Trips:
     fails keeps the code behind it out.
     """
 
-    def __init__(self, flow):
+    def __init__(self, flow: FlowGraph) -> None:
         self.flow = flow
-        self.definitions = definitions(flow)
+        self.definitions: Definitions = definitions(flow)
         self.dominators = DominatorTree.of(flow)
         self.forest = loop_forest(flow)
         self.innermost = self.forest.innermost()
-        self.waits: dict[tuple, str] = {}  # (block, position) of an mbarrier wait -> its result predicate
-        self._roots = set()  # what the branches test, and the waits' parities
-        self.tests: dict[int, tuple] = {}  # block -> (predicate, negated) of the branch ending it
+        self.waits: dict[Site, str] = {}  # (block, position) of an mbarrier wait -> its result predicate
+        self._roots: set[str] = set()  # what the branches test, and the waits' parities
+        self.tests: dict[int, tuple[str, bool]] = {}  # block -> (predicate, negated) of the branch ending it
         for block in range(len(flow)):
-            if conditional(flow, block):
-                self.tests[block] = (guard_of(flow, block), flow.blocks[block].heads[-1][0].negated)
+            if conditional(flow, block):  # a guarded branch: its guard and `guard_of` are there
+                guard = flow.blocks[block].heads[-1][0]
+                self.tests[block] = (guard_of(flow, block), guard.negated)  # type: ignore[assignment, union-attr]
                 self._roots.add(self.tests[block][0])
             for position, head in enumerate(flow.blocks[block].heads):
                 if head[2] == "mbarrier" and (".try_wait" in head[1] or ".test_wait" in head[1]):
@@ -97,15 +120,15 @@ class Trips:
                         self.waits[(block, position)] = qualified(flow, block, operands[0].name)
                     if len(operands) > 2 and operands[2].kind in _NAMED:
                         self._roots.add(qualified(flow, block, operands[2].name))
-        self._effects: dict[int, list] | None = None  # `effects`, once asked for
-        self._live: list | None = None
-        self._entry_states: dict | None = None
-        self._parities: dict[tuple, int | None] = {}
-        self._flags: dict[int, set] = {}  # loop header -> the predicates it tests and sets to constants
+        self._effects: dict[int, list[Followed]] | None = None  # `effects`, once asked for
+        self._live: list[frozenset[str]] | None = None
+        self._entry_states: _Reached | None = None
+        self._parities: dict[Site, int | None] = {}
+        self._flags: dict[int, set[str]] = {}  # loop header -> the predicates it tests and sets to constants
         self._once: dict[int, bool] = {}  # block -> `runs_once`
 
     @property
-    def effects(self) -> dict[int, list]:
+    def effects(self) -> dict[int, list[Followed]]:
         """Block -> [(position, wait result, targets, guard, names)]: the instructions that
         write what `reach` follows (built the first time a reach needs them)."""
         if self._effects is None:
@@ -123,18 +146,18 @@ class Trips:
         return self._effects
 
     @property
-    def live(self) -> list[frozenset]:
+    def live(self) -> list[frozenset[str]]:
         """`_liveness`, computed once."""
         if self._live is None:
             self._live = self._liveness()
         return self._live
 
-    def _liveness(self) -> list[frozenset]:
+    def _liveness(self) -> list[frozenset[str]]:
         """Block -> the followed registers read on some way from its entry before being
         written: only those are kept in its constants (fewer, and fewer different, sets)."""
         flow = self.flow
-        uses: list[set] = [set() for _ in range(len(flow))]
-        kills: list[set] = [set() for _ in range(len(flow))]
+        uses: list[set[str]] = [set() for _ in range(len(flow))]
+        kills: list[set[str]] = [set() for _ in range(len(flow))]
         for block, effects in self.effects.items():
             for position, wait, targets, guard, names in effects:
                 operands = flow.blocks[block].instructions[position].operands
@@ -152,16 +175,17 @@ class Trips:
         work = list(range(len(flow)))
         while work:
             block = work.pop()
-            out = set().union(*(live[s] for s in flow.succ[block])) if flow.succ[block] else set()
+            out: set[str] = set().union(*(live[s] for s in flow.succ[block])) if flow.succ[block] else set()
             new = frozenset(uses[block] | (out - kills[block]))
             if new != live[block]:
                 live[block] = new
                 work.extend(flow.pred[block])
         return live
 
-    def _closure(self, roots: set) -> set:
+    def _closure(self, roots: set[str]) -> set[str]:
         """The registers `roots` are computed from through the operations `reach` follows."""
-        tracked, work = set(), list(roots)
+        tracked: set[str] = set()
+        work = list(roots)
         while work and len(tracked) < _TRACKED:
             name = work.pop()
             if name in tracked:
@@ -174,7 +198,7 @@ class Trips:
                             work.append(qualified(self.flow, block, operand.name))
         return tracked
 
-    def _run(self, block: int, state: dict, blocked=frozenset(), stop: int | None = None) -> dict:
+    def _run(self, block: int, state: State, blocked: Container[Site] = frozenset(), stop: int | None = None) -> State:
         """`state` after the instructions of `block` (before position `stop`, when given)."""
         effects = self.effects.get(block)
         if not effects:
@@ -191,9 +215,9 @@ class Trips:
                     state.pop(wait, None)
                 continue
             taken = None if guard is None else state.get(guard[0])
-            if taken is not None and taken == guard[1]:
+            if guard is not None and taken == guard[1]:
                 continue  # a guard known false: the instruction does nothing
-            value = None
+            value: frozenset[int] | None = None
             if len(targets) == 1:
                 value = _fold(heads[position], instructions[position].operands,
                               lambda operand: _constant(operand, names, state), _PROPAGATED)
@@ -205,7 +229,7 @@ class Trips:
                     state[name] = new
         return state
 
-    def _edges(self, block: int, state: dict) -> list[tuple[int, dict]]:
+    def _edges(self, block: int, state: State) -> list[tuple[int, State]]:
         """(successor, constants on the edge) for the edges the constants allow; a branch
         on a predicate whose value is open tells each edge its value."""
         test = self.tests.get(block)
@@ -214,7 +238,7 @@ class Trips:
             return [(successor, _kept(state, live[successor])) for successor in self.flow.succ[block]]
         name, negated = test
         value = state.get(name)
-        edges = []
+        edges: list[tuple[int, State]] = []
         for successor in self.flow.succ[block]:
             implied = int((self.flow.kinds.get((block, successor)) == "taken") != negated)
             if value is None:
@@ -223,7 +247,9 @@ class Trips:
                 edges.append((successor, _kept(state, live[successor])))
         return edges
 
-    def reach(self, starts: dict, blocked=frozenset(), inside=None, resume=None, again=(), until=None) -> dict:
+    def reach(self, starts: dict[int, State], blocked: Container[Site] = frozenset(),
+              inside: Container[int] | None = None, resume: _Reached | None = None, again: Iterable[int] = (),
+              until: int | None = None) -> _Reached:
         """Block -> the sets of constants on entry (at most `_SETS`; more are merged), for
         the blocks reached from `starts` (block -> a set of constants there) over the edges
         the constants allow, staying in `inside` when given; the waits at `blocked`
@@ -277,7 +303,7 @@ class Trips:
             found = self._once[block] = self._runs_once(block)
         return found
 
-    def before_once(self, block: int) -> set:
+    def before_once(self, block: int) -> set[int]:
         """The blocks a thread may run before its one run of `block` (one that
         `runs_once`, in a loop): those of the outermost loop around it reached from the
         loop's entry without it, over the edges the constants allow, and every block
@@ -311,7 +337,7 @@ class Trips:
                     return False
         return True
 
-    def _guarded(self, block: int, loop) -> bool:
+    def _guarded(self, block: int, loop: Loop) -> bool:
         """True when a branch inside `loop` on a predicate the loop also sets to a constant
         leads to `block` (the edge dominates it): what a do-once predicate needs, the
         cheap test before `runs_once` follows the loop."""
@@ -333,7 +359,7 @@ class Trips:
             node = parent
         return False
 
-    def remote(self, block: int, event) -> bool:
+    def remote(self, block: int, event: Event) -> bool:
         """True when the arrive `event` may land on another CTA's mbarrier (by symmetry, other
         CTAs' copies of it may land on this CTA's): one that crosses CTAs (through the
         cluster window to a rank other than the CTA's own, a multicast commit) or a
@@ -360,7 +386,8 @@ class Trips:
         return False
 
     # -- a wait's parity ---------------------------------------------------------------------
-    def waits_for_zero(self, block: int, position: int, states: list, blocked=frozenset()) -> bool:
+    def waits_for_zero(self, block: int, position: int, states: list[State],
+                       blocked: Container[Site] = frozenset()) -> bool:
         """True when the wait at (block, position), reached with constant `states` at its
         block's entry, waits for parity 0 every time a thread runs it: by the constants,
         or because its parity is 0 the first time (`first_parity`) and no loop around
@@ -371,7 +398,8 @@ class Trips:
             return False
         parity = operands[2]
         names = {parity.name: qualified(self.flow, block, parity.name)} if parity.kind in _NAMED else {}
-        if all(_constant(parity, names, self._run(block, state, blocked, stop=position)) == {0} for state in states):
+        if all(_constant(parity, names, self._run(block, state, blocked, stop=position)) == frozenset({0})
+               for state in states):
             return True
         if parity.kind not in _NAMED or self.first_parity(block, position) != 0:
             return False
@@ -400,13 +428,13 @@ class Trips:
         self._parities[key] = parity
         return parity
 
-    def _branch_facts(self, block: int) -> dict:
+    def _branch_facts(self, block: int) -> dict[str, int]:
         """Registers known equal to a constant in `block` because every way there takes
         one edge of a branch (other edges into its target come back from inside) whose
         predicate, through ``not``/``and``/``or``, says so of a ``setp.eq``/``setp.ne`` of
         that register and a constant (each defined once, outside loops: one value per
         thread)."""
-        facts: dict = {}
+        facts: dict[str, int] = {}
         idom = self.dominators.idom
         node = block
         while True:
@@ -415,12 +443,12 @@ class Trips:
                 return facts
             kind = self.flow.kinds.get((parent, node))
             entered = all(p == parent or self.dominators.dominates(node, p) for p in self.flow.pred[node])
-            if entered and conditional(self.flow, parent) and kind in ("taken", "fallthrough"):
-                negated = self.flow.blocks[parent].heads[-1][0].negated
-                self._implied(guard_of(self.flow, parent), (kind == "taken") != negated, facts, 8, parent)
+            if entered and parent in self.tests and kind in ("taken", "fallthrough"):  # a conditional branch
+                predicate, negated = self.tests[parent]
+                self._implied(predicate, (kind == "taken") != negated, facts, 8, parent)
             node = parent
 
-    def _implied(self, predicate: str, holds: bool, facts: dict, depth: int, used: int) -> None:
+    def _implied(self, predicate: str, holds: bool, facts: dict[str, int], depth: int, used: int) -> None:
         """Add to `facts` what `predicate` having the value `holds` where block `used` reads
         it says of registers (each definition must come before its reader on every way)."""
         site = self._defined_before(predicate, used)
@@ -446,25 +474,25 @@ class Trips:
                 if self._defined_before(register, block) is not None and parts[2] in INTEGER_TYPES:
                     facts.setdefault(register, right.value & ((1 << INTEGER_TYPES[parts[2]]) - 1))
 
-    def _defined_before(self, register: str, used: int):
+    def _defined_before(self, register: str, used: int) -> Site | None:
         """The one definition of `register`, outside loops, when it dominates block `used`."""
         site = self._single_outside_loops(register)
         return site if site is not None and self.dominators.dominates(site[0], used) else None
 
-    def _single_outside_loops(self, register: str):
+    def _single_outside_loops(self, register: str) -> Site | None:
         sites = self.definitions.get(register, ())
         if len(sites) != 1 or sites[0][0] in self.innermost or sites[0][0] in self.forest.irreducible:
             return None
         return sites[0]
 
 
-class _Reached(dict):
+class _Reached(dict[int, list[dict[str, int]]]):
     """`Trips.reach`'s answer: block -> constant sets, and the blocks whose sets were
     merged into one (they stay one when the reach is resumed)."""
 
-    def __init__(self, states: dict):
+    def __init__(self, states: dict[int, list[State]]) -> None:
         super().__init__(states)
-        self.merged: set = set()
+        self.merged: set[int] = set()
 
 
 class _Evaluation:
@@ -472,20 +500,20 @@ class _Evaluation:
     definitions on the paths that avoid the `cut` edges, folded where they are constants,
     copies, ``selp``, ``setp`` or bitwise and additive arithmetic; None when unknown."""
 
-    def __init__(self, trips: Trips, cut: set, facts: dict):
+    def __init__(self, trips: Trips, cut: set[tuple[int, int]], facts: dict[str, int]) -> None:
         self.trips, self.flow, self.cut, self.facts = trips, trips.flow, cut, facts
-        self.sites: dict[str, dict] = {}  # register -> block -> its definitions' positions
-        self.values: dict[tuple, frozenset | None] = {}  # definition site -> its values (None while it runs)
+        self.sites: dict[str, dict[int, list[int]]] = {}  # register -> block -> its definitions' positions
+        self.values: dict[Site, frozenset[int] | None] = {}  # definition site -> its values (None while it runs)
 
-    def operand(self, operand, block: int, position: int, depth: int):
+    def operand(self, operand: Operand, block: int, position: int, depth: int) -> frozenset[int] | None:
         if operand.kind == "immediate":
             return frozenset((operand.value,)) if isinstance(operand.value, int) else None
         if operand.kind != "register" or depth <= 0:
             return None
-        name = qualified(self.flow, block, operand.name)
+        name = qualified(self.flow, block, operand.name)  # type: ignore[arg-type]  # a register has a name
         if name in self.facts:
             return frozenset((self.facts[name],))
-        values: set = set()
+        values: set[int] = set()
         for site in self._reaching(name, block, position):
             found = self._defined(site, depth - 1)
             if found is None:
@@ -495,7 +523,7 @@ class _Evaluation:
                 return None
         return frozenset(values) if values else None
 
-    def _reaching(self, name: str, block: int, position: int) -> list:
+    def _reaching(self, name: str, block: int, position: int) -> list[Site | None]:
         """The definitions of `name` that reach (block, position) avoiding `cut`; a way
         back to the function's start without one adds None."""
         by_block = self.sites.get(name)
@@ -506,7 +534,9 @@ class _Evaluation:
         earlier = [p for p in by_block.get(block, ()) if p < position]
         if earlier:
             return [(block, max(earlier))]
-        found, seen, work = [], set(), [block]
+        found: list[Site | None] = []
+        seen: set[int] = set()
+        work = [block]
         while work:
             at = work.pop()
             if at == self.flow.start or not self.flow.pred[at]:
@@ -522,9 +552,11 @@ class _Evaluation:
                     work.append(previous)
         return found
 
-    def _defined(self, site, depth: int):
-        if site is None or site in self.values:  # a definition met again on its own way: unknown
-            return self.values.get(site)
+    def _defined(self, site: Site | None, depth: int) -> frozenset[int] | None:
+        if site is None:
+            return None
+        if site in self.values:  # a definition met again on its own way: unknown
+            return self.values[site]
         block, position = site
         head = self.flow.blocks[block].heads[position]
         self.values[site] = None
@@ -534,7 +566,7 @@ class _Evaluation:
         return self.values[site]
 
 
-def _reads_own_rank(flow, site) -> bool:
+def _reads_own_rank(flow: FlowGraph, site: Site) -> bool:
     """True when the instruction at `site` is ``mov R, %cluster_ctarank``."""
     block, position = site
     operands = flow.blocks[block].instructions[position].operands
@@ -542,19 +574,21 @@ def _reads_own_rank(flow, site) -> bool:
             and operands[1].name == "%cluster_ctarank")
 
 
-def _kept(state: dict, live: frozenset) -> dict:
+def _kept(state: State, live: frozenset[str]) -> State:
     return {name: value for name, value in state.items() if name in live}
 
 
-def _constant(operand, names: dict, state: dict):
+def _constant(operand: Operand, names: dict[str, str], state: State) -> frozenset[int] | None:
     """An operand's value under constant `state` ({value}), or None when unknown."""
     if operand.kind == "immediate":
         return frozenset((operand.value,)) if isinstance(operand.value, int) else None
-    value = state.get(names.get(operand.name)) if operand.kind in _NAMED else None
+    # a register or symbol has a name (None names nothing in `names` or `state`)
+    value = state.get(names.get(operand.name)) if operand.kind in _NAMED else None  # type: ignore[arg-type]
     return None if value is None else frozenset((value,))
 
 
-def _fold(head, operands, value, folded=_FOLDED):
+def _fold(head: HeadTuple, operands: Sequence[Operand], value: Callable[[Operand], Set[int] | None],
+          folded: frozenset[str] = _FOLDED) -> frozenset[int] | None:
     """The values the instruction's first operand may get, from `value(operand)` (a set
     of numbers, or None when unknown) of its sources, each combination evaluated by
     `ptxkit.isa_eval`; None when unknown. A ``selp`` whose predicate is unknown may
@@ -573,28 +607,34 @@ def _fold(head, operands, value, folded=_FOLDED):
     if evaluated is None or evaluated.arity != len(operands) - 1:
         return None
     if base == "selp":  # the predicate first: an arm it never picks is not followed
-        chosen = value(operands[3])
-        chosen = _PREDICATE if chosen is None else frozenset(v & 1 for v in chosen)
+        picks = value(operands[3])
+        chosen = _PREDICATE if picks is None else frozenset(v & 1 for v in picks)
         sources = [value(operands[1]) if 1 in chosen else _UNPICKED,
                    value(operands[2]) if 0 in chosen else _UNPICKED, chosen]
     else:
         sources = [value(operand) for operand in operands[1:]]
-    if None in sources:
+    known = [source for source in sources if source is not None]
+    if len(known) < len(sources):
         return None
-    if all(len(source) == 1 for source in sources):  # one value each: one result
-        found = evaluated.apply(*(next(iter(source)) for source in sources))
-        return None if found is None else frozenset((found,))
-    if base in _ARITHMETIC and len(sources[0]) * len(sources[1]) > _WIDTH:
+    if all(len(source) == 1 for source in known):  # one value each: one result
+        one = evaluated.apply(*(next(iter(source)) for source in known))
+        return None if one is None else frozenset((one,))
+    if base in _ARITHMETIC and len(known[0]) * len(known[1]) > _WIDTH:
         return None
-    found = frozenset(evaluated.apply(*combination) for combination in product(*sources))
-    return None if None in found else found
+    found: set[int] = set()
+    for combination in product(*known):
+        result = evaluated.apply(*combination)
+        if result is None:
+            return None
+        found.add(result)
+    return frozenset(found)
 
 
 #: A predicate's values; the stand-in for the arm of a ``selp`` that its predicate never picks.
 _PREDICATE, _UNPICKED = frozenset((0, 1)), frozenset((0,))
 
 
-def export_limits(flow, events: list, facts: list) -> dict[int, tuple]:
+def export_limits(flow: FlowGraph, events: list[list[Event]], facts: Sequence[Fact]) -> dict[int, Limit]:
     """id(arrive event) -> ``(allowed, own, heard)``: the facts (bits) that arrive may
     hand to threads of its own CTA; of the accesses its own thread made, those it may
     have made before it; and the ids of the waits its thread may pass before it, whose
@@ -605,10 +645,11 @@ def export_limits(flow, events: list, facts: list) -> dict[int, tuple]:
     >>> export_limits(None, [[]], [])
     {}
     """
-    arrives, waits = [], []
+    arrives: list[tuple[int, MbarrierOp]] = []
+    waits: list[tuple[int, MbarrierOp]] = []
     for block, found in enumerate(events):
         for event in found:
-            if event.sync is None or event.sync[0] is not SyncObject.MBARRIER:
+            if not on_an_mbarrier(event):
                 continue
             if event.kind in (Kind.ARRIVE, Kind.ARRIVE_WAIT):
                 arrives.append((block, event))
@@ -622,7 +663,7 @@ def export_limits(flow, events: list, facts: list) -> dict[int, tuple]:
         return {}  # no loop sets a predicate it branches on: no do-once predicate
     trips = Trips(flow)
     everything = (1 << len(facts)) - 1
-    limits: dict[int, tuple[int, int]] = {}
+    limits: dict[int, Limit] = {}
     barriers = {event.sync[1] for _, event in in_loops
                 if event.sync[1].region is not None and event.sync[1].end - event.sync[1].start <= 8}
     for barrier in barriers:
@@ -640,7 +681,7 @@ def export_limits(flow, events: list, facts: list) -> dict[int, tuple]:
         for block, event in on_it:  # an arrive on another CTA's barrier: that CTA's run is not this one
             if event.sync[1] == barrier and not trips.remote(block, event):
                 limits[id(event)] = (allowed, everything, None)
-    reached_without: dict[int, set] = {}
+    reached_without: dict[int, set[int]] = {}
     for block, event in in_loops:
         if not trips.runs_once(block):
             continue
@@ -660,7 +701,7 @@ def export_limits(flow, events: list, facts: list) -> dict[int, tuple]:
     return limits
 
 
-def _tests_a_flag(flow, looped: set) -> bool:
+def _tests_a_flag(flow: FlowGraph, looped: set[int]) -> bool:
     """True when a block in a loop branches on a predicate that a block in a loop sets
     to a constant (``mov.pred %p, 0``): what every do-once predicate looks like, found
     before the constants are followed (`Trips`)."""
@@ -670,7 +711,8 @@ def _tests_a_flag(flow, looped: set) -> bool:
     return bool(flags) and any(conditional(flow, block) and guard_of(flow, block) in flags for block in looped)
 
 
-def _before_completion(trips: Trips, barrier, arrives: list, waits: list) -> set:
+def _before_completion(trips: Trips, barrier: Location, arrives: list[tuple[int, MbarrierOp]],
+                       waits: list[tuple[int, MbarrierOp]]) -> set[int]:
     """The blocks some thread of a CTA may reach before `barrier` completes there: a
     wait for parity 0 fails on `barrier` itself, and on another mbarrier until an
     arrive on it is reachable (or another CTA may arrive on it)."""
@@ -680,7 +722,7 @@ def _before_completion(trips: Trips, barrier, arrives: list, waits: list) -> set
     blocked = set(location)
     states = trips.reach({trips.flow.start: {}}, blocked=frozenset(blocked))
     while True:
-        still = set()
+        still: set[Site] = set()
         for block, position in blocked:
             on = location[(block, position)]
             if block in states and not trips.waits_for_zero(block, position, states[block], blocked):

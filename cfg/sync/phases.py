@@ -34,18 +34,43 @@ hand its reads back to the TMA issued after the first pair).
 
 from __future__ import annotations
 
+from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.dataflow import solve_forward
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.loops import find_loops, reachable
 from ptxkit.cfg.flow.operands import destinations
-from ptxkit.cfg.sync.events import Kind
+from ptxkit.cfg.sync.events import Kind, on_a_named_barrier
 from ptxkit.cfg.values.divergence import conditional, cta_uniform, definitions, guard_of, qualified
 from ptxkit.isa import SyncObject, is_special_register
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Final, Literal
+
+    from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
+    from ptxkit.cfg.flow.loops import Loop, LoopForest
+    from ptxkit.cfg.sync.events import Definitions, Event, NamedBarrierOp, SyncKey
+    from ptxkit.syntax import Instruction
+
+    #: Whether two hand-off objects may be the same barrier (`separate_phases`).
+    Matches = Callable[[SyncKey, SyncKey], bool]
+    #: A counted phase: the operations on the barrier before it outside loops, and the
+    #: loops (their headers) before it that every thread runs alike.
+    Count = tuple[int, frozenset[int]]
+    #: An operation's place in a visit of a region (`_visited_regions`): its `Count` and
+    #: the header of the region's loop around it, if any.
+    Place = tuple[int, frozenset[int], int | None]
+    #: The arrives and waits on the cluster barrier before a point: a number of each,
+    #: `_MANY` where the ways there disagree, None before any way is known.
+    ClusterCount = tuple[int, int] | Literal["many"] | None
+
+    #: ``(block, index among the block's events, operation)`` of each named-barrier operation.
+    Named = list[tuple[int, int, NamedBarrierOp]]
 
 __all__ = ["counted_phases", "separate_phases"]
 
 
-def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
+def separate_phases(flow: FlowGraph, events: list[list[Event]], matches: Matches) -> set[tuple[int, int]]:
     """``(id(wait), id(arrive))`` pairs of named-barrier and cluster-barrier events that
     cannot meet in one phase; `matches(a, b)` says whether two sync keys may name the
     same barrier.
@@ -74,10 +99,10 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
     pairs |= _apart_across_arms(flow, named, dominators, threads)
     counted = _counted_phases(flow, named, forest, dominators, threads)
     for visited in _visited_regions(flow, named, forest, dominators, threads):
-        for first, mine in visited.items():
-            for second, theirs in visited.items():
-                if _apart_in_a_visit(mine, theirs):
-                    pairs.add((first, second))
+        for one, place in visited.items():
+            for another, other_place in visited.items():
+                if _apart_in_a_visit(place, other_place):
+                    pairs.add((one, another))
     for block, index, event in named:
         for other_block, other_index, other in named:
             if other is event or not matches(event.sync, other.sync):
@@ -96,10 +121,10 @@ def separate_phases(flow, events: list[list], matches) -> set[tuple[int, int]]:
     return pairs
 
 
-_MANY = "many"  # the ways into a block disagree on the count
+_MANY: Final = "many"  # the ways into a block disagree on the count
 
 
-def _apart_on_the_cluster_barrier(flow, events: list[list]) -> set[tuple[int, int]]:
+def _apart_on_the_cluster_barrier(flow: FlowGraph, events: list[list[Event]]) -> set[tuple[int, int]]:
     """``(id(wait), id(arrive))`` pairs of ``barrier.cluster`` operations of different
     phases. Every non-exited thread of the cluster arrives once per phase and waits for
     the phase it arrived in before it arrives again (PTX ISA, ``barrier.cluster``), so an
@@ -125,9 +150,9 @@ def _apart_on_the_cluster_barrier(flow, events: list[list]) -> set[tuple[int, in
     ops = {block: found for block, found in ops.items() if found}
     if not any(e.kind is Kind.WAIT for found in ops.values() for e in found):
         return set()
-    counted: dict[int, object] = {}  # id(event) -> (arrives, waits) before it, once solved
+    counted: dict[int, ClusterCount] = {}  # id(event) -> (arrives, waits) before it, once solved
 
-    def step(block: int, count, record: bool = False):
+    def step(block: int, count: ClusterCount, record: bool = False) -> ClusterCount:
         for event in ops.get(block, ()):
             if record:
                 counted[id(event)] = count
@@ -137,10 +162,12 @@ def _apart_on_the_cluster_barrier(flow, events: list[list]) -> set[tuple[int, in
                 (count[0] + 1, count[1]) if event.kind is Kind.ARRIVE else (count[0], count[1] + 1)
         return count
 
-    ins = solve_forward(flow, step, entry=(0, 0), bottom=None, join=_join_counts).ins
+    start: ClusterCount = (0, 0)
+    ins = solve_forward(flow, step, entry=start, bottom=None, join=_join_counts).ins
     for block in ops:
         step(block, ins[block], record=True)
-    arrives, waits = [], []
+    arrives: list[tuple[int, Event]] = []  # (phase, operation)
+    waits: list[tuple[int, Event]] = []
     for block, found in ops.items():
         for event in found:
             count = counted.get(id(event))
@@ -153,7 +180,7 @@ def _apart_on_the_cluster_barrier(flow, events: list[list]) -> set[tuple[int, in
     return {(id(wait), id(arrive)) for phase, wait in waits for other, arrive in arrives if phase != other}
 
 
-def _join_counts(one, other):
+def _join_counts(one: ClusterCount, other: ClusterCount) -> ClusterCount:
     if one is None:
         return other
     if other is None or one == other:
@@ -161,7 +188,7 @@ def _join_counts(one, other):
     return _MANY
 
 
-def counted_phases(flow, events: list[list]) -> dict[int, tuple]:
+def counted_phases(flow: FlowGraph, events: list[list[Event]]) -> dict[int, Count]:
     """``id(event) -> (n, loops)`` for the named-barrier operations whose phase is the
     same in every thread that runs them: after `n` operations on their barrier outside
     loops and the loops `loops` (headers), which every thread entering runs alike. A
@@ -184,13 +211,14 @@ def counted_phases(flow, events: list[list]) -> dict[int, tuple]:
     return _counted_phases(flow, named, forest, dominators, _Threads(flow, dominators, forest.innermost()))
 
 
-def _named(events: list[list]) -> list:
+def _named(events: list[list[Event]]) -> Named:
     """``(block, index, event)`` of every named-barrier operation."""
     return [(block, index, event) for block, found in enumerate(events) for index, event in enumerate(found)
-            if event.sync is not None and event.sync[0] is SyncObject.NAMED_BARRIER]
+            if on_a_named_barrier(event)]
 
 
-def _around_uniform_loops(flow, named: list, matches, forest, threads: "_Threads") -> set[tuple[int, int]]:
+def _around_uniform_loops(flow: FlowGraph, named: Named, matches: Matches, forest: LoopForest,
+                          threads: _Threads) -> set[tuple[int, int]]:
     """Pairs of a ``bar.sync`` in a CTA-uniform loop, run by the threads that run the
     loop (in the iterations the CTA-uniform branches in it choose), and an operation on
     the same barrier outside it, before or after (not around) it, that those threads run;
@@ -226,7 +254,8 @@ def _around_uniform_loops(flow, named: list, matches, forest, threads: "_Threads
     return pairs
 
 
-def _apart_across_arms(flow, named: list, dominators, threads: "_Threads") -> set[tuple[int, int]]:
+def _apart_across_arms(flow: FlowGraph, named: Named, dominators: DominatorTree,
+                       threads: _Threads) -> set[tuple[int, int]]:
     """Pairs of operations on the two sides of a CTA-uniform branch outside loops, each
     side entered from the branch alone: the whole CTA takes one side, so no CTA runs
     both (Triton's persistent GEMM has a path for K = 0 beside its main loop)."""
@@ -244,16 +273,16 @@ def _apart_across_arms(flow, named: list, dominators, threads: "_Threads") -> se
     return pairs
 
 
-def _in_step_inner_loops(flow, named: list, loop, threads: "_Threads") -> list:
+def _in_step_inner_loops(flow: FlowGraph, named: Named, loop: Loop, threads: _Threads) -> list[NamedBarrierOp]:
     """The unguarded ``bar.sync`` in loops nested in `loop` that every thread running
     `loop` runs alike: each loop from theirs out to `loop` is entered by those threads
     and left by one CTA-uniform exit they all take, and each ``bar.sync`` is run by the
     threads that run its loop (Triton's persistent GEMM syncs in its K loop too)."""
-    found = []
+    found: list[NamedBarrierOp] = []
     for block, _, event in named:
         inner = threads.innermost.get(block)
-        if inner is loop or block not in loop.blocks or event.kind is not Kind.ARRIVE_WAIT or event.guard is not None \
-                or not threads.same(block, inner.header):
+        if inner is None or inner is loop or block not in loop.blocks or event.kind is not Kind.ARRIVE_WAIT \
+                or event.guard is not None or not threads.same(block, inner.header):
             continue
         chain = [inner, *inner.enclosing()]
         if loop in chain and all(_runs_alike(flow, nested, loop, threads) for nested in chain[:chain.index(loop)]):
@@ -261,7 +290,7 @@ def _in_step_inner_loops(flow, named: list, loop, threads: "_Threads") -> list:
     return found
 
 
-def _runs_alike(flow, nested, loop, threads: "_Threads") -> bool:
+def _runs_alike(flow: FlowGraph, nested: Loop, loop: Loop, threads: _Threads) -> bool:
     """`nested` (inside `loop`) is entered by the threads that run `loop` and left by one
     CTA-uniform exit that they all take: each of them runs it as often."""
     exit_edge = _uniform_exit(flow, nested, threads.defined)
@@ -269,7 +298,8 @@ def _runs_alike(flow, nested, loop, threads: "_Threads") -> bool:
         and threads.same(nested.header, loop.header)
 
 
-def _apart_in_the_body(named: list, loop, inside: list, matches) -> set[tuple[int, int]]:
+def _apart_in_the_body(named: Named, loop: Loop, inside: list[NamedBarrierOp],
+                       matches: Matches) -> set[tuple[int, int]]:
     """Pairs of two different ``bar.sync`` of `inside` (in a CTA-uniform `loop`, or in
     loops nested in it that its threads run alike, each run by every thread that runs
     the loop, in the iterations the CTA-uniform branches in it choose) on a barrier that
@@ -297,22 +327,22 @@ class _Threads:
     a loop around it decide only how often. Two blocks decided by the same edges of the
     other branches are run by the same threads, or one of them by none."""
 
-    def __init__(self, flow, dominators, innermost: dict):
+    def __init__(self, flow: FlowGraph, dominators: DominatorTree, innermost: dict[int, Loop]) -> None:
         self.flow, self.dominators, self.innermost = flow, dominators, innermost
-        self._defined: dict | None = None
-        self._post_dominators = None
+        self._defined: Definitions | None = None
+        self._post_dominators: DominatorTree | None = None
         self._branches: list[int] | None = None
         self._uniform: dict[int, bool] = {}
 
     @property
-    def defined(self) -> dict:
+    def defined(self) -> Definitions:
         """The definitions of each register (`ptxkit.cfg.values.divergence.definitions`), on demand."""
         if self._defined is None:
             self._defined = definitions(self.flow)
         return self._defined
 
     @property
-    def post_dominators(self):
+    def post_dominators(self) -> DominatorTree:
         if self._post_dominators is None:
             self._post_dominators = DominatorTree.post_of(self.flow)
         return self._post_dominators
@@ -328,7 +358,7 @@ class _Threads:
         """`first` dominates `second` and `second` post-dominates `first`."""
         return self.dominators.dominates(first, second) and self.post_dominators.dominates(second, first)
 
-    def _decided_by(self, block: int, seen: frozenset) -> frozenset | None:
+    def _decided_by(self, block: int, seen: frozenset[int]) -> frozenset[tuple[int, int]] | None:
         """The edges of branches that may split a CTA which decide whether `block` runs,
         through uniform branches that decide it alone; None when that is not known."""
         edges = self._control_dependences(block)
@@ -341,7 +371,7 @@ class _Threads:
             return self._decided_by(uniform[0][0], seen | {block})
         return None
 
-    def _control_dependences(self, block: int) -> list | None:
+    def _control_dependences(self, block: int) -> list[tuple[int, int]] | None:
         """The edges `block` is control dependent on, less the uniform back edges of the
         loops around it; None when it cannot reach the exit."""
         post = self.post_dominators
@@ -349,12 +379,13 @@ class _Threads:
             return None
         if self._branches is None:
             self._branches = [b for b in range(len(self.flow)) if len(set(self.flow.succ[b])) > 1]
-        around, loop = [], self.innermost.get(block)
+        around: list[Loop] = []
+        loop = self.innermost.get(block)
         while loop is not None:
             around.append(loop)
             loop = loop.parent
         headers = {loop.header for loop in around}
-        found = []
+        found: list[tuple[int, int]] = []
         for branch in self._branches:
             if branch != block and post.dominates(block, branch):
                 continue
@@ -369,7 +400,7 @@ class _Threads:
                 found.append((branch, successor))
         return found
 
-    def _next_round(self, block: int, branch: int, successor: int, around: list) -> bool:
+    def _next_round(self, block: int, branch: int, successor: int, around: list[Loop]) -> bool:
         """Whether the edge is a uniform loop test's way on to another round of a loop
         around `block` that `block` comes before in each round (the test of a ``while``
         loop, after its header): it decides how often the block runs, not which threads."""
@@ -385,24 +416,25 @@ class _Threads:
         return self._uniform[branch]
 
 
-def _counted_phases(flow, named: list, forest, dominators, threads: "_Threads") -> dict[int, tuple]:
+def _counted_phases(flow: FlowGraph, named: Named, forest: LoopForest, dominators: DominatorTree,
+                    threads: _Threads) -> dict[int, Count]:
     """``id(event) -> (n, loops)`` for the operations on a named barrier with one id that
     every path reaches after exactly `n` operations on it outside loops and after the
     loops in `loops` (their headers): loops that every thread entering runs alike
     (`_alike`), so that they add the same count in every thread."""
-    found: dict[int, tuple] = {}
+    found: dict[int, Count] = {}
     for barrier, on in _by_barrier(named).items():
         found.update(_count(flow, on, barrier, forest, dominators, threads)[0])
     return found
 
 
-def _by_barrier(named: list) -> dict:
+def _by_barrier(named: Named) -> dict[int, dict[int, list[NamedBarrierOp]]]:
     """barrier id -> {block: the operations in it that may be on that barrier}, for the
     ids some operation names alone."""
-    by_block: dict[int, list] = {}
+    by_block: dict[int, list[NamedBarrierOp]] = {}
     for block, _, event in named:
         by_block.setdefault(block, []).append(event)
-    out = {}
+    out: dict[int, dict[int, list[NamedBarrierOp]]] = {}
     for barrier in {next(iter(e.sync[1])) for _, _, e in named if e.sync[1] is not None and len(e.sync[1]) == 1}:
         on = {block: [e for e in found_here if e.sync[1] is None or barrier in e.sync[1]]
               for block, found_here in by_block.items()}
@@ -410,8 +442,9 @@ def _by_barrier(named: list) -> dict:
     return out
 
 
-def _count(flow, on: dict, barrier, forest, dominators, threads: "_Threads", entry: int | None = None,
-           within: frozenset | None = None) -> tuple[dict, dict]:
+def _count(flow: FlowGraph, on: dict[int, list[NamedBarrierOp]], barrier: int, forest: LoopForest,
+           dominators: DominatorTree, threads: _Threads, entry: int | None = None,
+           within: frozenset[int] | None = None) -> tuple[dict[int, Count], dict[int, Count | None]]:
     """``(found, counts)``: the counted phases of the operations `on` (block -> events)
     the barrier, from the kernel's entry or from block `entry` through the blocks
     `within` (the loops wholly inside them), and the count at the end of each block
@@ -421,8 +454,8 @@ def _count(flow, on: dict, barrier, forest, dominators, threads: "_Threads", ent
     outermost = [loop for loop in looping if not _inside_any(loop, looping)]
     owner = {block: loop for loop in outermost for block in loop.blocks}
     start = entry if entry is not None else flow.start
-    found: dict[int, tuple] = {}
-    counts: dict[int, tuple | None] = {}  # the count at the end of a block; None: not one count
+    found: dict[int, Count] = {}
+    counts: dict[int, Count | None] = {}  # the count at the end of a block; None: not one count
     for block in flow.rpo:
         if within is not None and block not in within:
             continue
@@ -434,11 +467,11 @@ def _count(flow, on: dict, barrier, forest, dominators, threads: "_Threads", ent
                     and block != start]
         state = _join(incoming + [(0, frozenset())] * (block == start), block, threads)
         if loop is not None:
-            alike = state is not None and _alike(flow, loop, on, barrier, dominators, threads)
-            counts[block] = (state[0], state[1] | {loop.header}) if alike else None
+            counts[block] = (state[0], state[1] | {loop.header}) \
+                if state is not None and _alike(flow, loop, on, barrier, dominators, threads) else None
             continue
         for event in on.get(block, ()):
-            certain = event.guard is None and event.sync[1] == {barrier}
+            certain = event.guard is None and event.sync[1] == frozenset({barrier})
             if state is not None and certain:
                 found[id(event)] = state
             state = (state[0] + 1, state[1]) if state is not None and certain else None
@@ -446,7 +479,8 @@ def _count(flow, on: dict, barrier, forest, dominators, threads: "_Threads", ent
     return found, counts
 
 
-def _visited_regions(flow, named: list, forest, dominators, threads: "_Threads") -> list[dict]:
+def _visited_regions(flow: FlowGraph, named: Named, forest: LoopForest, dominators: DominatorTree,
+                     threads: _Threads) -> list[dict[int, Place]]:
     """For each barrier whose operations have no counted phase because they lie in a loop
     that threads leave on their own (Triton's warp-specialization dispatch loop, which
     reads each warp's partition from shared memory), ``{id(event): (n, loops, inside)}``
@@ -459,25 +493,26 @@ def _visited_regions(flow, named: list, forest, dominators, threads: "_Threads")
     and every CTA-uniform branch in it tests values that are the same at every visit
     (`_Visits`): then an operation counted before another never shares its phase, in
     one visit or across visits (docs/fence.md §4.2)."""
-    found = []
+    found: list[dict[int, Place]] = []
     for barrier, on in _by_barrier(named).items():
         entry = _common_dominator(dominators, on)
         loop = threads.innermost.get(entry) if entry is not None else None
-        if loop is None:
+        if entry is None or loop is None:
             continue
         region = frozenset(block for block in loop.blocks if dominators.dominates(entry, block))
         if entry == loop.header or any(entry in flow.succ[block] for block in region):
             continue
         counted, counts = _count(flow, on, barrier, forest, dominators, threads, entry, region)
-        places = {key: (n, loops, None) for key, (n, loops) in counted.items()}
+        places: dict[int, Place] = {key: (n, loops, None) for key, (n, loops) in counted.items()}
         for block, ops in on.items():
             inner = threads.innermost.get(block)
             while inner is not None and inner.parent is not None and inner.parent.blocks <= region:
                 inner = inner.parent
             after = counts.get(inner.header) if inner is not None and inner.blocks <= region else None
+            if inner is None or after is None:
+                continue  # only counted operations have a place
             for event in ops:
-                if id(event) not in places and after is not None and event.guard is None \
-                        and event.sync[1] == {barrier}:
+                if id(event) not in places and event.guard is None and event.sync[1] == frozenset({barrier}):
                     places[id(event)] = (after[0], after[1] - {inner.header}, inner.header)
         if len(places) != sum(len(ops) for ops in on.values()):
             continue  # an operation whose place in the visit is not certain
@@ -489,7 +524,7 @@ def _visited_regions(flow, named: list, forest, dominators, threads: "_Threads")
     return found
 
 
-def _apart_in_a_visit(first: tuple, second: tuple) -> bool:
+def _apart_in_a_visit(first: Place, second: Place) -> bool:
     """Whether two operations placed in a visit (`_visited_regions`: the count before
     them, the loops before them, and the loop around them or None) come one before the
     other in every visit: counted ones as `_before` says; one in a loop before the
@@ -502,7 +537,7 @@ def _apart_in_a_visit(first: tuple, second: tuple) -> bool:
     return _ahead(first, second) or _ahead(second, first)
 
 
-def _ahead(first: tuple, second: tuple) -> bool:
+def _ahead(first: Place, second: Place) -> bool:
     """`first` comes before `second` in every visit."""
     (n1, loops1, in1), (n2, loops2, in2) = first, second
     done = loops1 | {in1} if in1 is not None else loops1  # the loops behind `first` once it is over
@@ -511,16 +546,16 @@ def _ahead(first: tuple, second: tuple) -> bool:
     return loops1 <= loops2 and n1 < n2 if in2 is not None else _before((n1, loops1), (n2, loops2))
 
 
-def _common_dominator(dominators, blocks) -> int | None:
+def _common_dominator(dominators: DominatorTree, blocks: Iterable[int]) -> int | None:
     """The nearest block that dominates every one of `blocks`; None when there is none
     (one of them is unreachable from the entry)."""
     blocks = list(blocks)
-    chain = []
+    chain: list[int] = []
     node = blocks[0]
     while True:
         chain.append(node)
         parent = dominators.idom.get(node, node)
-        if parent == node:
+        if not isinstance(parent, int) or parent == node:  # the dominators of blocks: parents are blocks
             break
         node = parent
     return next((candidate for candidate in chain if all(dominators.dominates(candidate, b) for b in blocks)), None)
@@ -533,28 +568,29 @@ class _Visits:
     the region or set inside it before they are read (no value carried from the
     previous visit)."""
 
-    def __init__(self, flow, threads: "_Threads", entry: int, region: frozenset, loop):
+    def __init__(self, flow: FlowGraph, threads: _Threads, entry: int, region: frozenset[int], loop: Loop) -> None:
         self.flow, self.threads, self.entry, self.region = flow, threads, entry, region
         self.around = [loop, *loop.enclosing()]
 
-    def same_each_time(self, looping: list) -> bool:
+    def same_each_time(self, looping: list[Loop]) -> bool:
         """Whether the branches that decide how often the `looping` loops (those with
         operations on the barrier) run test values fixed across visits: their exits, and
         the branches before them that may skip them. A branch whose two ways run
         different operations, or that decides a loop inside one of them, leaves no
         count (`_count`), so no other branch changes the sequence."""
         inside = {block for inner in looping for block in inner.blocks}
-        before = set().union(*(reachable(self.flow.pred, inner.header) for inner in looping))
+        before: set[int] = set().union(*(reachable(self.flow.pred, inner.header) for inner in looping))
         for block in self.region:
             exits = any(block in inner.blocks and any(s not in inner.blocks for s in self.flow.succ[block])
                         for inner in looping)
             deciding = block in before and block not in inside or exits
+            # a `conditional` branch has a guard, which `guard_of` names
             if deciding and conditional(self.flow, block) and self.threads.uniform_branch(block) \
-                    and not self._fixed(guard_of(self.flow, block), frozenset()):
+                    and not self._fixed(guard_of(self.flow, block), frozenset()):  # type: ignore[arg-type]
                 return False
         return True
 
-    def _fixed(self, register: str, seen: frozenset) -> bool:
+    def _fixed(self, register: str, seen: frozenset[str]) -> bool:
         if register in seen or is_special_register(register):
             return True  # special registers: cta_uniform took only CTA-wide ones
         sites = self.threads.defined.get(register, ())
@@ -607,7 +643,7 @@ class _Visits:
         return None
 
 
-def _read_registers(instruction, head) -> list[str]:
+def _read_registers(instruction: Instruction, head: HeadTuple) -> list[str]:
     """The registers an instruction reads: its guard, its sources, and those of an
     address it writes through."""
     operands = instruction.operands
@@ -619,30 +655,33 @@ def _read_registers(instruction, head) -> list[str]:
     return read
 
 
-def _before(first: tuple, second: tuple) -> bool:
+def _before(first: Count, second: Count) -> bool:
     """Whether every thread's operation counted `first` comes in an earlier phase than
     any thread's counted `second`: fewer operations outside loops, and loops that the
     second follows too (each adds as many in every thread, zero or more)."""
     return first[1] <= second[1] and first[0] < second[0]
 
 
-def _inside_any(loop, loops: set) -> bool:
+def _inside_any(loop: Loop, loops: set[Loop]) -> bool:
     return any(parent in loops for parent in loop.enclosing())
 
 
-def _join(states: list, block: int, threads: "_Threads") -> tuple | None:
+def _join(states: list[Count | None], block: int, threads: _Threads) -> Count | None:
     """The count where `states` meet: one count; a loop that some ways skip only when
     the threads that run it are those that run `block` (the skip is the whole CTA's)."""
-    if not states or any(state is None for state in states) or len({n for n, _ in states}) != 1:
+    known = [state for state in states if state is not None]
+    if not known or len(known) < len(states) or len({n for n, _ in known}) != 1:
         return None
-    loops = [found for _, found in states]
-    union, common = frozenset().union(*loops), frozenset.intersection(*loops)
+    loops = [found for _, found in known]
+    union: frozenset[int] = frozenset().union(*loops)
+    common = frozenset.intersection(*loops)
     if any(not threads.same(header, block) for header in union - common):
         return None
-    return states[0][0], union
+    return known[0][0], union
 
 
-def _alike(flow, loop, on: dict, barrier, dominators, threads: "_Threads") -> bool:
+def _alike(flow: FlowGraph, loop: Loop, on: dict[int, list[NamedBarrierOp]], barrier: int,
+           dominators: DominatorTree, threads: _Threads) -> bool:
     """Whether every thread entering `loop` runs it alike: one exit on a CTA-uniform
     test, taken by the threads that enter it, and every operation on `barrier` in it
     unguarded and run once in every iteration."""
@@ -650,12 +689,12 @@ def _alike(flow, loop, on: dict, barrier, dominators, threads: "_Threads") -> bo
     if exit_edge is None or not threads.same(loop.header, exit_edge[1]):
         return False
     innermost = threads.innermost
-    return all(innermost.get(block) is loop and event.guard is None and event.sync[1] == {barrier}
+    return all(innermost.get(block) is loop and event.guard is None and event.sync[1] == frozenset({barrier})
                and all(dominators.dominates(block, latch) for latch in loop.latches)
                for block in loop.blocks for event in on.get(block, ()))
 
 
-def _uniform_exit(flow, loop, defined: dict) -> tuple[int, int] | None:
+def _uniform_exit(flow: FlowGraph, loop: Loop, defined: Definitions) -> tuple[int, int] | None:
     """The one exit edge of `loop` when its branch tests a CTA-uniform predicate."""
     exits = [(u, v) for u in loop.blocks for v in flow.succ[u] if v not in loop.blocks]
     if len(exits) != 1 or any(u in flow.exits for u in loop.blocks) or len(flow.succ[exits[0][0]]) != 2:
