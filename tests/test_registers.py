@@ -292,8 +292,8 @@ def test_the_rounds_on_nvcc_debug_build_output_solve_as_anew(monkeypatch, tmp_pa
     from ptxkit.cfg.fence.fence import fence_text
     from test_fence_nvcc import FENCE, TWO_BUFFERS, nvcc_ptx
     made, solves = [], []
-    analysis, solve = registers._analysis, registers._Analysis.solve
-    monkeypatch.setattr(registers, "_analysis", lambda *args: made.append(args) or analysis(*args))
+    start, solve = registers._Analysis.__init__, registers._Analysis.solve
+    monkeypatch.setattr(registers._Analysis, "__init__", lambda self, *args: made.append(args) or start(self, *args))
     monkeypatch.setattr(registers._Analysis, "solve",
                         lambda self, asked: solves.append((self.stack, asked, solve(self, asked))) or solves[-1][2])
     ptx = nvcc_ptx(TWO_BUFFERS.replace("SECOND", "tile"), tmp_path, "-G")
@@ -1216,7 +1216,7 @@ text = (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{\
 flow = flow_graph(ptxkit.parse(text).function("k"))
 block = flow.blocks[-1]
 position = next(p for p, i in enumerate(block.instructions) if i.opcode.startswith("st"))
-analysis = registers._analysis(flow, 8, None)
+analysis = registers._Analysis(flow, 8, None)
 analysis.solve({"address": (block.index, position, block.instructions[position].operands[0])})
 print(list(analysis.values.items()))
 """

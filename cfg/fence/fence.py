@@ -33,7 +33,6 @@ False
 
 from __future__ import annotations
 
-from ptxkit._gc import paused_gc
 from ptxkit._records import record
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.fence.options import EXTERN_POLICIES, check_target
@@ -41,7 +40,6 @@ from ptxkit.cfg.fence.placement import (FENCE_SIDES, PLACEMENTS, RELEASE_INITS, 
                                         fence_text_for, plan_fences)
 from ptxkit.cfg.fence.proxy import AnalysisOptions, Hazard, KernelAnalysis
 from ptxkit.cfg.sync.locations import spaces_text
-from ptxkit.cfg.values.registers import release_register_analyses
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER
 from ptxkit.isa import may_need_fence
 from ptxkit.syntax import Function
@@ -423,45 +421,20 @@ def fence_module(module, options: FenceOptions | None = None, rewrite: bool = Tr
     (True, [('inline', 36)], '\\tfence.proxy.async.shared::cta;')
     """
     options = options or FenceOptions()
-    free_last_analyses()
     report = FenceReport(module.filename, options, rewrite)
     report.skipped = check_target(module)
     if report.skipped:
         return report
-    with paused_gc():
-        results = analyse_module(module, options)
-        for result in results:
-            report.fences.extend(result.sites)
-            report.warnings.extend(result.warnings)
-        report.fences.sort(key=lambda f: (f.line or 0, f.column or 0))
-        report.warnings.sort(key=lambda w: (w.line or 0, w.column or 0))
-        report.edits = [edit for result in results for edit in result.edits]
-        if rewrite:
-            report.apply()
-        for result in results:  # the plan is made: let the value analyses go (they refer to themselves)
-            release_register_analyses(result.analysis.flow)
-        _previous_analyses.extend(results)
+    results = analyse_module(module, options)
+    for result in results:
+        report.fences.extend(result.sites)
+        report.warnings.extend(result.warnings)
+    report.fences.sort(key=lambda f: (f.line or 0, f.column or 0))
+    report.warnings.sort(key=lambda w: (w.line or 0, w.column or 0))
+    report.edits = [edit for result in results for edit in result.edits]
+    if rewrite:
+        report.apply()
     return report
-
-
-#: The last call's analyses (`free_last_analyses`).
-_previous_analyses: list = []
-
-
-def free_last_analyses() -> None:
-    """Free the analyses of the last `fence_module` call. They are released when its
-    plan is made (`ptxkit.cfg.values.registers.release_register_analyses`), so reference
-    counting frees them here, when the next call starts: a process that checks one
-    kernel and ends (the command line, the ptxas wrapper) never spends the time, and one
-    that goes on (a batch of files, Triton compiling kernel after kernel) keeps one
-    kernel's analyses at most.
-
-    >>> import ptxkit
-    >>> report = fence_module(ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx"), FenceOptions())
-    >>> len(_previous_analyses), free_last_analyses(), len(_previous_analyses)
-    (1, None, 0)
-    """
-    _previous_analyses.clear()
 
 
 def fence_text(text: str, filename: str = "<input>", rewrite: bool = True, **options) -> tuple[str, FenceReport]:

@@ -371,14 +371,18 @@ class _Classifier:
         def running(low: int, high: int) -> int:  # the threads of [low, high] that may run it, from bit 0
             return threads >> low & ((2 << (high - low)) - 1)
 
-        def hits(low: int, high: int) -> bool:
-            if not running(low, high) or not meets(low, high):
-                return False
-            if low == high or budget[0] <= 0:
-                return True
-            budget[0] -= 2
-            split = high >> ((low ^ high).bit_length() - 1) << ((low ^ high).bit_length() - 1)
-            return hits(low, split - 1) or hits(split, high)
+        def hits(low: int, high: int) -> bool:  # depth first, the lower half first, without recursion
+            halves = [(low, high)]
+            while halves:
+                low, high = halves.pop()
+                if not running(low, high) or not meets(low, high):
+                    continue
+                if low == high or budget[0] <= 0:
+                    return True
+                budget[0] -= 2
+                split = high >> ((low ^ high).bit_length() - 1) << ((low ^ high).bit_length() - 1)
+                halves += ((split, high), (low, split - 1))
+            return False
 
         mine = running(low, high)
         if not mine:

@@ -109,11 +109,11 @@ class BranchConditions:
         (`kind`: the ``setp`` type, such as ``s32``)."""
         unsigned, view = kind[0] in "ub", compared_as(kind)
 
-        def compared(value):
+        def compared(a, value):
             if isinstance(bound, tuple):  # (key, version) of the register compared against
-                other = self.values.get(bound[1])
-                other = (() if bound[0] in self.defined else TOP) if other is None else other
-                return refine_by(view(value), comparison, view(self._narrowed(branch, bound[1], other)), holds,
+                other = a.values.get(bound[1])
+                other = (() if bound[0] in a.defined else TOP) if other is None else other
+                return refine_by(view(value), comparison, view(a._narrowed(branch, bound[1], other)), holds,
                                  unsigned)
             return refine(view(value), comparison, bound, holds, unsigned)
 
@@ -122,8 +122,8 @@ class BranchConditions:
         for source, inverse in chain:
             steps.append(inverse)
 
-            def bounded(value, steps=tuple(steps)):
-                limit = compared(self._narrowed(branch, key, self.values.get(key, ())))
+            def bounded(a, value, steps=tuple(steps)):
+                limit = compared(a, a._narrowed(branch, key, a.values.get(key, ())))
                 for step in steps:
                     if not limit:
                         return ()
@@ -167,7 +167,7 @@ class BranchConditions:
                 base = self.values.get(version, ())
                 if isinstance(parent, int):
                     base = self._narrowed(parent, version, base)
-                if base and not narrow(base):
+                if base and not narrow(self, base):
                     dead_starts.add(block)
         if not dead_starts:
             return set()

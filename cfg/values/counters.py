@@ -178,15 +178,15 @@ class CounterIdioms:
         terms = [(prefix + name, c) for name, c in found.terms.items() if name not in dropped]
         base = add(number(found.constant), ring)
 
-        def summed(at):
-            version = version_of()
-            start = self.values.get(version) if version is not None else number(0)
+        def summed(a, at):
+            version = version_of(a)
+            start = a.values.get(version) if version is not None else number(0)
             if not start:
                 return [()]  # not evaluated yet
             kept = add(start, number(shift)) if shift else start  # x0 - s * z0
             total = add(base, kept if coefficient == 1 else mul(kept, number(coefficient)))
             for key, c in terms:
-                value = self.lookup(at, key)
+                value = a.lookup(at, key)
                 if not value:
                     return [()]
                 total = add(total, value if c == 1 else mul(value, number(c)))
@@ -234,7 +234,7 @@ class CounterIdioms:
             return None
         scale, x_key = x_counter[1] // z_counter[1], prefix + x
         version = version_name(x_key, *x_set)
-        return scale, (lambda: self.defs.get((x_set, x_key), version), -scale * z_counter[0], [x_key, version])
+        return scale, (lambda a: a.defs.get((x_set, x_key), version), -scale * z_counter[0], [x_key, version])
 
     def _scaled_lockstep(self, prefix: str, x: str, z: str, x_counter: tuple, reading: tuple) -> tuple | None:
         """`_lockstep` where x is set to ``s * z + b + C`` (``add x, (z << k), b``, ``2**k =
@@ -255,9 +255,9 @@ class CounterIdioms:
         b, _, added, b_site = found
         x_key = prefix + x
         if b is None:  # x = (z << k) + C
-            return scale, (lambda: None, added, [x_key])
+            return scale, (lambda a: None, added, [x_key])
         b_key = prefix + b  # x's setting is followed, so b's version where it is read is known
-        return scale, (lambda: self.uses.get((b_site, b_key), b_key), added, [x_key, b_key])
+        return scale, (lambda a: a.uses.get((b_site, b_key), b_key), added, [x_key, b_key])
 
     def _lockstep_with_partner(self, prefix: str, x: str, z: str, terms: dict, coefficient: int,
                                reading: tuple) -> tuple:
@@ -296,7 +296,7 @@ class CounterIdioms:
                 continue
             x_key = prefix + x
             version = version_name(x_key, *x_set)
-            return (scale, (lambda: self.defs.get((x_set, x_key), version), added, [x_key, version, prefix + t])), t
+            return (scale, (lambda a: a.defs.get((x_set, x_key), version), added, [x_key, version, prefix + t])), t
         return None, None
 
     def _advance_of(self, prefix: str, z: str, x_counter: tuple, reading: tuple) -> tuple | None:
@@ -432,10 +432,10 @@ class CounterIdioms:
         terms = [(prefix + name, coefficient) for name, coefficient in found.terms.items()]
         constant = number(found.constant)
 
-        def summed(at):
+        def summed(a, at):
             total = constant
             for key, coefficient in terms:
-                value = self.lookup(at, key)
+                value = a.lookup(at, key)
                 if not value:
                     return [()]  # not evaluated yet
                 total = add(total, value if coefficient == 1 else mul(value, number(coefficient)))
@@ -450,10 +450,10 @@ class CounterIdioms:
         if found.kind == "division":
             top = found.scale * (found.modulus - 1)
             if not found.signed:
-                return lambda at: [number(0, top, found.scale)]
+                return lambda a, at: [number(0, top, found.scale)]
 
-            def truncated(at):  # the remainder has the sign of x (or of the counter x scales)
-                x = self.lookup(at, x_key)
+            def truncated(a, at):  # the remainder has the sign of x (or of the counter x scales)
+                x = a.lookup(at, x_key)
                 if not x:
                     return [()]  # not evaluated yet
                 low = 0 if all(atom.form == NUM and 0 <= atom.lo and atom.hi < 1 << 31 for atom in x) else -top
@@ -461,9 +461,9 @@ class CounterIdioms:
 
             return truncated
 
-        def aligned(at):
-            bias = self.evaluate(block, found.bias, at) if found.bias is not None else number(0)
-            x = self.lookup(at, x_key)
+        def aligned(a, at):
+            bias = a.evaluate(block, found.bias, at) if found.bias is not None else number(0)
+            x = a.lookup(at, x_key)
             if not bias or not x:
                 return [()]  # not evaluated yet
             if len(bias) != 1 or bias[0].form != 0 or bias[0].hi >= INF or bias[0].lo <= -INF:
@@ -540,12 +540,12 @@ class CounterIdioms:
             return None
         bound, y, x = quotient[1][1].value, prefix + y, prefix + x
 
-        def compute(at):
-            divisor, dividend = self.lookup(at, y), self.lookup(at, x)  # y >= 1, x >= 0: r in [0, y - 1]
+        def compute(a, at):
+            divisor, dividend = a.lookup(at, y), a.lookup(at, x)  # y >= 1, x >= 0: r in [0, y - 1]
             if divisor and dividend and all(atom.form == 0 and atom.lo >= 1 for atom in divisor) \
                     and all(atom.form == 0 and atom.lo >= 0 for atom in dividend):
                 return [number(0, bound)]
-            return otherwise(at)
+            return otherwise(a, at)
 
         return compute
 
@@ -591,7 +591,7 @@ class CounterIdioms:
         if found is None:
             return None
         value, sources = found
-        return (lambda at: [shl(value(at)[0], number(count))]), sources
+        return (lambda a, at: [shl(value(a, at)[0], number(count))]), sources
 
     def narrowed_remainder(self, block: int, position: int, operands, modifiers: list):
         """``cvt`` of such a remainder to fewer bits, or from a narrower type (nvcc's
@@ -606,7 +606,7 @@ class CounterIdioms:
         if found is None:
             return None
         value, sources = found
-        return (lambda at: [extend(value(at)[0])]), sources
+        return (lambda a, at: [extend(value(a, at)[0])]), sources
 
     def shifted_field(self, block: int, position: int, operands, modifiers: list, otherwise):
         """``and d, r, M`` with `M` one run of ones, bits ``[p, p + n)``, of ``r = x >> k``
@@ -637,13 +637,13 @@ class CounterIdioms:
         length, width = ones.bit_length(), type_width(modifiers)
         if low + count < 0 or low + length > width:
             return None
-        evaluate, sources = self.evaluate, [self.prefix(block) + source.name]
+        sources = [self.prefix(block) + source.name]
         if low == 0:
-            return (lambda at: [field(evaluate(block, source, at), count, length, width)]), sources
+            return (lambda a, at: [field(a.evaluate(block, source, at), count, length, width)]), sources
 
-        def moved_up(at):
-            bits = field(evaluate(block, source, at), low + count, length, width)
-            return otherwise(at) if any(atom.is_address for atom in bits) else [shl(bits, number(low))]
+        def moved_up(a, at):
+            bits = field(a.evaluate(block, source, at), low + count, length, width)
+            return otherwise(a, at) if any(atom.is_address for atom in bits) else [shl(bits, number(low))]
 
         return moved_up, sources
 
@@ -680,13 +680,13 @@ class CounterIdioms:
         cannot be 0; else what `otherwise` computes."""
         prefix, width, modulus = self.prefix(block), type_width(modifiers), found.modulus
 
-        def compute(at):
-            rest, x = self.lookup(at, prefix + found.remainder), self.lookup(at, prefix + found.x)
+        def compute(a, at):
+            rest, x = a.lookup(at, prefix + found.remainder), a.lookup(at, prefix + found.x)
             if not rest or not x:
                 return [()]  # not evaluated yet
             if len(rest) == 1 and rest[0].form == NUM and 1 <= rest[0].lo and rest[0].hi < modulus:
                 return [rounded_up_to(x, modulus, width)]
-            return otherwise(at)
+            return otherwise(a, at)
 
         return compute
 
@@ -721,13 +721,13 @@ class CounterIdioms:
             return None
         q_key, width = prefix + q, type_width(modifiers)
 
-        def compute(at):
-            rest, x = self.lookup(at, remainder), self.lookup(at, q_key)
+        def compute(a, at):
+            rest, x = a.lookup(at, remainder), a.lookup(at, q_key)
             if not rest or not x:
                 return [()]  # not evaluated yet
             if len(rest) == 1 and rest[0].form == NUM and 1 <= rest[0].lo and rest[0].hi < modulus:
                 return [rounded_up_to(x, modulus, width)]
-            return otherwise(at)
+            return otherwise(a, at)
 
         return compute, [remainder, q_key]
 
@@ -812,14 +812,14 @@ class CounterIdioms:
             return None
         width = type_width(modifiers)
 
-        def compute(at):
-            terms = [self.lookup(at, prefix + name) for _, name in found.others]
-            x = self.lookup(at, prefix + found.x)
+        def compute(a, at):
+            terms = [a.lookup(at, prefix + name) for _, name in found.others]
+            x = a.lookup(at, prefix + found.x)
             if not x or not all(terms):
                 return [()]  # not evaluated yet
             values = [constant(term) for term in terms]
             if None in values or found.constant + sum(c * v for (c, _), v in zip(found.others, values)) != found.modulus:
-                return otherwise(at)
+                return otherwise(a, at)
             return [rounded_up_to(x, found.modulus, width)]
 
         return compute, [prefix + found.x] + [prefix + name for _, name in found.others]
@@ -885,9 +885,9 @@ class CounterIdioms:
         unsigned, view = parts[2][0] in "ub", compared_as(parts[2])
         sides = ((arms[1].value, not predicate.negated), (arms[2].value, predicate.negated))
 
-        def compute(at):
-            x_value = self.lookup(at, prefix + x.name)
-            b_value = self.evaluate(block, bound, at)
+        def compute(a, at):
+            x_value = a.lookup(at, prefix + x.name)
+            b_value = a.evaluate(block, bound, at)
             if not x_value or not b_value:
                 return [()]  # not evaluated yet
             out = ()
@@ -1000,9 +1000,9 @@ class CounterIdioms:
         key = prefix + x
         unsigned, view = kind[0] in "ub", compared_as(kind)
 
-        def compute(at):
+        def compute(a, at):
             out = ()
-            x_value = self.lookup(at, key)
+            x_value = a.lookup(at, key)
             if not x_value and any(side == "x" for side, _, _ in sides):
                 return [()]  # not evaluated yet
             x_value = view(x_value)

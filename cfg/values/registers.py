@@ -22,6 +22,14 @@ instruction writes and reads), `ptxkit.cfg.values.arithmetic` (what it computes)
 `ptxkit.cfg.values.conditions` (what branches say) and `ptxkit.cfg.values.counters` (values that move
 together); this module slices, renames and solves.
 
+What the solver runs is made once per instruction, join and branch: an instruction's
+*rule* ``rule(analysis, at)``, a join's, and a branch condition's *narrowing*
+``narrow(analysis, value)``. Each is a function of what it was made from (the
+instruction's operands, the versions joined, the comparison) and is handed the analysis
+when it runs: none refers to the analysis, so nothing the analysis holds refers back to
+it, and it is freed by reference counting when its last user lets it go, with no help
+from the cyclic collector (docs/fence.md §3.2).
+
 >>> import ptxkit
 >>> from ptxkit.cfg.flow.graph import flow_graph
 >>> from ptxkit.cfg.values.values import show
@@ -114,7 +122,7 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
     """
     if not queries:
         return RegisterAnswers({}, set(), lambda query, low, high, register="%tid.x": None)
-    analysis = _analysis(flow, max_cluster, aligned)
+    analysis = _Analysis(flow, max_cluster, aligned)
     frames = stack_frames(flow)
     if frames is None or not analysis.reads_stack(queries, frames):
         values, dead = analysis.solve(queries)
@@ -153,38 +161,6 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
         return RegisterAnswers(values, dead, following.by_thread)
     following.restore(answer[1])  # its `by_thread` asks that round's values
     return answer[0]
-
-
-def release_register_analyses(flow) -> None:
-    """Let the register analyses of `flow` go: drop what refers back to each of them (its
-    rules and narrowings are closures over it), so that they are freed as soon as the
-    last reference to them goes, not at the cyclic collector's next full collection. The
-    fence pass calls it when its plan is made (`ptxkit.cfg.fence.fence.fence_module`); a batch
-    of files, or Triton compiling kernel after kernel, would otherwise keep them all
-    (`ptxkit._gc.paused_gc` moves what the pass builds to the oldest generation). Nothing
-    may ask them anything after it (their `by_thread` included).
-
-    >>> from ptxkit.cfg.flow.graph import flow_graph
-    >>> import ptxkit
-    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
-    ...     ".reg .b32 %r<2>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tret;\\n}\\n")
-    >>> flow = flow_graph(m.function("k"))
-    >>> _ = analyse_registers(flow, {"r": (0, 1, flow.blocks[0].instructions[0].operands[0])})
-    >>> len(flow.derived[_ANALYSES])
-    1
-    >>> release_register_analyses(flow); _ANALYSES in flow.derived
-    False
-    """
-    for analysis in getattr(flow, "derived", {}).pop(_ANALYSES, ()):
-        analysis.release()
-
-
-def _analysis(flow, max_cluster: int, aligned: dict | None) -> "_Analysis":
-    """A new register analysis of `flow`, kept in its `derived` cache for
-    `release_register_analyses`."""
-    analysis = _Analysis(flow, max_cluster, aligned)
-    derived(flow, _ANALYSES, list).append(analysis)
-    return analysis
 
 
 # -- the analysis ----------------------------------------------------------------------------
@@ -230,10 +206,6 @@ class _Analysis(BranchConditions, CounterIdioms):
                     if follower.context is context.parent and (block.index, successor) in flow.kinds \
                             and flow.kinds[(block.index, successor)] == "return":
                         self.returning[successor] = context
-
-    def release(self) -> None:
-        """Drop the rules and narrowings: closures over this analysis (`release_register_analyses`)."""
-        self.rules = self._rules = self._memo = self.narrowing = self.edge_narrowing = None
 
     def start_afresh(self) -> None:
         """Widen from here on as a new analysis would: only to the constants compared by
@@ -423,7 +395,7 @@ class _Analysis(BranchConditions, CounterIdioms):
             item = work.pop()
             queued.discard(item)
             self.dirty = []
-            work_items[item](item)
+            work_items[item](self, item)
             for changed in self.dirty:
                 for reader in readers.get(changed, ()):
                     if reader not in queued:
@@ -467,7 +439,7 @@ class _Analysis(BranchConditions, CounterIdioms):
                 self.dirty = []
                 for site in sites:
                     if site not in done:
-                        self.rules[site][0](site)
+                        self.rules[site][0](self, site)
                 done.update(sites)
             block, _, operand = self.queries[name]
             return self.evaluate(block, operand, ("query", name, block))
@@ -621,15 +593,15 @@ class _Analysis(BranchConditions, CounterIdioms):
         with)."""
         join_block = int(version.rsplit("@join", 1)[1])
 
-        def join_inputs(item):
+        def join_inputs(a, item):
             value = ()
             for predecessor, source in inputs:
-                incoming = self._narrowed(predecessor, source, self.values.get(source, ()))
-                for compared, narrow in self.edge_narrowing.get((predecessor, join_block), ()):
-                    if incoming and compared in (source, self._copied_from(source)):
-                        incoming = narrow(incoming)
+                incoming = a._narrowed(predecessor, source, a.values.get(source, ()))
+                for compared, narrow in a.edge_narrowing.get((predecessor, join_block), ()):
+                    if incoming and compared in (source, a._copied_from(source)):
+                        incoming = narrow(a, incoming)
                 value = join(value, incoming)
-            self.assign(item, version, value, True, versioned=True)
+            a.assign(item, version, value, True, versioned=True)
         return join_inputs
 
     def _copied_from(self, version: str) -> str | None:
@@ -661,7 +633,7 @@ class _Analysis(BranchConditions, CounterIdioms):
         for narrow in self._narrowed_at(block).get(version, ()):
             if not value:
                 break
-            value = narrow(value)
+            value = narrow(self, value)
         return value
 
     def assign(self, at, key: str, value: tuple, strong: bool, versioned: bool = False) -> None:
@@ -802,14 +774,14 @@ class _Analysis(BranchConditions, CounterIdioms):
             offset, width = stack.exact[(block, position)]
             key = cell_key(word)
             if (offset, width) == (0, word[2]):
-                def spill(at, key=key, value=operands[1]):
-                    self.assign(at, key, truncate(self.evaluate(block, value, at), 8 * width), True)
+                def spill(a, at, key=key, value=operands[1]):
+                    a.assign(at, key, truncate(a.evaluate(block, value, at), 8 * width), True)
                 return spill, sources
 
-            def set_part(at, key=key, value=operands[1]):  # the other bytes of the word stay
-                kept = self.lookup(at, key) if self.uses.get((at, key), key) not in (key, key + "@entry") else TOP
-                part = truncate(self.evaluate(block, value, at), 8 * width)
-                self.assign(at, key, bit_insert(part, kept, 8 * offset, 8 * width, 8 * word[2]), True)
+            def set_part(a, at, key=key, value=operands[1]):  # the other bytes of the word stay
+                kept = a.lookup(at, key) if a.uses.get((at, key), key) not in (key, key + "@entry") else TOP
+                part = truncate(a.evaluate(block, value, at), 8 * width)
+                a.assign(at, key, bit_insert(part, kept, 8 * offset, 8 * width, 8 * word[2]), True)
             return set_part, sources + [key]
         if stack is not None and (block, position) in stack.loads:  # a load of one
             word, offset, width = stack.loads[(block, position)]
@@ -817,19 +789,19 @@ class _Analysis(BranchConditions, CounterIdioms):
             target = prefix + operand_targets(operands[0], plain)[0]
             known = self._read_part(block, position) is not None
 
-            def reload(at):
-                value = self.lookup(at, key)
+            def reload(a, at):
+                value = a.lookup(at, key)
                 if (offset, width) != (0, word[2]):
                     value = bits_of(value, 8 * offset, 8 * width) if value else value
-                self.assign(at, target, truncate(value, 8 * width) if known else TOP, guard is None)
+                a.assign(at, target, truncate(value, 8 * width) if known else TOP, guard is None)
             return reload, [key]
         if base == "st":  # st.param: a call argument or a return value
             keys = self._param_store_keys(block, instruction)
             values = operands[1].elements if operands[1].kind == "vector" else (operands[1],)
 
-            def store(at, keys=keys, values=values):
+            def store(a, at, keys=keys, values=values):
                 for key, value in zip(keys, values):
-                    self.assign(at, key, self.evaluate(block, value, at), True)
+                    a.assign(at, key, a.evaluate(block, value, at), True)
 
             return store, sources
         targets = [prefix + name for name in operand_targets(operands[0], plain)]
@@ -893,16 +865,16 @@ class _Analysis(BranchConditions, CounterIdioms):
         if base in RECOMPUTED and len(targets) == 1 and guard is None:
             twin = self._twin(block, position)
             if twin is not None:  # the same value computed before: what narrows that one narrows this
-                compute = (lambda at, own=compute, twin=twin: [meet(own(at)[0], self.lookup(at, twin))])
+                compute = (lambda a, at, own=compute, twin=twin: [meet(own(a, at)[0], a.lookup(at, twin))])
                 sources.append(twin)
         if base == "ld" and is_param(modifiers):
             sources = [k for k in self._param_load_keys(block, operands, opcode) if k is not None]
         strong = guard is None
 
-        def apply(at, targets=targets, compute=compute, strong=strong):
-            values = compute(at)
+        def apply(a, at, targets=targets, compute=compute, strong=strong):
+            values = compute(a, at)
             for target, value in zip(targets, values):
-                self.assign(at, target, value, strong)
+                a.assign(at, target, value, strong)
 
         return apply, sources
 
@@ -931,15 +903,13 @@ class _Analysis(BranchConditions, CounterIdioms):
             compute = _saturating(compute, *bounds)
         if found is None:
             return compute
-        return _folded(found, args, compute, read, lambda operand, at: self.evaluate(block, operand, at),
-                       signed_result)
+        return _folded(found, block, args, compute, read, signed_result)
 
     def _abstract_computation(self, block: int, opcode: str, base: str, modifiers: list, operands, targets: list,
                               read: list | None):
         """`computation` on abstract values alone; the operand values that `values` reads
         go to ``read[0]`` when `read` is given."""
         count = len(targets)
-        evaluate = self.evaluate
         args = operands[1:]
 
         width = type_width(modifiers)
@@ -954,14 +924,14 @@ class _Analysis(BranchConditions, CounterIdioms):
             if base == "shr" and len(args) == 2:  # a shift amount is a .u32
                 views[1] = _reading(32, False)
 
-            def values(at):  # these read their operands' bits as numbers of the type's width and sign
-                found = [view(evaluate(block, a, at)) for view, a in zip(views, args)]
+            def values(a, at):  # these read their operands' bits as numbers of the type's width and sign
+                found = [view(a.evaluate(block, arg, at)) for view, arg in zip(views, args)]
                 if read is not None:
                     read[0] = found
                 return found
         else:
-            def values(at):
-                found = [evaluate(block, a, at) for a in args]
+            def values(a, at):
+                found = [a.evaluate(block, arg, at) for arg in args]
                 if read is not None:
                     read[0] = found
                 return found
@@ -970,96 +940,93 @@ class _Analysis(BranchConditions, CounterIdioms):
             source = args[0]
             if base == "mov" and source.kind == "vector" and count == 1:
                 parts = source.elements
-                return lambda at: [pack([evaluate(block, p, at) for p in parts], width // len(parts))]
+                return lambda a, at: [pack([a.evaluate(block, p, at) for p in parts], width // len(parts))]
             if count > 1 and base == "mov":  # mov.b64 {lo, hi}, %rd
-                return lambda at: unpack(evaluate(block, source, at), count, width // count)
-            return lambda at: [evaluate(block, source, at)] + [TOP] * (count - 1)
+                return lambda a, at: unpack(a.evaluate(block, source, at), count, width // count)
+            return lambda a, at: [a.evaluate(block, source, at)] + [TOP] * (count - 1)
         if base == "cvt":
             reading = cvt_reading(modifiers)
             if reading is None:
-                return lambda at: [TOP] * count
+                return lambda a, at: [TOP] * count
             if "sat" in modifiers:  # the source as its type reads it (then clamped: `_saturation`)
                 source = [m for m in modifiers if m in INTEGER_TYPES][1]
                 view = _reading(INTEGER_TYPES[source], source[0] == "s")
-                return lambda at: [view(values(at)[0])]
-            return lambda at: [reading[1](values(at)[0])]
+                return lambda a, at: [view(values(a, at)[0])]
+            return lambda a, at: [reading[1](values(a, at)[0])]
         if base == "cvta":
-            return lambda at: [cvta(evaluate(block, args[0], at), modifiers)]
+            return lambda a, at: [cvta(a.evaluate(block, args[0], at), modifiers)]
         if base == "mapa":
-            return lambda at: [mapa(evaluate(block, args[0], at), modifiers)]
+            return lambda a, at: [mapa(a.evaluate(block, args[0], at), modifiers)]
         if base == "ld":
             if is_param(modifiers):
                 return self._param_load(block, opcode, operands, modifiers, count)
             zero_filled = templates(self.flow.function.module)
             if count == 1 and args and args[0].kind == "memory" and zero_filled:
-                return lambda at: [template_load(evaluate(block, args[0], at), width // 8, zero_filled)]
-            return lambda at: [TOP] * count
+                return lambda a, at: [template_load(a.evaluate(block, args[0], at), width // 8, zero_filled)]
+            return lambda a, at: [TOP] * count
         binary = BINARY.get(base)
         if base == "shr" and len(args) == 2 and args[1].kind == "immediate" and isinstance(args[1].value, int) \
                 and 0 < args[1].value < width and any(m[:1] in "bu" and m[1:] in TYPE_BITS for m in modifiers):
             most = (1 << (width - args[1].value)) - 1  # what a logical shift leaves of `width` bits
 
-            def logical(at):
-                return [at_most(binary(*values(at), width), most)]
+            def logical(a, at):
+                return [at_most(binary(*values(a, at), width), most)]
 
             return logical
         if base == "shr" and len(args) == 2 and signed_type:
-            return lambda at: [shr(*values(at), arithmetic=True)]
+            return lambda a, at: [shr(*values(a, at), arithmetic=True)]
         if base == "rem" and len(args) == 2 and signed_type:
-            return lambda at: [remainder_of(*values(at), width, signed=True)]
+            return lambda a, at: [remainder_of(*values(a, at), width, signed=True)]
         high = "hi" in modifiers and base in ("mul", "mad")
         if binary is not None and len(args) == 2 and not high:
-            return lambda at: [binary(*values(at), width)]
+            return lambda a, at: [binary(*values(a, at), width)]
         if high and len(args) == 2:  # the high half of the product: floor(a * b / 2**width)
-            return lambda at: [shr(mul(*values(at)), number(width), arithmetic=True)]
+            return lambda a, at: [shr(mul(*values(a, at)), number(width), arithmetic=True)]
         if base == "mad" and len(args) == 3:
-            def mad(at):
-                a, b, c = values(at)
-                product = mul(a, b)
-                return [add(shr(product, number(width), arithmetic=True) if high else product, c)]
+            def mad(a, at):
+                left, right, addend = values(a, at)
+                product = mul(left, right)
+                return [add(shr(product, number(width), arithmetic=True) if high else product, addend)]
             return mad
         if base == "selp" and len(args) == 3:
-            def select(at):
-                chosen = None if args[2].negated else constant(evaluate(block, args[2], at))
+            def select(a, at):
+                chosen = None if args[2].negated else constant(a.evaluate(block, args[2], at))
                 if chosen is None:
-                    return [join(evaluate(block, args[0], at), evaluate(block, args[1], at))]
-                return [evaluate(block, args[0] if chosen else args[1], at)]
+                    return [join(a.evaluate(block, args[0], at), a.evaluate(block, args[1], at))]
+                return [a.evaluate(block, args[0] if chosen else args[1], at)]
             return select
         if base == "slct" and len(args) >= 2:
-            return lambda at: [join(evaluate(block, args[0], at), evaluate(block, args[1], at))]
+            return lambda a, at: [join(a.evaluate(block, args[0], at), a.evaluate(block, args[1], at))]
         if base == "setp" and count == 1 and len(args) == 2:
-            return self._comparison(block, modifiers, args, evaluate)
+            return self._comparison(block, modifiers, args)
         if base == "neg" and args:
-            return lambda at: [neg(evaluate(block, args[0], at))]
+            return lambda a, at: [neg(a.evaluate(block, args[0], at))]
         if base in RESULT_RANGES:
             low, top = RESULT_RANGES[base]
-            return lambda at: [number(low, top)] + [TOP] * (count - 1)
+            return lambda a, at: [number(low, top)] + [TOP] * (count - 1)
         if base == "bfe" and len(args) == 3:
             position, length = (a.value if a.kind == "immediate" and isinstance(a.value, int) else None
                                 for a in args[1:])
             if not signed_type and position is not None and length and position + length <= width:
                 mask = (1 << length) - 1  # unsigned: (a >> position) & mask, as a descriptor's start field
 
-                return lambda at: [at_most(field(evaluate(block, args[0], at), position, length, width), mask)]
-            return lambda at: [bit_field(evaluate(block, args[2], at), signed_type)]
+                return lambda a, at: [at_most(field(a.evaluate(block, args[0], at), position, length, width), mask)]
+            return lambda a, at: [bit_field(a.evaluate(block, args[2], at), signed_type)]
         if base == "bfi" and len(args) == 4 and args[2].kind == args[3].kind == "immediate":
-            return lambda at: [bit_insert(evaluate(block, args[0], at), evaluate(block, args[1], at),
+            return lambda a, at: [bit_insert(a.evaluate(block, args[0], at), a.evaluate(block, args[1], at),
                                            args[2].value, args[3].value, width)]
-        return lambda at: [TOP] * count
+        return lambda a, at: [TOP] * count
 
-    def _comparison(self, block: int, modifiers: list, args, read):
+    def _comparison(self, block: int, modifiers: list, args):
         """``setp`` of an integer register and a constant: the predicate as 0, 1 or
         ``[0, 1]`` (what `selp` then picks)."""
         comparison, kind = (modifiers[0], modifiers[-1]) if len(modifiers) >= 2 else ("", "")
         if kind[:1] not in "sub" or kind[1:] not in TYPE_BITS or comparison not in SWAPPED_COMPARISONS:
-            return lambda at: [number(0, 1)]
+            return lambda a, at: [number(0, 1)]
         unsigned, view = kind[0] != "s", compared_as(kind)
 
-        def evaluate(block, operand, at):
-            return view(read(block, operand, at))
-
-        def predicate(at):
-            left, right = evaluate(block, args[0], at), evaluate(block, args[1], at)
+        def predicate(a, at):
+            left, right = view(a.evaluate(block, args[0], at)), view(a.evaluate(block, args[1], at))
             if not left or not right:
                 return [()]
             bound = constant(right)
@@ -1077,13 +1044,13 @@ class _Analysis(BranchConditions, CounterIdioms):
         context = self.flow.blocks[block].context
         memory = operands[1]
         if keys[0] is not None and context is not None and (context.parent is not None or self.returning.get(block)):
-            return lambda at: [self.lookup(at, key) if key is not None else TOP for key in keys]
+            return lambda a, at: [a.lookup(at, key) if key is not None else TOP for key in keys]
         if context is None or context.parent is None:
             signature = self.flow.function.signature if context is None else context.function.signature
             if signature.kind == "entry":
                 value = self._kernel_parameter(signature, memory, modifiers)
-                return lambda at: [value] + [TOP] * (count - 1)
-        return lambda at: [TOP] * count
+                return lambda a, at: [value] + [TOP] * (count - 1)
+        return lambda a, at: [TOP] * count
 
     @staticmethod
     def _kernel_parameter(signature, memory, modifiers) -> tuple:
@@ -1146,23 +1113,24 @@ def _saturation(base: str, modifiers: list) -> tuple[int, int] | None:
 
 def _saturating(compute, low: int, high: int):
     """`compute` with its values clamped to ``[low, high]``."""
-    return lambda at: [clamped(value, low, high) for value in compute(at)]
+    return lambda a, at: [clamped(value, low, high) for value in compute(a, at)]
 
 
-def _folded(found, args, compute, read: list, evaluate, signed_result: bool):
+def _folded(found, block: int, args, compute, read: list, signed_result: bool):
     """`compute`, but where every operand is one number (the values `compute` read, kept
-    in ``read[0]``, or else `evaluate(operand, at)`), the instruction's result from the
+    in ``read[0]``, or else each operand of `block`'s instruction as the analysis
+    evaluates it), the instruction's result from the
     evaluator (`ptxkit.isa_eval`). A number stands for the register bits it is congruent
     to (`ptxkit.cfg.values.values.signed`): the abstract operation's own number is kept when it is
     congruent to the result, else the result is read as the destination type reads it."""
     modulus = 1 << found.bits
 
-    def fold(at):
+    def fold(a, at):
         read[0] = None
-        abstract = compute(at)
+        abstract = compute(a, at)
         values = read[0]
         if values is None:  # an operation that reads its operands otherwise (bfe, not, popc)
-            values = [evaluate(operand, at) for operand in args]
+            values = [a.evaluate(block, operand, at) for operand in args]
         constants = []
         for value in values:
             if len(value) != 1:
@@ -1210,7 +1178,5 @@ _PATIENCE, _SAFETY_NET = 12, 256
 _STACK_ROUNDS = 8
 #: The `derived` key of the last stack model a graph's analysis settled on.
 _SETTLED_MODEL = "settled stack model"
-#: The `derived` key of the register analyses made of a graph (`release_register_analyses`).
-_ANALYSES = "register analyses"
 
 

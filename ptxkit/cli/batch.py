@@ -224,10 +224,10 @@ COLLECT_AFTER = 32 << 20
 
 class _Garbage:
     """What the files a process checked left behind. A parsed module is full of reference
-    cycles (nodes and their parents), and the fence pass moves what it builds straight to
+    cycles (nodes and their parents), and the parser moves what it builds straight to
     the collector's oldest generation (`ptxkit._gc.paused_gc`), whose full collections a
-    batch of files alone would rarely trigger: 40 real kernels (61 MB) checked in one
-    process reached 1.4 GB. Once the files since the last collection add up to
+    batch of files alone may trigger too rarely: 40 real kernels (61 MB) checked in one
+    process reached 1.4 GB when the fence pass paused the collector too. Once the files since the last collection add up to
     `COLLECT_AFTER` bytes, their garbage is collected, so a batch's memory stays bounded
     (535 MB for those 40; 350 MB collecting after every file). Collecting costs about a
     fifth of the time the checks took (measured on those 40), so a batch smaller than
