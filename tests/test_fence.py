@@ -127,6 +127,8 @@ EXPECTED = {
     "h29a_cluster_mbarrier_init_unreleased": [(RELEASE_INITS, "barrier.cluster.arrive.relaxed")],
     "h29b_cluster_mbarrier_init_cta_fence_only": [(RELEASE_INITS, CTA)],
     "h29c_cluster_mbarrier_init_released_by_the_barrier": [],
+    "h30a_uniform_skip_then_epilogue_sync": [],
+    "h30b_thread_dependent_skip_then_epilogue_sync": [("@%p1 " + CTA, "@%p1 cp.async.bulk.tensor.1d.global")],
     "h04b_cp_async_writer_side_option": [(CTA, "wgmma.mma_async")],
     "h10a_war_ld_shared_then_tma_load": [(CTA, "cp.async.bulk.tensor")],
     "h11a_mbarrier_init_then_tma": [(CTA, "bar.sync")],

@@ -287,18 +287,18 @@ _BODY = st.lists(st.one_of(st.just(("op",)), _LOOP, st.tuples(st.just("skip"), s
 _SYNC = "\tbar.sync 2, 128;\n"
 
 
-def _partition(body: list) -> str:
-    """The dispatch loop of `DISPATCH` with `body` as partition 0's code."""
+def _body_lines(body: list, sync: str = _SYNC) -> str:
+    """The code of `body` (the items of `_BODY`), each operation `sync`."""
     lines, label = [], iter(range(100))
 
     def loop(ops: int, source: str) -> None:
         name = f"L{next(label)}"
-        lines.append(f"\tmov.u32 %r9, 0;\n{name}:\n" + _SYNC * ops +
+        lines.append(f"\tmov.u32 %r9, 0;\n{name}:\n" + sync * ops +
                      f"\tadd.s32 %r9, %r9, 1;\n\tsetp.lt.u32 %p2, %r9, {_REGISTER[source]};\n\t@%p2 bra {name};\n")
 
     for item in body:
         if item[0] == "op":
-            lines.append(_SYNC)
+            lines.append(sync)
         elif item[0] == "loop":
             loop(item[1], item[2])
         elif item[0] == "skip":
@@ -308,14 +308,22 @@ def _partition(body: list) -> str:
             lines.append(f"{name}:\n")
         else:
             zero, join = f"Z{next(label)}", f"J{next(label)}"
-            lines.append(f"\tsetp.eq.u32 %p3, %r0, 0;\n\t@%p3 bra {zero};\n" + _SYNC * item[2] +
-                         f"\tbra.uni {join};\n{zero}:\n" + _SYNC * item[1] + f"{join}:\n")
-    return (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u32 p0, .param .u32 p1)\n{\n"
-            ".reg .b32 %r<16>;\n.reg .pred %p<4>;\n\tld.param.u32 %r10, [p0];\n\tld.param.u32 %r11, [p1];\n"
-            "\tmov.u32 %r0, %tid.x;\n\tmov.u32 %r8, 0;\nROUND:\n\tbar.sync 1;\n\tadd.s32 %r8, %r8, 1;\n"
+            lines.append(f"\tsetp.eq.u32 %p3, %r0, 0;\n\t@%p3 bra {zero};\n" + sync * item[2] +
+                         f"\tbra.uni {join};\n{zero}:\n" + sync * item[1] + f"{join}:\n")
+    return "".join(lines)
+
+
+_KERNEL = (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u32 p0, .param .u32 p1)\n{\n"
+           ".reg .b32 %r<16>;\n.reg .pred %p<4>;\n\tld.param.u32 %r10, [p0];\n\tld.param.u32 %r11, [p1];\n"
+           "\tmov.u32 %r0, %tid.x;\n")
+
+
+def _partition(body: list) -> str:
+    """The dispatch loop of `DISPATCH` with `body` as partition 0's code."""
+    return (_KERNEL + "\tmov.u32 %r8, 0;\nROUND:\n\tbar.sync 1;\n\tadd.s32 %r8, %r8, 1;\n"
             "\tld.shared.u32 %r3, [%r0];\n\tsetp.eq.u32 %p1, %r3, 0;\n\t@%p1 bra PART;\n"
             "\tsetp.eq.u32 %p1, %r3, 2;\n\t@%p1 bra DONE;\n\tbra.uni ROUND;\nPART:\n"
-            + "".join(lines) + "\tbra.uni ROUND;\nDONE:\n\tret;\n}\n")
+            + _body_lines(body) + "\tbra.uni ROUND;\nDONE:\n\tret;\n}\n")
 
 
 def _run(body: list, values: dict) -> list[int]:
@@ -361,6 +369,50 @@ def test_syncs_kept_apart_in_a_partition_never_meet(body, params, rounds_0, roun
     for thread, rounds in ((0, rounds_0), (1, rounds_1)):
         runs.append([op for round_ in sorted(rounds) for op in _run(body, {
             "p0": params[0], "p1": params[1], "round": round_, "tid": thread})])
+    if len(runs[0]) != len(runs[1]):
+        return  # a phase one thread never arrives at: a kernel that hangs on its own barrier
+    for mine, theirs in zip(*runs):
+        assert mine == theirs or (ids[mine], ids[theirs]) not in pairs, (body, mine, theirs)
+
+
+SKIPPED = "\tbar.sync 0;\n\tld.param.u32 %r1, [n];\n\tsetp.eq.u32 %p1, {}, 0;\n\t@%p1 bra SKIP;\n" \
+    "\tbar.sync 0;\nSKIP:\n\tbar.sync 0;\n"
+
+
+def test_a_region_the_whole_cta_skips_keeps_its_barrier_apart_from_the_code_after_it():
+    """Every thread of a CTA runs the same ``bar.sync 0`` in the same order: the region's
+    is the second of each thread that runs it, the last one the second or the third."""
+    pairs, (first, region, last) = syncs(SKIPPED.format("%r1"))
+    assert pairs == {(id(a), id(b)) for a in (first, region, last) for b in (first, region, last) if a is not b}
+
+
+def test_a_region_some_threads_skip_or_a_thread_count_keeps_the_pair():
+    """Skipped by some threads, the region's ``bar.sync`` is one thread's second and the
+    last one another's; a thread count lets a phase complete with some threads only."""
+    by_thread = SKIPPED.format("%r2").replace("\tld.param.u32 %r1, [n];\n", "\tmov.u32 %r2, %tid.x;\n")
+    pairs, (first, region, last) = syncs(by_thread)
+    assert (id(region), id(last)) not in pairs and (id(last), id(region)) not in pairs
+    counted = SKIPPED.format("%r1").replace("SKIP:\n\tbar.sync 0;\n", "SKIP:\n\tbar.sync 0, 128;\n")
+    pairs, (first, region, last) = syncs(counted)
+    assert (id(region), id(last)) not in pairs and (id(last), id(region)) not in pairs
+
+
+@settings(max_examples=200, deadline=None)
+@given(_BODY, st.lists(st.integers(0, 2), min_size=2, max_size=2))
+def test_syncs_kept_apart_in_straight_code_never_meet(body, params):
+    """The same bodies as the dispatch loop's partitions, as a whole kernel whose
+    ``bar.sync 2`` has no thread count: two threads (thread index 0 and 1) run it, and
+    the k-th sync of one meets the k-th of the other. No pair that `separate_phases`
+    keeps apart may meet."""
+    text = _KERNEL + "\tmov.u32 %r8, 2;\n" + _body_lines(body, "\tbar.sync 2;\n") + "\tret;\n}\n"
+    flow = inlined_graph(ptxkit.parse(text, "k.ptx").function("k"))
+    events = classify(flow, EventOptions(SHARED)).by_block
+    pairs = separate_phases(flow, events, lambda a, b: a[1] is None or b[1] is None or bool(a[1] & b[1]))
+    lines = [number for number, line in enumerate(text.splitlines(), 1) if "bar.sync 2;" in line]
+    syncs = {flow.blocks[block].instructions[e.position].line: id(e)
+             for block, found in enumerate(events) for e in found if e.sync is not None and e.sync[1] == {2}}
+    ids = [syncs[line] for line in lines]
+    runs = [_run(body, {"p0": params[0], "p1": params[1], "round": 2, "tid": thread}) for thread in (0, 1)]
     if len(runs[0]) != len(runs[1]):
         return  # a phase one thread never arrives at: a kernel that hangs on its own barrier
     for mine, theirs in zip(*runs):

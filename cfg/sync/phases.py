@@ -25,6 +25,12 @@ visit of the region runs the same sequence of them (`_visited_regions`), the ope
 are counted from the region's entry instead: visit after visit, every thread runs that
 sequence, so an operation that comes before another in it never shares its phase.
 
+A barrier whose operations every thread of the CTA runs in the same sequence (each an
+unguarded ``bar.sync`` of that id alone with no thread count, in code that only
+CTA-uniform branches and loops decide) needs no count: the k-th phase is the k-th
+operation of every thread, so two different operations never share one
+(`_apart_in_step`: an epilogue after a region that some CTAs skip).
+
 The cluster barrier is counted apart (`_apart_on_the_cluster_barrier`): every thread
 of the cluster arrives once per phase and waits after its arrive, so where every path
 reaches an operation after the same numbers of arrives and waits, an arrive and a wait
@@ -97,6 +103,7 @@ def separate_phases(flow: FlowGraph, events: list[list[Event]], matches: Matches
     threads = _Threads(flow, dominators, forest.innermost())
     pairs |= _around_uniform_loops(flow, named, matches, forest, threads)
     pairs |= _apart_across_arms(flow, named, dominators, threads)
+    pairs |= _apart_in_step(flow, named, threads)
     counted = _counted_phases(flow, named, forest, dominators, threads)
     for visited in _visited_regions(flow, named, forest, dominators, threads):
         for one, place in visited.items():
@@ -252,6 +259,43 @@ def _around_uniform_loops(flow: FlowGraph, named: Named, matches: Matches, fores
                 pairs.add((id(inner), id(event)))
                 pairs.add((id(event), id(inner)))
     return pairs
+
+
+def _apart_in_step(flow: FlowGraph, named: Named, threads: _Threads) -> set[tuple[int, int]]:
+    """Pairs of two different operations on a barrier that every thread of the CTA
+    runs in the same sequence: each operation on it a ``bar.sync``/``barrier.sync`` of
+    that one id with no thread count, unguarded, in a block that every thread runs or
+    none does (`_Threads.same` as the entry: only CTA-uniform branches decide it), and
+    every loop around it left by one CTA-uniform exit that the threads entering it
+    take. The i-th operation of every thread is then the same instruction, so the i-th
+    phase is made of that instruction alone and two different ones never share a phase:
+    an epilogue's ``bar.sync`` does not meet one in code that a CTA-uniform branch
+    skips before it (Triton's attention with its causal band, docs/fence.md §4.2)."""
+    pairs: set[tuple[int, int]] = set()
+    for barrier, on in _by_barrier(named).items():
+        ops = [event for block, events in on.items() for event in events]
+        if len(ops) > 1 and all(_in_step(flow, block, event, barrier, threads)
+                                for block, events in on.items() for event in events):
+            pairs.update((id(one), id(other)) for one in ops for other in ops if other is not one)
+    return pairs
+
+
+def _in_step(flow: FlowGraph, block: int, event: NamedBarrierOp, barrier: int, threads: _Threads) -> bool:
+    """Whether every thread of the CTA runs `event` (an operation on `barrier`) alike:
+    a ``bar.sync``/``barrier.sync`` of `barrier` alone with no thread count, unguarded,
+    run by every thread or by none, in loops that CTA-uniform exits end (`_apart_in_step`)."""
+    instruction = flow.blocks[block].instructions[event.position]
+    base = flow.blocks[block].heads[event.position][2]
+    if event.kind is not Kind.ARRIVE_WAIT or event.guard is not None or event.sync[1] != frozenset({barrier}) \
+            or base not in ("bar", "barrier") or ".red" in instruction.opcode or len(instruction.operands) != 1 \
+            or not threads.same(block, flow.start):
+        return False
+    loop = threads.innermost.get(block)
+    for around in ([loop, *loop.enclosing()] if loop is not None else []):
+        exit_edge = _uniform_exit(flow, around, threads.defined)
+        if exit_edge is None or not threads.same(around.header, exit_edge[1]):
+            return False
+    return True
 
 
 def _apart_across_arms(flow: FlowGraph, named: Named, dominators: DominatorTree,
