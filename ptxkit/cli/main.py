@@ -144,13 +144,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console_main() -> None:
-    """The ``ptxkit`` console script and ``python -m ptxkit``: `main` on ``sys.argv``,
-    then the process ends without collecting what the command built
+    """The ``ptxkit`` console script and ``python -m ptxkit``: `main` on ``sys.argv``
+    under the command line's collector policy (`ptxkit._gc.collect_less_often`), then
+    the process ends without collecting what the command built
     (`ptxkit._gc.exit_keeping_objects`)."""
-    from ptxkit._gc import exit_keeping_objects
+    from ptxkit._gc import collect_less_often, exit_keeping_objects
 
     from .common import flush_at_exit
 
+    collect_less_often()
     exit_keeping_objects(flush_at_exit(main()))
 
 

@@ -795,10 +795,12 @@ def _status(returncode: int) -> int:
 
 
 def console_main() -> None:
-    """The ``ptxkit-ptxas`` console script: `main` as a program, then the process ends
+    """The ``ptxkit-ptxas`` console script: `main` as a program under the command
+    line's collector policy (`ptxkit._gc.collect_less_often`), then the process ends
     without collecting what the fence pass built (`ptxkit._gc.exit_keeping_objects`)."""
-    from ptxkit._gc import exit_keeping_objects
+    from ptxkit._gc import collect_less_often, exit_keeping_objects
 
+    collect_less_often()
     exit_keeping_objects(main())
 
 
