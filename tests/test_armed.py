@@ -74,3 +74,26 @@ def test_a_cp_async_write_fenced_without_its_wait_is_still_handed_over():
     text = program(before=cp_async)
     second = next(number for number, line in enumerate(text.splitlines(), 1) if "[%r1+4096], [%rd1, {%r2}]" in line)
     assert second in fences(text)
+
+
+#: After the second copy every thread passes ``bar.sync 0``, thread 0 initialises the
+#: second barrier again and fences, and every thread passes ``bar.sync 0`` once more.
+AGAIN = ("\tbar.sync 0;\n\t@%p2 mbarrier.init.shared.b64 [%r1+8200], 1;\n" + FENCE + "\tbar.sync 0;\n\tret;\n")
+
+
+def test_an_init_made_again_after_the_arrive_is_not_pending_there():
+    """The second init of the same barrier comes after the armed arrive on every path and
+    no hand-off leads back: only the first can be pending there, and it is fenced before
+    the ``bar.sync`` every copy comes after (docs/fence.md §4.6)."""
+    assert fences(program().replace("\tret;\n", AGAIN)) == []
+
+
+def test_an_init_that_comes_round_to_the_arrive_still_counts():
+    """In a loop, the init made again after the copies reaches the armed arrive of the
+    next round, and on the way out of the loop no fence and no ``bar.sync`` follow it:
+    the arrive hands it over, and the second copy needs the fence."""
+    looped = program().replace("\t@%p2 mbarrier.arrive.expect_tx", "AGAIN:\n\t@%p2 mbarrier.arrive.expect_tx").replace(
+        "\tret;\n", "\t@%p2 mbarrier.init.shared.b64 [%r1+8200], 1;\n\tsetp.ne.u32 %p3, %r3, 0;\n"
+                   "\t@%p3 bra AGAIN;\n\tret;\n")
+    second = next(number for number, line in enumerate(looped.splitlines(), 1) if "[%r1+4096], [%rd1" in line)
+    assert second in fences(looped)

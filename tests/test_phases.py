@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,6 +11,7 @@ from ptxkit.cfg.flow.inline import inlined_graph
 from ptxkit.cfg.sync.events import EventOptions, Kind, classify
 from ptxkit.cfg.sync.locations import SHARED
 from ptxkit.cfg.sync.phases import separate_phases
+from ptxkit.isa import SyncObject
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u32 n)\n{\n.reg .b32 %r<4>;\n.reg .pred %p<2>;\n"
 
@@ -417,6 +419,40 @@ def test_syncs_kept_apart_in_straight_code_never_meet(body, params):
         return  # a phase one thread never arrives at: a kernel that hangs on its own barrier
     for mine, theirs in zip(*runs):
         assert mine == theirs or (ids[mine], ids[theirs]) not in pairs, (body, mine, theirs)
+
+
+MBARRIER = ".shared .align 8 .b64 full;\n.reg .pred %q<2>;\n\tmov.u32 %r1, full;\n" \
+    "W:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], 0;\n\t@!%p1 bra W;\n" \
+    "{between}\tmbarrier.arrive.shared::cta.b64 _, [%r1];\n"
+
+
+def mbarrier_pair(between: str) -> tuple[set, int, int]:
+    """The pairs `separate_phases` keeps apart, and the wait and the arrive of `MBARRIER`."""
+    flow = inlined_graph(ptxkit.parse(HEAD + MBARRIER.format(between=between) + "\tret;\n}\n").function("k"))
+    events = classify(flow, EventOptions(SHARED)).by_block
+    pairs = separate_phases(flow, events, lambda a, b: a[1] is None or b[1] is None or bool(a[1] & b[1]))
+    found = [e for block in events for e in block if e.sync is not None and e.sync[0] is SyncObject.MBARRIER]
+    wait = next(e for e in found if e.kind is Kind.WAIT)
+    arrive = next(e for e in found if e.kind is Kind.ARRIVE)
+    return pairs, id(wait), id(arrive)
+
+
+def test_a_bar_sync_between_an_mbarrier_wait_and_an_arrive_keeps_them_apart():
+    """Every thread that waits passes the ``bar.sync`` after the wait returned, and the
+    arrive comes after it: the wait cannot be waiting for that arrive."""
+    pairs, wait, arrive = mbarrier_pair("\tbar.sync 0;\n")
+    assert (wait, arrive) in pairs
+
+
+@pytest.mark.parametrize("between", [
+    "",  # nothing between them
+    "\tbar.sync 0, 64;\n",  # 64 threads: the waiting ones need not be among them
+    "\tsetp.eq.u32 %q1, %r2, 0;\n\t@%q1 bar.sync 0;\n",  # guarded: some threads pass it by
+    "\tmov.u32 %r2, %tid.x;\n\tsetp.eq.u32 %q1, %r2, 0;\n\t@%q1 bra SKIP;\n\tbar.sync 0;\nSKIP:\n",  # some skip it
+])
+def test_an_mbarrier_wait_and_an_arrive_without_a_whole_cta_sync_between_keep_their_pair(between):
+    pairs, wait, arrive = mbarrier_pair(between)
+    assert (wait, arrive) not in pairs
 
 
 def cluster_ops(body: str):

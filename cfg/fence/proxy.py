@@ -266,7 +266,8 @@ class KernelAnalysis:
         self._make_facts()
         self._export_limits = export_limits(self.flow, self.events, self.facts) if self._count else {}
         self._fenced_before_copies = fenced_before_copies(
-            self.flow, self.events, self.facts, lambda fence: self.plane(self._fence_kill(fence), LOCAL))
+            self.flow, self.events, self.facts, lambda fence: self.plane(self._fence_kill(fence), LOCAL),
+            self._handoffs()[1])
         self._hearers = self._limited_hearers()
         self._crediting_ids = self._crediting_fences()
         self._meets: dict = {}  # block -> its merge, where thread-index splits meet (with credit only)

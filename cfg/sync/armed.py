@@ -9,7 +9,8 @@ before the copy's issue. Where every copy completing on the mbarrier is issued a
 (`ptxkit.cfg.sync.phases.counted_phases`), and every access of a fact reaches a proxy fence
 that orders it and then that ``bar.sync`` on every path, each instance of the access
 is fenced on a causality path to whatever the waiter does next: the arrive need not
-hand the fact over. Triton's prologues arm the first stages' barriers right after
+hand the fact over. Only the accesses that may be pending at the arrive count: those
+from which it can be reached along the code or through hand-offs. Triton's prologues arm the first stages' barriers right after
 initialising them and fence before the ``bar.sync`` that precedes the first copies.
 """
 
@@ -23,7 +24,7 @@ from ptxkit.cfg.sync.phases import counted_phases
 from ptxkit.isa import SyncObject
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from ptxkit.cfg.flow.graph import FlowGraph
     from ptxkit.cfg.sync.events import Event, Fact, MbarrierOp
@@ -36,10 +37,14 @@ __all__ = ["fenced_before_copies"]
 
 
 def fenced_before_copies(flow: FlowGraph, events: list[list[Event]], facts: Sequence[Fact],
-                         killed: Callable[[Event], int]) -> dict[int, int]:
+                         killed: Callable[[Event], int], hears: Mapping[int, Sequence[int]]) -> dict[int, int]:
     """``id(arrive) -> facts`` (a bit mask over ``fact.index``) that an ``expect_tx``
     arrive need not hand over; `killed(fence event)` is the mask of facts a fence
-    orders.
+    orders; `hears` maps a wait (its id) to the arrives (their ids) it may hear.
+    Only the accesses that may be pending at the arrive count: those from which it can
+    be reached, along the code and through the hand-offs of `hears` (an mbarrier
+    initialised again after the arrive, as Triton's attention does for its second
+    loop, leaves the first init's fence enough).
 
     >>> from ptxkit.cfg.fence.fence import fence_text
     >>> text = (".version 8.0\\n.target sm_90a\\n.address_size 64\\n.extern .shared .align 1024 .b8 s[];\\n"
@@ -69,22 +74,48 @@ def fenced_before_copies(flow: FlowGraph, events: list[list[Event]], facts: Sequ
     fences = {id(event): killed(event) for found in events for event in found
               if event.kind in (Kind.FENCE, Kind.INIT_FENCE) and event.guard is None}
     dropped: dict[int, int] = {}
-    fenced_for: dict[tuple[int, int], int] = {}  # (block, position) of a barrier -> the facts fenced before it
+    fenced_for: dict[tuple[int, int, int], bool] = {}  # (access, fact, barrier) -> fenced before it
     for block, arrive in armed:
         completing = [(b, e) for b, e, mbarrier in copies if overlaps(mbarrier, arrive.sync[1])]
         if not completing or any(e.cross for _, e in completing) or \
                 any(overlaps(other, arrive.sync[1]) for other in remote):
             continue
+        pending = _may_be_pending(flow, events, hears, (block, arrive))
         mask = 0
         for barrier in barriers:
             if all(_before(dominators, barrier, copy) for copy in completing):
-                key = (barrier[0], barrier[1].position)
-                if key not in fenced_for:
-                    fenced_for[key] = _fenced_before(flow, events, facts, fences, barrier)
-                mask |= fenced_for[key]
+                mask |= _fenced_before(flow, events, facts, fences, barrier, pending, fenced_for)
         if mask:
             dropped[id(arrive)] = mask
     return dropped
+
+
+def _may_be_pending(flow: FlowGraph, events: list[list[Event]], hears: Mapping[int, Sequence[int]],
+                    arrive: Placed) -> Callable[[Placed], bool]:
+    """Whether an access (block, event) may still be pending at `arrive`: the arrive can
+    be reached from it along the code, or through a wait that hears an arrive it can
+    reach (the accesses another thread handed over before). Blocks are taken whole,
+    but for the arrive's own block when no way leads back to it."""
+    block_of = {id(event): block for block, found in enumerate(events) for event in found}
+    reaching: set[int] = set()
+    work = list(flow.pred[arrive[0]]) + _heard_blocks(events[arrive[0]], hears, block_of, arrive[1].position)
+    while work:
+        block = work.pop()
+        if block not in reaching:
+            reaching.add(block)
+            work.extend(flow.pred[block])
+            work.extend(_heard_blocks(events[block], hears, block_of, None))
+    if arrive[0] in reaching:
+        return lambda access: access[0] in reaching
+    return lambda access: access[0] in reaching or access[0] == arrive[0] and access[1].position < arrive[1].position
+
+
+def _heard_blocks(found: list[Event], hears: Mapping[int, Sequence[int]], block_of: Mapping[int, int],
+                  before: int | None) -> list[int]:
+    """The blocks of the arrives the waits among `found` hear (those before position
+    `before`, when given)."""
+    return [block_of[heard] for event in found if before is None or event.position < before
+            for heard in hears.get(id(event), ()) if heard in block_of]
 
 
 def _arms(flow: FlowGraph, block: int, event: MbarrierOp) -> bool:
@@ -120,18 +151,29 @@ def _before(dominators: DominatorTree, first: Placed, second: Placed) -> bool:
 
 
 def _fenced_before(flow: FlowGraph, events: list[list[Event]], facts: Sequence[Fact], fences: dict[int, int],
-                   barrier: Placed) -> int:
-    """The facts each of whose accesses reaches, on every path, a fence that orders it
-    and then `barrier`: accesses of this CTA's shared memory that are done when made
-    (not ``cp.async`` writes, which a fence does not wait for; not writes into another
-    CTA, which only a fence in that CTA orders for it, docs/fence.md §4.3)."""
+                   barrier: Placed, pending: Callable[[Placed], bool], fenced_for: dict[tuple[int, int, int], bool]) -> int:
+    """The facts each of whose accesses that may be `pending` reaches, on every path, a
+    fence that orders it and then `barrier`: accesses of this CTA's shared memory that
+    are done when made (not ``cp.async`` writes, which a fence does not wait for; not
+    writes into another CTA, which only a fence in that CTA orders for it, docs/fence.md
+    §4.3). `fenced_for` keeps the answers for each (access, barrier)."""
     mask = 0
     for fact in facts:
-        done = fact.location.space == CTA and all(event.kind is not Kind.CP_ASYNC for _, event in fact.origins)
-        if done and fact.origins and all(_fenced_on_every_path(flow, events, fences, 1 << fact.index, origin, barrier)
-                                         for origin in fact.origins):
+        origins = [origin for origin in fact.origins if pending(origin)]
+        if fact.location.space != CTA or any(event.kind is Kind.CP_ASYNC for _, event in origins):
+            continue
+        if all(_fenced_once(flow, events, fences, fact.index, origin, barrier, fenced_for) for origin in origins):
             mask |= 1 << fact.index
     return mask
+
+
+def _fenced_once(flow: FlowGraph, events: list[list[Event]], fences: dict[int, int], index: int, origin: Placed,
+                 barrier: Placed, fenced_for: dict[tuple[int, int, int], bool]) -> bool:
+    """`_fenced_on_every_path` for fact `index` made at `origin`, asked once per barrier."""
+    key = (id(origin[1]), index, id(barrier[1]))
+    if key not in fenced_for:
+        fenced_for[key] = _fenced_on_every_path(flow, events, fences, 1 << index, origin, barrier)
+    return fenced_for[key]
 
 
 def _fenced_on_every_path(flow: FlowGraph, events: list[list[Event]], fences: dict[int, int], bit: int,

@@ -45,7 +45,7 @@ from ptxkit.cfg.flow.dataflow import solve_forward
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.loops import find_loops, reachable
 from ptxkit.cfg.flow.operands import destinations
-from ptxkit.cfg.sync.events import Kind, on_a_named_barrier
+from ptxkit.cfg.sync.events import Kind, on_an_mbarrier, on_a_named_barrier
 from ptxkit.cfg.values.divergence import conditional, cta_uniform, definitions, guard_of, qualified
 from ptxkit.isa import SyncObject, is_special_register
 
@@ -96,7 +96,7 @@ def separate_phases(flow: FlowGraph, events: list[list[Event]], matches: Matches
     """
     pairs = _apart_on_the_cluster_barrier(flow, events)
     named = _named(events)
-    if len(named) < 2:
+    if not named:
         return pairs
     dominators = DominatorTree.of(flow)
     forest = find_loops(flow, dominators)
@@ -105,6 +105,7 @@ def separate_phases(flow: FlowGraph, events: list[list[Event]], matches: Matches
     pairs |= _apart_across_arms(flow, named, dominators, threads)
     pairs |= _apart_in_step(flow, named, threads)
     counted = _counted_phases(flow, named, forest, dominators, threads)
+    pairs |= _apart_across_a_cta_sync(flow, events, named, counted, dominators, threads)
     for visited in _visited_regions(flow, named, forest, dominators, threads):
         for one, place in visited.items():
             for another, other_place in visited.items():
@@ -261,6 +262,15 @@ def _around_uniform_loops(flow: FlowGraph, named: Named, matches: Matches, fores
     return pairs
 
 
+def _in_step_op(flow: FlowGraph, block: int, event: NamedBarrierOp) -> bool:
+    """A ``bar.sync``/``barrier.sync`` on one barrier id with no thread count, unguarded:
+    every thread of the CTA that runs it arrives on it."""
+    instruction = flow.blocks[block].instructions[event.position]
+    return event.kind is Kind.ARRIVE_WAIT and event.guard is None and event.sync[1] is not None \
+        and len(event.sync[1]) == 1 and flow.blocks[block].heads[event.position][2] in ("bar", "barrier") \
+        and ".red" not in instruction.opcode and len(instruction.operands) == 1
+
+
 def _apart_in_step(flow: FlowGraph, named: Named, threads: _Threads) -> set[tuple[int, int]]:
     """Pairs of two different operations on a barrier that every thread of the CTA
     runs in the same sequence: each operation on it a ``bar.sync``/``barrier.sync`` of
@@ -284,10 +294,7 @@ def _in_step(flow: FlowGraph, block: int, event: NamedBarrierOp, barrier: int, t
     """Whether every thread of the CTA runs `event` (an operation on `barrier`) alike:
     a ``bar.sync``/``barrier.sync`` of `barrier` alone with no thread count, unguarded,
     run by every thread or by none, in loops that CTA-uniform exits end (`_apart_in_step`)."""
-    instruction = flow.blocks[block].instructions[event.position]
-    base = flow.blocks[block].heads[event.position][2]
-    if event.kind is not Kind.ARRIVE_WAIT or event.guard is not None or event.sync[1] != frozenset({barrier}) \
-            or base not in ("bar", "barrier") or ".red" in instruction.opcode or len(instruction.operands) != 1 \
+    if event.sync[1] != frozenset({barrier}) or not _in_step_op(flow, block, event) \
             or not threads.same(block, flow.start):
         return False
     loop = threads.innermost.get(block)
@@ -296,6 +303,40 @@ def _in_step(flow: FlowGraph, block: int, event: NamedBarrierOp, barrier: int, t
         if exit_edge is None or not threads.same(around.header, exit_edge[1]):
             return False
     return True
+
+
+def _apart_across_a_cta_sync(flow: FlowGraph, events: list[list[Event]], named: Named, counted: dict[int, Count],
+                             dominators: DominatorTree, threads: _Threads) -> set[tuple[int, int]]:
+    """``(id(wait), id(arrive))`` pairs of mbarrier operations that a ``bar.sync`` keeps
+    apart: one that every thread of the CTA runs once (with no thread count, unguarded,
+    outside loops, in a phase counted the same in every thread), after the wait on every
+    path from it and before the arrive on every path to it. Each thread that waits
+    arrives there afterwards, so the wait has returned before that phase completes, and
+    the arrive comes only after it: the wait cannot be waiting for it (Triton's attention
+    invalidates and initialises its stage barriers again between its two loops, behind
+    a ``bar.sync``; the second loop's copies do not complete the first loop's waits)."""
+    syncs = [(block, event) for block, _, event in named
+             if id(event) in counted and threads.innermost.get(block) is None and _in_step_op(flow, block, event)
+             and threads.same(block, flow.start)]
+    if not syncs:
+        return set()
+    waits, arrives = [], []
+    for block, found in enumerate(events):
+        for event in found:
+            if on_an_mbarrier(event):
+                if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
+                    waits.append((block, event))
+                if event.kind in (Kind.ARRIVE, Kind.ARRIVE_WAIT):
+                    arrives.append((block, event))
+    pairs: set[tuple[int, int]] = set()
+    post = threads.post_dominators
+    for block, sync in syncs:
+        before = [id(e) for b, e in waits if (b == block and e.position < sync.position)
+                  or (b != block and post.dominates(block, b))]
+        after = [id(e) for b, e in arrives if (b == block and e.position > sync.position)
+                 or (b != block and dominators.dominates(block, b))]
+        pairs.update((wait, arrive) for wait in before for arrive in after)
+    return pairs
 
 
 def _apart_across_arms(flow: FlowGraph, named: Named, dominators: DominatorTree,
