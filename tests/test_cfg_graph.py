@@ -116,15 +116,19 @@ def test_networkx_graph_matches_the_flow_graph():
         assert (block in flow.exits) == g.has_edge(block, EXIT)
 
 
-def test_add_block_before_redirects_the_outside_edges():
+def test_with_blocks_before_redirects_the_outside_edges_of_a_copy():
     flow = flow_graph(function("\t@%p1 bra L;\n\tmov.u32 %r1, 1;\nL:\n\t@%p2 bra L;\n\tret;\n"))
-    new = flow.add_block_before(2, [0, 1])
-    assert new.index == 4 and flow.succ[4] == [2] and sorted(flow.pred[2]) == [2, 4]
-    assert flow.succ[0] == [1, 4] or sorted(flow.succ[0]) == [1, 4]
-    assert flow.kinds[(4, 2)] == "fallthrough" and (0, 2) not in flow.kinds and flow.rpo[0] == 0
+    succ, pred, kinds = [list(s) for s in flow.succ], [list(p) for p in flow.pred], dict(flow.kinds)
+    made = flow.with_blocks_before([(2, [0, 1])])
+    assert len(made) == 5 and made.succ[4] == [2] and sorted(made.pred[2]) == [2, 4] and made.pred[4] == [0, 1]
+    assert sorted(made.succ[0]) == [1, 4] and made.succ[1] == [4]
+    assert made.kinds[(4, 2)] == "fallthrough" and (0, 2) not in made.kinds and made.rpo[0] == 0
+    assert (flow.succ, flow.pred, flow.kinds, len(flow)) == (succ, pred, kinds, 4)  # the graph stays as it was
     flow = flow_graph(function("L:\n\t@%p2 bra L;\n\tret;\n"))
-    new = flow.add_block_before(0, [ENTRY])
-    assert flow.start == new.index and flow.rpo[0] == new.index and flow.kinds[(ENTRY, new.index)] == "entry"
+    made = flow.with_blocks_before([(0, [ENTRY])])
+    new = len(flow)
+    assert made.start == new and made.rpo[0] == new and made.kinds[(ENTRY, new)] == "entry"
+    assert flow.start == 0 and flow.rpo[0] == 0 and (ENTRY, new) not in flow.kinds
 
 
 def test_reverse_postorder_on_a_deep_chain_does_not_recurse():

@@ -40,6 +40,7 @@ STRICT_MODULES = (
     "ptxkit.cfg.sync.phases",
     "ptxkit.cfg.sync.once",
     "ptxkit.cfg.sync.armed",
+    "ptxkit.cfg.fence.placement",
 )
 
 

@@ -82,22 +82,22 @@ def _graph_attributes() -> str:
 
 def _function_body(result, prefix: str) -> str:
     analysis = result.analysis
-    flow = analysis.flow
+    flow, ins, outs, blocks = result.planned_graph()  # with the loop preheaders the plan creates
     inserted: dict[int, list] = {}
-    for plan, site in zip(result.plans, result.sites):
-        inserted.setdefault(plan.block, []).append((plan.position, site))
+    for plan, block, site in zip(result.plans, blocks, result.sites):
+        inserted.setdefault(block, []).append((plan.position, site))
     rank = {block: i for i, block in enumerate(flow.rpo)}
     out = [f'  {prefix}entry [shape=oval, label="entry"];\n', f'  {prefix}exit [shape=oval, label="exit"];\n']
     for block in flow.blocks:
         b = block.index
         lines = [_title(block)]
         if b in rank:
-            lines.append("in:  " + analysis.state_text(analysis.ins[b]))
+            lines.append("in:  " + analysis.state_text(ins[b]))
         else:
             lines.append("(unreachable)")
-        lines.extend(_statements(block, analysis.events[b], inserted.get(b, [])))
+        lines.extend(_statements(block, analysis.events[b] if b < len(analysis.events) else [], inserted.get(b, [])))
         if b in rank:
-            lines.append("out: " + analysis.state_text(analysis.outs[b]))
+            lines.append("out: " + analysis.state_text(outs[b]))
         style = ', color="red", penwidth=2' if b in inserted else ""
         label = "".join(_escape(line) + "\\l" for line in lines)
         out.append(f'  {prefix}b{b} [label="{label}"{style}];\n')

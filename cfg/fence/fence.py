@@ -36,7 +36,7 @@ from __future__ import annotations
 from ptxkit._records import record
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.fence.options import EXTERN_POLICIES, check_target
-from ptxkit.cfg.fence.placement import (FENCE_SIDES, PLACEMENTS, RELEASE_INITS, VARIANTS, PlannedFence,
+from ptxkit.cfg.fence.placement import (FENCE_SIDES, PLACEMENTS, RELEASE_INITS, VARIANTS, Placement, PlannedFence,
                                         fence_text_for, plan_fences)
 from ptxkit.cfg.fence.proxy import AnalysisOptions, Hazard, KernelAnalysis
 from ptxkit.cfg.sync.locations import spaces_text
@@ -468,7 +468,7 @@ class FunctionResult:
 
     >>> import ptxkit
     >>> result, = analyse_module(ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx"))
-    >>> result.analysis.function.name, [p.placement for p in result.plans], result.sites[0].line, result.warnings
+    >>> result.analysis.function.name, [p.placement.value for p in result.plans], result.sites[0].line, result.warnings
     ('k', ['loop'], 34, [])
     """
 
@@ -477,6 +477,35 @@ class FunctionResult:
     sites: list[FenceSite]
     warnings: list[FenceWarning]
     edits: list
+
+    def planned_graph(self):
+        """The function's graph as its edits leave it, for the drawings (``ptxkit cfg``,
+        the DOT): ``(graph, ins, outs, blocks)``, where each loop preheader the plan
+        creates is a new block on the loop's entry edges (`FlowGraph.with_blocks_before`),
+        `ins`/`outs` are the solved states at every block's start and end, and `blocks`
+        the block each plan's fence goes in.
+
+        >>> import ptxkit
+        >>> result, = analyse_module(ptxkit.parse_file("samples/fence/x16_created_preheader.ptx"))
+        >>> graph, ins, outs, blocks = result.planned_graph()
+        >>> len(result.analysis.flow), len(graph), blocks, graph.succ[blocks[0]] == [result.plans[0].loop.header]
+        (4, 5, [4], True)
+        """
+        from ptxkit.cfg.fence.placement import entry_edges
+
+        analysis = self.analysis
+        flow = analysis.flow
+        created = [plan for plan in self.plans if plan.on_entry_edges]
+        if not created:
+            return flow, analysis.ins, analysis.outs, [plan.block for plan in self.plans]
+        graph = flow.with_blocks_before([(plan.block, entry_edges(flow, plan.loop)) for plan in created])
+        ins, outs = list(analysis.ins), list(analysis.outs)
+        for plan in created:
+            before, after = analysis.edge_states(plan.block)
+            ins.append(before)
+            outs.append(after)
+        new = iter(range(len(flow), len(graph)))
+        return graph, ins, outs, [next(new) if plan.on_entry_edges else plan.block for plan in self.plans]
 
 
 def analyse_module(module, options: FenceOptions | None = None, everything: bool = False) -> list[FunctionResult]:
@@ -564,7 +593,7 @@ def _sites_and_edits(analysis: KernelAnalysis, plans: list[PlannedFence], option
         site = _site(analysis, plan, variant, text, anchor, where)
         label = None
         indent = None
-        if plan.placement == "loop" and plan.preheader.block is None:
+        if plan.on_entry_edges:  # the preheader block, labelled where branches go to it
             if plan.preheader.needs_label:
                 if labels is None:
                     labels = {l.name for l in flow.label_blocks} | used_labels
@@ -587,7 +616,7 @@ def _site(analysis: KernelAnalysis, plan: PlannedFence, variant: str, text: str,
         where=where,
         text=text,
         variant=variant,
-        placement=plan.placement,
+        placement=plan.placement.value,
         pairs=tuple(_pair(analysis, need, witness) for need, witness in zip(plan.needs, plan.witnesses)),
     )
 
@@ -626,8 +655,8 @@ def _pair(analysis: KernelAnalysis, need, witness: list) -> AccessPair:
 def _anchor(flow, plan: PlannedFence):
     """The input node the fence goes before or after: (node, "before" | "after")."""
     if plan.anchor is not None:
-        return plan.anchor, "after" if plan.placement == "access" else "before"
-    if plan.placement == "loop" and plan.preheader.block is None:
+        return plan.anchor, "after" if plan.placement is Placement.ACCESS else "before"
+    if plan.on_entry_edges:
         return plan.preheader.before, "before"
     block = flow.blocks[plan.block]
     if plan.position < len(block.instructions):

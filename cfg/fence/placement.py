@@ -13,8 +13,11 @@
 
    - *loop*: when a natural loop contains ops that need a fence and nothing in the
      loop makes pending the spaces that fence orders (no access, no hand-off wait that
-     imports one), one fence goes in the loop's preheader (created with a fresh label
-     when the loop has several outside predecessors);
+     imports one), one fence goes in the loop's preheader; a loop without one gets
+     the fence on its entry edges, the edges into the header from outside, and the
+     edits create the preheader block there (with a fresh label when branches must
+     be redirected to it: `ptxkit.cfg.fence.fence`), so planning never changes the
+     flow graph;
    - *branch*: when every path from a conditional branch to its immediate
      post-dominator passes an unguarded op that needs a fence, and the region makes
      nothing pending in those spaces, one fence goes before the branch.
@@ -25,8 +28,10 @@
 5. Every op that still needs a fence gets one immediately before it, carrying the
    op's guard.
 
-Every planned fence goes into the analysis (`KernelAnalysis.add_fence`) and the
-analysis is solved again, so the final states describe the fenced function.
+A `PlannedFence` is a frozen record; which event of the analysis stands for it is
+planning's own bookkeeping. Every planned fence goes into the analysis
+(`KernelAnalysis.add_fence`, on the entry edges for a preheader still to be made) and
+the analysis is solved again, so the final states describe the fenced function.
 
 >>> from ptxkit.cfg.sync.locations import CTA, CLUSTER, GLOBAL
 >>> fence_text_for(CTA), fence_text_for(CTA | CLUSTER), fence_text_for(CTA | GLOBAL)
@@ -35,13 +40,15 @@ analysis is solved again, so the final states describe the fenced function.
 
 from __future__ import annotations
 
+import enum
 
+from ptxkit._records import TYPE_CHECKING, record
 from ptxkit.cfg.fence.options import FENCE_SIDES, FENCE_VARIANTS, PLACEMENTS
 from ptxkit.cfg.fence.proxy import CROSSED, IMPORTED, IN_FLIGHT, LOCAL, Hazard, KernelAnalysis, Need
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import ENTRY, EXIT
 from ptxkit.cfg.flow.loops import Loop, Preheader, branch_region, find_loops, find_preheader, loop_forest
-from ptxkit.cfg.sync.events import Kind
+from ptxkit.cfg.sync.events import Event, Kind
 from ptxkit.cfg.sync.locations import CLUSTER, GLOBAL, SHARED, alias
 
 #: the fence that releases this thread's ``mbarrier.init`` at cluster scope (docs/fence.md §4.7)
@@ -49,6 +56,22 @@ RELEASE_INITS = "fence.mbarrier_init.release.cluster"
 
 #: ``--fence-variant`` values and the spaces each orders.
 VARIANTS = dict(zip(FENCE_VARIANTS, (SHARED, SHARED, SHARED | GLOBAL)))
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ptxkit.cfg.fence.proxy import AnalysisOptions, Step
+    from ptxkit.cfg.flow.graph import EdgeStart, FlowGraph
+    from ptxkit.cfg.flow.inline import Context
+    from ptxkit.cfg.flow.loops import BranchRegion
+    from ptxkit.instruction import Guard
+    from ptxkit.syntax import Instruction
+
+    #: A planned fence and its event in the analysis: planning's own bookkeeping, kept
+    #: out of the frozen plan. None for an inline fence, which the solve itself puts
+    #: before its op (`_Placed`).
+    _Put = tuple["PlannedFence", Event]
+    _Placed = tuple["PlannedFence", Event | None]
 
 
 def fence_text_for(cover: int, forced: str | None = None) -> str:
@@ -69,45 +92,73 @@ def fence_text_for(cover: int, forced: str | None = None) -> str:
     return "fence.proxy.async.shared::cluster" if cover & CLUSTER else "fence.proxy.async.shared::cta"
 
 
+class Placement(enum.Enum):
+    """Where a planned fence goes (the value is what reports print).
+
+    >>> Placement.LOOP.value, Placement("init") is Placement.INIT
+    ('loop', True)
+    """
+
+    INLINE = "inline"  # right before the async op
+    INIT = "init"  # right after the mbarrier.init that is all the op waits for
+    CALL = "call"  # before the call of an inlined function whose body needs it
+    WRITER = "writer"  # before an arrive that hands a pending access to the op's thread
+    ACCESS = "access"  # right after the accesses, where one fence there replaces several
+    LOOP = "loop"  # in a loop preheader
+    BRANCH = "branch"  # before a conditional branch
+
+
+@record
 class PlannedFence:
     """One fence the pass inserts (or, in check mode, reports missing).
 
-    `placement`: ``inline`` (right before an async op), ``init`` (right after the
-    ``mbarrier.init`` that is all the op waits for), ``call`` (before the call of an
-    inlined function whose body needs it), ``writer`` (before an arrive that hands a
-    pending access to the op's thread), ``loop`` (in a loop preheader), ``branch``
-    (before a conditional branch) or ``access`` (right after the accesses, where one
-    fence there replaces several, `anchor` the last access). `block`/`position`: where in the CFG (position =
-    instruction index it precedes; the block length means "at the end"). `needs`: the
-    ops it serves, first the one its reason names; `witnesses`: for each of them, in the
-    same order, `KernelAnalysis.explain` taken when the fence was planned.
+    `placement`: see `Placement`. `block`/`position`: where in the CFG (position =
+    instruction index it precedes; the block length means "at the end"). A ``loop``
+    fence whose preheader does not exist yet (`on_entry_edges`) goes on the loop's
+    entry edges, the edges into its header `block` from outside; the edits create
+    the preheader block there (`preheader` says how). `needs`: the ops it serves,
+    first the one its reason names; `witnesses`: for each of them, in the same order,
+    `KernelAnalysis.explain` taken when the fence was planned. `anchor`: the
+    instruction it goes before (``writer``, ``call``) or after (``access``, the last
+    access). `releases_inits`: a ``fence.mbarrier_init.release.cluster`` for inits
+    that other CTAs use (docs/fence.md §4.7).
 
     >>> import ptxkit
     >>> m = ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx")
     >>> plan, = plan_fences(KernelAnalysis(m.function("k"), _options()))
-    >>> plan.placement, plan.block, plan.loop.header, fence_text_for(plan.cover), plan.needs[0].instruction.line
+    >>> plan.placement.value, plan.block, plan.loop.header, fence_text_for(plan.cover), plan.needs[0].instruction.line
     ('loop', 0, 1, 'fence.proxy.async.shared::cta', 36)
     """
 
-    __slots__ = ("placement", "block", "position", "cover", "guard", "needs", "loop", "preheader", "event", "anchor",
-                 "witnesses", "releases_inits")
+    placement: Placement
+    block: int
+    position: int
+    cover: int
+    guard: Guard | None = None
+    needs: tuple[Need, ...] = ()
+    witnesses: tuple[list[Step], ...] = ()
+    anchor: Instruction | None = None
+    loop: Loop | None = None
+    preheader: Preheader | None = None
+    releases_inits: bool = False
 
-    def __init__(self, placement: str, block: int, position: int, cover: int, guard, needs: list[Need],
-                 loop: Loop | None = None, preheader: Preheader | None = None, anchor=None,
-                 witnesses: list | None = None, releases_inits: bool = False):
-        self.placement, self.block, self.position, self.cover, self.guard = placement, block, position, cover, guard
-        # a fence.mbarrier_init.release.cluster: inits that other CTAs use (docs/fence.md §4.7)
-        self.releases_inits = releases_inits
-        self.needs, self.loop, self.preheader = needs, loop, preheader
-        self.event = None  # the fence's event in the analysis, once added
-        self.anchor = anchor  # the instruction it goes before (writer, call)
-        self.witnesses = witnesses if witnesses is not None else []  # one `KernelAnalysis.explain` per need
+    @property
+    def on_entry_edges(self) -> bool:
+        """True for a loop fence on the entry edges of a loop with no preheader yet.
+
+        >>> import ptxkit
+        >>> m = ptxkit.parse_file("samples/fence/x16_created_preheader.ptx")
+        >>> plans = plan_fences(KernelAnalysis(m.function("k"), _options()))
+        >>> [(p.on_entry_edges, p.block == p.loop.header) for p in plans]
+        [(True, True)]
+        """
+        return self.preheader is not None and self.preheader.block is None
 
     def __repr__(self) -> str:
-        return f"<PlannedFence {self.placement} block={self.block} position={self.position}>"
+        return f"<PlannedFence {self.placement.value} block={self.block} position={self.position}>"
 
 
-def _options():
+def _options() -> AnalysisOptions:
     from ptxkit.cfg.fence.proxy import AnalysisOptions
 
     return AnalysisOptions()
@@ -122,42 +173,68 @@ def plan_fences(analysis: KernelAnalysis, placement: str = "hoist", fence_side: 
     ...     ".reg .pred %p<2>;\\n.reg .b32 %r<2>;\\n.reg .b64 %rd<3>;\\n.reg .f32 %f<5>;\\n\\tst.shared.u32 [%r1], 0;\\n"
     ...     "L:\\n\\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %p1,"
     ...     " 1, 1, 0, 0;\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n")
-    >>> [(p.placement, p.block) for p in plan_fences(KernelAnalysis(m.function("k"), _options()))]
+    >>> [(p.placement.value, p.block) for p in plan_fences(KernelAnalysis(m.function("k"), _options()))]
     [('loop', 0)]
     """
     analysis.solve()
-    plans: list[PlannedFence] = []
+    placed: list[_Placed] = []
     needs = analysis.needs()
     released = analysis.hazard_mask(Hazard.INIT_CLUSTER)
     if needs and (placement == "hoist" or any(need.pending & released for need in needs)):
-        plans += _after_inits(analysis, needs, hoist=placement == "hoist")
+        placed += _after_inits(analysis, needs, hoist=placement == "hoist")
         needs = analysis.needs()
     if fence_side == "writer" and needs:
-        plans += _writer_side(analysis, needs)
+        placed += _writer_side(analysis, needs)
         needs = analysis.needs()
     if needs:
-        plans += _at_call_sites(analysis, needs)
+        placed += _at_call_sites(analysis, needs)
         needs = analysis.needs()
     if placement == "hoist" and needs:
-        hoisted = _choose_hoists(analysis, needs)
+        hoisted = [(hoist, _place(analysis, hoist)) for hoist in _choose_hoists(analysis, needs)]
         if hoisted:
-            for hoist in hoisted:
-                _apply_hoist(analysis, hoist)
             analysis.solve()
-            useless = [h for h in hoisted if not _orders_something(analysis, h)]
-            if useless:
-                for hoist in useless:
-                    analysis.remove_event(hoist.block, hoist.event)
-                hoisted = [h for h in hoisted if h not in useless]
+            useful = [(hoist, event) for hoist, event in hoisted if _orders_something(analysis, hoist, event)]
+            if len(useful) < len(hoisted):
+                kept = {id(event) for _, event in useful}
+                for hoist, event in hoisted:
+                    if id(event) not in kept:
+                        analysis.remove_event(hoist.block, event)
                 analysis.solve()
-            plans += hoisted
+            placed += useful
             needs = analysis.needs()
     for need in needs:
-        plans.append(PlannedFence("inline", need.block, need.event.position, need.cover, need.guard, [need],
-                                  witnesses=_witnesses(analysis, [need])))
+        placed.append((PlannedFence(Placement.INLINE, need.block, need.event.position, need.cover, need.guard, (need,),
+                                    witnesses=tuple(_witnesses(analysis, [need]))), None))
     if placement == "hoist":
-        plans = _fewer_after_the_accesses(analysis, plans)
-    return plans
+        placed = _fewer_after_the_accesses(analysis, placed)
+    return [plan for plan, _ in placed]
+
+
+def _place(analysis: KernelAnalysis, plan: PlannedFence) -> Event:
+    """Put a planned fence into the analysis's events: at its position, or for a loop
+    with no preheader yet on the loop's entry edges."""
+    if plan.on_entry_edges:
+        assert plan.loop is not None
+        return analysis.add_fence(plan.block, plan.position, plan.cover, entries=entry_edges(analysis.flow, plan.loop))
+    return analysis.add_fence(plan.block, plan.position, plan.cover, releases_inits=plan.releases_inits)
+
+
+def entry_edges(flow: FlowGraph, loop: Loop) -> list[EdgeStart]:
+    """Where the loop is entered from outside: the header's predecessors outside it, and
+    ``ENTRY`` when the function starts at the header (where a fence for a loop with no
+    preheader goes).
+
+    >>> from ptxkit.cfg.flow.graph import flow_graph
+    >>> import ptxkit
+    >>> flow = flow_graph(ptxkit.parse_file("samples/fence/x16_created_preheader.ptx").function("k"))
+    >>> loop, = find_loops(flow).loops
+    >>> loop.header, entry_edges(flow, loop)
+    (2, [0, 1])
+    """
+    entries: list[EdgeStart] = [p for p in flow.pred[loop.header] if p not in loop.blocks]
+    if loop.header == flow.start:
+        entries.append(ENTRY)
+    return entries
 
 
 #: events that end a run of accesses one fence after them orders: past them, the
@@ -166,7 +243,7 @@ _RUN_ENDS = frozenset((Kind.ARRIVE, Kind.ARRIVE_WAIT, Kind.WAIT, Kind.ASYNC, Kin
                        Kind.CP_ASYNC_WAIT, Kind.INIT_FENCE))
 
 
-def _fewer_after_the_accesses(analysis: KernelAnalysis, plans: list[PlannedFence]) -> list[PlannedFence]:
+def _fewer_after_the_accesses(analysis: KernelAnalysis, placed: list[_Placed]) -> list[_Placed]:
     """Where fences before several async ops (inline or hoisted) serve the same generic
     accesses, one fence right after each run of those accesses may do instead: the
     expert's placement (FlashAttention-3 fences once after its epilogue's ``stmatrix``,
@@ -178,42 +255,54 @@ def _fewer_after_the_accesses(analysis: KernelAnalysis, plans: list[PlannedFence
     old, needs nothing more than the inline fences it leaves in place, the new fences are
     fewer, and every loop that holds a new fence holds one of the fences it replaces
     (docs/fence.md §6.2)."""
-    movable = [plan for plan in plans if plan.placement in ("inline", "loop", "branch")
+    movable = [(plan, event) for plan, event in placed if plan.placement in _MOVABLE
                and all(_orderable_at_the_access(analysis, need) for need in plan.needs)]
     if len(movable) < 2:
-        return plans
+        return placed
     facts = 0
-    for plan in movable:
+    for plan, _ in movable:
         for need in plan.needs:
             facts |= need.pending
     runs = _access_runs(analysis, facts)
-    if len(runs) >= len(movable) or not _runs_no_more_often(analysis, runs, movable):
-        return plans
-    placed = [plan for plan in movable if plan.event is not None]  # inline fences live in the solve's needs
-    for plan in placed:
-        analysis.remove_event(plan.block, plan.event)
-    tried = []
-    pairs = [(need, witness) for plan in movable for need, witness in zip(plan.needs, plan.witnesses)]
+    if len(runs) >= len(movable) or not _runs_no_more_often(analysis, runs, [plan for plan, _ in movable]):
+        return placed
+    moving = {id(plan) for plan, _ in movable}
+    in_events: list[_Put] = [(plan, event) for plan, event in movable if event is not None]  # inline ones: in the solve
+    for plan, event in in_events:
+        analysis.remove_event(plan.block, event)
+    tried: list[_Put] = []
+    pairs = [(need, witness) for plan, _ in movable for need, witness in zip(plan.needs, plan.witnesses)]
     for block, position, cover, made in runs:
         served = [(need, witness) for need, witness in pairs if need.pending & made]
         anchor = analysis.flow.blocks[block].instructions[position]
-        plan = PlannedFence("access", block, position + 1, cover, None, [n for n, _ in served], anchor=anchor,
-                            witnesses=[w for _, w in served])
-        plan.event = analysis.add_fence(block, position + 1, cover)
-        tried.append(plan)
+        plan = PlannedFence(Placement.ACCESS, block, position + 1, cover, None, tuple(n for n, _ in served),
+                            anchor=anchor, witnesses=tuple(w for _, w in served))
+        tried.append((plan, analysis.add_fence(block, position + 1, cover)))
     analysis.solve()
-    kept = {id(need.event) for plan in plans if plan.placement == "inline" and plan not in movable for need in plan.needs}
+    kept = {id(need.event) for plan, _ in placed if plan.placement is Placement.INLINE and id(plan) not in moving
+            for need in plan.needs}
     if all(id(need.event) in kept for need in analysis.needs()):
-        return [plan for plan in plans if plan not in movable] + tried
-    for plan in tried:
-        analysis.remove_event(plan.block, plan.event)
-    for plan in placed:
-        analysis.restore_event(plan.block, plan.event)
+        return [(plan, event) for plan, event in placed if id(plan) not in moving] + tried
+    for plan, event in tried:
+        analysis.remove_event(plan.block, event)
+    for plan, event in in_events:
+        _restore(analysis, plan, event)
     analysis.solve()
-    return plans
+    return placed
 
 
-def _runs_no_more_often(analysis: KernelAnalysis, runs: list, movable: list[PlannedFence]) -> bool:
+#: the placements `_fewer_after_the_accesses` may replace
+_MOVABLE = frozenset((Placement.INLINE, Placement.LOOP, Placement.BRANCH))
+
+
+def _restore(analysis: KernelAnalysis, plan: PlannedFence, event: Event) -> None:
+    """Put back a fence `_place` put in and `remove_event` took out."""
+    entries = entry_edges(analysis.flow, plan.loop) if plan.on_entry_edges and plan.loop is not None else None
+    analysis.restore_event(plan.block, event, entries)
+
+
+def _runs_no_more_often(analysis: KernelAnalysis, runs: list[tuple[int, int, int, int]],
+                        movable: list[PlannedFence]) -> bool:
     """Whether every loop around a run of accesses also holds one of the fences it would
     replace, so that no loop runs more fences per iteration than before: a fence after
     writes made in a loop, replacing fences after the loop, would run in every iteration
@@ -222,10 +311,18 @@ def _runs_no_more_often(analysis: KernelAnalysis, runs: list, movable: list[Plan
     for block, *_ in runs:
         loop = innermost.get(block)
         while loop is not None:
-            if not any(plan.block in loop.blocks for plan in movable):
+            if not any(_runs_in(plan, loop) for plan in movable):
                 return False
             loop = loop.parent
     return True
+
+
+def _runs_in(plan: PlannedFence, loop: Loop) -> bool:
+    """Whether `plan`'s fence runs inside `loop`: a fence on a loop's entry edges runs
+    in the loops around that loop, not in the loop itself."""
+    if plan.on_entry_edges:
+        return plan.block in loop.blocks and plan.block != loop.header
+    return plan.block in loop.blocks
 
 
 def _orderable_at_the_access(analysis: KernelAnalysis, need: Need) -> bool:
@@ -268,7 +365,7 @@ def _access_runs(analysis: KernelAnalysis, facts: int) -> list[tuple[int, int, i
     return runs
 
 
-def _witnesses(analysis: KernelAnalysis, needs: list[Need]) -> list[list]:
+def _witnesses(analysis: KernelAnalysis, needs: list[Need]) -> list[list[Step]]:
     """A witness for each need a fence serves, taken before the fence is added: each
     (generic access, async op) pair the report lists (docs/fence.md §5.4)."""
     return [analysis.explain(need) for need in needs]
@@ -277,7 +374,7 @@ def _witnesses(analysis: KernelAnalysis, needs: list[Need]) -> list[list]:
 # -- writer side and call sites ---------------------------------------------------------------
 
 
-def _group_ends(events: list, inits: set) -> list[int]:
+def _group_ends(events: list[Event], inits: set[int]) -> list[int]:
     """The last init of each run of inits (positions in `inits`) that no arrive
     separates: one fence after it orders the run before anything hands it on."""
     ends, last = [], None
@@ -290,7 +387,7 @@ def _group_ends(events: list, inits: set) -> list[int]:
     return ends + ([last] if last is not None else [])
 
 
-def _after_inits(analysis: KernelAnalysis, needs: list[Need], hoist: bool = True) -> list[PlannedFence]:
+def _after_inits(analysis: KernelAnalysis, needs: list[Need], hoist: bool = True) -> list[_Put]:
     """For the async ops that need a fence only because of an ``mbarrier.init``: one
     fence right after the last initialisation of each block that makes them (the CUDA
     programming guide's placement: once, at the start, instead of before every copy that
@@ -310,7 +407,7 @@ def _after_inits(analysis: KernelAnalysis, needs: list[Need], hoist: bool = True
     if not served:
         return []
     flow = analysis.flow
-    wanted: dict[int, set] = {}  # block -> positions of the inits a served need waits on
+    wanted: dict[int, set[int]] = {}  # block -> positions of the inits a served need waits on
     releasing: set[int] = set()  # the blocks whose inits other CTAs need released
     for need in served:
         for fact in analysis.fact_list(need.pending & (inits if hoist else released)):
@@ -326,31 +423,31 @@ def _after_inits(analysis: KernelAnalysis, needs: list[Need], hoist: bool = True
             if block in wanted:
                 last[block] = max(last.get(block, event.position), event.position)
     cover = analysis.spaces_of(inits)
-    plans = [_init_fence(analysis, served, cover, block, last[block], block in releasing) for block in sorted(wanted)]
+    placed = [_init_fence(analysis, served, cover, block, last[block], block in releasing) for block in sorted(wanted)]
     analysis.solve()
-    split = {plan.block for plan in plans if _still_waits_on_inits(analysis, inits, plan.block)}
+    split = {plan.block for plan, _ in placed if _still_waits_on_inits(analysis, inits, plan.block)}
     if split:  # one fence at the end is not enough there: one after each run of inits
-        for plan in [plan for plan in plans if plan.block in split]:
-            analysis.remove_event(plan.block, plan.event)
-            plans.remove(plan)
+        for plan, event in placed:
+            if plan.block in split:
+                analysis.remove_event(plan.block, event)
+        placed = [(plan, event) for plan, event in placed if plan.block not in split]
         for block in sorted(split):
             ends = _group_ends(analysis.events[block], wanted[block])
-            plans += [_init_fence(analysis, served, cover, block, position, block in releasing) for position in ends]
+            placed += [_init_fence(analysis, served, cover, block, position, block in releasing) for position in ends]
         analysis.solve()
-    return plans
+    return placed
 
 
 def _init_fence(analysis: KernelAnalysis, served: list[Need], cover: int, block: int, position: int,
-                releases: bool) -> PlannedFence:
+                releases: bool) -> _Put:
     """The fence after the init at (block, position), added to the analysis's events."""
     users = [_init_part(analysis, n) for n in served if any(b == block and e.position <= position
                                                             for f in analysis.fact_list(n.pending) for b, e in f.origins)]
     if releases:  # the witness names an init that other CTAs need released
         users.sort(key=lambda n: not n.pending & analysis.hazard_mask(Hazard.INIT_CLUSTER))
-    plan = PlannedFence("init", block, position + 1, cover, None, users, witnesses=_witnesses(analysis, users),
-                        releases_inits=releases)
-    plan.event = analysis.add_fence(plan.block, plan.position, plan.cover, releases_inits=releases)
-    return plan
+    plan = PlannedFence(Placement.INIT, block, position + 1, cover, None, tuple(users),
+                        witnesses=tuple(_witnesses(analysis, users)), releases_inits=releases)
+    return plan, _place(analysis, plan)
 
 
 def _init_part(analysis: KernelAnalysis, need: Need) -> Need:
@@ -362,7 +459,7 @@ def _init_part(analysis: KernelAnalysis, need: Need) -> Need:
     hazard = Hazard.INIT_CLUSTER if pending & released else Hazard.INIT
     if pending == need.pending and hazard is need.hazard:
         return need
-    return need._replace(pending=pending, hazard=hazard)
+    return Need(need.block, need.event, need.instruction, need.guard, pending, need.cover, hazard, need.state)
 
 
 def _still_waits_on_inits(analysis: KernelAnalysis, inits: int, block: int) -> bool:
@@ -372,13 +469,13 @@ def _still_waits_on_inits(analysis: KernelAnalysis, inits: int, block: int) -> b
                for fact in analysis.fact_list(need.pending & inits) for origin, _ in fact.origins)
 
 
-def _writer_side(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFence]:
+def _writer_side(analysis: KernelAnalysis, needs: list[Need]) -> list[_Put]:
     """Fences before the arrives that hand a need's pending accesses over inside the
     CTA: a need's facts in the imported plane, except those that also crossed CTAs
     (the issuer must fence them) and cp.async writes still in flight at the arrive (a
     fence there would not order them). A writer fence that, with the others in
     place, has nothing pending before it is dropped again."""
-    wanted: dict[int, tuple] = {}  # id(arrive) -> (block, event, cover, needs)
+    wanted: dict[int, tuple[int, Event, int, list[Need]]] = {}  # id(arrive) -> (block, event, cover, needs)
     handed = 0
     for need in needs:
         handed |= analysis.plane(need.state, IMPORTED) & need.pending & ~analysis.plane(need.state, CROSSED)
@@ -392,30 +489,31 @@ def _writer_side(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFen
             continue
         served = [n for n in needs if analysis.plane(n.state, IMPORTED) & n.pending & local]
         wanted[id(event)] = (block, event, analysis.spaces_of(local), served)
-    plans = []
+    plans: list[PlannedFence] = []
     for block, event, cover, served in wanted.values():
         anchor = analysis.flow.blocks[block].instructions[event.position]
         # unguarded, as the analysis models it: a guarded fence orders nothing where its
         # guard is false, and what a guarded arrive exports is not credited to it
-        plans.append(PlannedFence("writer", block, event.position, cover, None, served, anchor=anchor,
-                                  witnesses=_witnesses(analysis, served)))
-    for plan in plans:
-        plan.event = analysis.add_fence(plan.block, plan.position, plan.cover)
-    if not plans:
-        return plans
+        plans.append(PlannedFence(Placement.WRITER, block, event.position, cover, None, tuple(served), anchor=anchor,
+                                  witnesses=tuple(_witnesses(analysis, served))))
+    placed = [(plan, _place(analysis, plan)) for plan in plans]
+    if not placed:
+        return placed
     analysis.solve()
-    idle = [plan for plan in plans if not analysis.pending_before(plan.block, plan.event) & handed]
-    for plan in idle:  # ordering nothing in the fixpoint, removing it leaves the fixpoint as it is
-        analysis.remove_event(plan.block, plan.event)
-    if idle:
+    busy = [(plan, event) for plan, event in placed if analysis.pending_before(plan.block, event) & handed]
+    if len(busy) < len(placed):
+        kept = {id(event) for _, event in busy}
+        for plan, event in placed:  # ordering nothing in the fixpoint, removing it leaves the fixpoint as it is
+            if id(event) not in kept:
+                analysis.remove_event(plan.block, event)
         analysis.solve()
-    return [plan for plan in plans if plan not in idle]
+    return busy
 
 
-def _at_call_sites(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFence]:
+def _at_call_sites(analysis: KernelAnalysis, needs: list[Need]) -> list[_Put]:
     """Fences before calls whose inlined body needs one only because of the caller."""
     flow = analysis.flow
-    placed: dict[int, PlannedFence] = {}
+    sites: dict[int, tuple[int, Context, list[Need]]] = {}  # id(callee context) -> call block, context, needs
     for need in needs:
         context = flow.blocks[need.block].context
         if context is None or context.parent is None:
@@ -427,24 +525,25 @@ def _at_call_sites(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedF
             context = context.parent
         if outer is None:
             continue
-        call_block = next(b for b in flow.pred[_entry_of(flow, outer)])
-        plan = placed.get(id(outer))
-        if plan is None:
-            position = len(flow.blocks[call_block].instructions) - 1
-            plan = placed[id(outer)] = PlannedFence("call", call_block, position, need.cover, None, [],
-                                                    anchor=outer.call)
-        plan.cover |= need.cover
-        plan.needs.append(need)
-    for plan in placed.values():
-        plan.witnesses = _witnesses(analysis, plan.needs)
-    for plan in placed.values():
-        plan.event = analysis.add_fence(plan.block, plan.position, plan.cover)
+        site = sites.get(id(outer))
+        if site is None:
+            site = sites[id(outer)] = (next(b for b in flow.pred[_entry_of(flow, outer)]), outer, [])
+        site[2].append(need)
+    plans = []
+    for call_block, outer, served in sites.values():
+        cover = 0
+        for need in served:
+            cover |= need.cover
+        plans.append(PlannedFence(Placement.CALL, call_block, len(flow.blocks[call_block].instructions) - 1, cover,
+                                  None, tuple(served), anchor=outer.call,
+                                  witnesses=tuple(_witnesses(analysis, served))))
+    placed = [(plan, _place(analysis, plan)) for plan in plans]
     if placed:
         analysis.solve()
-    return list(placed.values())
+    return placed
 
 
-def _entry_of(flow, context) -> int:
+def _entry_of(flow: FlowGraph, context: Context) -> int:
     return min(b.index for b in flow.blocks if b.context is context)
 
 
@@ -452,6 +551,8 @@ def _entry_of(flow, context) -> int:
 
 
 def _choose_hoists(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFence]:
+    """The loop and branch hoists (docs/fence.md §6.1), outer and earlier regions
+    first; none of them is in the analysis yet."""
     flow = analysis.flow
     dominators = DominatorTree.of(flow)
     forest = find_loops(flow, dominators)
@@ -461,7 +562,8 @@ def _choose_hoists(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedF
     for need in needs:
         needs_in.setdefault(need.block, []).append(need)
     generated = [analysis.generated_spaces(block) for block in range(len(flow.blocks))]
-    candidates = [(rank[loop.header], 0, loop) for loop in forest.loops if loop.blocks <= root]
+    candidates: list[tuple[int, int, Loop | int]] = [(rank[loop.header], 0, loop) for loop in forest.loops
+                                                     if loop.blocks <= root]
     for block in flow.rpo:
         if block in root and len(flow.succ[block]) + (block in flow.exits) >= 2 and analysis.pending(
                 analysis.outs[block]):
@@ -470,9 +572,9 @@ def _choose_hoists(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedF
     satisfied: set[int] = set()
     post_dominators = None
     hoists = []
-    for _, kind, item in candidates:
-        if kind == 0:
-            hoist = _loop_hoist(flow, item, needs_in, satisfied, generated, forest.irreducible)
+    for _, _, item in candidates:
+        if isinstance(item, Loop):
+            hoist = _loop_hoist(analysis, item, needs_in, satisfied, generated, forest.irreducible)
         else:
             if post_dominators is None:
                 post_dominators = DominatorTree.post_of(flow)
@@ -480,16 +582,19 @@ def _choose_hoists(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedF
                                   forest.irreducible, root)
         if hoist is not None:
             satisfied.update(id(n) for n in hoist.needs)
-            hoist.witnesses = _witnesses(analysis, hoist.needs)
             hoists.append(hoist)
     return hoists
 
 
-def _open_needs(blocks, needs_in: dict, satisfied: set) -> list[Need]:
+def _open_needs(blocks: Iterable[int], needs_in: dict[int, list[Need]], satisfied: set[int]) -> list[Need]:
     return [n for b in blocks for n in needs_in.get(b, ()) if id(n) not in satisfied]
 
 
-def _loop_hoist(flow, loop: Loop, needs_in, satisfied, generated, irreducible) -> PlannedFence | None:
+def _loop_hoist(analysis: KernelAnalysis, loop: Loop, needs_in: dict[int, list[Need]], satisfied: set[int],
+                generated: list[int], irreducible: set[int]) -> PlannedFence | None:
+    """One fence for the loop's open needs: at the end of its preheader, or on its
+    entry edges when it has none yet."""
+    flow = analysis.flow
     if loop.blocks & irreducible:
         return None
     inside = _open_needs(sorted(loop.blocks), needs_in, satisfied)
@@ -504,12 +609,19 @@ def _loop_hoist(flow, loop: Loop, needs_in, satisfied, generated, irreducible) -
     preheader = find_preheader(flow, loop)
     if preheader is None:
         return None
-    block = preheader.block if preheader.block is not None else loop.header
-    return PlannedFence("loop", block, 0, cover, None, inside, loop=loop, preheader=preheader)
+    if preheader.block is None:
+        block, position = loop.header, 0
+    else:
+        block = preheader.block
+        position = len(flow.blocks[block].instructions) - (flow.blocks[block].terminator is not None)
+    return PlannedFence(Placement.LOOP, block, position, cover, None, tuple(inside), loop=loop, preheader=preheader,
+                        witnesses=tuple(_witnesses(analysis, inside)))
 
 
-def _branch_hoist(analysis, branch: int, dominators, post_dominators, needs_in, satisfied, generated,
-                  irreducible, root) -> PlannedFence | None:
+def _branch_hoist(analysis: KernelAnalysis, branch: int, dominators: DominatorTree, post_dominators: DominatorTree,
+                  needs_in: dict[int, list[Need]], satisfied: set[int], generated: list[int],
+                  irreducible: set[int], root: set[int]) -> PlannedFence | None:
+    """One fence before the branch for the open needs of its region."""
     flow = analysis.flow
     join = post_dominators.idom.get(branch)
     if join is None or join in flow.succ[branch] or branch in flow.exits:
@@ -530,10 +642,11 @@ def _branch_hoist(analysis, branch: int, dominators, post_dominators, needs_in, 
         cover |= need.cover
     terminator = flow.blocks[branch].terminator
     position = len(flow.blocks[branch].instructions) - (terminator is not None)
-    return PlannedFence("branch", branch, position, cover, None, inside)
+    return PlannedFence(Placement.BRANCH, branch, position, cover, None, tuple(inside),
+                        witnesses=tuple(_witnesses(analysis, inside)))
 
 
-def _every_path_blocked(flow, region, blockers: set) -> bool:
+def _every_path_blocked(flow: FlowGraph, region: BranchRegion, blockers: set[int]) -> bool:
     """True when every path from the branch to the join passes a block in `blockers`."""
     join = region.join
     stack = []
@@ -557,28 +670,7 @@ def _every_path_blocked(flow, region, blockers: set) -> bool:
     return True
 
 
-def _apply_hoist(analysis: KernelAnalysis, hoist: PlannedFence) -> None:
-    """Put a hoisted fence into the analysis (creating the preheader block)."""
-    flow = analysis.flow
-    if hoist.placement == "loop":
-        preheader = hoist.preheader
-        if preheader.block is None:
-            header = hoist.loop.header
-            entries = [p for p in flow.pred[header] if p not in hoist.loop.blocks]
-            if header == flow.start:
-                entries.append(ENTRY)
-            created = flow.add_block_before(header, entries)
-            created.context = flow.blocks[header].context
-            hoist.block = created.index
-            hoist.position = 0
-            analysis.events.append([])
-        else:
-            block = flow.blocks[hoist.block]
-            hoist.position = len(block.instructions) - (block.terminator is not None)
-    hoist.event = analysis.add_fence(hoist.block, hoist.position, hoist.cover)
-
-
-def _orders_something(analysis: KernelAnalysis, hoist: PlannedFence) -> bool:
+def _orders_something(analysis: KernelAnalysis, hoist: PlannedFence, event: Event) -> bool:
     """False when an earlier hoist already ordered everything this one would."""
-    pending = analysis.pending_before(hoist.block, hoist.event)
+    pending = analysis.pending_before(hoist.block, event)
     return bool(analysis.spaces_of(pending) & alias(hoist.cover))

@@ -47,9 +47,10 @@ import bisect
 import enum
 import re
 
-from ptxkit._records import record
+from ptxkit._records import TYPE_CHECKING, record
 from ptxkit.cfg.flow.dataflow import solve_forward
 from ptxkit.cfg.flow.dominance import DominatorTree
+from ptxkit.cfg.flow.graph import ENTRY
 from ptxkit.cfg.flow.inline import inlined_graph
 from ptxkit.cfg.flow.loops import loop_forest
 from ptxkit.cfg.sync.armed import fenced_before_copies
@@ -62,6 +63,12 @@ from ptxkit.cfg.values.divergence import thread_meets
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER, special_ranges
 from ptxkit.cfg.values.thread_sets import runners
 from ptxkit.isa import SyncObject
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterator, Sequence
+
+    from ptxkit.instruction import Guard
+    from ptxkit.syntax import Instruction
 
 __all__ = ["AnalysisOptions", "Fact", "Hazard", "KernelAnalysis", "Need", "Step", "spaces_text"]
 
@@ -147,8 +154,8 @@ class Need:
 
     block: int
     event: Event
-    instruction: object
-    guard: object
+    instruction: Instruction
+    guard: Guard | None
     pending: int
     cover: int
     hazard: Hazard
@@ -274,6 +281,8 @@ class KernelAnalysis:
         self._crediting: dict[int, int] = {}  # id(fence) -> the facts it credits, once `_run` knows them
         self._own_credit = 0  # the facts a thread may be credited of its own (made once), with credit only
         self.needy: dict[int, int] = {}
+        #: header -> the planned fences on its entry edges: (the entry blocks, the fence)
+        self.edge_fences: dict[int, list[tuple[frozenset, Event]]] = {}
         self._kills: dict[int, int] = {}
         self.ins: list[int] = []
         self.outs: list[int] = []
@@ -281,7 +290,7 @@ class KernelAnalysis:
         self.imports: dict[int, tuple[int, int, int]] = {}
         self._reasons: dict[int, int] = {}
         self._touch_answers: dict = {}  # `_touched`
-        self._foreign_bits: tuple | None = None  # (the runners they were made from, bits by block)
+        self._foreign_bits: list[int] | None = None  # `_foreign`, once computed
 
     # -- planes -----------------------------------------------------------------------------
     def plane(self, state: int, which: int) -> int:
@@ -594,16 +603,27 @@ class KernelAnalysis:
         return self.kill_mask(event.spaces)
 
     # -- planned fences (hoisted, writer side) --------------------------------------------------
-    def add_fence(self, block: int, position: int, cover: int, releases_inits: bool = False) -> Event:
+    def add_fence(self, block: int, position: int, cover: int, releases_inits: bool = False,
+                  entries: Sequence[int | str] | None = None) -> Event:
         """Record a fence the pass will insert before instruction `position` of `block`
         (or at its end, when `position` is the block length): a proxy fence ordering
-        `cover`, or with `releases_inits` a ``fence.mbarrier_init.release.cluster``."""
+        `cover`, or with `releases_inits` a ``fence.mbarrier_init.release.cluster``.
+
+        With `entries` the fence goes on the edges from those blocks (and ``ENTRY``, the
+        function's start) into `block`, a loop's header: where the preheader the edits
+        create will hold it. The graph stays as it is; the solve applies the fence to
+        what those edges carry (`edge_states`).
+        """
         event = Event(position, Kind.INSERTED, spaces=cover, detail=RELEASES_INITS if releases_inits else None)
-        self.restore_event(block, event)
+        self.restore_event(block, event, entries)
         return event
 
-    def restore_event(self, block: int, event: Event) -> None:
-        """Put back a planned fence's event that `remove_event` took out (or add a new one)."""
+    def restore_event(self, block: int, event: Event, entries: Sequence[int | str] | None = None) -> None:
+        """Put back a planned fence's event that `remove_event` took out (or add a new
+        one), on `entries`' edges into `block` when given (`add_fence`)."""
+        if entries is not None:
+            self.edge_fences.setdefault(block, []).append((frozenset(entries), event))
+            return
         events = self.events[block]
         at = 0
         while at < len(events) and events[at].position < event.position:
@@ -611,7 +631,53 @@ class KernelAnalysis:
         events.insert(at, event)
 
     def remove_event(self, block: int, event: Event) -> None:
+        """Take a planned fence's event out of `block` (or off its entry edges)."""
+        on_edges = self.edge_fences.get(block)
+        if on_edges is not None and any(e is event for _, e in on_edges):
+            on_edges[:] = [(entries, e) for entries, e in on_edges if e is not event]
+            if not on_edges:
+                del self.edge_fences[block]
+            return
         self.events[block] = [e for e in self.events[block] if e is not event]
+
+    def edge_states(self, header: int) -> tuple[int, int]:
+        """The state on the fenced entry edges into `header` (`add_fence` with
+        `entries`) in the current fixpoint, before and after their fences: what the
+        preheader the edits create starts and ends with. The state entering the
+        function has nothing pending, so only the entries that are blocks count."""
+        on_edges = self.edge_fences[header]
+        state = 0
+        for block in on_edges[0][0]:
+            if block != ENTRY:
+                state |= self.outs[block]
+        state &= ~self._foreign()[header]  # the same threads run the preheader and the header
+        before = state
+        for _, event in on_edges:
+            state = self._step(event, state)
+        return before, state
+
+    def _edge_merges(self, merges: dict) -> dict:
+        """`merges` with, at each header that has fences on its entry edges, those fences
+        applied to what the entries hand over before the merge."""
+        if not self.edge_fences:
+            return merges
+        merges = dict(merges)
+        step = self._step
+        for header, on_edges in self.edge_fences.items():
+            fenced = on_edges[0][0]
+            events = [event for _, event in on_edges]
+
+            def merge(outs: dict, inner=merges.get(header), fenced=fenced, events=events) -> int:
+                across = {}
+                for block, state in outs.items():
+                    if block in fenced:
+                        for event in events:
+                            state = step(event, state)
+                    across[block] = state
+                return inner(across) if inner is not None else _union(across)
+
+            merges[header] = merge
+        return merges
 
     # -- the fixpoint -----------------------------------------------------------------------
     def _handoffs(self) -> tuple[list, dict, dict]:
@@ -685,8 +751,8 @@ class KernelAnalysis:
         that no thread running this one runs (`ptxkit.cfg.values.thread_sets`). A path from such
         an access to this block is no thread's, so what it carries in those planes is
         dropped on entry; what was handed over stays (docs/fence.md §5.2)."""
-        threads = runners(self.flow)
-        if self._foreign_bits is None or self._foreign_bits[0] is not threads:  # the graph may have grown
+        if self._foreign_bits is None:  # the graph never changes: once
+            threads = runners(self.flow)
             made_by = [0] * len(self.facts)
             for fact in self.facts:
                 for block, _ in fact.origins:
@@ -697,8 +763,8 @@ class KernelAnalysis:
                     mask = sum(1 << index for index, makers in enumerate(made_by)
                                if ran and makers and not makers & ran)
                     by_threads[ran] = self.put(mask, LOCAL) | self.put(mask, IN_FLIGHT)
-            self._foreign_bits = threads, [by_threads[ran] for ran in threads]
-        return self._foreign_bits[1]
+            self._foreign_bits = [by_threads[ran] for ran in threads]
+        return self._foreign_bits
 
     def _fixpoint(self, needy: dict[int, int]) -> None:
         waits, hears, homes = self._handoffs()
@@ -724,15 +790,16 @@ class KernelAnalysis:
         # without credit, imports only grow from round to round and so do the states: a
         # round resumes from the last one at the waits whose imports grew
         resume = not self._crediting and not self._meets
+        merges = self._edge_merges(self._meets)
         result, changed = None, set()
         for _ in range(64):
             if resume and result is not None:
                 result = solve_forward(self.flow, transfer, entry=self.put(self._full, UNCREDITED), bottom=0,
-                                       join=int.__or__, since=result, changed=changed)
+                                       join=int.__or__, merges=merges, since=result, changed=changed)
             else:
                 exports.clear()  # what the arrives hand over under the current imports only
                 result = solve_forward(self.flow, transfer, entry=self.put(self._full, UNCREDITED), bottom=0,
-                                       join=int.__or__, merges=self._meets)
+                                       join=int.__or__, merges=merges)
             changed = set()
             for heard, listeners in audiences.items():
                 unpublished = crossed = published = credited = 0
@@ -883,7 +950,7 @@ class KernelAnalysis:
             spaces |= CLUSTER
         return spaces
 
-    def walk(self, wanted=None):
+    def walk(self, wanted: Collection[int] | None = None) -> Iterator[tuple[int, int, Event]]:
         """Yield ``(block, state before, event)`` for every event (or the events whose
         id is in `wanted`) of the reachable blocks, in the current fixpoint."""
         for block in self.flow.rpo:
@@ -1027,7 +1094,16 @@ class KernelAnalysis:
         return spaces
 
     def pending_before(self, block: int, event: Event) -> int:
-        """The facts pending (local or imported) just before `event` of `block`."""
+        """The facts pending (local or imported) just before `event` of `block`, or
+        before the fence `event` on `block`'s entry edges."""
+        on_edges = self.edge_fences.get(block, ())
+        if any(other is event for _, other in on_edges):
+            state = self.edge_states(block)[0]
+            for _, other in on_edges:
+                if other is event:
+                    break
+                state = self._step(other, state)
+            return self.pending(state) | self.plane(state, CROSSED)
         state = self.ins[block]
         for other in self.events[block]:
             if other is event:
@@ -1113,7 +1189,9 @@ class KernelAnalysis:
 
     def _trace(self, bit: int, block: int, event: Event):
         """A path along which state bit `bit` stays set from the event that sets it to
-        just before `event` of `block`: ``((source block, source event), [blocks])``."""
+        just before `event` of `block`: ``((source block, source event), [blocks])``.
+        Fenced entry edges (`edge_states`) are searched as the preheader the edits
+        create there: after the header's other predecessors, one step further away."""
         found = self._source_in_block(bit, block, event)
         if found is not None:
             return (block, found), [block]
@@ -1122,19 +1200,34 @@ class KernelAnalysis:
         parents: dict[int, int] = {}  # block -> the block it leads to, towards `block`
         queue = [block]
         for current in queue:
-            for p in self.flow.pred[current]:
-                if p in parents or not self.outs[p] >> bit & 1:
+            for p in self._trace_preds(current):
+                if p in parents or not self._trace_out(p) >> bit & 1:
                     continue
                 parents[p] = current
-                source = self._source_in_block(bit, p, None)
+                source = self._source_in_block(bit, p, None) if p >= 0 else None
                 if source is not None:
                     path = [p]
                     while True:
                         path.append(parents[path[-1]])
                         if path[-1] == block:
-                            return (p, source), path
+                            return (p, source), [b for b in path if b >= 0]
                 queue.append(p)
         return None
+
+    def _trace_preds(self, node: int) -> list[int]:
+        """`_trace`'s predecessors of `node`: a header with fenced entry edges has, in
+        place of its entries, its preheader-to-be ``-1 - header``, whose predecessors
+        are those entries."""
+        if node < 0:
+            fenced = self.edge_fences[-1 - node][0][0]
+            return [p for p in self.flow.pred[-1 - node] if p in fenced]
+        if node not in self.edge_fences:
+            return self.flow.pred[node]
+        fenced = self.edge_fences[node][0][0]
+        return [p for p in self.flow.pred[node] if p not in fenced] + [-1 - node]
+
+    def _trace_out(self, node: int) -> int:
+        return self.outs[node] if node >= 0 else self.edge_states(-1 - node)[1]
 
     def _source_in_block(self, bit: int, block: int, before: Event | None):
         """The event of `block` (before `before`) that last set state bit `bit`, when

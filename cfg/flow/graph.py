@@ -100,7 +100,7 @@ class FlowGraph:
     """The CFG of one function as plain lists: what the analyses iterate over.
 
     Blocks are ``0 … n-1`` in source order and the function starts at `start` (block
-    0 unless a preheader was put in front of it); `succ`/`pred` hold block indices,
+    0 unless `with_blocks_before` put a block in front of it); `succ`/`pred` hold block indices,
     and `exits` the blocks with an edge to ``EXIT``. `kinds` maps an
     edge ``(u, v)`` (``v`` may be ``EXIT``) to its kind. `build_cfg` turns this into the
     public `networkx.DiGraph`; the pass stays on lists because building a DiGraph of
@@ -138,7 +138,7 @@ class FlowGraph:
                 self.succ[u].append(v)
                 self.pred[v].append(u)
         self._rpo: list[int] | None = None
-        self.derived: dict[str, object] = {}  # what analyses computed from the graph as it is (cleared when it changes)
+        self.derived: dict[str, object] = {}  # what analyses computed from the graph (`derived`)
 
     def __len__(self) -> int:
         return len(self.blocks)
@@ -150,38 +150,49 @@ class FlowGraph:
             self._rpo = reverse_postorder(self.succ, self.start) if self.blocks else []
         return self._rpo
 
-    def add_block_before(self, header: int, entries: Sequence[EdgeStart]) -> BasicBlock:
-        """Add an empty block on the edges from `entries` into `header` (a preheader).
-
-        `entries` are predecessor blocks, and ``ENTRY`` when the function starts at
-        `header`. The new block gets the next free index and falls into `header`.
-        Only the graph changes; the caller edits the text to match.
+    def with_blocks_before(self, places: Sequence[tuple[int, Sequence[EdgeStart]]]) -> FlowGraph:
+        """A copy of this graph with an empty block on each place's edges: for each
+        ``(header, entries)``, a block that the edges from `entries` (predecessor
+        blocks, and ``ENTRY`` when the function starts at `header`) go to instead of
+        `header`, and that falls into `header` (a loop preheader). The new blocks get
+        the next free indices, in order; this graph stays as it is. The fence pass plans
+        a fence on a loop's entry edges and draws the function this way, as its edits
+        will make it (`ptxkit.cfg.fence.fence.FunctionResult.planned_graph`).
 
         >>> flow = FlowGraph(None, [BasicBlock(0), BasicBlock(1)], [(ENTRY, 0, "entry"), (0, 1, "fallthrough"),
         ...                  (1, 1, "taken"), (1, EXIT, "return")], {})
-        >>> flow.add_block_before(1, [0]).index, flow.succ, flow.pred[1]
-        (2, [[2], [1], [1]], [1, 2])
+        >>> made = flow.with_blocks_before([(1, [0])])
+        >>> len(made), made.succ, made.pred[1], flow.succ
+        (3, [[2], [1], [1]], [1, 2], [[1], [1]])
         """
-        block = BasicBlock(len(self.blocks))
-        new = block.index
-        self.blocks.append(block)
-        self.succ.append([header])
-        self.pred.append([])
-        kinds = self.kinds
-        for p in entries:
-            if p == ENTRY:
-                self.start = new
-                kinds[(ENTRY, new)] = kinds.pop((ENTRY, header), "entry")
-            else:
-                self.succ[p] = [new if s == header else s for s in self.succ[p]]
-                self.pred[header].remove(p)
-                self.pred[new].append(p)
-                kinds[(p, new)] = kinds.pop((p, header))
-        self.pred[header].append(new)
-        kinds[(new, header)] = "fallthrough"
-        self._rpo = None
-        self.derived.clear()
-        return block
+        made = FlowGraph.__new__(FlowGraph)
+        made.function, made.label_blocks, made.calls = self.function, self.label_blocks, self.calls
+        made.start = self.start
+        made.blocks = list(self.blocks)
+        made.succ = [list(s) for s in self.succ]
+        made.pred = [list(p) for p in self.pred]
+        made.exits = list(self.exits)
+        made.kinds = kinds = dict(self.kinds)
+        made._rpo = None
+        made.derived = {}
+        for header, entries in places:
+            new = len(made.blocks)
+            made.blocks.append(BasicBlock(new))
+            made.blocks[new].context = self.blocks[header].context
+            made.succ.append([header])
+            made.pred.append([])
+            for p in entries:
+                if p == ENTRY:
+                    made.start = new
+                    kinds[(ENTRY, new)] = kinds.pop((ENTRY, header), "entry")
+                else:
+                    made.succ[p] = [new if s == header else s for s in made.succ[p]]
+                    made.pred[header].remove(p)
+                    made.pred[new].append(p)
+                    kinds[(p, new)] = kinds.pop((p, header))
+            made.pred[header].append(new)
+            kinds[(new, header)] = "fallthrough"
+        return made
 
     def to_networkx(self) -> nx.DiGraph[EdgeStart | EdgeEnd]:
         """This graph as a `networkx.DiGraph` with ``ENTRY``/``EXIT`` nodes (see `build_cfg`)."""
@@ -403,8 +414,8 @@ def _resolve(node: Node, name: str, at: int) -> Label:
 
 
 def derived(flow: object, key: str, compute: Callable[[], Derived]) -> Derived:
-    """`compute()`, kept in the graph's `derived` cache (cleared when the graph changes)
-    when it has one: what an analysis computes once per graph.
+    """`compute()`, kept in the graph's `derived` cache when it has one: what an
+    analysis computes once per graph (a graph does not change once built).
 
     >>> class Plain:  # a graph-like object without the cache
     ...     pass

@@ -81,18 +81,18 @@ def summarise(module, options, function: str | None = None) -> str:
         analysis = result.analysis
         if function is not None and analysis.function.name != function:
             continue
-        flow = analysis.flow
+        flow, ins, _, blocks = result.planned_graph()  # with the loop preheaders the plan creates
         out.append(f"{analysis.function.kind} {analysis.function.name}: "
                    f"{len(flow.blocks)} block{'s' * (len(flow.blocks) != 1)}, "
                    f"{len(result.plans)} fence{'s' * (len(result.plans) != 1)} to insert")
         planned = {}
-        for plan, site in zip(result.plans, result.sites):
-            planned.setdefault(plan.block, []).append(site)
+        for block, site in zip(blocks, result.sites):
+            planned.setdefault(block, []).append(site)
         reachable = set(flow.rpo)
         for block in flow.blocks:
             succ = [flow.blocks[s].name for s in flow.succ[block.index]] + (["exit"] if block.index in flow.exits
                                                                                 else [])
-            state = analysis.state_text(analysis.ins[block.index]) if block.index in reachable else "unreachable"
+            state = analysis.state_text(ins[block.index]) if block.index in reachable else "unreachable"
             line = f"  {block.name:<16} line {block.line or '-':<6} -> {', '.join(succ) or '-':<24} in: {state}"
             out.append(line.rstrip())
             for site in planned.get(block.index, ()):
