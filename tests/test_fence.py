@@ -349,6 +349,42 @@ def test_created_preheader_is_reported():
     assert fence.created_label == "$ptxkit_preheader_0" and "@%p1 bra \t$ptxkit_preheader_0;" in fenced
 
 
+def test_planning_leaves_the_graph_as_built():
+    """A preheader still to be made is a place on the loop's entry edges: planning adds no
+    block and keeps what was derived from the graph; the plan is frozen."""
+    from ptxkit.cfg.fence.placement import Placement, plan_fences
+    from ptxkit.cfg.fence.proxy import KernelAnalysis
+    from ptxkit.cfg.flow.dominance import DominatorTree
+
+    analysis = KernelAnalysis(ptxkit.parse(sample("x16_created_preheader"), "x16").function("k"),
+                              FenceOptions().analysis)
+    flow = analysis.flow
+    shape, dominators = ([list(s) for s in flow.succ], [list(p) for p in flow.pred], dict(flow.kinds)), \
+        DominatorTree.of(flow)
+    (plan,) = plan_fences(analysis)
+    assert plan.placement is Placement.LOOP and plan.on_entry_edges and plan.block == plan.loop.header
+    assert ([list(s) for s in flow.succ], [list(p) for p in flow.pred], dict(flow.kinds)) == shape
+    assert len(flow.blocks) == len(analysis.events) == 4 and DominatorTree.of(flow) is dominators
+    before, after = analysis.edge_states(plan.block)
+    assert analysis.pending(before) and not analysis.pending(after)  # the writes before the loop, then fenced
+    with pytest.raises(AttributeError):
+        plan.block = 0
+
+
+def test_the_drawing_shows_the_preheader_the_edits_create():
+    """`ptxkit cfg` draws the graph as the edits leave it: the new block on the loop's
+    entry edges, with the states on those edges and the fence in it."""
+    from ptxkit.cli.cfg_cmd import summarise
+
+    lines = summarise(ptxkit.parse(sample("x16_created_preheader"), "x16"), FenceOptions()).splitlines()
+    assert lines[0] == "entry k: 5 blocks, 1 fence to insert"
+    assert [line.split()[:3] for line in lines[1:3]] == [["B0", "line", "25"], ["B1", "line", "38"]]
+    assert "-> B4, B1" in lines[1] and "-> B4 " in lines[2] and "-> L, B3" in lines[3]
+    assert lines[5].split("in:") == ["  B4               line -      -> L                        ",
+                                     " 2 writes made here (shared::cta)"]
+    assert lines[6].strip() == "+ fence.proxy.async.shared::cta; before line 39 (loop)"
+
+
 def test_warnings():
     _, report = run(sample("02b_cp_async_without_wait"), "02b")
     assert [w.line for w in report.warnings] == [37] and "in flight" in report.warnings[0].text
