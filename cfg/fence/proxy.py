@@ -256,7 +256,9 @@ class KernelAnalysis:
 
     After `solve`, `needy` maps each async op that gets a fence (by ``id`` of its
     event) to the fence's cover, `ins`/`outs` hold the states at block boundaries of
-    the fenced function, and `needs` lists the fences with their reasons.
+    the fenced function, and `needs` lists the fences with their reasons. The fences
+    the pass plans elsewhere are events too (`add_fence`): in their blocks, or in
+    `edge_fences` for those on a loop's entry edges; the flow graph never changes.
     """
 
     def __init__(self, function, options: AnalysisOptions, flow=None):
