@@ -646,7 +646,16 @@ class KernelAnalysis:
         """The state on the fenced entry edges into `header` (`add_fence` with
         `entries`) in the current fixpoint, before and after their fences: what the
         preheader the edits create starts and ends with. The state entering the
-        function has nothing pending, so only the entries that are blocks count."""
+        function has nothing pending, so only the entries that are blocks count.
+
+        >>> import ptxkit
+        >>> from ptxkit.cfg.fence.placement import plan_fences
+        >>> m = ptxkit.parse_file("samples/fence/x16_created_preheader.ptx")
+        >>> analysis = KernelAnalysis(m.function("k"), AnalysisOptions())
+        >>> plan, = plan_fences(analysis)
+        >>> [analysis.state_text(state) for state in analysis.edge_states(plan.block)]
+        ['2 writes made here (shared::cta)', 'nothing pending']
+        """
         on_edges = self.edge_fences[header]
         state = 0
         for block in on_edges[0][0]:
