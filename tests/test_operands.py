@@ -6,8 +6,7 @@ import pathlib
 
 import ptxkit
 from ptxkit import parse_statement
-from ptxkit.cfg.flow.operands import (defines, destinations, operand_reads, operand_targets, type_width,
-                                      written_and_read)
+from ptxkit.cfg.flow.operands import destinations, operand_reads, operand_targets, type_width, written_and_read
 from ptxkit.instruction import head_of
 from ptxkit.isa import is_special_register
 
@@ -40,16 +39,6 @@ def test_written_and_read_from_the_text_agree_with_the_parsed_operands():
     assert checked > 5000
 
 
-def test_a_store_or_a_branch_defines_nothing():
-    plain = frozenset()
-    for text, register in (("st.shared.u32 [%r1], %r2;", "%r1"), ("bar.sync %r1;", "%r1"),
-                           ("@%p1 bra LOOP;", "%p1")):
-        node = parse_statement(text)
-        assert not defines(node, head_of(node), register, plain), text
-    node = parse_statement("ld.shared.v2.u32 {%r1, %r2}, [%r3];")
-    assert defines(node, head_of(node), "%r2", plain) and not defines(node, head_of(node), "%r3", plain)
-
-
 def test_a_call_writes_only_the_registers_its_results_name():
     plain = frozenset({"out"})
     for text, written in (("call.uni (%r2), f, (%r1);", ["%r2"]), ("call (%1, out), f, (%2);", ["%1", "out"]),
@@ -57,8 +46,6 @@ def test_a_call_writes_only_the_registers_its_results_name():
                           ("call.uni f, (%r1);", [])):
         node = parse_statement(text)
         assert destinations(node, head_of(node), plain) == written, text
-        assert [r for r in ("%1", "%r2", "%rd1") if defines(node, head_of(node), r, plain)] == \
-            [r for r in written if r[0] == "%"], text
         assert written_and_read(node, head_of(node), plain) is None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -15,9 +16,14 @@ import ptxkit
 from ptxkit import parse_statement
 from ptxkit.cfg.flow.graph import flow_graph
 from ptxkit.cfg.flow.inline import inlined_graph
+from ptxkit.cfg.flow.operands import destinations
+from ptxkit.cfg.values import registers
 from ptxkit.cfg.values.registers import analyse_registers, register_values
 from ptxkit.cfg.values.values import number, show
+from ptxkit.isa import NO_DESTINATION
 from test_values import contains_number
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 dyn[];\n"
         ".global .align 4 .b32 gvar[4];\n")
@@ -1230,3 +1236,40 @@ def test_the_analysis_solves_in_one_order_whatever_the_hash_seed():
     runs = {subprocess.run([sys.executable, "-c", _JOINS_BY_SEED], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(4)}
     assert len(runs) == 1 and "@join" in runs.pop()
+
+
+def test_where_a_block_writes_a_register_counts_only_instructions_with_a_destination():
+    text = (f"{HEAD}.visible .entry k()\n{{\n{REGS}.reg .b32 n;\n\tmov.u32 %r1, 1;\n\tst.shared.u32 [%r1], %r2;\n"
+            "\tbar.sync %r1;\n\tld.shared.v2.u32 {%r3, %r2}, [%r1];\n\tsetp.lt.u32 %p1|%p2, %r2, 4;\n"
+            "\tmov.u32 n, %r3;\n\t@%p1 mov.u32 %r1, 2;\n\tret;\n}\n")
+    flow = flow_graph(ptxkit.parse(text).function("k"))
+    analysis = registers._Analysis(flow)
+    assert [analysis.last_definition(0, 7, name) for name in ("%r1", "%r2", "%r3", "%p2", "n", "%r9")] == \
+        [6, 3, 3, 4, 5, None]
+    assert analysis.last_definition(0, 6, "%r1") == 0  # not the store's address, nor the barrier's count
+    assert analysis.redefined(0, 1, 7, "%r1") and not analysis.redefined(0, 1, 6, "%r1")
+    assert not analysis.redefined(0, 4, 4, "%p1") and analysis.redefined(0, 4, 5, "%p1")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "samples" / "fence").glob("*.ptx")), ids=lambda p: p.name)
+def test_where_a_block_last_writes_a_register_is_what_a_scan_of_its_instructions_finds(path):
+    """The analysis answers from its definitions by block (bisection) what scanning the
+    block backwards for an instruction whose destinations name the register finds, in
+    the inlined graphs of every sample (callees' blocks included)."""
+    module = ptxkit.parse(path.read_text(), path.name)
+    for function in module.functions:
+        if function.is_declaration:
+            continue
+        flow = inlined_graph(function)
+        analysis = registers._Analysis(flow)
+        for block in flow.blocks:
+            plain = analysis.plain(block.index)
+            written = [[] if head[2] in NO_DESTINATION else destinations(instruction, head, plain)
+                       for instruction, head in zip(block.instructions, block.heads)]
+            for name in {name for names in written for name in names} | {"%r1", "%unwritten"}:
+                last = None
+                for position in range(len(block.instructions) + 1):
+                    assert analysis.last_definition(block.index, position, name) == last, (path.name, name)
+                    assert analysis.redefined(block.index, 0, position, name) == (last is not None)
+                    if position < len(written) and name in written[position]:
+                        last = position

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ptxkit._records import TYPE_CHECKING
 from ptxkit._regex import compile as compile_pattern
-from ptxkit.isa import NO_DESTINATION, TYPE_BITS
+from ptxkit.isa import TYPE_BITS
 
 if TYPE_CHECKING:
     from collections.abc import Container, Sequence
@@ -128,49 +128,6 @@ def operand_reads(operand: Operand, plain: Container[str]) -> list[str]:
     for element in operand.elements:
         found.extend(operand_reads(element, plain))
     return found
-
-
-def defines(instruction: Instruction, head: HeadTuple, register: str, plain: Container[str]) -> bool:
-    """True when `instruction` writes `register` (its name in the text is checked first:
-    most instructions of a long block do not even mention it).
-
-    >>> from ptxkit import parse_statement
-    >>> from ptxkit.instruction import head_of
-    >>> node = parse_statement("add.s32 %r1, %r2, 4;")
-    >>> defines(node, head_of(node), "%r1", frozenset()), defines(node, head_of(node), "%r2", frozenset())
-    (True, False)
-    """
-    return register in instruction.text and head[2] not in NO_DESTINATION \
-        and register in destinations(instruction, head, plain)
-
-
-def last_definition(instructions: Sequence[Instruction], heads: Sequence[HeadTuple], position: int, register: str,
-                    plain: Container[str]) -> int | None:
-    """The index of the last instruction before `position` that writes `register`, or None.
-
-    >>> from ptxkit import parse_statement
-    >>> from ptxkit.instruction import head_of
-    >>> block = [parse_statement(s) for s in ("mov.u32 %r1, 1;", "add.s32 %r2, %r1, 1;", "mov.u32 %r1, 2;")]
-    >>> last_definition(block, [head_of(n) for n in block], 2, "%r1", frozenset())
-    0
-    """
-    for index in range(position - 1, -1, -1):
-        if defines(instructions[index], heads[index], register, plain):
-            return index
-    return None
-
-
-def redefined(instructions: Sequence[Instruction], heads: Sequence[HeadTuple], start: int, stop: int, register: str,
-              plain: Container[str]) -> bool:
-    """True when an instruction in ``[start, stop)`` writes `register`.
-
-    >>> from ptxkit import parse_statement
-    >>> from ptxkit.instruction import head_of
-    >>> block = [parse_statement(s) for s in ("mov.u32 %r1, 1;", "add.s32 %r2, %r1, 1;")]
-    >>> redefined(block, [head_of(n) for n in block], 1, 2, "%r1", frozenset())
-    False
-    """
-    return any(defines(instructions[index], heads[index], register, plain) for index in range(start, stop))
 
 
 def register_and_constant(operands: Sequence[Operand]) -> tuple[str, int] | None:

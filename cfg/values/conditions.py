@@ -24,7 +24,6 @@ finds them; the analysis's tests show it at work (``tests/test_registers.py``,
 from __future__ import annotations
 
 from ptxkit._records import record
-from ptxkit.cfg.flow.operands import last_definition, redefined
 from ptxkit.cfg.flow.ssa import cell_key
 from ptxkit.cfg.values.arithmetic import compared_as, identity, rounded_up_to
 from ptxkit.cfg.values.specials import is_fixed_special, one_dimensional
@@ -195,10 +194,9 @@ class BranchConditions:
                 continue
             guard = block.heads[-1][0]
             instructions, heads = block.instructions, block.heads
-            plain = self.plain(block.index)
             position = len(instructions) - 1
             negated = guard.negated
-            at = last_definition(instructions, heads, position, guard.register, plain)
+            at = self.last_definition(block.index, position, guard.register)
             if at is None:
                 found_elsewhere = self._single_setp(block.index, guard, negated, definitions)
                 if found_elsewhere is not None:
@@ -208,10 +206,10 @@ class BranchConditions:
                 continue
             if heads[at][1] == "not.pred":
                 source = instructions[at].operands[1]
-                if source.kind != "register" or redefined(instructions, heads, at + 1, position, source.name, plain):
+                if source.kind != "register" or self.redefined(block.index, at + 1, position, source.name):
                     continue
                 negated = not negated
-                position, at = at, last_definition(instructions, heads, at, source.name, plain)
+                position, at = at, self.last_definition(block.index, at, source.name)
             if at is None or heads[at][2] != "setp" or heads[at][0] is not None:
                 continue
             compare = instructions[at].operands
@@ -224,13 +222,13 @@ class BranchConditions:
                 register, bound = compare[1].name, compare[2].value
             elif compare[2].kind == "register" and compare[1].kind == "immediate":
                 register, bound, comparison = compare[2].name, compare[1].value, SWAPPED_COMPARISONS.get(comparison)
-            elif compare[1].kind == "register" and compare[2].kind == "register" and not redefined(
-                    instructions, heads, at + 1, len(instructions) - 1, compare[2].name, plain):
+            elif compare[1].kind == "register" and compare[2].kind == "register" \
+                    and not self.redefined(block.index, at + 1, len(instructions) - 1, compare[2].name):
                 register, bound = compare[1].name, prefix + compare[2].name  # bounded by the other's value
             else:
                 continue
             if comparison is None or not isinstance(bound, (int, str)) or \
-                    redefined(instructions, heads, at + 1, len(instructions) - 1, register, plain):
+                    self.redefined(block.index, at + 1, len(instructions) - 1, register):
                 continue
             if isinstance(bound, int):
                 self.thresholds.update((bound - 1, bound, bound + 1))
@@ -364,9 +362,7 @@ class BranchConditions:
         """True when `register`, read at `at` in `block` before the test at `position`, is
         not set again in the rest of the block: where the block branches, it holds the
         value read at `at`."""
-        code = self.flow.blocks[block]
-        return at < position and not redefined(code.instructions, code.heads, at + 1, len(code.instructions),
-                                                register, self.plain(block))
+        return at < position and not self.redefined(block, at + 1, len(self.flow.blocks[block].instructions), register)
 
     def _zero(self, block: int, operand, definitions: dict) -> bool:
         """True when `operand` is 0: an immediate, or a register whose only definition moves 0."""

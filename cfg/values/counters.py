@@ -25,14 +25,10 @@ let it grow round after round:
 
 from __future__ import annotations
 
-import bisect
-
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import derived
-from ptxkit.cfg.flow.operands import (
-    last_definition, operand_reads, redefined, register_and_constant, type_width,
-)
-from ptxkit.cfg.flow.ssa import blocks_between, by_block, version_name
+from ptxkit.cfg.flow.operands import operand_reads, register_and_constant, type_width
+from ptxkit.cfg.flow.ssa import blocks_between, version_name
 from ptxkit.cfg.values.arithmetic import compared_as, cvt_reading, rounded_up_to
 from ptxkit.cfg.values.idioms import align_up, constant_operand, linear, quotient_of, remainder
 from ptxkit.cfg.values.values import (
@@ -108,12 +104,8 @@ class CounterIdioms:
             there, at = site
             return blocks[there].instructions, blocks[there].heads, at, there
 
-        index = self._definition_index()
-
         def defining(code, at: int, register: str):
-            positions = index.get((code[2], self.prefix(code[2]) + register))
-            found = bisect.bisect_left(positions, at) if positions else 0
-            return positions[found - 1] if found else None
+            return self.last_definition(code[2], at, register)
 
         declined: set = set()  # registers whose definition elsewhere reads one set on the way
 
@@ -288,11 +280,8 @@ class CounterIdioms:
                 read_at, added = site[1], 0  # the sum's expansion went through the shift: s * t
             else:
                 continue
-            block = site[0]
-            code = self.flow.blocks[block]
-            if redefined(code.instructions, code.heads, min(read_at, x_set[1]) + 1, max(read_at, x_set[1]), z,
-                          self.plain(block)) or not self._z_kept(prefix, z, z_add, x_set, min(read_at, x_set[1]),
-                                                                   reading):
+            if self.redefined(site[0], min(read_at, x_set[1]) + 1, max(read_at, x_set[1]), z) \
+                    or not self._z_kept(prefix, z, z_add, x_set, min(read_at, x_set[1]), reading):
                 continue
             x_key = prefix + x
             version = version_name(x_key, *x_set)
@@ -340,47 +329,45 @@ class CounterIdioms:
         C`` (b and its site None)."""
         block, at = setting
         instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
-        plain = self.plain(block)
         added = 0
         operands = instructions[at].operands
         if heads[at][0] is not None:
             return None  # a guarded setting may leave an older value
         while heads[at][2] == "add" and register_and_constant(operands) is not None:
-            inner = last_definition(instructions, heads, at, operands[1].name, plain)
+            inner = self.last_definition(block, at, operands[1].name)
             if inner is None or heads[inner][0] is not None:
                 return None
             added += operands[2].value
             at, operands = inner, instructions[inner].operands
-        if self._shifts(instructions, heads, at, z, scale, plain) \
-                and not redefined(instructions, heads, at + 1, setting[1], z, plain):
+        if self._shifts(block, at, z, scale) and not self.redefined(block, at + 1, setting[1], z):
             return None, at, added, None  # (z << k) + C, no register b
         if heads[at][2] != "add" or len(operands) != 3 or any(o.kind != "register" for o in operands[1:]):
             return None
-        if any(redefined(instructions, heads, at + 1, setting[1], o.name, plain) for o in operands[1:]):
+        if any(self.redefined(block, at + 1, setting[1], o.name) for o in operands[1:]):
             return None
         for a, b in ((operands[1], operands[2]), (operands[2], operands[1])):
-            a_at = last_definition(instructions, heads, at, a.name, plain)
-            if a_at is None or not self._shifts(instructions, heads, a_at, z, scale, plain) \
-                    or b.name in (z, operands[0].name) or redefined(instructions, heads, a_at + 1, setting[1], z, plain):
+            a_at = self.last_definition(block, at, a.name)
+            if a_at is None or not self._shifts(block, a_at, z, scale) \
+                    or b.name in (z, operands[0].name) or self.redefined(block, a_at + 1, setting[1], z):
                 continue
             return b.name, a_at, added, (block, at)
         return None
 
-    @staticmethod
-    def _shifts(instructions, heads, at: int, z: str, scale: int, plain) -> bool:
+    def _shifts(self, block: int, at: int, z: str, scale: int) -> bool:
         """True for an unguarded ``shl r, z, k`` at `at` with ``2**k = scale``, or a shift of
         ``w = cvt z`` set just before in the block (an integer ``cvt`` keeps z modulo the
         narrower width, which is all a sum of that width reads: Triton's 64-bit stage count
         shifted as 32 bits)."""
+        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
         head, found = heads[at], register_and_constant(instructions[at].operands)
         if head[0] is not None or head[2] != "shl" or found is None or 1 << found[1] != scale:
             return False
         shifted = found[0]
         if shifted == z:
             return True
-        inner = last_definition(instructions, heads, at, shifted, plain)
+        inner = self.last_definition(block, at, shifted)
         return inner is not None and _copy_of(instructions[inner], heads[inner], z) \
-            and not redefined(instructions, heads, inner + 1, at, z, plain)
+            and not self.redefined(block, inner + 1, at, z)
 
     def _kept_between(self, key: str, site: tuple, reading: tuple) -> bool:
         """True when `key` is not set after `site` (block, position) and before `reading`:
@@ -393,16 +380,6 @@ class CounterIdioms:
         return DominatorTree.of(self.flow).dominates(there, block) and \
             not any(b == there and p > at or b == block and p < position for b, p in sites) and \
             self._unwritten_between(there, block, [key[len(self.prefix(block)):]], position)
-
-    def _definition_index(self) -> dict:
-        """(block, key) -> the positions, in order, of the block's definitions of key
-        (once per graph, or per stack model when it follows cells)."""
-        if self._definitions_by_block is None:
-            definitions = self.definitions()
-            self._definitions_by_block = derived(self.flow, "register definitions by block",
-                                                 lambda: by_block(definitions)) \
-                if self.stack is None or not self.stack.exact else by_block(definitions)
-        return self._definitions_by_block
 
     def _unwritten_between(self, there: int, reading: int, registers, position: int | None = None) -> bool:
         """True when no definition of `registers` lies in a block on a way from block
@@ -626,12 +603,11 @@ class CounterIdioms:
         if ones & (ones + 1):
             return None
         instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
-        plain = self.plain(block)
-        at = last_definition(instructions, heads, position, mask[0], plain)
+        at = self.last_definition(block, position, mask[0])
         if at is None or heads[at][0] is not None or not heads[at][1].startswith(("shr.u", "shr.b", "shl.")):
             return None
         shift = register_and_constant(instructions[at].operands)
-        if shift is None or redefined(instructions, heads, at + 1, position, shift[0], plain):
+        if shift is None or self.redefined(block, at + 1, position, shift[0]):
             return None
         source, count = instructions[at].operands[1], shift[1] if heads[at][2] == "shr" else -shift[1]
         length, width = ones.bit_length(), type_width(modifiers)
@@ -653,14 +629,14 @@ class CounterIdioms:
         `vanishes(limit)` says the reader drops such multiples; None otherwise."""
         instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
         plain = self.plain(block)
-        at = last_definition(instructions, heads, position, register, plain)
+        at = self.last_definition(block, position, register)
         if at is None or heads[at][2] != "sub" or heads[at][0] is not None:
             return None
         found = remainder(instructions, heads, at, plain)
         if found is None or found.kind != "alignment" or found.limit is None or not vanishes(found.limit):
             return None
         read = [found.x] + (operand_reads(found.bias, plain) if found.bias is not None else [])
-        if any(redefined(instructions, heads, at + 1, position, name, plain) for name in read):
+        if any(self.redefined(block, at + 1, position, name) for name in read):
             return None
         return self.remainder_range(block, found, wrapped=True), [self.prefix(block) + name for name in read]
 
@@ -701,18 +677,17 @@ class CounterIdioms:
         if modulus < 2 or modulus & (modulus - 1):
             return None
         instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
-        plain = self.plain(block)
-        at = last_definition(instructions, heads, position, operands[1].name, plain)
+        at = self.last_definition(block, position, operands[1].name)
         if at is None or heads[at][0] is not None or heads[at][2] != "and":
             return None
         masked = register_and_constant(instructions[at].operands)
         if masked is None or masked[1] != -modulus \
-                or redefined(instructions, heads, at + 1, position, masked[0], plain):
+                or self.redefined(block, at + 1, position, masked[0]):
             return None
         q = masked[0]
         prefix = self.prefix(block)
         names = {q}
-        source = last_definition(instructions, heads, at, q, plain)
+        source = self.last_definition(block, at, q)
         twin = self._twin(block, source) if source is not None else None
         if twin is not None:
             names.add(twin[len(prefix):])
@@ -740,7 +715,6 @@ class CounterIdioms:
         there, stop = block, position
         for _ in range(8):
             code = self.flow.blocks[there]
-            plain = self.plain(there)
             for at in range(stop - 1, -1, -1):
                 head = code.heads[at]
                 operands = code.instructions[at].operands
@@ -752,9 +726,9 @@ class CounterIdioms:
                 if len(self.definitions().get(key, ())) != 1 or operands[0].name == x:
                     continue
                 if there == block:
-                    if not redefined(code.instructions, code.heads, at + 1, position, x, plain):
+                    if not self.redefined(there, at + 1, position, x):
                         return key
-                elif not redefined(code.instructions, code.heads, at + 1, len(code.instructions), x, plain) \
+                elif not self.redefined(there, at + 1, len(code.instructions), x) \
                         and self._unwritten_between(there, block, [x], position):
                     return key
             up = dominators.idom.get(there)
@@ -785,9 +759,8 @@ class CounterIdioms:
             early = self.flow.blocks[there]
             target = early.instructions[at].operands[0].name
             kept = read + [target]
-            if target in read or any(redefined(early.instructions, early.heads, at + 1,
-                                                position if there == block else len(early.instructions), name, plain)
-                                     for name in kept):
+            stop = position if there == block else len(early.instructions)
+            if target in read or any(self.redefined(there, at + 1, stop, name) for name in kept):
                 continue
             if there == block or self._unwritten_between(there, block, kept, position):
                 return self.prefix(block) + target
@@ -830,13 +803,12 @@ class CounterIdioms:
         on the way), else None: ``s + 1 < N ? s + 1 : s - (N - 1)`` compares s + 1 and
         selects s - (N - 1)."""
         instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
-        plain = self.plain(block)
-        at = last_definition(instructions, heads, position, x, plain)
+        at = self.last_definition(block, position, x)
         if at is None or heads[at][0] is not None or heads[at][2] != "add":
             return None
         summand = register_and_constant(instructions[at].operands)
         if summand is None or summand[0] != y \
-                or redefined(instructions, heads, min(at, read_at) + 1, max(at, read_at), y, plain):
+                or self.redefined(block, min(at, read_at) + 1, max(at, read_at), y):
             return None
         return summand[1]
 
@@ -848,11 +820,10 @@ class CounterIdioms:
         ring of stages by ``lo += desc < start + 512 ? 512 : -512`` stays on the ring
         (FlashInfer's fmha_v2; docs/fence.md §3.1)."""
         instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
-        plain = self.plain(block)
         for selected, y in ((operands[1], operands[2]), (operands[2], operands[1])):
             if selected.kind != "register" or y.kind != "register":
                 continue
-            selp_at = last_definition(instructions, heads, position, selected.name, plain)
+            selp_at = self.last_definition(block, position, selected.name)
             arms = instructions[selp_at].operands if selp_at is not None and heads[selp_at][0] is None \
                 and heads[selp_at][2] == "selp" else ()
             if len(arms) == 4 and arms[1].kind == arms[2].kind == "immediate" and arms[3].kind == "register" \
@@ -861,9 +832,9 @@ class CounterIdioms:
         else:
             return None
         predicate = arms[3]
-        setp_at = last_definition(instructions, heads, selp_at, predicate.name, plain)
+        setp_at = self.last_definition(block, selp_at, predicate.name)
         if setp_at is None or heads[setp_at][0] is not None or heads[setp_at][2] != "setp" \
-                or redefined(instructions, heads, setp_at + 1, position, predicate.name, plain):
+                or self.redefined(block, setp_at + 1, position, predicate.name):
             return None
         compare = instructions[setp_at].operands
         parts = heads[setp_at][1].split(".")
@@ -873,11 +844,10 @@ class CounterIdioms:
         swapped = SWAPPED_COMPARISONS[parts[1]]
         for x, bound, comparison in ((compare[1], compare[2], parts[1]), (compare[2], compare[1], swapped)):
             if x.kind != "register" or bound.kind not in ("register", "immediate") \
-                    or bound.kind == "register" and redefined(instructions, heads, setp_at + 1, position, bound.name,
-                                                              plain):
+                    or bound.kind == "register" and self.redefined(block, setp_at + 1, position, bound.name):
                 continue
             part = self._part_of(block, position, setp_at, y.name, x.name)
-            if part is not None and not redefined(instructions, heads, setp_at + 1, position, x.name, plain):
+            if part is not None and not self.redefined(block, setp_at + 1, position, x.name):
                 break
         else:
             return None
@@ -908,12 +878,10 @@ class CounterIdioms:
         block, neither set again on the way, or `x` packed from `y` in a block that
         dominates this one, where each is set once and neither here (fmha_v2 packs the
         descriptor in one block and tests and steps it in the next); None otherwise."""
-        instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
-        plain = self.plain(block)
         if y == x:
             return (0, 1, 0)
-        packed, y_at = last_definition(instructions, heads, setp_at, x, plain), \
-            last_definition(instructions, heads, position, y, plain)
+        packed, y_at = self.last_definition(block, setp_at, x), \
+            self.last_definition(block, position, y)
         sites = [(block, y_at, 1, 0), (block, packed, 0, 1)]
         if packed is None and y_at is None:
             site, y_site = self._dominating_site(block, x), self._dominating_site(block, y)
@@ -929,8 +897,8 @@ class CounterIdioms:
                 continue
             names = [element.name if element.kind == "register" else None for element in moved[vector].elements]
             if y not in names or where == block and (
-                    redefined(instructions, heads, min(at, setp_at) + 1, max(at, setp_at), x, plain)
-                    or redefined(instructions, heads, at + 1, position, y, plain)):
+                    self.redefined(block, min(at, setp_at) + 1, max(at, setp_at), x)
+                    or self.redefined(block, at + 1, position, y)):
                 continue
             return names.index(y), len(names), type_width(code.heads[at][1].split(".")[1:]) // len(names)
         return None
@@ -954,8 +922,7 @@ class CounterIdioms:
         predicate = operands[3]
         if predicate.kind != "register":
             return None
-        plain = self.plain(block)
-        setp_at = last_definition(instructions, heads, position, predicate.name, plain)
+        setp_at = self.last_definition(block, position, predicate.name)
         if setp_at is None:
             compare = self._paired_setp(block, predicate.name)
             if compare is None:
@@ -970,7 +937,7 @@ class CounterIdioms:
         if len(compare) < 3 or compare[1].kind != "register" or compare[2].kind != "immediate":
             return None
         x = compare[1].name
-        if setp_at is not None and redefined(instructions, heads, setp_at + 1, position, x, plain):
+        if setp_at is not None and self.redefined(block, setp_at + 1, position, x):
             return None
         bound = compare[2].value
         if isinstance(bound, int):
@@ -986,7 +953,7 @@ class CounterIdioms:
             if operand.name == x:
                 sides.append(("x", 0, holds))
                 continue
-            add_at = last_definition(instructions, heads, position, operand.name, plain)
+            add_at = self.last_definition(block, position, operand.name)
             if add_at is None or heads[add_at][1].split(".")[0] != "add" or heads[add_at][0] is not None:
                 return None
             summand = instructions[add_at].operands
@@ -994,7 +961,7 @@ class CounterIdioms:
                     or not isinstance(summand[2].value, int):
                 return None
             base = 0 if summand[1].name == x else self._offset_of(block, position, x, summand[1].name, add_at)
-            if base is None or redefined(instructions, heads, add_at + 1, position, summand[1].name, plain):
+            if base is None or self.redefined(block, add_at + 1, position, summand[1].name):
                 return None
             sides.append(("x", summand[2].value - base, holds))
         key = prefix + x

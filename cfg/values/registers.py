@@ -46,7 +46,8 @@ from the cyclic collector (docs/fence.md §3.2).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
 
 from ptxkit._records import record
 from ptxkit.cfg.flow.dominance import DominatorTree
@@ -57,7 +58,7 @@ from ptxkit.cfg.flow.operands import (
     destinations, element_bytes, is_param, operand_reads, operand_targets,
     type_width,
 )
-from ptxkit.cfg.flow.ssa import cell_key, frontiers, reading_block, version_name
+from ptxkit.cfg.flow.ssa import by_block, cell_key, frontiers, reading_block, version_name
 from ptxkit.cfg.values.arithmetic import (
     BINARY, WORD, any_number_of_type, at_most, bit_field, bit_insert, clamped, compared_as,
     cvt_reading, cvta, mapa, remainder_of,
@@ -232,7 +233,6 @@ class _Analysis(BranchConditions, CounterIdioms):
         self.stack = stack
         self.unknown_cells = stack.unknown if stack is not None else frozenset()
         self._with_cells: dict | None = None  # the definitions with the cells the stack model follows
-        self._definitions_by_block: dict | None = None  # `_definition_index`, once asked for
 
     # -- names ----------------------------------------------------------------------------
     def prefix(self, block: int) -> str:
@@ -289,6 +289,27 @@ class _Analysis(BranchConditions, CounterIdioms):
                 key = cell_key(next(iter(self.stack.stores[site])))
                 self._with_cells[key] = [*self._with_cells.get(key, ()), site]
         return self._with_cells
+
+    def written_at(self, block: int, register: str) -> Sequence[int]:
+        """The positions, in order, of the instructions of `block` that write `register`
+        (named as the block's code names it): the registers' `definitions` by block, once
+        per graph."""
+        by_position = derived(self.flow, "register definitions by block",
+                              lambda: by_block(derived(self.flow, "register definitions", self._definitions)))
+        return by_position.get((block, self.prefix(block) + register), ())
+
+    def last_definition(self, block: int, position: int, register: str) -> int | None:
+        """The position of the last instruction of `block` before `position` that writes
+        `register`, or None."""
+        positions = self.written_at(block, register)
+        found = bisect_left(positions, position)
+        return positions[found - 1] if found else None
+
+    def redefined(self, block: int, start: int, stop: int, register: str) -> bool:
+        """True when an instruction of `block` in ``[start, stop)`` writes `register`."""
+        positions = self.written_at(block, register)
+        found = bisect_left(positions, start)
+        return found < len(positions) and positions[found] < stop
 
     def _definitions(self) -> dict:
         found: dict[str, list[tuple[int, int]]] = {}
