@@ -412,14 +412,16 @@ def test_library_contract():
                                   "x05_call_func_that_writes_shared", "h08a_stage_ring_handoff"])
 def test_the_analyses_go_with_the_last_reference(name, monkeypatch):
     # nothing the pass builds refers back to itself: with the cyclic collector off, reference
-    # counting alone frees every analysis when the report is dropped (h21b: a -G build, solved in
-    # rounds; h26: values thread by thread; x05: an inlined call), and a collection then finds
-    # nothing (the module is kept: its tree of parents and children is cyclic by design)
+    # counting alone frees every analysis, and the symbol tables the graphs kept for them, when the
+    # report is dropped (h21b: a -G build, solved in rounds; h26: values thread by thread; x05: an
+    # inlined call), and a collection then finds nothing (the module is kept: its tree of parents
+    # and children is cyclic by design)
     from ptxkit.cfg.fence.proxy import KernelAnalysis
     from ptxkit.cfg.values.registers import _Analysis
+    from ptxkit.cfg.values.symbols import SymbolTables
 
     made = []
-    for kind in (_Analysis, KernelAnalysis):
+    for kind in (_Analysis, KernelAnalysis, SymbolTables):
         def traced(self, *args, __init__=kind.__init__, **kwargs):
             made.append((type(self), weakref.ref(self)))
             __init__(self, *args, **kwargs)
@@ -431,13 +433,23 @@ def test_the_analyses_go_with_the_last_reference(name, monkeypatch):
     gc.disable()
     try:
         report = fence_module(module, FenceOptions(), rewrite=False)
-        assert report.missing and {kind for kind, _ in made} == {_Analysis, KernelAnalysis}
+        assert report.missing and {kind for kind, _ in made} == {_Analysis, KernelAnalysis, SymbolTables}
         del report
         left = [ref() for _, ref in made if ref() is not None]
         collected = gc.collect()
     finally:
         gc.enable()
     assert left == [] and collected == 0
+
+
+def test_the_module_goes_with_its_last_reference():
+    # nothing the pass keeps outside what it returns holds the module (its symbol tables and
+    # templates used to stay, with the module, until the next module was analysed)
+    module = ptxkit.parse(sample("h21b_debug_descriptor_write_inside_tile"), "kept.ptx")
+    assert fence_module(module, FenceOptions(), rewrite=False).missing
+    del module
+    gc.collect()
+    assert not [m for m in gc.get_objects() if type(m) is ptxkit.Module and m.filename == "kept.ptx"]
 
 
 def test_bad_options_and_input():

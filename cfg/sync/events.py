@@ -509,8 +509,8 @@ class _Classifier:
         key = context.id if context is not None else 0
         names = self._plain_names.get(key)
         if names is None:
-            names = self._plain_names[key] = frozenset(n for n, v in symbol_regions(function, context).items()
-                                                       if v is None)
+            names = self._plain_names[key] = frozenset(
+                n for n, v in symbol_regions(function, context, self.flow).items() if v is None)
         return names
 
     def _tainted(self) -> set[str]:
@@ -821,7 +821,8 @@ def _runs(threads: int) -> list[tuple[int, int]]:
 def _less_aligned(flow: FlowGraph) -> bool:
     """True when the kernel declares shared memory aligned less than a tensor box."""
     return any(value is not None and value[0].region is not None and value[0].space == SHARED_CTA_SPACE
-               and value[0].region.align < TENSOR_BOX_ALIGN for value in symbol_regions(flow.function).values())
+               and value[0].region.align < TENSOR_BOX_ALIGN
+               for value in symbol_regions(flow.function, flow=flow).values())
 
 
 def _tensor_alignment(addresses: list[Value]) -> dict[Region, int]:

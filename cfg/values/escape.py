@@ -72,7 +72,8 @@ def shared_pointer_registers(flow) -> set[str]:
         plain = plain_of.get(key)
         if plain is None:
             function = context.function if context is not None else flow.function
-            plain = plain_of[key] = frozenset(n for n, v in symbol_regions(function, context).items() if v is None)
+            plain = plain_of[key] = frozenset(n for n, v in symbol_regions(function, context, flow).items()
+                                              if v is None)
         calls = _next_calls(block)
         for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
             opcode, base = head[1], head[2]

@@ -253,7 +253,7 @@ class _Analysis(BranchConditions, CounterIdioms):
         table = self.symbols.get(key)
         if table is None:
             function = context.function if context is not None else self.flow.function
-            table = self.symbols[key] = symbol_regions(function, context)
+            table = self.symbols[key] = symbol_regions(function, context, self.flow)
             for name, value in table.items():
                 if value is not None and value[0].region in self.aligned:
                     region = value[0].region
@@ -981,7 +981,7 @@ class _Analysis(BranchConditions, CounterIdioms):
         if base == "ld":
             if is_param(modifiers):
                 return self._param_load(block, opcode, operands, modifiers, count)
-            zero_filled = templates(self.flow.function.module)
+            zero_filled = derived(self.flow, "templates", lambda: templates(self.flow.function.module))
             if count == 1 and args and args[0].kind == "memory" and zero_filled:
                 return lambda a, at: [template_load(a.evaluate(block, args[0], at), width // 8, zero_filled)]
             return lambda a, at: [TOP] * count

@@ -4,11 +4,13 @@
 The register analysis (`ptxkit.cfg.values.registers`) starts a ``mov`` of a variable's name at
 its region (docs/fence.md §3.1); every ``extern .shared`` array is the one dynamic region
 (`DYNAMIC_SHARED`). A symbol table also holds, under `PLAIN_KEY`, the registers declared
-without ``%``.
+without ``%``. A flow graph keeps the tables its analyses ask for (`SymbolTables`) with
+its other derived results, so they go when the graph goes.
 """
 
 from __future__ import annotations
 
+from ptxkit.cfg.flow.graph import derived
 from ptxkit.cfg.flow.inline import Context
 from ptxkit.isa import TYPE_BITS
 from ptxkit.cfg.values.values import (
@@ -22,12 +24,14 @@ DYNAMIC_SHARED = "dynamic shared"
 PLAIN_KEY = " plain registers"  # the key of a symbol table's set of registers declared without %
 
 
-def symbol_regions(function, context: Context | None = None) -> dict:
+def symbol_regions(function, context: Context | None = None, flow=None) -> dict:
     """Variables visible in `function` -> the abstract value of their address
     (registers declared without a ``%``, as inline assembly does, map to None).
 
     Every ``extern .shared`` array is the same dynamic region (they all start at the
-    dynamic shared memory); ``.local`` variables get one region per inlined copy.
+    dynamic shared memory); ``.local`` variables get one region per inlined copy. With
+    `flow`, the graph being analysed, the tables of the module and of each function are
+    built once for it (`SymbolTables`).
 
     >>> import ptxkit
     >>> from ptxkit.cfg.values.values import show
@@ -38,9 +42,11 @@ def symbol_regions(function, context: Context | None = None) -> dict:
     ('dynamic shared+0 (shared::cta window)', 'bars+0 (shared::cta window)', 32)
     """
     suffix = f"@{context.id}" if context is not None and context.id else ""
+    tables = derived(flow, "symbol tables", SymbolTables)
     module = function.module
-    found = dict(_module_symbols(module, suffix)) if module is not None else {}
-    declared = _declared(function, suffix)
+    found = dict(tables.table(module, suffix, lambda: _scan(module.items, True, suffix))) \
+        if module is not None else {}
+    declared = tables.table(function, suffix, lambda: _scan(function.walk(), False, suffix))
     found.update(declared)
     if _dynamic_alignments(declared):  # extern arrays in the function too: one region with the module's
         _one_dynamic_region(found, max(_dynamic_alignments(found)))
@@ -49,36 +55,30 @@ def symbol_regions(function, context: Context | None = None) -> dict:
     return found
 
 
-class _SymbolCache:
-    """Symbol tables of the module being analysed (one module at a time is kept): a
-    kernel with thousands of inlined calls asks for the same tables thousands of times."""
+class SymbolTables:
+    """The symbol tables of a module and its functions, each built once (and once for all
+    inlined copies of a function that declares no ``.local`` variable): a kernel with
+    thousands of inlined calls asks for the same tables thousands of times. A flow graph
+    keeps one among its derived results (`symbol_regions`).
 
-    module = None
-    tables: dict[int, dict] = {}
+    >>> tables, node, built = SymbolTables(), object(), []
+    >>> [tables.table(node, suffix, lambda: built.append(suffix) or {}) for suffix in ("", "@1")], built
+    ([{}, {}], [''])
+    """
 
-    @classmethod
-    def get(cls, module, node, suffix: str, build) -> dict:
-        if cls.module is not module:
-            cls.module, cls.tables = module, {}
-        tables = cls.tables.setdefault(id(node), {})
-        if None in tables:  # no .local variables: one table fits every inlined copy
-            return tables[None]
-        table = tables.get(suffix)
+    def __init__(self) -> None:
+        self._tables: dict[tuple, dict] = {}  # (module or function, suffix or None for every copy) -> table
+
+    def table(self, node, suffix: str, build) -> dict:
+        """`node`'s table for the inlined copy `suffix` names: `build()` the first time."""
+        table = self._tables.get((node, None))
+        if table is None:
+            table = self._tables.get((node, suffix))
         if table is None:
             table = build()
             local = any(v is not None and v[0].space == LOCAL_SPACE for v in table.values())
-            tables[suffix if local else None] = table
+            self._tables[(node, suffix if local else None)] = table
         return table
-
-
-def _module_symbols(module, suffix: str) -> dict:
-    """The module-scope variables and functions."""
-    return _SymbolCache.get(module, module, suffix, lambda: _scan(module.items, True, suffix))
-
-
-def _declared(function, suffix: str) -> dict:
-    """The variables a function declares."""
-    return _SymbolCache.get(function.module, function, suffix, lambda: _scan(function.walk(), False, suffix))
 
 
 def _scan(nodes, module_scope: bool, suffix: str) -> dict:
@@ -162,15 +162,6 @@ def templates(module) -> frozenset:
     """
     if module is None:
         return frozenset()
-    if _TEMPLATES.get("module") is not module:  # one module at a time, as `_SymbolCache`
-        _TEMPLATES.update(module=module, names=_find_templates(module))
-    return _TEMPLATES["names"]
-
-
-_TEMPLATES: dict = {}
-
-
-def _find_templates(module) -> frozenset:
     found = set()
     for node in module.items:
         declaration = node.declaration if type(node) is Directive else None
@@ -179,6 +170,8 @@ def _find_templates(module) -> frozenset:
             found.update(name for name in declaration.base_names if "$" in name)
     if found:
         for instruction in module.instructions():
+            if "$" not in instruction.text:  # it names no template
+                continue
             named = {operand.name for operand in instruction.operands} | \
                 {element.name for operand in instruction.operands for element in operand.elements}
             if named & found and instruction.opcode.split(".")[0] != "mov":
