@@ -56,25 +56,46 @@ _NO_TARGET = frozenset("bra brx call ret exit trap bar barrier fence membar pref
 def shared_pointer_registers(flow) -> set[str]:
     """Keys (context prefix + name) of the registers that may hold a generic address
     of shared memory (see the module docstring)."""
-    plain_of: dict[int, frozenset] = {}
-    uses: dict[str, list] = {}  # register -> the (targets, kind) of instructions reading it
-    sources: set[str] = set()
-    loads: list[list[str]] = []  # targets of ordinary loads
-    slot_loads: list[tuple[tuple, list[str]]] = []  # (stack bytes, targets) of loads from the -G stack
-    param_loads: dict[tuple, list[str]] = {}  # parameter slot -> targets of loads of it (inlined calls)
-    stores: list[tuple[str, list[str]]] = []  # ("memory" | "param", stored registers)
-    stack = _StackAddresses()
-    on_stack = any("%SP" in instruction.text for block in flow.blocks for instruction in block.instructions)
+    scan = _PointerScan(flow)
     for block in flow.blocks:
+        scan.block(block)
+    scan.stack.resolve(scan.stores, scan.loads, scan.slot_loads)
+    return scan.tainted()
+
+
+class _PointerScan:
+    """Where values go in one flow graph: which registers each register flows into, the
+    shared addresses made, and the stores and loads that carry values through memory."""
+
+    def __init__(self, flow):
+        self.flow = flow
+        self.plain_of: dict[int, frozenset] = {}  # context id -> `_plain`
+        self.uses: dict[str, list] = {}  # register -> the targets of instructions reading it
+        self.sources: set[str] = set()
+        self.loads: list[list[str]] = []  # targets of ordinary loads
+        self.slot_loads: list[tuple[tuple, list[str]]] = []  # (stack bytes, targets) of loads from the -G stack
+        self.param_loads: dict[tuple, list[str]] = {}  # parameter slot -> targets of loads of it (inlined calls)
+        self.stores: list[tuple[str, list[str]]] = []  # ("memory" | "param", stored registers)
+        self.stack = _StackAddresses()
+        self.on_stack = any("%SP" in instruction.text for block in flow.blocks for instruction in block.instructions)
+
+    def _plain(self, context) -> frozenset:
+        """Registers declared without ``%`` in the function of `context` (inline assembly)."""
+        key = context.id if context is not None else 0
+        plain = self.plain_of.get(key)
+        if plain is None:
+            function = context.function if context is not None else self.flow.function
+            plain = self.plain_of[key] = frozenset(n for n, v in symbol_regions(function, context, self.flow).items()
+                                                   if v is None)
+        return plain
+
+    def block(self, block) -> None:
+        """Scan the instructions of `block`."""
         context = block.context
         prefix = context.prefix if context is not None else ""
-        key = context.id if context is not None else 0
-        plain = plain_of.get(key)
-        if plain is None:
-            function = context.function if context is not None else flow.function
-            plain = plain_of[key] = frozenset(n for n, v in symbol_regions(function, context, flow).items()
-                                              if v is None)
+        plain = self._plain(context)
         calls = _next_calls(block)
+        uses, stack, on_stack = self.uses, self.stack, self.on_stack
         for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
             opcode, base = head[1], head[2]
             if base in _NO_TARGET:
@@ -93,82 +114,100 @@ def shared_pointer_registers(flow) -> set[str]:
                 continue
             modifiers = opcode.split(".")[1:]
             if base in _STORES:
-                stored = [prefix + r for operand in operands[1:] if operand.kind != "memory"
-                          for r in operand_reads(operand, plain)]
-                slot = _stack_slot(prefix, operands[0], modifiers) if base == "st" else None
-                if base == "st" and is_param(modifiers):  # an argument of the next call, or a result
-                    slot = ("param", prefix, calls[position], operands[0].name)
-                    stack.passed(slot, stored)
-                elif slot is None and base == "st" and stack.through(prefix, operands[0], modifiers, stored, stores):
-                    continue
-                kind = slot or "memory"
-                stores.append((kind, stored))
+                self._store(prefix, plain, base, operands, modifiers, calls[position])
+            else:
+                self._definition(block, prefix, plain, base, operands, modifiers)
+
+    def _store(self, prefix: str, plain: frozenset, base: str, operands, modifiers: list, call) -> None:
+        """Scan a store (`call`: the call an ``st.param`` passes its argument to)."""
+        stored = [prefix + r for operand in operands[1:] if operand.kind != "memory"
+                  for r in operand_reads(operand, plain)]
+        slot = _stack_slot(prefix, operands[0], modifiers) if base == "st" else None
+        if base == "st" and is_param(modifiers):  # an argument of the next call, or a result
+            slot = ("param", prefix, call, operands[0].name)
+            self.stack.passed(slot, stored)
+        elif slot is None and base == "st" and self.stack.through(prefix, operands[0], modifiers, stored,
+                                                                  self.stores):
+            return
+        self.stores.append((slot or "memory", stored))
+
+    def _definition(self, block, prefix: str, plain: frozenset, base: str, operands, modifiers: list) -> None:
+        """Scan an instruction that defines registers and is no store: an ``atom``, a
+        ``cvta``/``mapa`` that may make a shared address, a load, or a step of an address."""
+        targets = [prefix + name for name in operand_targets(operands[0], plain)]
+        self.stack.define(prefix, base, operands, targets, self.flow, block)
+        if base == "atom":  # atom d, [a], b: b goes to memory, the old value comes back
+            self.stores.append(("memory", [prefix + r for operand in operands[2:]
+                                           for r in operand_reads(operand, plain)]))
+            self.loads.append(targets)
+            return
+        if not targets:
+            return
+        if base == "cvta" and "to" not in modifiers and any(m.startswith("shared") for m in modifiers):
+            self.sources.update(targets)
+            return
+        if base == "cvta":  # cvta.to.*: a window address, not a generic one
+            return
+        if base == "mapa" and "shared::cluster" not in modifiers:
+            self.sources.update(targets)
+            return
+        if base in ("ld", "ldu"):
+            self._load(block, prefix, operands, modifiers, targets)
+            return
+        for operand in operands[1:]:
+            for name in operand_reads(operand, plain):
+                self.uses.setdefault(prefix + name, []).append(targets)
+
+    def _load(self, block, prefix: str, operands, modifiers: list, targets: list[str]) -> None:
+        """Scan a load: from the -G stack, from memory, or of a parameter."""
+        context = block.context
+        slot = _stack_slot(prefix, operands[1], modifiers) if len(operands) > 1 else None
+        if slot is not None:
+            self.slot_loads.append((slot, targets))
+        elif not is_param(modifiers):
+            if len(operands) < 2 or not self.stack.through(prefix, operands[1], modifiers, targets, self.loads):
+                self.loads.append(targets)
+        elif (slot := _parameter_slot(self.flow, block, operands[1])) is not None:
+            self.param_loads.setdefault(slot, []).extend(targets)
+        elif context is not None and context.parent is not None:  # not known: any argument's
+            self.param_loads.setdefault(None, []).extend(targets)
+        elif _call_result(self.flow.function if context is None else context.function, operands):
+            # a call that stays a call may return what it was given or what memory holds
+            self.param_loads.setdefault(None, []).extend(targets)
+            self.loads.append(targets)
+        elif _shared_parameter(self.flow.function if context is None else context.function, operands):
+            self.sources.update(targets)
+
+    def tainted(self) -> set[str]:
+        """The registers the shared addresses made may flow into (once `_StackAddresses.resolve`
+        has put the stack's accesses where they belong)."""
+        stored_to: dict[str, list] = {}  # register -> where stores put it ("memory", "param" or stack bytes)
+        for kind, registers in self.stores:
+            for register in registers:
+                stored_to.setdefault(register, []).append(kind)
+        uses, loads, slot_loads, param_loads = self.uses, self.loads, self.slot_loads, self.param_loads
+        stack_loads = _StackLoads(slot_loads)
+        tainted: set[str] = set()
+        work = list(self.sources)
+        memory = False
+        while work:
+            register = work.pop()
+            if register in tainted:
                 continue
-            targets = [prefix + name for name in operand_targets(operands[0], plain)]
-            stack.define(prefix, base, operands, targets, flow, block)
-            if base == "atom":  # atom d, [a], b: b goes to memory, the old value comes back
-                stores.append(("memory", [prefix + r for operand in operands[2:]
-                                          for r in operand_reads(operand, plain)]))
-                loads.append(targets)
-                continue
-            if not targets:
-                continue
-            if base == "cvta" and "to" not in modifiers and any(m.startswith("shared") for m in modifiers):
-                sources.update(targets)
-                continue
-            if base == "cvta":  # cvta.to.*: a window address, not a generic one
-                continue
-            if base == "mapa" and "shared::cluster" not in modifiers:
-                sources.update(targets)
-                continue
-            if base in ("ld", "ldu"):
-                slot = _stack_slot(prefix, operands[1], modifiers) if len(operands) > 1 else None
-                if slot is not None:
-                    slot_loads.append((slot, targets))
-                elif not is_param(modifiers):
-                    if len(operands) < 2 or not stack.through(prefix, operands[1], modifiers, targets, loads):
-                        loads.append(targets)
-                elif (slot := _parameter_slot(flow, block, operands[1])) is not None:
-                    param_loads.setdefault(slot, []).extend(targets)
-                elif context is not None and context.parent is not None:  # not known: any argument's
-                    param_loads.setdefault(None, []).extend(targets)
-                elif _call_result(flow.function if context is None else context.function, operands):
-                    # a call that stays a call may return what it was given or what memory holds
-                    param_loads.setdefault(None, []).extend(targets)
-                    loads.append(targets)
-                elif _shared_parameter(flow.function if context is None else context.function, operands):
-                    sources.update(targets)
-                continue
-            for operand in operands[1:]:
-                for name in operand_reads(operand, plain):
-                    uses.setdefault(prefix + name, []).append(targets)
-    stack.resolve(stores, loads, slot_loads)
-    stored_to: dict[str, list] = {}  # register -> where stores put it ("memory", "param" or stack bytes)
-    for kind, registers in stores:
-        for register in registers:
-            stored_to.setdefault(register, []).append(kind)
-    stack_loads = _StackLoads(slot_loads)
-    tainted: set[str] = set()
-    work = list(sources)
-    memory = False
-    while work:
-        register = work.pop()
-        if register in tainted:
-            continue
-        tainted.add(register)
-        for targets in uses.get(register, ()):
-            work.extend(t for t in targets if t not in tainted)
-        for kind in stored_to.get(register, ()):
-            if kind == "memory" and not memory:  # a tainted value in memory: every load may return it
-                memory = True
-                work.extend(t for targets in loads for t in targets)
-                work.extend(t for _, targets in slot_loads for t in targets)
-            elif kind[0] == "param":
-                work.extend(param_loads.pop(kind, ()))
-                work.extend(param_loads.pop(None, ()))  # parameters whose argument is not known
-            elif isinstance(kind, tuple):
-                work.extend(stack_loads.reading(kind))
-    return tainted
+            tainted.add(register)
+            for targets in uses.get(register, ()):
+                work.extend(t for t in targets if t not in tainted)
+            for kind in stored_to.get(register, ()):
+                if kind == "memory" and not memory:  # a tainted value in memory: every load may return it
+                    memory = True
+                    work.extend(t for targets in loads for t in targets)
+                    work.extend(t for _, targets in slot_loads for t in targets)
+                elif kind[0] == "param":
+                    work.extend(param_loads.pop(kind, ()))
+                    work.extend(param_loads.pop(None, ()))  # parameters whose argument is not known
+                elif isinstance(kind, tuple):
+                    work.extend(stack_loads.reading(kind))
+        return tainted
 
 
 class _StackAddresses:
