@@ -523,18 +523,18 @@ class _Analysis(BranchConditions, CounterIdioms):
         flow = self.flow
         idom = self.dominators.idom
         frontier, children = derived(flow, "dominance frontiers", lambda: frontiers(flow, idom))
-        phi_at: dict[int, list] = {}
-        for key in multi:
-            blocks = {b for b, _ in definitions[key]}
-            work, placed = list(blocks), set()
-            while work:
-                for target in frontier.get(work.pop(), ()):
-                    if target not in placed:
-                        placed.add(target)
-                        phi_at.setdefault(target, []).append(key)
-                        if target not in blocks:
-                            blocks.add(target)
-                            work.append(target)
+        joins_at = _join_blocks(multi, definitions, frontier)
+        points = self._rename_points(multi, definitions, rules, queries, conditions)
+        root = next((n for n, p in idom.items() if n == p), None)
+        if root is None:
+            return {}
+        return self._versions(multi, joins_at, points, root, children)
+
+    def _rename_points(self, multi: dict, definitions, rules, queries, conditions) -> dict[int, list]:
+        """Where each block reads and writes the keys of `multi`, in order:
+        ``{block: [(position, order, kind, key, point)]}``, `kind` "use", "keep" (what a
+        guarded definition may keep) or "def", `point` the reading or writing site."""
+        flow = self.flow
         defined_here: dict[tuple, list] = {}  # (block, position) -> the keys of `multi` it defines
         for key in multi:
             for site in dict.fromkeys(definitions[key]):
@@ -561,12 +561,15 @@ class _Analysis(BranchConditions, CounterIdioms):
                     points.setdefault(block, []).append((at, 0, "use", used, ("branch", block, block)))
         for items in points.values():
             items.sort(key=lambda item: (item[0], item[1]))
+        return points
+
+    def _versions(self, multi: dict, joins_at: dict, points: dict, root: int, children: dict) -> dict:
+        """Name the version each of `points` reads or writes, walking the dominator tree
+        from `root` (fills `uses`, `defs` and `kept`); returns the joins as `_rename` does."""
+        flow = self.flow
         phis: dict[str, list] = {}
         pushed_at: dict[int, list] = {}
         stacks = {key: [key + "@entry"] for key in multi}
-        root = next((n for n, p in idom.items() if n == p), None)
-        if root is None:
-            return {}
         stack = [(root, False)]
         while stack:
             block, leaving = stack.pop()
@@ -575,7 +578,7 @@ class _Analysis(BranchConditions, CounterIdioms):
                     stacks[key].pop()
                 continue
             pushed = []
-            for key in phi_at.get(block, ()):
+            for key in joins_at.get(block, ()):
                 version = f"{key}@join{block}"
                 phis.setdefault(version, [])
                 stacks[key].append(version)
@@ -591,7 +594,7 @@ class _Analysis(BranchConditions, CounterIdioms):
                     stacks[key].append(version)
                     pushed.append(key)
             for successor in flow.succ[block]:
-                for key in phi_at.get(successor, ()):
+                for key in joins_at.get(successor, ()):
                     phis.setdefault(f"{key}@join{successor}", []).append((block, stacks[key][-1]))
             pushed_at[block] = pushed
             stack.append((block, True))
@@ -780,6 +783,7 @@ class _Analysis(BranchConditions, CounterIdioms):
         return site, None
 
     def _rule(self, block: int, position: int):
+        """`rule` made afresh for the instruction at (block, position)."""
         instruction = self.flow.blocks[block].instructions[position]
         guard, opcode, base, _ = self.flow.blocks[block].heads[position]
         prefix = self.prefix(block)
@@ -791,31 +795,10 @@ class _Analysis(BranchConditions, CounterIdioms):
             sources.extend(prefix + name for name in operand_reads(operand, plain))
         stack = self.stack
         if stack is not None and (block, position) in stack.exact:  # a store of a followed stack word
-            word = next(iter(stack.stores[(block, position)]))
-            offset, width = stack.exact[(block, position)]
-            key = cell_key(word)
-            if (offset, width) == (0, word[2]):
-                def spill(a, at, key=key, value=operands[1]):
-                    a.assign(at, key, truncate(a.evaluate(block, value, at), 8 * width), True)
-                return spill, sources
-
-            def set_part(a, at, key=key, value=operands[1]):  # the other bytes of the word stay
-                kept = a.lookup(at, key) if a.uses.get((at, key), key) not in (key, key + "@entry") else TOP
-                part = truncate(a.evaluate(block, value, at), 8 * width)
-                a.assign(at, key, bit_insert(part, kept, 8 * offset, 8 * width, 8 * word[2]), True)
-            return set_part, sources + [key]
+            return self._stack_store_rule(block, position, operands[1], sources)
         if stack is not None and (block, position) in stack.loads:  # a load of one
-            word, offset, width = stack.loads[(block, position)]
-            key = cell_key(word)
             target = prefix + operand_targets(operands[0], plain)[0]
-            known = self._read_part(block, position) is not None
-
-            def reload(a, at):
-                value = a.lookup(at, key)
-                if (offset, width) != (0, word[2]):
-                    value = bits_of(value, 8 * offset, 8 * width) if value else value
-                a.assign(at, target, truncate(value, 8 * width) if known else TOP, guard is None)
-            return reload, [key]
+            return self._stack_load_rule(block, position, target, guard is None)
         if base == "st":  # st.param: a call argument or a return value
             keys = self._param_store_keys(block, instruction)
             values = operands[1].elements if operands[1].kind == "vector" else (operands[1],)
@@ -826,6 +809,58 @@ class _Analysis(BranchConditions, CounterIdioms):
 
             return store, sources
         targets = [prefix + name for name in operand_targets(operands[0], plain)]
+        compute = self._refined_computation(block, position, operands, targets, sources)
+        if base == "ld" and is_param(modifiers):
+            sources = [k for k in self._param_load_keys(block, operands, opcode) if k is not None]
+        strong = guard is None
+
+        def apply(a, at, targets=targets, compute=compute, strong=strong):
+            values = compute(a, at)
+            for target, value in zip(targets, values):
+                a.assign(at, target, value, strong)
+
+        return apply, sources
+
+    def _stack_store_rule(self, block: int, position: int, value, sources: list[str]):
+        """The rule of a store of `value` to a stack word the model follows: the whole
+        word, or some of its bytes (the others stay)."""
+        word = next(iter(self.stack.stores[(block, position)]))
+        offset, width = self.stack.exact[(block, position)]
+        key = cell_key(word)
+        if (offset, width) == (0, word[2]):
+            def spill(a, at, key=key, value=value):
+                a.assign(at, key, truncate(a.evaluate(block, value, at), 8 * width), True)
+            return spill, sources
+
+        def set_part(a, at, key=key, value=value):  # the other bytes of the word stay
+            kept = a.lookup(at, key) if a.uses.get((at, key), key) not in (key, key + "@entry") else TOP
+            part = truncate(a.evaluate(block, value, at), 8 * width)
+            a.assign(at, key, bit_insert(part, kept, 8 * offset, 8 * width, 8 * word[2]), True)
+        return set_part, sources + [key]
+
+    def _stack_load_rule(self, block: int, position: int, target: str, strong: bool):
+        """The rule of a load into `target` from a stack word the model follows: the bytes
+        it reads of the word's value where that value is known, else top."""
+        word, offset, width = self.stack.loads[(block, position)]
+        key = cell_key(word)
+        known = self._read_part(block, position) is not None
+
+        def reload(a, at):
+            value = a.lookup(at, key)
+            if (offset, width) != (0, word[2]):
+                value = bits_of(value, 8 * offset, 8 * width) if value else value
+            a.assign(at, target, truncate(value, 8 * width) if known else TOP, strong)
+        return reload, [key]
+
+    def _refined_computation(self, block: int, position: int, operands, targets: list[str], sources: list[str]):
+        """`computation` of the instruction at (block, position), refined by the idiom it
+        completes where it completes one (a remainder, a ring buffer's step, a rounding, a
+        sum of counters, a value computed before); the keys the refinement reads go to
+        `sources`."""
+        guard, opcode, base, _ = self.flow.blocks[block].heads[position]
+        modifiers = opcode.split(".")[1:]
+        prefix = self.prefix(block)
+        plain = self.plain(block)
         compute = plain_compute = self.computation(block, opcode, base, modifiers, operands, targets)
         if base in ("sub", "mad"):
             found = remainder(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position, plain)
@@ -888,16 +923,7 @@ class _Analysis(BranchConditions, CounterIdioms):
             if twin is not None:  # the same value computed before: what narrows that one narrows this
                 compute = (lambda a, at, own=compute, twin=twin: [meet(own(a, at)[0], a.lookup(at, twin))])
                 sources.append(twin)
-        if base == "ld" and is_param(modifiers):
-            sources = [k for k in self._param_load_keys(block, operands, opcode) if k is not None]
-        strong = guard is None
-
-        def apply(a, at, targets=targets, compute=compute, strong=strong):
-            values = compute(a, at)
-            for target, value in zip(targets, values):
-                a.assign(at, target, value, strong)
-
-        return apply, sources
+        return compute
 
     def _param_load_keys(self, block: int, operands, opcode: str) -> list[str | None]:
         memory = operands[1] if len(operands) > 1 else None
@@ -930,33 +956,18 @@ class _Analysis(BranchConditions, CounterIdioms):
                               read: list | None):
         """`computation` on abstract values alone; the operand values that `values` reads
         go to ``read[0]`` when `read` is given."""
-        count = len(targets)
         args = operands[1:]
+        values = _operand_values(block, base, modifiers, args, read)
+        moved = self._moved_value(block, opcode, base, modifiers, operands, len(targets), values)
+        if moved is not None:
+            return moved
+        return self._operation(block, base, modifiers, args, len(targets), values)
 
+    def _moved_value(self, block: int, opcode: str, base: str, modifiers: list, operands, count: int, values):
+        """`_abstract_computation` of an instruction that moves, converts or loads a value
+        (``mov shfl cvt cvta mapa ld``), else None."""
+        args = operands[1:]
         width = type_width(modifiers)
-        signed_type = any(m[:1] == "s" and m[1:] in TYPE_BITS for m in modifiers)
-        if base in SIGN_READING or base in ("mul", "mad") and ("hi" in modifiers or "wide" in modifiers) \
-                or "sat" in modifiers and base != "cvt":  # a saturating sum too
-            views = [_reading(width, signed_type)] * len(args)
-            if base in ("min", "max"):  # an unknown operand is still a number of the type: max(x, 0) >= 0
-                views = [any_number_of_type(view, width, signed_type) for view in views]
-            if base == "mad" and "wide" in modifiers and len(args) == 3:  # the addend has the product's width
-                views[2] = _reading(2 * width, signed_type)
-            if base == "shr" and len(args) == 2:  # a shift amount is a .u32
-                views[1] = _reading(32, False)
-
-            def values(a, at):  # these read their operands' bits as numbers of the type's width and sign
-                found = [view(a.evaluate(block, arg, at)) for view, arg in zip(views, args)]
-                if read is not None:
-                    read[0] = found
-                return found
-        else:
-            def values(a, at):
-                found = [a.evaluate(block, arg, at) for arg in args]
-                if read is not None:
-                    read[0] = found
-                return found
-
         if base in ("mov", "shfl") and args:
             source = args[0]
             if base == "mov" and source.kind == "vector" and count == 1:
@@ -985,6 +996,13 @@ class _Analysis(BranchConditions, CounterIdioms):
             if count == 1 and args and args[0].kind == "memory" and zero_filled:
                 return lambda a, at: [template_load(a.evaluate(block, args[0], at), width // 8, zero_filled)]
             return lambda a, at: [TOP] * count
+        return None
+
+    def _operation(self, block: int, base: str, modifiers: list, args, count: int, values):
+        """`_abstract_computation` of the other instructions: arithmetic, selection,
+        comparison and bit fields (top where it knows none)."""
+        width = type_width(modifiers)
+        signed_type = _signed_type(modifiers)
         binary = BINARY.get(base)
         if base == "shr" and len(args) == 2 and args[1].kind == "immediate" and isinstance(args[1].value, int) \
                 and 0 < args[1].value < width and any(m[:1] in "bu" and m[1:] in TYPE_BITS for m in modifiers):
@@ -1092,6 +1110,24 @@ class _Analysis(BranchConditions, CounterIdioms):
         return TOP
 
 
+def _join_blocks(multi: dict, definitions: dict, frontier: dict) -> dict[int, list]:
+    """Where the keys of `multi` need a join: ``{block: [key]}``, the iterated dominance
+    frontier of each key's definitions, keys in the order of `multi`."""
+    joins_at: dict[int, list] = {}
+    for key in multi:
+        blocks = {b for b, _ in definitions[key]}
+        work, placed = list(blocks), set()
+        while work:
+            for target in frontier.get(work.pop(), ()):
+                if target not in placed:
+                    placed.add(target)
+                    joins_at.setdefault(target, []).append(key)
+                    if target not in blocks:
+                        blocks.add(target)
+                        work.append(target)
+    return joins_at
+
+
 #: Opcodes whose abstract operation gives the one number an instruction computes from
 #: numbers (congruent to it: tests/test_isa_eval.py checks it), so `_folded` leaves them
 #: alone; setp with two operands too.
@@ -1169,6 +1205,40 @@ def _folded(found, block: int, args, compute, read: list, signed_result: bool):
         return [number(exact - modulus if signed_result and exact >= modulus >> 1 else exact)]
 
     return fold
+
+
+def _operand_values(block: int, base: str, modifiers: list, args, read: list | None):
+    """``values(a, at)``: the values of the operands `args` of an instruction of `block`,
+    each as the instruction reads it; also kept in ``read[0]`` when `read` is given."""
+    width = type_width(modifiers)
+    signed_type = _signed_type(modifiers)
+    if base in SIGN_READING or base in ("mul", "mad") and ("hi" in modifiers or "wide" in modifiers) \
+            or "sat" in modifiers and base != "cvt":  # a saturating sum too
+        views = [_reading(width, signed_type)] * len(args)
+        if base in ("min", "max"):  # an unknown operand is still a number of the type: max(x, 0) >= 0
+            views = [any_number_of_type(view, width, signed_type) for view in views]
+        if base == "mad" and "wide" in modifiers and len(args) == 3:  # the addend has the product's width
+            views[2] = _reading(2 * width, signed_type)
+        if base == "shr" and len(args) == 2:  # a shift amount is a .u32
+            views[1] = _reading(32, False)
+
+        def values(a, at):  # these read their operands' bits as numbers of the type's width and sign
+            found = [view(a.evaluate(block, arg, at)) for view, arg in zip(views, args)]
+            if read is not None:
+                read[0] = found
+            return found
+    else:
+        def values(a, at):
+            found = [a.evaluate(block, arg, at) for arg in args]
+            if read is not None:
+                read[0] = found
+            return found
+    return values
+
+
+def _signed_type(modifiers: list) -> bool:
+    """True where the modifiers name a signed integer type."""
+    return any(m[:1] == "s" and m[1:] in TYPE_BITS for m in modifiers)
 
 
 def _reading(width: int, signed_type: bool):
