@@ -265,3 +265,31 @@ def test_a_package_init_counts_for_whoever_imports_its_modules(tmp_path, package
     user.write_text("from .instrument.layout import Layout\n")
     found = violations({"ptxkit.instrument": init, "ptxkit.trace": user}, tmp_path)
     assert (found == []) == allowed, found
+
+
+#: The most lines a function of ``cfg/`` may span, its docstring and nested functions
+#: included (issue 35): a longer one does more than one thing and is split.
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(path: Path, root: Path = ROOT) -> list[str]:
+    """``file:line name (n lines)`` for each function in `path` longer than `MAX_FUNCTION_LINES`."""
+    return [f"{path.relative_to(root)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+def test_no_function_in_cfg_is_longer_than_80_lines():
+    found = [line for path in sorted((ROOT / "cfg").rglob("*.py")) for line in long_functions(path)]
+    assert not found, f"split these into pieces of at most {MAX_FUNCTION_LINES} lines:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("body_lines, long", [(MAX_FUNCTION_LINES - 1, False), (MAX_FUNCTION_LINES, True)])
+def test_the_check_finds_a_long_function(tmp_path, body_lines, long):
+    """A method (nested in a class) of 80 lines passes, one of 81 does not."""
+    path = tmp_path / "x.py"
+    body = "".join(f"        x{i} = {i}\n" for i in range(body_lines))
+    path.write_text(f"class A:\n    def method(self):\n{body}\n\ndef short():\n    return 1\n")
+    found = long_functions(path, tmp_path)
+    assert found == (["x.py:2 method (81 lines)"] if long else []), found
