@@ -131,6 +131,7 @@ EXPECTED = {
     "h30b_thread_dependent_skip_then_epilogue_sync": [("@%p1 " + CTA, "@%p1 cp.async.bulk.tensor.1d.global")],
     "h31_mbarrier_wait_before_a_cta_sync": [],
     "h32_armed_before_the_fence_then_initialised_again": [],
+    "h33_initialised_again_without_a_fence": [(CTA, "bar.sync")],
     "h04b_cp_async_writer_side_option": [(CTA, "wgmma.mma_async")],
     "h10a_war_ld_shared_then_tma_load": [(CTA, "cp.async.bulk.tensor")],
     "h11a_mbarrier_init_then_tma": [(CTA, "bar.sync")],

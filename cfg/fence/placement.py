@@ -435,7 +435,31 @@ def _after_inits(analysis: KernelAnalysis, needs: list[Need], hoist: bool = True
             ends = _group_ends(analysis.events[block], wanted[block])
             placed += [_init_fence(analysis, served, cover, block, position, block in releasing) for position in ends]
         analysis.solve()
-    return placed
+    return _without_idle_init_fences(analysis, inits, placed)
+
+
+def _without_idle_init_fences(analysis: KernelAnalysis, inits: int, placed: list[_Put]) -> list[_Put]:
+    """`placed` less the init fences no op needs, each tried in turn: taken out, the
+    analysis solved again leaves no async op waiting on more inits than with it in. A
+    fact stands for every init of one barrier, so a barrier initialised again (Triton's
+    causal attention between its two loops) gets a fence planned after each of its inits,
+    and the first inits may be fenced already (docs/fence.md §6.2)."""
+    if len(placed) < 2:
+        return placed
+    waiting = _waiting_on_inits(analysis, inits)
+    kept = []
+    for plan, event in placed:
+        analysis.remove_event(plan.block, event)
+        analysis.solve()
+        if _waiting_on_inits(analysis, inits) != waiting:
+            kept.append((plan, _place(analysis, plan)))
+    analysis.solve()
+    return kept
+
+
+def _waiting_on_inits(analysis: KernelAnalysis, inits: int) -> dict[int, int]:
+    """id(async op) -> the inits it waits on, in the solved analysis."""
+    return {id(need.event): need.pending & inits for need in analysis.needs() if need.pending & inits}
 
 
 def _init_fence(analysis: KernelAnalysis, served: list[Need], cover: int, block: int, position: int,
