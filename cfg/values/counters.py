@@ -28,8 +28,9 @@ from __future__ import annotations
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import derived
 from ptxkit.cfg.flow.operands import operand_reads, register_and_constant, type_width
-from ptxkit.cfg.flow.ssa import blocks_between, version_name
+from ptxkit.cfg.flow.ssa import version_name
 from ptxkit.cfg.values.arithmetic import compared_as, cvt_reading, rounded_up_to
+from ptxkit.cfg.values.conditions import blocks_on_ways, only_site, paired_setp, unwritten_between
 from ptxkit.cfg.values.idioms import align_up, constant_operand, linear, quotient_of, remainder
 from ptxkit.cfg.values.values import (
     INF, NUM, TOP, add, constant, field, join, mul, number, refine, refine_by, shl, unpack,
@@ -115,7 +116,7 @@ class CounterIdioms:
         for _ in range(3):
             found = linear(instructions, heads, position, plain, offer, block, defining, self.counts_alike)
             bad = {register for reading, there, read, register in (found.crossed if found is not None else ())
-                   if not self._unwritten_between(there, reading, read)}
+                   if not unwritten_between(self, there, reading, read)}
             if not bad:
                 return found
             declined |= bad
@@ -135,7 +136,7 @@ class CounterIdioms:
             return None
         prefix = self.prefix(block)
         for q, q_coefficient in found.terms.items():
-            site = self._only_site(prefix, q)
+            site = only_site(self, prefix, q)
             if site is None:
                 continue
             code = self.flow.blocks[site[0]]
@@ -220,7 +221,7 @@ class CounterIdioms:
         else:
             return None
         if x_add[0] in (first[0], second[0]) or \
-                first[0] != second[0] and x_add[0] in self._blocks_between(first[0], second[0]):
+                first[0] != second[0] and x_add[0] in blocks_on_ways(self, first[0], second[0]):
             return None  # the settings do not run as one
         if not (dominators.dominates(second[0], reading[0]) if second[0] != reading[0] else second[1] < reading[1]):
             return None
@@ -267,7 +268,7 @@ class CounterIdioms:
         scale, z_add = advance
         x_set = x_counter[2]
         for t, t_coefficient in terms.items():
-            site = self._only_site(prefix, t) if t not in (x, z) else None
+            site = only_site(self, prefix, t) if t not in (x, z) else None
             if site is None or site[0] != x_set[0]:
                 continue
             if t_coefficient == coefficient:
@@ -311,7 +312,7 @@ class CounterIdioms:
         if not (DominatorTree.of(self.flow).dominates(block, reading[0]) if block != reading[0]
                 else setting[1] < reading[1]):
             return False
-        between = self._blocks_between(block, reading[0]) if block != reading[0] else frozenset()
+        between = blocks_on_ways(self, block, reading[0]) if block != reading[0] else frozenset()
         return not any(site != z_add and (site[0] in between or site[0] == block and site[1] > read_at)
                        for site in self.definitions().get(prefix + z, ()))
 
@@ -379,28 +380,7 @@ class CounterIdioms:
             return at < position and not any(b == block and at < p < position for b, p in sites)
         return DominatorTree.of(self.flow).dominates(there, block) and \
             not any(b == there and p > at or b == block and p < position for b, p in sites) and \
-            self._unwritten_between(there, block, [key[len(self.prefix(block)):]], position)
-
-    def _unwritten_between(self, there: int, reading: int, registers, position: int | None = None) -> bool:
-        """True when no definition of `registers` lies in a block on a way from block
-        `there` to block `reading` (`reading` included) that does not pass `there`
-        again (a way through `there` defines them anew before reaching `reading`). With
-        `position`, a definition in `reading` at or after it counts only where a way
-        leads from `reading` back to it without passing `there`."""
-        between = self._blocks_between(there, reading)
-        prefix = self.prefix(reading)
-        again = position is None or any(block in between for block in self.flow.succ[reading])
-        return not any(site[0] in between and (site[0] != reading or again or site[1] < position)
-                       for name in registers for site in self.definitions().get(prefix + name, ()))
-
-    def _blocks_between(self, there: int, reading: int) -> frozenset:
-        """The blocks on a way from block `there` to block `reading` that does not pass
-        `there` again (`blocks_between`), kept per pair for the graph."""
-        regions = derived(self.flow, "blocks between", dict)
-        between = regions.get((there, reading))
-        if between is None:
-            between = regions[(there, reading)] = blocks_between(self.flow, DominatorTree.of(self.flow), there, reading)
-        return between
+            unwritten_between(self, there, block, [key[len(self.prefix(block)):]], position)
 
     def linear_range(self, block: int, found):
         """The value of a `ptxkit.cfg.values.idioms.Linear` sum, each register read once where
@@ -529,7 +509,7 @@ class CounterIdioms:
     def _single_definition(self, prefix: str, operand) -> tuple | None:
         """``(base opcode, operands)`` of the one unguarded definition of a register
         operand in the same inlined copy, else None."""
-        site = self._only_site(prefix, operand.name) if operand.kind == "register" else None
+        site = only_site(self, prefix, operand.name) if operand.kind == "register" else None
         if site is None:
             return None
         head = self.flow.blocks[site[0]].heads[site[1]]
@@ -729,7 +709,7 @@ class CounterIdioms:
                     if not self.redefined(there, at + 1, position, x):
                         return key
                 elif not self.redefined(there, at + 1, len(code.instructions), x) \
-                        and self._unwritten_between(there, block, [x], position):
+                        and unwritten_between(self, there, block, [x], position):
                     return key
             up = dominators.idom.get(there)
             if up is None or up == there or self.prefix(up) != prefix:
@@ -762,7 +742,7 @@ class CounterIdioms:
             stop = position if there == block else len(early.instructions)
             if target in read or any(self.redefined(there, at + 1, stop, name) for name in kept):
                 continue
-            if there == block or self._unwritten_between(there, block, kept, position):
+            if there == block or unwritten_between(self, there, block, kept, position):
                 return self.prefix(block) + target
         return None
 
@@ -907,7 +887,7 @@ class CounterIdioms:
         """``(block, position)`` of the one definition of `register` (of `block`'s inlined
         copy) when it lies in another block that dominates `block`, else None: wherever
         `block` reads it, it holds what the last run of that block set."""
-        site = self._only_site(self.prefix(block), register)
+        site = only_site(self, self.prefix(block), register)
         if site is None or site[0] == block or not DominatorTree.of(self.flow).dominates(site[0], block):
             return None
         return site
@@ -924,7 +904,7 @@ class CounterIdioms:
             return None
         setp_at = self.last_definition(block, position, predicate.name)
         if setp_at is None:
-            compare = self._paired_setp(block, predicate.name)
+            compare = paired_setp(self, block, predicate.name)
             if compare is None:
                 return None
             comparison, kind = compare[3:5]

@@ -63,7 +63,9 @@ from ptxkit.cfg.values.arithmetic import (
     BINARY, WORD, any_number_of_type, at_most, bit_field, bit_insert, clamped, compared_as,
     cvt_reading, cvta, mapa, remainder_of,
 )
-from ptxkit.cfg.values.conditions import BranchConditions
+from ptxkit.cfg.values.conditions import (
+    branch_conditions, dead_blocks, narrowed_at, refinements, uniform_broadcast,
+)
 from ptxkit.cfg.values.counters import RECOMPUTED, CounterIdioms
 from ptxkit.cfg.values.frames import Frames, StackModel, observed, stack_frames
 from ptxkit.cfg.values.idioms import SUM_OPCODES, remainder, rounding_add
@@ -187,7 +189,7 @@ class _Overlay(dict):
         return self[key] if key in self else self.base.get(key, default)
 
 
-class _Analysis(BranchConditions, CounterIdioms):
+class _Analysis(CounterIdioms):
     def __init__(self, flow, max_cluster: int = PORTABLE_CLUSTER, aligned: dict | None = None,
                  stack: StackModel | None = None):
         self.flow = flow
@@ -375,7 +377,7 @@ class _Analysis(BranchConditions, CounterIdioms):
         wanted = set()
         for block, position, operand in queries.values():
             wanted.update(self.sources_of(block, operand))
-        conditions = self.branch_conditions(definitions)
+        conditions = branch_conditions(self, definitions)
         rules: dict = {}
         seen: set = set()
         self.slice(definitions, wanted, rules, seen)
@@ -391,7 +393,8 @@ class _Analysis(BranchConditions, CounterIdioms):
         phis = self._rename(definitions, rules, queries, conditions, seen)
         self.rules = rules
         self._self_fed = self._self_feeding(definitions, rules)
-        self._refinements(conditions, definitions)
+        self.narrowing, self.edge_narrowing, self._site_of, self.depends = refinements(self, conditions, definitions)
+        self._memo: dict = {}  # `narrowed_at`
         readers: dict[str, list] = {}
         rank = {block: i for i, block in enumerate(self.flow.rpo)}
         order = sorted((key for key in rules if key[0] in rank), key=lambda key: (rank[key[0]], key[1]))
@@ -425,7 +428,7 @@ class _Analysis(BranchConditions, CounterIdioms):
         self.queries, self._rank = queries, rank
         self._cones: dict = {}
         self._by_thread: dict = {}  # (register, low, high) -> (definitions evaluated, their values, update counts)
-        dead = self._dead_blocks()
+        dead = dead_blocks(self)
         answers = {}
         for key, (block, position, operand) in queries.items():
             answers[key] = () if block in dead else self.evaluate(block, operand, ("query", key, block))
@@ -491,7 +494,7 @@ class _Analysis(BranchConditions, CounterIdioms):
             if site is None or site not in self.rules:
                 continue  # a join, an entry value, or nothing defines it: its value stands
             if self.flow.blocks[site[0]].heads[site[1]][2] == "shfl" and \
-                    not self._uniform_broadcast(site[0], site[1], self.definitions()):
+                    not uniform_broadcast(self, site[0], site[1], self.definitions()):
                 continue  # another lane's value, which the range's own index does not give: it stands
             if at[0] != "query":
                 reads.append((at, site))
@@ -654,7 +657,7 @@ class _Analysis(BranchConditions, CounterIdioms):
         return self._narrowed(reading_block(at), version, value)
 
     def _narrowed(self, block: int, version: str, value: tuple) -> tuple:
-        for narrow in self._narrowed_at(block).get(version, ()):
+        for narrow in narrowed_at(self._memo, self.narrowing, self.dominators, block).get(version, ()):
             if not value:
                 break
             value = narrow(self, value)
