@@ -34,6 +34,8 @@ STRICT_MODULES = (
     "ptxkit.cfg.flow.dataflow",
     "ptxkit.cfg.flow.ssa",
     "ptxkit.cfg.flow.operands",
+    "ptxkit.cfg.values.conditions",
+    "ptxkit.cfg.values.counters",
     "ptxkit.cfg.sync",
     "ptxkit.cfg.sync.locations",
     "ptxkit.cfg.sync.events",

@@ -329,10 +329,10 @@ def branch_conditions(analysis: Tests, definitions: Definitions) -> dict[int, Co
             continue
         if heads[at][1] == "not.pred":
             source = instructions[at].operands[1]
-            if source.kind != "register" or analysis.redefined(block.index, at + 1, position, _name(source)):
+            if source.kind != "register" or analysis.redefined(block.index, at + 1, position, register_name(source)):
                 continue
             negated = not negated
-            position, at = at, analysis.last_definition(block.index, at, _name(source))
+            position, at = at, analysis.last_definition(block.index, at, register_name(source))
         if at is None or heads[at][2] != "setp" or heads[at][0] is not None:
             continue
         compare = instructions[at].operands
@@ -361,12 +361,12 @@ def _compared(analysis: Code, block: int, at: int, compare: Sequence[Operand],
     found: str | None = comparison
     bound: object
     if compare[1].kind == "register" and compare[2].kind == "immediate":
-        register, bound = _name(compare[1]), compare[2].value
+        register, bound = register_name(compare[1]), compare[2].value
     elif compare[2].kind == "register" and compare[1].kind == "immediate":
-        register, bound, found = _name(compare[2]), compare[1].value, SWAPPED_COMPARISONS.get(comparison)
+        register, bound, found = register_name(compare[2]), compare[1].value, SWAPPED_COMPARISONS.get(comparison)
     elif compare[1].kind == "register" and compare[2].kind == "register" \
-            and not analysis.redefined(block, at + 1, last, _name(compare[2])):
-        register, bound = _name(compare[1]), analysis.prefix(block) + _name(compare[2])  # bounded by its value
+            and not analysis.redefined(block, at + 1, last, register_name(compare[2])):
+        register, bound = register_name(compare[1]), analysis.prefix(block) + register_name(compare[2])  # bounded by its value
     else:
         return None
     if found is None or not isinstance(bound, (int, str)) or analysis.redefined(block, at + 1, last, register):
@@ -374,7 +374,7 @@ def _compared(analysis: Code, block: int, at: int, compare: Sequence[Operand],
     return register, bound, found
 
 
-def _name(operand: Operand) -> str:
+def register_name(operand: Operand) -> str:
     """The name of a register operand (every register has one)."""
     assert operand.name is not None, operand
     return operand.name
@@ -397,13 +397,13 @@ def paired_setp(analysis: Code, block: int, predicate: str) -> tuple[Operand, Op
     compare = analysis.flow.blocks[where].instructions[at].operands
     if head[2] != "setp" or head[0] is not None or len(compare) != 3 or compare[1].kind != "register":
         return None
-    x_site = only_site(analysis, prefix, _name(compare[1]))
+    x_site = only_site(analysis, prefix, register_name(compare[1]))
     if x_site is None or analysis.flow.blocks[x_site[0]].heads[x_site[1]][0] is not None:
         return None
     if x_site[0] == where and x_site[1] > at:
         return None
     if x_site[0] != where and (block in (where, x_site[0])
-                               or not unwritten_between(analysis, where, block, (_name(compare[1]),))):
+                               or not unwritten_between(analysis, where, block, (register_name(compare[1]),))):
         return None
     parts = head[1].split(".")
     return compare[0], compare[1], compare[2], parts[1], parts[-1]
@@ -436,9 +436,9 @@ def _single_setp(analysis: Tests, block: int, guard: Guard, negated: bool,
             or compare[0].kind != "register" \
             or compare[1].kind != "register" or compare[2].kind != "immediate" \
             or not isinstance(compare[2].value, int) or compare[1].name == guard.register \
-            or len(definitions.get(prefix + _name(compare[1]), ())) != 1:
+            or len(definitions.get(prefix + register_name(compare[1]), ())) != 1:
         return None
-    key = prefix + _name(compare[1])
+    key = prefix + register_name(compare[1])
     x_site = definitions[key][0]
     if x_site[0] == where and x_site[1] > at:
         return None  # set after the test: the branch reads a newer value
@@ -485,15 +485,15 @@ def _inverse_chain(analysis: Tests, block: int, position: int, key: str, definit
         operands = analysis.flow.blocks[where].instructions[at].operands
         if head[2] == "mov" and len(operands) == 2 and operands[1].kind == "special" \
                 and operands[1].name in FIXED_SPECIALS:  # a copy of the thread's own index
-            chain.append((analysis.prefix(where) + _name(operands[1]), identity))
+            chain.append((analysis.prefix(where) + register_name(operands[1]), identity))
             break
         if len(operands) < 2 or operands[1].kind != "register":
             break
-        source = analysis.prefix(where) + _name(operands[1])
+        source = analysis.prefix(where) + register_name(operands[1])
         source_sites = definitions.get(source, ())
         read_here = False  # set more than once, but the test's block reads it unchanged: its version there
         if len(source_sites) != 1 or source_sites[0][0] == where and source_sites[0][1] > at:
-            if not (branch and where == block and _kept_in_block(analysis, block, at, position, _name(operands[1]))):
+            if not (branch and where == block and _kept_in_block(analysis, block, at, position, register_name(operands[1]))):
                 break  # set more than once, or only after it is read here (an older value then)
             read_here = True
         inverse = _inverse(head[1], head[2], operands, uniform_broadcast(analysis, where, at, definitions))
@@ -521,7 +521,7 @@ def _zero(analysis: Code, block: int, operand: Operand, definitions: Definitions
     """True when `operand` is 0: an immediate, or a register whose only definition moves 0."""
     if operand.kind == "immediate":
         return operand.value == 0
-    sites = definitions.get(analysis.prefix(block) + _name(operand), ()) if operand.kind == "register" else ()
+    sites = definitions.get(analysis.prefix(block) + register_name(operand), ()) if operand.kind == "register" else ()
     if len(sites) != 1:
         return False
     where, at = sites[0]
@@ -538,7 +538,7 @@ def uniform_broadcast(analysis: Code, block: int, position: int, definitions: De
     if not code.heads[position][1].startswith("shfl.sync.idx") or len(operands) < 4 \
             or not _zero(analysis, block, operands[2], definitions):
         return False
-    sites = definitions.get(analysis.prefix(block) + _name(operands[1]), ())
+    sites = definitions.get(analysis.prefix(block) + register_name(operands[1]), ())
     if len(sites) != 1:
         return False
     where, at = sites[0]
@@ -547,7 +547,7 @@ def uniform_broadcast(analysis: Code, block: int, position: int, definitions: De
     if not analysis.flow.blocks[where].heads[at][1].startswith("shr.u32") or count is None or count < 5 \
             or shift[1].kind != "register":
         return False
-    origin = definitions.get(analysis.prefix(where) + _name(shift[1]), ())
+    origin = definitions.get(analysis.prefix(where) + register_name(shift[1]), ())
     if len(origin) != 1:
         return False
     source = analysis.flow.blocks[origin[0][0]].instructions[origin[0][1]].operands

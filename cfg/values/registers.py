@@ -66,7 +66,11 @@ from ptxkit.cfg.values.arithmetic import (
 from ptxkit.cfg.values.conditions import (
     branch_conditions, dead_blocks, narrowed_at, refinements, uniform_broadcast,
 )
-from ptxkit.cfg.values.counters import RECOMPUTED, CounterIdioms
+from ptxkit.cfg.values.counters import (
+    RECOMPUTED, counter_remainder, counts_alike, linear_range, linear_sum, may_round, narrowed_remainder,
+    remainder_range, ring_refinement, rounded_past, rounded_up, selected_step, shifted_field, shifted_remainder,
+    slice_offset, stepped_past, twin_of,
+)
 from ptxkit.cfg.values.frames import Frames, StackModel, observed, stack_frames
 from ptxkit.cfg.values.idioms import SUM_OPCODES, remainder, rounding_add
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER, special_ranges
@@ -189,14 +193,13 @@ class _Overlay(dict):
         return self[key] if key in self else self.base.get(key, default)
 
 
-class _Analysis(CounterIdioms):
+class _Analysis:
     def __init__(self, flow, max_cluster: int = PORTABLE_CLUSTER, aligned: dict | None = None,
                  stack: StackModel | None = None):
         self.flow = flow
         self.aligned = aligned or {}
         self._rules: dict[tuple, tuple] = {}  # `_rule_key` -> (`rule`, the thresholds making it added)
         self.follow(stack)
-        self._rounding_blocks: dict[int, bool] = {}  # `_may_round`
         self.special = special_ranges(flow.function, max_cluster)
         self.symbols: dict[int, dict] = {}  # context id -> symbol values
         self.start_afresh()
@@ -393,8 +396,9 @@ class _Analysis(CounterIdioms):
         phis = self._rename(definitions, rules, queries, conditions, seen)
         self.rules = rules
         self._self_fed = self._self_feeding(definitions, rules)
-        self.narrowing, self.edge_narrowing, self._site_of, self.depends = refinements(self, conditions, definitions)
-        self._memo: dict = {}  # `narrowed_at`
+        held = refinements(self, conditions, definitions)  # where the conditions hold
+        self.narrowing, self.edge_narrowing, self.depends = held.narrowing, held.edge_narrowing, held.depends
+        self._site_of, self._memo = held.site_of, {}  # `_memo`: `narrowed_at`'s
         readers: dict[str, list] = {}
         rank = {block: i for i, block in enumerate(self.flow.rpo)}
         order = sorted((key for key in rules if key[0] in rank), key=lambda key: (rank[key[0]], key[1]))
@@ -867,62 +871,62 @@ class _Analysis(CounterIdioms):
         compute = plain_compute = self.computation(block, opcode, base, modifiers, operands, targets)
         if base in ("sub", "mad"):
             found = remainder(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position, plain)
-            if found is not None and (found.counter is None or self.counts_alike(block, position, found)):
-                compute = self.remainder_range(block, found)
+            if found is not None and (found.counter is None or counts_alike(self, block, position, found)):
+                compute = remainder_range(self, block, found)
                 sources.append(prefix + found.x)
         if base == "mul" and len(operands) == 3:
-            sliced = self.slice_offset(block, operands, compute)
+            sliced = slice_offset(self, block, operands, compute)
             if sliced is not None:
                 compute = sliced
         if base == "shl":
-            shifted = self.shifted_remainder(block, position, operands, modifiers)
+            shifted = shifted_remainder(self, block, position, operands, modifiers)
             if shifted is not None:
                 compute, extra = shifted
                 sources.extend(extra)
         if base == "and":
-            masked = self.shifted_field(block, position, operands, modifiers, compute)
+            masked = shifted_field(self, block, position, operands, modifiers, compute)
             if masked is not None:
                 compute, extra = masked
                 sources.extend(extra)
         if base == "cvt":
-            narrowed = self.narrowed_remainder(block, position, operands, modifiers)
+            narrowed = narrowed_remainder(self, block, position, operands, modifiers)
             if narrowed is not None:
                 compute, extra = narrowed
                 sources.extend(extra)
         if base == "selp" and len(operands) == 4:
-            refined = self.rounded_up(block, position, modifiers, compute) or \
-                self.ring_refinement(block, position, operands)
+            refined = rounded_up(self, block, position, modifiers, compute) or \
+                ring_refinement(self, block, position, operands)
             if refined is not None:
                 compute, extra = refined
                 sources.extend(extra)
         if base == "add" and len(targets) == 1 and len(operands) == 3:
-            selected = self.selected_step(block, position, operands)
+            selected = selected_step(self, block, position, operands)
             if selected is not None:
                 compute, extra = selected
                 sources.extend(extra)
-        if base == "add" and len(targets) == 1 and compute is plain_compute and self._may_round(block):
+        if base == "add" and len(targets) == 1 and compute is plain_compute and may_round(self, block):
             rounding = rounding_add(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position,
                                     plain)
             if rounding is not None:
-                compute = self.rounded_past(block, rounding, modifiers, compute)
+                compute = rounded_past(self, block, rounding, modifiers, compute)
                 sources.extend(prefix + name for name in (rounding.x, rounding.remainder))
         if base == "add" and len(targets) == 1 and compute is plain_compute:
-            stepped = self.stepped_past(block, position, operands, modifiers, compute)
+            stepped = stepped_past(self, block, position, operands, modifiers, compute)
             if stepped is not None:
                 compute, extra = stepped
                 sources.extend(extra)
         if base in SUM_OPCODES and len(targets) == 1 and compute is plain_compute:
-            found = self.linear_sum(block, position, plain)
+            found = linear_sum(self, block, position, plain)
             if found is not None and found.repeats:
-                compute = self.linear_range(block, found)
+                compute = linear_range(self, block, found)
                 sources.extend(prefix + name for name in found.terms)
             elif found is not None:
-                ring = self.counter_remainder(block, position, found)
+                ring = counter_remainder(self, block, position, found)
                 if ring is not None:
                     compute, extra = ring
                     sources.extend(extra)
         if base in RECOMPUTED and len(targets) == 1 and guard is None:
-            twin = self._twin(block, position)
+            twin = twin_of(self, block, position)
             if twin is not None:  # the same value computed before: what narrows that one narrows this
                 compute = (lambda a, at, own=compute, twin=twin: [meet(own(a, at)[0], a.lookup(at, twin))])
                 sources.append(twin)
