@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ptxkit.cfg.flow.dominance import DominatorTree
+from ptxkit.cfg.values.conditions import narrowed_at
 from ptxkit.generators.simulate import launch
 from test_registers import HEAD, REGS, raw_value_at, value_at
 from test_values import contains_number
@@ -123,3 +125,31 @@ def test_a_broadcast_bounds_the_thread_index_only_when_a_warp_shares_it(shift, s
             "\tshfl.sync.idx.b32 %r4|%p1, %r2, %r3, 31, -1;\n\tsetp.eq.s32 %p2, %r4, 0;\n\t@%p2 bra OUT;\n"
             f"\tadd.s32 %r5, %r1, -{1 << shift};\n\t// here\n\tbar.sync 0;\nOUT:\n")
     assert value_at(body, "%r5", directives=" .maxntid 128, 1, 1") == shown
+
+
+@pytest.mark.parametrize("step, dividend, tid", [
+    ("mov.u32 %r4, %r1", "[0, 128] step 16", "[0, 128] step 16"),  # a copy of tid: tid % 16 == 0 too
+    # an added constant, even 0, ends the chain there: the test bounds the dividend alone
+    ("add.s32 %r4, %r1, 4", "[16, 144] step 16", "[0, 127]"),
+    ("add.s32 %r4, %r1, 0", "[0, 128] step 16", "[0, 127]"),
+])
+def test_a_zero_remainder_bounds_its_dividend_and_what_that_copies(step, dividend, tid):
+    """``(d & 15) == 0`` makes d a multiple of 16 (rounded up: intervals do not keep
+    which of [0, 127] those are), and the register d copies; not the one d adds to."""
+    body = TESTED.format(test=f"\t{step};\n\tand.b32 %r2, %r4, 15;\n\tsetp.eq.u32 %p1, %r2, 0;\n",
+                         then="\tshl.b32 %r3, %r1, 2;\n")
+    assert value_at(body, "%r4", directives=" .maxntid 128, 1, 1") == dividend
+    assert value_at(body, "%r1", directives=" .maxntid 128, 1, 1") == tid
+
+
+def test_the_narrowings_of_a_block_are_its_dominators_outermost_first():
+    """`narrowed_at` gathers what holds at each dominator, from the root down, and keeps
+    it for every block on the way (the narrowings stand for themselves here: it never
+    calls them)."""
+    tree = DominatorTree({0: 0, 1: 0, 2: 1, 3: 0})
+    narrowing = {0: [("x", "x < 9")], 2: [("x", "x > 2"), ("y", "y == 0")]}
+    memo: dict = {}
+    assert narrowed_at(memo, narrowing, tree, 2) == {"x": ["x < 9", "x > 2"], "y": ["y == 0"]}
+    assert sorted(memo) == [0, 1, 2] and memo[1] is memo[0]  # nothing new holds in 1
+    assert narrowed_at(memo, narrowing, tree, 3) == {"x": ["x < 9"]}
+    assert memo[0] == {"x": ["x < 9"]}  # a dominator's list is copied, not extended

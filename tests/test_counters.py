@@ -117,3 +117,13 @@ RECOMPUTED = ("\tld.param.u32 %r1, [k_n];\n\trem.u32 %r2, %r1, 1024;\n\tsetp.eq.
 ])
 def test_a_remainder_computed_again_is_the_tested_one_only_while_both_hold(mid, shown):
     assert value_at(RECOMPUTED.format(mid=mid), "%r3", params=".param .u32 k_n") == shown
+
+
+def test_a_selected_step_is_found_whichever_source_of_the_add_it_is():
+    """``x = step + x`` as ``x = x + step``: the ``selp`` may be either source of the add."""
+    swapped = STEPPED.format(mid="").replace("add.s32 %r1, %r1, %r2", "add.s32 %r1, %r2, %r1")
+    assert swapped != STEPPED.format(mid="")
+    assert value_at(swapped, "%r1") == "[0, 1023]"
+    # the other source must be the compared register itself (or a part of it): a copy is not followed
+    other = swapped.replace("add.s32 %r1, %r2, %r1", "mov.u32 %r5, %r1;\n\tadd.s32 %r1, %r2, %r5")
+    assert value_at(other, "%r1") == "top"

@@ -95,3 +95,35 @@ def test_the_tree_lays_out_the_package(tmp_path: Path) -> None:
     tree = package_tree(tmp_path)
     assert (tree / "ptxkit" / "cfg" / "flow" / "graph.py").resolve() == REPO / "cfg" / "flow" / "graph.py"
     assert (tree / "ptxkit" / "isa.py").resolve() == REPO / "ptxkit" / "isa.py"
+
+
+#: A module that hands the register analysis to the parts that read it through protocols
+#: (`ptxkit.cfg.values.conditions`, `ptxkit.cfg.values.counters`); EXTRA goes into a
+#: protocol of its own that the analysis must have too.
+ANALYSIS_PARTS = '''from __future__ import annotations
+from typing import Protocol
+from ptxkit.cfg.values.conditions import Narrowed, Renamed, Tests
+from ptxkit.cfg.values.counters import Counting, Solving
+from ptxkit.cfg.values.registers import _Analysis
+
+class _Extra(Protocol):
+    {extra}
+
+def parts(analysis: _Analysis) -> tuple[Tests, Renamed, Narrowed, Counting, Solving, _Extra]:
+    return analysis, analysis, analysis, analysis, analysis, analysis
+'''
+
+
+@needs_mypy
+@pytest.mark.parametrize("extra, fails", [
+    ("def prefix(self, block: int) -> str: ...", False),
+    ("def not_there(self, block: int) -> str: ...", True),  # the check can fail
+])
+def test_the_register_analysis_has_what_its_parts_read(tmp_path: Path, extra: str, fails: bool) -> None:
+    """The analysis is handed to the branch conditions and the counter idioms as every
+    protocol they read it through: mypy checks it has each attribute and method they list."""
+    tree = package_tree(tmp_path)
+    (tree / "analysis_parts.py").write_text(ANALYSIS_PARTS.format(extra=extra))
+    result = mypy_strict(tmp_path, ("analysis_parts",))
+    errors = [line for line in result.stdout.splitlines() if line.startswith("analysis_parts.py")]
+    assert bool(errors) == fails and (not fails or "_Extra" in result.stdout), result.stdout + result.stderr

@@ -714,7 +714,7 @@ class _Analysis:
                         work.append(source)
 
     # -- evaluation ------------------------------------------------------------------------
-    def evaluate(self, block: int, operand, at: int) -> tuple:
+    def evaluate(self, block: int, operand, at) -> tuple:
         if isinstance(operand, str):
             return self.lookup(at, operand)
         kind = operand.kind
