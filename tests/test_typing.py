@@ -42,6 +42,8 @@ STRICT_MODULES = (
     "ptxkit.cfg.sync.phases",
     "ptxkit.cfg.sync.once",
     "ptxkit.cfg.sync.armed",
+    "ptxkit.cfg.fence",
+    "ptxkit.cfg.fence.options",
     "ptxkit.cfg.fence.placement",
 )
 

@@ -10,7 +10,11 @@ the analysis; `check_target` says whether a module may be fenced at all. Both ar
 
 from __future__ import annotations
 
+from ptxkit._records import TYPE_CHECKING
 from ptxkit.isa import parse_target
+
+if TYPE_CHECKING:
+    from ptxkit.syntax import Module
 
 #: hoist: one fence before a loop or branch where that replaces fences inside; inline: before each op.
 PLACEMENTS = ("hoist", "inline")
@@ -22,7 +26,7 @@ FENCE_VARIANTS = ("shared::cta", "shared::cluster", "full")
 EXTERN_POLICIES = ("none", "clobber", "strict")
 
 
-def check_target(module) -> str | None:
+def check_target(module: Module) -> str | None:
     """Why the pass must leave `module` alone, or None when it may run.
 
     >>> import ptxkit
