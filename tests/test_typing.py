@@ -44,6 +44,7 @@ STRICT_MODULES = (
     "ptxkit.cfg.sync.armed",
     "ptxkit.cfg.fence",
     "ptxkit.cfg.fence.options",
+    "ptxkit.cfg.fence.proxy",
     "ptxkit.cfg.fence.placement",
 )
 

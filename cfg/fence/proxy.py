@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import functools
 import re
 
 from ptxkit._records import TYPE_CHECKING, record
@@ -54,7 +55,7 @@ from ptxkit.cfg.flow.graph import ENTRY
 from ptxkit.cfg.flow.inline import inlined_graph
 from ptxkit.cfg.flow.loops import loop_forest
 from ptxkit.cfg.sync.armed import fenced_before_copies
-from ptxkit.cfg.sync.events import RELEASE, RELEASES_INITS, Event, EventOptions, Kind, classify
+from ptxkit.cfg.sync.events import RELEASE, RELEASES_INITS, Event, EventOptions, Kind, classify, on_an_mbarrier
 from ptxkit.cfg.sync.locations import (CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, covers, overlaps,
                                        spaces_text)
 from ptxkit.cfg.sync.once import export_limits
@@ -65,10 +66,40 @@ from ptxkit.cfg.values.thread_sets import runners
 from ptxkit.isa import SyncObject
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterator, Sequence
+    from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+    from typing import Literal
 
+    from ptxkit.cfg.flow.dataflow import DataflowResult
+    from ptxkit.cfg.flow.graph import EdgeStart, FlowGraph, HeadTuple
+    from ptxkit.cfg.flow.inline import Context
+    from ptxkit.cfg.sync.events import SyncKey
+    from ptxkit.cfg.values.values import Region
     from ptxkit.instruction import Guard
-    from ptxkit.syntax import Instruction
+    from ptxkit.syntax import Function, Instruction
+
+    #: An access that makes a fact: ``(block, event)``.
+    Origin = tuple[int, Event]
+    #: What an arrive hands over (`KernelAnalysis.exports`): unpublished pending,
+    #: crossing CTAs, published pending, credited.
+    Export = tuple[int, int, int, int]
+    #: What a wait takes in (`KernelAnalysis.imports`): pending (same CTA), crossing CTAs, credited.
+    Import = tuple[int, int, int]
+    #: What replaces the join at a block (`solve_forward`'s merges): the out-states of
+    #: its predecessors (by block) to the state entering it.
+    Merge = Callable[[dict[int, int]], int]
+    #: Planned fences on a loop header's entry edges: the entry blocks, and one fence.
+    EdgeFence = tuple[frozenset[EdgeStart], Event]
+    #: `KernelAnalysis._handoffs`: the wait events, the ids of the arrives each wait
+    #: (by id) hears, and the block of each wait (by id).
+    Handoffs = tuple[list[Event], dict[int, list[int]], dict[int, int]]
+    #: `KernelAnalysis._needs_now`: id(op) -> (pending overlapping facts, cover, block).
+    Found = dict[int, tuple[int, int, int]]
+    #: The bucket an arrive's object falls in (`_object_key`): a `SyncKey`, but an
+    #: mbarrier's region in place of its location.
+    ObjectKey = (tuple[Literal[SyncObject.NAMED_BARRIER], frozenset[int] | None]
+                 | tuple[Literal[SyncObject.MBARRIER], Region | None]
+                 | tuple[Literal[SyncObject.WARP], int]
+                 | tuple[Literal[SyncObject.CLUSTER_BARRIER]])
 
 __all__ = ["AnalysisOptions", "Fact", "Hazard", "KernelAnalysis", "Need", "Step", "spaces_text"]
 
@@ -138,9 +169,9 @@ class Fact:
 
     __slots__ = ("index", "hazard", "location", "origins")
 
-    def __init__(self, index: int, hazard: Hazard, location: Location):
+    def __init__(self, index: int, hazard: Hazard, location: Location) -> None:
         self.index, self.hazard, self.location = index, hazard, location
-        self.origins: list = []
+        self.origins: list[Origin] = []
 
 
 @record
@@ -176,9 +207,9 @@ class Step:
 
     __slots__ = ("what", "block", "instruction", "thread", "via")
 
-    def __init__(self, what: str, block: int, instruction, thread: int = 1):
+    def __init__(self, what: str, block: int, instruction: Instruction, thread: int = 1) -> None:
         self.what, self.block, self.instruction, self.thread = what, block, instruction, thread
-        self.via: list = []
+        self.via: list[int] = []
 
 
 class _FactIndex:
@@ -189,7 +220,7 @@ class _FactIndex:
 
     WIDE = 4096
 
-    def __init__(self, facts: list):
+    def __init__(self, facts: list[Fact]) -> None:
         narrow = sorted((f for f in facts if f.location.end - f.location.start <= self.WIDE),
                         key=lambda f: f.location.start)
         self.starts = [f.location.start for f in narrow]
@@ -220,14 +251,19 @@ class _FactIndex:
         return mask
 
 
-def _union(states: dict) -> int:
+def _union(states: dict[int, int]) -> int:
     out = 0
     for state in states.values():
         out |= state
     return out
 
 
-def _bits(mask: int):
+def _with_stale(inner: Merge | None, stale: int, outs: dict[int, int]) -> int:
+    """The merge `inner` (a union where there is none), with the state bits `stale` set."""
+    return (inner(outs) if inner is not None else _union(outs)) | stale
+
+
+def _bits(mask: int) -> Iterator[int]:
     while mask:
         low = mask & -mask
         yield low.bit_length() - 1
@@ -261,7 +297,7 @@ class KernelAnalysis:
     `edge_fences` for those on a loop's entry edges; the flow graph never changes.
     """
 
-    def __init__(self, function, options: AnalysisOptions, flow=None):
+    def __init__(self, function: Function, options: AnalysisOptions, flow: FlowGraph | None = None) -> None:
         self.function = function
         self.options = options
         self.flow = flow if flow is not None else inlined_graph(function)
@@ -279,19 +315,19 @@ class KernelAnalysis:
             self._handoffs()[1])
         self._hearers = self._limited_hearers()
         self._crediting_ids = self._crediting_fences()
-        self._meets: dict = {}  # block -> its merge, where thread-index splits meet (with credit only)
+        self._meets: dict[int, Merge] = {}  # block -> its merge, where thread-index splits meet (with credit only)
         self._crediting: dict[int, int] = {}  # id(fence) -> the facts it credits, once `_run` knows them
         self._own_credit = 0  # the facts a thread may be credited of its own (made once), with credit only
         self.needy: dict[int, int] = {}
         #: header -> the planned fences on its entry edges: (the entry blocks, the fence)
-        self.edge_fences: dict[int, list[tuple[frozenset, Event]]] = {}
+        self.edge_fences: dict[int, list[EdgeFence]] = {}
         self._kills: dict[int, int] = {}
         self.ins: list[int] = []
         self.outs: list[int] = []
-        self.exports: dict[int, tuple[int, int, int, int]] = {}
-        self.imports: dict[int, tuple[int, int, int]] = {}
+        self.exports: dict[int, Export] = {}
+        self.imports: dict[int, Import] = {}
         self._reasons: dict[int, int] = {}
-        self._touch_answers: dict = {}  # `_touched`
+        self._touch_answers: dict[tuple[int, int, tuple[Location, ...]], bool | None] = {}  # `_touched`
         self._foreign_bits: list[int] | None = None  # `_foreign`, once computed
 
     # -- planes -----------------------------------------------------------------------------
@@ -323,7 +359,7 @@ class KernelAnalysis:
                 spaces |= bit
         return spaces
 
-    def origin_contexts(self, mask: int) -> list:
+    def origin_contexts(self, mask: int) -> list[Context | None]:
         """The inlined contexts where the facts of `mask` are made."""
         return [self.flow.blocks[block].context for i in _bits(mask) for block, _ in self.facts[i].origins]
 
@@ -360,7 +396,7 @@ class KernelAnalysis:
         hazards_of = {Kind.WRITE: writes, Kind.CP_ASYNC: writes, Kind.READ: reads, Kind.EXTERN: writes + reads,
                       Kind.INIT: (Hazard.INIT,) if wants_inits else ()}
         shared_with_the_cluster = self._cluster_barriers() if wants_inits else ()
-        index: dict[tuple, Fact] = {}
+        index: dict[tuple[Hazard, Location], Fact] = {}
         made: list[tuple[Event, int, bool]] = []
         for block, events in enumerate(self.events):
             for event in events:
@@ -374,7 +410,7 @@ class KernelAnalysis:
                     for location in event.locations:
                         for bit, _ in SPACE_NAMES:
                             if location.space & bit & self.options.tracked:
-                                key = (hazard, location._replace(space=bit))
+                                key = (hazard, Location(bit, location.region, location.start, location.end))
                                 fact = index.get(key)
                                 if fact is None:
                                     fact = index[key] = Fact(len(self.facts), hazard, key[1])
@@ -388,7 +424,7 @@ class KernelAnalysis:
         self._kill_cache: dict[int, int] = {}
         self._space_masks = {bit: 0 for bit, _ in SPACE_NAMES}
         self._hazard_masks = {hazard: 0 for hazard in Hazard}
-        by_region: dict[tuple, list[Fact]] = {}
+        by_region: dict[tuple[Hazard, Region | None], list[Fact]] = {}
         for fact in self.facts:
             self._space_masks[fact.location.space] |= 1 << fact.index
             self._hazard_masks[fact.hazard] |= 1 << fact.index
@@ -406,10 +442,10 @@ class KernelAnalysis:
                                          | self.put(mask, UNCREDITED))
         self._cluster_mask = self._space_masks[CLUSTER]
         self._need_masks: dict[int, tuple[int, int]] = {}
-        self._hearing = None  # `_handoffs`, once computed
+        self._hearing: Handoffs | None = None  # `_handoffs`, once computed
         for events in self.events:
             for event in events:
-                if event.kind is Kind.ASYNC or (event.kind is Kind.EXTERN and event.detail[1] == "strict"):
+                if event.kind is Kind.ASYNC or _strict_extern(event):
                     mask = self._need_mask(event)
                     crossed = mask if event.cross else mask & self._cluster_mask
                     self._need_masks[id(event)] = (mask, crossed)
@@ -427,23 +463,23 @@ class KernelAnalysis:
             for event in events:
                 if event.kind is Kind.ASYNC and event.cross and event.mbarrier is not None:
                     found.append(event.mbarrier)
-                elif event.kind is Kind.ARRIVE and event.cross and event.sync[0] is SyncObject.MBARRIER \
+                elif event.kind is Kind.ARRIVE and event.cross and on_an_mbarrier(event) \
                         and event.detail != "completion":
                     found.append(event.sync[1])
         return found
 
-    def _limited_hearers(self) -> dict[int, set]:
+    def _limited_hearers(self) -> dict[int, set[int]]:
         """id(wait) -> the blocks of the arrives whose exports hold what that wait imports
         (an arrive run once, docs/fence.md §4.5): when the wait imports more, their blocks run again,
         though the states reaching them may not change."""
         blocks = {id(event): block for block, events in enumerate(self.events) for event in events}
-        hearers: dict[int, set] = {}
+        hearers: dict[int, set[int]] = {}
         for key, (_, _, heard) in self._export_limits.items():
             for wait in heard or ():
                 hearers.setdefault(wait, set()).add(blocks[key])
         return hearers
 
-    def _crediting_fences(self) -> frozenset:
+    def _crediting_fences(self) -> frozenset[int]:
         """The ids of the kernel's own unguarded fences, whose ordering of accesses other
         threads handed over is credited to those threads (docs/fence.md §4.4); none when
         nothing is handed over."""
@@ -488,13 +524,13 @@ class KernelAnalysis:
             facts |= self.imports.get(id(event), _NO_IMPORT)[0]
         return facts
 
-    def _thread_merges(self) -> dict:
+    def _thread_merges(self) -> dict[int, Merge]:
         """The merges at the blocks where thread-index splits meet: there a fact is
         uncredited only where every path from the split left it so (docs/fence.md §4.4)."""
         plane = self.put(self._full, UNCREDITED)
         keep = ~plane
 
-        def merge(outs: dict, ends: frozenset) -> int:
+        def merge(outs: dict[int, int], ends: frozenset[int]) -> int:
             """Union, but uncredited only where every path from the split is."""
             state, split, outside = 0, plane, 0
             for block, out in outs.items():
@@ -505,9 +541,9 @@ class KernelAnalysis:
                     outside |= out
             return state | (split | outside) & plane
 
-        return {meet: (lambda outs, ends=ends: merge(outs, ends)) for meet, ends in thread_meets(self.flow).items()}
+        return {meet: functools.partial(merge, ends=ends) for meet, ends in thread_meets(self.flow).items()}
 
-    def _credit_merges(self) -> dict:
+    def _credit_merges(self) -> dict[int, Merge]:
         """The merges of a solution with credit: `_thread_merges`, and at each block that
         no thread that ran a crediting fence may run, the facts that fence credits
         uncredited again. A thread-index meet hands a fence's credit to every thread
@@ -536,8 +572,7 @@ class KernelAnalysis:
                 stale_for[threads[block]] = stale
             if stale:
                 inner = merges.get(block)
-                merges[block] = (lambda outs, inner=inner, stale=self.put(stale, UNCREDITED):
-                                 (inner(outs) if inner is not None else _union(outs)) | stale)
+                merges[block] = functools.partial(_with_stale, inner, self.put(stale, UNCREDITED))
         return merges
 
     def _need_mask(self, event: Event) -> int:
@@ -551,11 +586,12 @@ class KernelAnalysis:
             mask |= self._overlapping_facts(Hazard.INIT_CLUSTER, (event.mbarrier,))
         return mask
 
-    def _overlapping_facts(self, hazard: Hazard, locations) -> int:
+    def _overlapping_facts(self, hazard: Hazard, locations: Iterable[Location]) -> int:
         """The facts of `hazard` whose location overlaps one of `locations`: only the
         facts of the same region and those of no known region are looked at."""
         mask = 0
         for location in locations:
+            indexes: list[_FactIndex | None]
             if location.region is None:
                 indexes = [index for (kind, _), index in self._by_region.items() if kind is hazard]
             else:
@@ -606,7 +642,7 @@ class KernelAnalysis:
 
     # -- planned fences (hoisted, writer side) --------------------------------------------------
     def add_fence(self, block: int, position: int, cover: int, releases_inits: bool = False,
-                  entries: Sequence[int | str] | None = None) -> Event:
+                  entries: Sequence[EdgeStart] | None = None) -> Event:
         """Record a fence the pass will insert before instruction `position` of `block`
         (or at its end, when `position` is the block length): a proxy fence ordering
         `cover`, or with `releases_inits` a ``fence.mbarrier_init.release.cluster``.
@@ -620,7 +656,7 @@ class KernelAnalysis:
         self.restore_event(block, event, entries)
         return event
 
-    def restore_event(self, block: int, event: Event, entries: Sequence[int | str] | None = None) -> None:
+    def restore_event(self, block: int, event: Event, entries: Sequence[EdgeStart] | None = None) -> None:
         """Put back a planned fence's event that `remove_event` took out (or add a new
         one), on `entries`' edges into `block` when given (`add_fence`)."""
         if entries is not None:
@@ -667,7 +703,7 @@ class KernelAnalysis:
             state = self._step(event, state)
         return before, state
 
-    def _edge_merges(self, merges: dict) -> dict:
+    def _edge_merges(self, merges: dict[int, Merge]) -> dict[int, Merge]:
         """`merges` with, at each header that has fences on its entry edges, those fences
         applied to what the entries hand over before the merge."""
         if not self.edge_fences:
@@ -678,7 +714,8 @@ class KernelAnalysis:
             fenced = on_edges[0][0]
             events = [event for _, event in on_edges]
 
-            def merge(outs: dict, inner=merges.get(header), fenced=fenced, events=events) -> int:
+            def merge(outs: dict[int, int], inner: Merge | None = merges.get(header),
+                      fenced: frozenset[EdgeStart] = fenced, events: list[Event] = events) -> int:
                 across = {}
                 for block, state in outs.items():
                     if block in fenced:
@@ -691,12 +728,14 @@ class KernelAnalysis:
         return merges
 
     # -- the fixpoint -----------------------------------------------------------------------
-    def _handoffs(self) -> tuple[list, dict, dict]:
+    def _handoffs(self) -> Handoffs:
         """Wait events, which arrives each wait hears, and the block of each wait
         (computed once: planned fences add no arrive or wait)."""
         if self._hearing is not None:
             return self._hearing
-        arrives, waits, homes = [], [], {}
+        arrives: list[Event] = []
+        waits: list[Event] = []
+        homes: dict[int, int] = {}
         for block, events in enumerate(self.events):
             for event in events:
                 if event.kind in (Kind.ARRIVE, Kind.ARRIVE_WAIT):
@@ -704,15 +743,17 @@ class KernelAnalysis:
                 if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
                     waits.append(event)
                     homes[id(event)] = block
-        by_object: dict = {}  # what an arrive can match: its object kind and, where it has one, its key
+        # what an arrive can match: its object kind and, where it has one, its key
+        by_object: dict[ObjectKey, list[Event]] = {}
         for arrive in arrives:
-            by_object.setdefault(_object_key(arrive.sync), []).append(arrive)
+            by_object.setdefault(_object_key(_sync_of(arrive)), []).append(arrive)
         separate = separate_phases(self.flow, self.events, _matches)
-        hears = {}
+        hears: dict[int, list[int]] = {}
         for wait in waits:
-            candidates = [a for key in _keys_heard(wait.sync, by_object) for a in by_object[key]]
+            sync = _sync_of(wait)
+            candidates = [a for key in _keys_heard(sync, by_object) for a in by_object[key]]
             hears[id(wait)] = [id(a) for a in candidates
-                               if _matches(wait.sync, a.sync) and (id(wait), id(a)) not in separate]
+                               if _matches(sync, _sync_of(a)) and (id(wait), id(a)) not in separate]
         self._hearing = waits, hears, homes
         return self._hearing
 
@@ -730,7 +771,7 @@ class KernelAnalysis:
             self._fixpoint(needy)
             credits = dict.fromkeys(ids, 0)
             threads = runners(self.flow)
-            before: dict[int, dict] = {}  # the threads of a fence's block -> what was imported before
+            before: dict[int, dict[int, int]] = {}  # the threads of a fence's block -> what was imported before
             for block, state, event in self.walk(ids):
                 if threads[block] not in before:
                     before[threads[block]] = self._imported_before_in_round(threads[block])
@@ -781,13 +822,14 @@ class KernelAnalysis:
         waits, hears, homes = self._handoffs()
         self._kills = {key: self.kill_mask(cover) for key, cover in needy.items()}
         self.imports = imports = {id(w): (0, 0, 0) for w in waits}
-        self.exports = exports = {}
+        exports: dict[int, Export] = {}
+        self.exports = exports
         dead = self.dead
         events_of = self.events
         step = self._step
         foreign = self._foreign()
 
-        def transfer(block, state):
+        def transfer(block: int, state: int) -> int:
             if block in dead:
                 return 0
             state &= ~foreign[block]
@@ -795,14 +837,15 @@ class KernelAnalysis:
                 state = step(event, state)
             return state
 
-        audiences: dict[tuple, list] = {}  # waits that hear the same arrives share one union
-        for wait, heard in hears.items():
-            audiences.setdefault(tuple(heard), []).append(wait)
+        audiences: dict[tuple[int, ...], list[int]] = {}  # waits that hear the same arrives share one union
+        for wait, arrives in hears.items():
+            audiences.setdefault(tuple(arrives), []).append(wait)
         # without credit, imports only grow from round to round and so do the states: a
         # round resumes from the last one at the waits whose imports grew
         resume = not self._crediting and not self._meets
         merges = self._edge_merges(self._meets)
-        result, changed = None, set()
+        result: DataflowResult | None = None
+        changed: set[int] = set()
         for _ in range(64):
             if resume and result is not None:
                 result = solve_forward(self.flow, transfer, entry=self.put(self._full, UNCREDITED), bottom=0,
@@ -833,7 +876,9 @@ class KernelAnalysis:
         else:
             if self._crediting:  # credit made the hand-offs oscillate: solve without it (sound)
                 self._crediting = {}
-                return self._fixpoint(needy)
+                self._fixpoint(needy)
+                return
+        assert result is not None  # the loop solved at least once
         self.ins, self.outs = [state & ~foreign[block] for block, state in enumerate(result.ins)], result.outs
 
     def _step(self, event: Event, state: int) -> int:
@@ -902,7 +947,7 @@ class KernelAnalysis:
             # named barrier's wait is sure to see that thread's arrive (an mbarrier's
             # parity wait passes at once on the phase before the first)
             own = credited & ~self.plane(state, UNPUBLISHED) & self._own_credit \
-                if event.sync[0] is SyncObject.NAMED_BARRIER else 0
+                if event.sync is not None and event.sync[0] is SyncObject.NAMED_BARRIER else 0
             if own:
                 state &= ~(self.put(own, LOCAL) | self.put(own, IMPORTED))
             state |= self.put(same, IMPORTED) | self.put(crossed, CROSSED) | self.put(same, UNCREDITED)
@@ -910,15 +955,15 @@ class KernelAnalysis:
                 state |= self.put(same, UNPUBLISHED)
         return state
 
-    def _needs_now(self) -> dict[int, tuple[int, int, Event]]:
+    def _needs_now(self) -> Found:
         """For the current states: id(event) -> (pending overlapping facts, cover, block)."""
-        found = {}
+        found: Found = {}
         for block, state, event, pending in self._consumers():
             if pending:
                 found[id(event)] = (pending, self._cover(pending, event, self.crossing(event, state)), block)
         return found
 
-    def _consumers(self):
+    def _consumers(self) -> Iterator[tuple[int, int, Event, int]]:
         """Yield ``(block, state before, event, overlapping facts)`` for every async op
         (and strict extern call). A fence under a guard orders nothing on the path where
         the guard is false, so the states keep what it orders; but a later op under the
@@ -930,12 +975,12 @@ class KernelAnalysis:
             if not events or block in self.dead or not any(id(e) in wanted for e in events):
                 continue
             state = self.ins[block]
-            covered = None  # (guard, killed state bits, position of the fence)
+            covered: tuple[Guard, int, int] | None = None  # (guard, killed state bits, position of the fence)
             instructions = self.flow.blocks[block].instructions
             heads = self.flow.blocks[block].heads
             for event in events:
                 guard = event.guard
-                if covered is not None and (guard != covered[0] or _redefines(
+                if covered is not None and (guard is None or guard != covered[0] or _redefines(
                         instructions, heads, covered[2], event.position, guard)):
                     covered = None
                 if id(event) in wanted:
@@ -991,7 +1036,8 @@ class KernelAnalysis:
             found = self._needs_now()
         self._reasons = {key: pending for key, (pending, _, _) in found.items()}
         candidate = {key: cover for key, (_, cover, _) in found.items()}
-        sound, ran = None, {}
+        sound: dict[int, int] | None = None
+        ran: dict[int, int] = {}
         for _ in range(6):
             if candidate == ran:
                 found_now = found
@@ -1018,7 +1064,7 @@ class KernelAnalysis:
             self._run(sound)
         self.needy = sound
 
-    def _separate_threads(self, found: dict) -> bool:
+    def _separate_threads(self, found: Found) -> bool:
         """Take out of each needy op's facts those no thread's access overlaps, its
         address taken thread by thread (docs/fence.md §3.6); True when any went. The
         interval of a fact joins every thread's address, so two terms that follow the
@@ -1047,14 +1093,14 @@ class KernelAnalysis:
             self._need_masks[key] = (mask, crossed)
         return changed
 
-    def _touched(self, block: int, origin: Event, targets: tuple):
+    def _touched(self, block: int, origin: Event, targets: tuple[Location, ...]) -> bool | None:
         """`Events.touches`, asked once per access and targets: the same access meets
         the same bytes of many ops, and again in each round of `solve`."""
         key = (block, id(origin), targets)
-        answer = self._touch_answers.get(key, self)
-        if answer is self:
-            answer = self._touch_answers[key] = self._touches(block, origin, targets)
-        return answer
+        answers = self._touch_answers
+        if key not in answers:
+            answers[key] = self._touches(block, origin, targets)
+        return answers[key]
 
     # -- results --------------------------------------------------------------------------
     def needs(self) -> list[Need]:
@@ -1075,7 +1121,7 @@ class KernelAnalysis:
                 return hazard
         return Hazard.RAW
 
-    def in_flight(self) -> list[tuple[object, str]]:
+    def in_flight(self) -> list[tuple[Instruction, str]]:
         """Async ops that may read shared memory still being written by a ``cp.async``
         that no wait has completed: a fence cannot order those writes."""
         out = []
@@ -1150,9 +1196,9 @@ class KernelAnalysis:
                         origins = self.facts[fact].origins
                         if not origins:
                             return [arrive, wait, target]
-                        origin = self._access_step(self._unfenced_origin(fact) or origins[0], fact)
-                        origin.what = "origin"
-                        return [origin, arrive, wait, target]
+                        access = self._access_step(self._unfenced_origin(fact) or origins[0], fact)
+                        access.what = "origin"
+                        return [access, arrive, wait, target]
                     traced = self._trace(self._bit(plane, fact), arrive_block, arrive_event)
                     if traced is not None:
                         origin, arrive.via = traced
@@ -1160,7 +1206,7 @@ class KernelAnalysis:
                 return [wait, target]
         return [target]
 
-    def _unfenced_origin(self, fact: int):
+    def _unfenced_origin(self, fact: int) -> Origin | None:
         """An access of `fact` still pending in its own thread at an arrive, which hands
         it on (``(block, event)``), or None: of the instructions that make one fact, the
         one a witness should name, not one its own thread fenced."""
@@ -1177,17 +1223,18 @@ class KernelAnalysis:
     def _bit(self, which: int, fact: int) -> int:
         return which * self._count + fact
 
-    def _access_step(self, origin, fact: int) -> Step:
+    def _access_step(self, origin: Origin, fact: int) -> Step:
         block, event = origin
         what = self.facts[fact].hazard
         return Step(_ACCESS[what] if event.kind is not Kind.EXTERN else "extern call", block,
                     self.flow.blocks[block].instructions[event.position])
 
-    def _arrivals(self, wait: Event, fact: int, which: int):
+    def _arrivals(self, wait: Event, fact: int, which: int) -> Iterator[tuple[int, Event, int]]:
         """Arrive events heard by `wait` that exported `fact` into plane `which`, with
         the plane it sat in at the arrive."""
+        sync = _sync_of(wait)
         for block, state, event in self.walk():
-            if event.kind not in (Kind.ARRIVE, Kind.ARRIVE_WAIT) or not _matches(wait.sync, event.sync):
+            if event.kind not in (Kind.ARRIVE, Kind.ARRIVE_WAIT) or not _matches(sync, _sync_of(event)):
                 continue
             planes = list(_own_planes(event))
             if which == CROSSED and event.cross:
@@ -1198,7 +1245,7 @@ class KernelAnalysis:
                     yield block, event, plane
                     break
 
-    def _trace(self, bit: int, block: int, event: Event):
+    def _trace(self, bit: int, block: int, event: Event) -> tuple[Origin, list[int]] | None:
         """A path along which state bit `bit` stays set from the event that sets it to
         just before `event` of `block`: ``((source block, source event), [blocks])``.
         Fenced entry edges (`edge_states`) are searched as the preheader the edits
@@ -1240,7 +1287,7 @@ class KernelAnalysis:
     def _trace_out(self, node: int) -> int:
         return self.outs[node] if node >= 0 else self.edge_states(-1 - node)[1]
 
-    def _source_in_block(self, bit: int, block: int, before: Event | None):
+    def _source_in_block(self, bit: int, block: int, before: Event | None) -> Event | None:
         """The event of `block` (before `before`) that last set state bit `bit`, when
         the bit then stays set up to that point; None when it comes from outside."""
         state = self.ins[block]
@@ -1267,19 +1314,20 @@ class KernelAnalysis:
         return False
 
 
-def _own_planes(event: Event) -> tuple:
+def _own_planes(event: Event) -> tuple[int, ...]:
     """The planes whose accesses an arrive hands on from its own thread: those pending
     there, and for ``cp.async.mbarrier.arrive`` the copies still in flight."""
     return (LOCAL, IN_FLIGHT) if event.detail == "cp.async" else (LOCAL,)
 
 
-def _at_risk(event: Event, hazard: Hazard) -> tuple:
+def _at_risk(event: Event, hazard: Hazard) -> tuple[Location, ...]:
     """The bytes of an async op that a pending access of `hazard` must not meet: all it
     touches for a write (RAW), what it writes for a read (WAR)."""
     return event.writes if hazard is Hazard.WAR else event.locations + event.writes
 
 
-def _redefines(instructions, heads, start: int, stop: int, guard) -> bool:
+def _redefines(instructions: Sequence[Instruction], heads: Sequence[HeadTuple], start: int, stop: int,
+               guard: Guard) -> bool:
     """True when an instruction in ``[start, stop)`` may write the guard's register."""
     if start >= stop:
         return False
@@ -1293,37 +1341,50 @@ def _precise_first(mask: int, facts: list[Fact]) -> list[int]:
                                               facts[i].location.end - facts[i].location.start))
 
 
-def _object_key(sync: tuple) -> tuple:
+def _sync_of(event: Event) -> SyncKey:
+    """The object an arrive or a wait hands accesses over through: every one has one."""
+    sync = event.sync
+    assert sync is not None, event
+    return sync
+
+
+def _strict_extern(event: Event) -> bool:
+    """True for an extern call under the strict policy: it may start async ops itself
+    (its `Event.detail` is ``(callee, policy)``)."""
+    detail = event.detail
+    return event.kind is Kind.EXTERN and isinstance(detail, tuple) and detail[1] == "strict"
+
+
+def _object_key(sync: SyncKey) -> ObjectKey:
     """The bucket an arrive's object falls in: named barriers by id (None: any), mbarriers
     by region (None: anywhere), warp syncs by instruction, the others by kind."""
-    kind = sync[0]
-    if kind is SyncObject.MBARRIER:
-        return kind, sync[1].region
-    return (kind, sync[1]) if len(sync) > 1 else (kind,)
+    if sync[0] is SyncObject.MBARRIER:
+        return sync[0], sync[1].region
+    return sync
 
 
-def _keys_heard(wait: tuple, by_object: dict) -> list:
+def _keys_heard(wait: SyncKey, by_object: dict[ObjectKey, list[Event]]) -> list[ObjectKey]:
     """The buckets of arrives a wait on `wait` may hear (`_matches` then decides)."""
-    kind = wait[0]
-    if kind is SyncObject.NAMED_BARRIER and wait[1] is not None:
-        return [key for key in by_object if key[0] is kind and (key[1] is None or key[1] & wait[1])]
-    if kind is SyncObject.MBARRIER and wait[1].region is not None:
-        keys = [(kind, wait[1].region), (kind, None)]
-    elif kind is SyncObject.WARP:
-        keys = [(kind, wait[1])]
+    keys: list[ObjectKey]
+    if wait[0] is SyncObject.NAMED_BARRIER and wait[1] is not None:
+        ids = wait[1]
+        return [key for key in by_object
+                if key[0] is SyncObject.NAMED_BARRIER and (key[1] is None or key[1] & ids)]
+    if wait[0] is SyncObject.MBARRIER and wait[1].region is not None:
+        keys = [(wait[0], wait[1].region), (wait[0], None)]
+    elif wait[0] is SyncObject.WARP:
+        keys = [(wait[0], wait[1])]
     else:
-        return [key for key in by_object if key[0] is kind]
+        return [key for key in by_object if key[0] is wait[0]]
     return [key for key in keys if key in by_object]
 
 
-def _matches(wait: tuple, arrive: tuple) -> bool:
+def _matches(wait: SyncKey, arrive: SyncKey) -> bool:
     """True when an arrive on `arrive` may be what a wait on `wait` waits for."""
-    if wait[0] is not arrive[0]:
-        return False
-    if wait[0] is SyncObject.NAMED_BARRIER:  # id sets, None for any id
+    if wait[0] is SyncObject.NAMED_BARRIER and arrive[0] is SyncObject.NAMED_BARRIER:  # id sets, None for any id
         return wait[1] is None or arrive[1] is None or bool(wait[1] & arrive[1])
-    if wait[0] is SyncObject.MBARRIER:
+    if wait[0] is SyncObject.MBARRIER and arrive[0] is SyncObject.MBARRIER:
         return overlaps(wait[1], arrive[1])
-    if wait[0] is SyncObject.WARP:
+    if wait[0] is SyncObject.WARP and arrive[0] is SyncObject.WARP:
         return wait[1] == arrive[1]  # the same bar.warp.sync instruction
-    return True
+    return wait[0] is arrive[0]
