@@ -46,6 +46,7 @@ STRICT_MODULES = (
     "ptxkit.cfg.fence.options",
     "ptxkit.cfg.fence.proxy",
     "ptxkit.cfg.fence.placement",
+    "ptxkit.cfg.fence.fence",
 )
 
 

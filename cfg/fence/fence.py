@@ -33,16 +33,27 @@ False
 
 from __future__ import annotations
 
-from ptxkit._records import record
+from ptxkit._records import TYPE_CHECKING, fields_of, record
 from ptxkit._regex import compile as compile_pattern
-from ptxkit.cfg.fence.options import EXTERN_POLICIES, check_target
-from ptxkit.cfg.fence.placement import (FENCE_SIDES, PLACEMENTS, RELEASE_INITS, VARIANTS, Placement, PlannedFence,
-                                        fence_text_for, plan_fences)
+from ptxkit.cfg.fence.options import EXTERN_POLICIES, FENCE_SIDES, PLACEMENTS, check_target
+from ptxkit.cfg.fence.placement import RELEASE_INITS, VARIANTS, Placement, PlannedFence, fence_text_for, plan_fences
 from ptxkit.cfg.fence.proxy import AnalysisOptions, Hazard, KernelAnalysis
 from ptxkit.cfg.sync.locations import spaces_text
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER
 from ptxkit.isa import may_need_fence
 from ptxkit.syntax import Function
+
+if TYPE_CHECKING:
+    from ptxkit.cfg.fence.proxy import Need, Step
+    from ptxkit.cfg.flow.graph import BasicBlock, FlowGraph
+    from ptxkit.cfg.flow.loops import Preheader
+    from ptxkit.edits import Insert, LineMap, Retarget
+    from ptxkit.syntax import Module, Node
+
+    #: One change to the text (`ptxkit.edits`): a fence inserted, or a branch sent to a created preheader.
+    Edit = Insert | Retarget
+    #: A JSON object of the report (docs/report-format.md).
+    Json = dict[str, object]
 
 
 @record
@@ -91,7 +102,7 @@ class FenceOptions(_FenceFields):
 
     __slots__ = ()
 
-    def __new__(cls, *args, **kwargs):
+    def __new__(cls, *args: object, **kwargs: object) -> FenceOptions:
         self = super().__new__(cls, *args, **kwargs)
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, not {self.placement!r}")
@@ -124,7 +135,7 @@ class Place:
     text: str
 
     @classmethod
-    def of(cls, node, text: str | None = None) -> "Place":
+    def of(cls, node: Node | None, text: str | None = None) -> Place:
         position = node.position if node is not None else None
         line, column = position if position else (None, None)
         return cls(line, column, text if text is not None else _short(node))
@@ -193,16 +204,16 @@ class AccessPair:
 
     def path_text(self) -> str:
         """The witness path; ``=>`` marks the hand-off from one thread to another."""
-        out = []
+        out: list[str] = []
         for place in self.path:
             joint = " => " if out and self.handoff and place is self.handoff[-1] and len(self.handoff) > 1 else " -> "
             out.append((joint if out else "") + str(place))
         return "".join(out)
 
-    def to_json(self) -> dict:
-        return {**self._asdict(), "access": self.access._asdict() if self.access is not None else None,
-                "op": self.op._asdict(), "handoff": [place._asdict() for place in self.handoff],
-                "path": [place._asdict() for place in self.path]}
+    def to_json(self) -> Json:
+        return {**fields_of(self), "access": fields_of(self.access) if self.access is not None else None,
+                "op": fields_of(self.op), "handoff": [fields_of(place) for place in self.handoff],
+                "path": [fields_of(place) for place in self.path]}
 
 
 @record
@@ -287,8 +298,8 @@ class FenceSite:
                              f"{pair.handoff[1]} and issues the async operation")
         return "\n".join(lines)
 
-    def to_json(self) -> dict:
-        return {**self._asdict(), "hazard": self.hazard, "pairs": [pair.to_json() for pair in self.pairs]}
+    def to_json(self) -> Json:
+        return {**fields_of(self), "hazard": self.hazard, "pairs": [pair.to_json() for pair in self.pairs]}
 
 
 #: The version of `FenceReport.to_json`'s shape (docs/report-format.md); it goes up when a
@@ -316,7 +327,7 @@ class FenceWarning:
     text: str
 
     @classmethod
-    def of(cls, kind: str, node, text: str) -> "FenceWarning":
+    def of(cls, kind: str, node: Node | None, text: str) -> FenceWarning:
         place = Place.of(node, text)
         return cls(kind, place.line, place.column, text)
 
@@ -335,18 +346,18 @@ class FenceReport:
     (False, 1, '06b.ptx: 1 fence missing (placement: hoist)')
     """
 
-    def __init__(self, filename: str, options: FenceOptions, rewritten: bool):
+    def __init__(self, filename: str, options: FenceOptions, rewritten: bool) -> None:
         self.filename, self.options, self.rewritten = filename, options, rewritten
         self.fences: list[FenceSite] = []
         self.warnings: list[FenceWarning] = []
         self.skipped: str | None = None
-        self.edits: list = []
-        self.lines = None
+        self.edits: list[Edit] = []
+        self.lines: LineMap | None = None
 
     def __repr__(self) -> str:
         return f"<FenceReport {self.filename}: {len(self.fences)} fences, rewritten={self.rewritten}>"
 
-    def apply(self):
+    def apply(self) -> LineMap:
         """Apply the planned edits to the module (once); returns the `LineMap`. Check
         mode uses it to show what a rewrite would give without analysing again.
 
@@ -372,7 +383,7 @@ class FenceReport:
         """In check mode, the fences that are missing (empty after a rewrite)."""
         return [] if self.rewritten else self.fences
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Json:
         """The report as data, in the same shape whether fences were inserted or only
         found (docs/report-format.md; `REPORT_VERSION`).
 
@@ -386,11 +397,11 @@ class FenceReport:
             "version": REPORT_VERSION,
             "file": self.filename,
             "mode": "fence" if self.rewritten else "check",
-            "options": self.options._asdict(),
+            "options": fields_of(self.options),
             "skipped": self.skipped,
             "changed": self.changed,
             "fences": [f.to_json() for f in self.fences],
-            "warnings": [w._asdict() for w in self.warnings],
+            "warnings": [fields_of(w) for w in self.warnings],
         }
 
     def explain(self) -> str:
@@ -407,7 +418,7 @@ class FenceReport:
         return "\n".join(lines) + "\n"
 
 
-def fence_module(module, options: FenceOptions | None = None, rewrite: bool = True) -> FenceReport:
+def fence_module(module: Module, options: FenceOptions | None = None, rewrite: bool = True) -> FenceReport:
     """Insert the missing proxy fences of a parsed module (see the module docstring).
 
     With ``rewrite=False`` nothing changes and `FenceReport.missing` lists the fences
@@ -437,7 +448,8 @@ def fence_module(module, options: FenceOptions | None = None, rewrite: bool = Tr
     return report
 
 
-def fence_text(text: str, filename: str = "<input>", rewrite: bool = True, **options) -> tuple[str, FenceReport]:
+def fence_text(text: str, filename: str = "<input>", rewrite: bool = True,
+               **options: object) -> tuple[str, FenceReport]:
     """Parse PTX text, fence it and print it: ``(text, report)``.
 
     `options` are `FenceOptions` fields (``placement``, ``fence_variant``,
@@ -476,9 +488,9 @@ class FunctionResult:
     plans: list[PlannedFence]
     sites: list[FenceSite]
     warnings: list[FenceWarning]
-    edits: list
+    edits: list[Edit]
 
-    def planned_graph(self):
+    def planned_graph(self) -> tuple[FlowGraph, list[int], list[int], list[int]]:
         """The function's graph as its edits leave it, for the drawings (``ptxkit cfg``,
         the DOT): ``(graph, ins, outs, blocks)``, where each loop preheader the plan
         creates is a new block on the loop's entry edges (`FlowGraph.with_blocks_before`),
@@ -495,12 +507,13 @@ class FunctionResult:
 
         analysis = self.analysis
         flow = analysis.flow
-        created = [plan for plan in self.plans if plan.on_entry_edges]
+        created = [(plan, preheader) for plan in self.plans if (preheader := _created_preheader(plan)) is not None]
         if not created:
             return flow, analysis.ins, analysis.outs, [plan.block for plan in self.plans]
-        graph = flow.with_blocks_before([(plan.block, entry_edges(flow, plan.loop)) for plan in created])
+        graph = flow.with_blocks_before([(plan.block, entry_edges(flow, preheader.loop))
+                                         for plan, preheader in created])
         ins, outs = list(analysis.ins), list(analysis.outs)
-        for plan in created:
+        for plan, _ in created:
             before, after = analysis.edge_states(plan.block)
             ins.append(before)
             outs.append(after)
@@ -508,7 +521,8 @@ class FunctionResult:
         return graph, ins, outs, [next(new) if plan.on_entry_edges else plan.block for plan in self.plans]
 
 
-def analyse_module(module, options: FenceOptions | None = None, everything: bool = False) -> list[FunctionResult]:
+def analyse_module(module: Module, options: FenceOptions | None = None,
+                   everything: bool = False) -> list[FunctionResult]:
     """Analyse every kernel (with the functions it calls inlined) and every function
     no kernel calls, and plan their fences. Changes nothing.
 
@@ -527,7 +541,7 @@ def analyse_module(module, options: FenceOptions | None = None, everything: bool
 
     options = options or FenceOptions()
     functions = {f.name: f for f in module.functions if not f.is_declaration}
-    called = set()
+    called: set[str | None] = set()  # None: a call through a register
     for function in functions.values():
         if "call" in _text_of(module, function):  # only a text that names a call can hold one
             for instruction in function.instructions():
@@ -539,7 +553,7 @@ def analyse_module(module, options: FenceOptions | None = None, everything: bool
         quiet = _quiet_kernels(module)
         roots = [f for f in functions.values() if (f.kind == "entry" or f.name not in called) and f not in quiet]
     results = []
-    used_labels: set = set()
+    used_labels: set[str] = set()
     for function in roots:
         analysis = KernelAnalysis(function, options.analysis, flow=inlined_graph(function, functions))
         plans = plan_fences(analysis, options.placement, options.fence_side)
@@ -550,22 +564,23 @@ def analyse_module(module, options: FenceOptions | None = None, everything: bool
     return results
 
 
-def _text_of(module, function) -> str:
+def _text_of(module: Module, function: Function) -> str:
     items = module.items
+    source: str = module.source.text
     index = next(i for i, item in enumerate(items) if item is function)
-    end = items[index + 1].offset if index + 1 < len(items) else len(module.source.text)
-    return module.source.text[function.offset:end]
+    end = items[index + 1].offset if index + 1 < len(items) else len(source)
+    return source[function.offset:end]
 
 
-def _quiet_kernels(module) -> set:
+def _quiet_kernels(module: Module) -> set[Function]:
     """The ``.entry`` functions whose source text `ptxkit.isa.may_need_fence` passes over.
 
     A plain substring search over the raw text (comments included, so it can only err
     on the side of analysing): such a kernel has no op that could need a fence.
     """
-    text = module.source.text
+    text: str = module.source.text
     items = module.items
-    quiet = set()
+    quiet: set[Function] = set()
     for index, item in enumerate(items):
         if type(item) is not Function or item.is_declaration or item.kind != "entry":
             continue
@@ -580,34 +595,41 @@ def _quiet_kernels(module) -> set:
 
 
 def _sites_and_edits(analysis: KernelAnalysis, plans: list[PlannedFence], options: FenceOptions,
-                     used_labels: set) -> tuple[list[FenceSite], list]:
+                     used_labels: set[str]) -> tuple[list[FenceSite], list[Edit]]:
     from ptxkit.edits import Insert, Retarget
 
-    sites, edits = [], []
+    sites: list[FenceSite] = []
+    edits: list[Edit] = []
     flow = analysis.flow
-    labels = None
+    labels: set[str] | None = None
     for plan in plans:
         variant = RELEASE_INITS if plan.releases_inits else fence_text_for(plan.cover, options.fence_variant)
         text = f"{plan.guard} {variant};" if plan.guard is not None else f"{variant};"
         anchor, where = _anchor(flow, plan)
-        site = _site(analysis, plan, variant, text, anchor, where)
         label = None
         indent = None
-        if plan.on_entry_edges:  # the preheader block, labelled where branches go to it
-            if plan.preheader.needs_label:
+        preheader = _created_preheader(plan)
+        if preheader is not None:  # the preheader block, labelled where branches go to it
+            if preheader.needs_label:
                 if labels is None:
                     labels = {l.name for l in flow.label_blocks} | used_labels
                 label = _fresh_label(labels)
                 used_labels.add(label)
-                site = site._replace(created_label=label)
-                edits.extend(Retarget(flow.blocks[p].terminator, label) for p in plan.preheader.retarget)
-            indent = _indentation(flow.blocks[plan.loop.header])
+                edits.extend(Retarget(flow.blocks[p].terminator, label) for p in preheader.retarget)
+            indent = _indentation(flow.blocks[preheader.loop.header])
         edits.append(Insert(anchor, text, after=where == "after", label=label, indent=indent))
-        sites.append(site)
+        sites.append(_site(analysis, plan, variant, text, anchor, where, label))
     return sites, edits
 
 
-def _site(analysis: KernelAnalysis, plan: PlannedFence, variant: str, text: str, anchor, where: str) -> FenceSite:
+def _created_preheader(plan: PlannedFence) -> Preheader | None:
+    """The preheader the edits create for a loop fence on the loop's entry edges
+    (`PlannedFence.on_entry_edges`), or None for any other fence."""
+    return plan.preheader if plan.on_entry_edges else None
+
+
+def _site(analysis: KernelAnalysis, plan: PlannedFence, variant: str, text: str, anchor: Node | None,
+          where: str, label: str | None) -> FenceSite:
     position = anchor.position if anchor is not None else None
     return FenceSite(
         function=analysis.function.name,
@@ -618,12 +640,15 @@ def _site(analysis: KernelAnalysis, plan: PlannedFence, variant: str, text: str,
         variant=variant,
         placement=plan.placement.value,
         pairs=tuple(_pair(analysis, need, witness) for need, witness in zip(plan.needs, plan.witnesses)),
+        created_label=label,
     )
 
 
-def _pair(analysis: KernelAnalysis, need, witness: list) -> AccessPair:
+def _pair(analysis: KernelAnalysis, need: Need, witness: list[Step]) -> AccessPair:
     """The `AccessPair` of one need the fence serves, from its witness."""
-    path, handoff, access = [], [], None
+    path: list[Place] = []
+    handoff: list[Place] = []
+    access: Place | None = None
     flow = analysis.flow
     for step in witness:
         for block in step.via[1:]:  # the start of each block passed on the way here
@@ -652,12 +677,13 @@ def _pair(analysis: KernelAnalysis, need, witness: list) -> AccessPair:
     )
 
 
-def _anchor(flow, plan: PlannedFence):
+def _anchor(flow: FlowGraph, plan: PlannedFence) -> tuple[Node | None, str]:
     """The input node the fence goes before or after: (node, "before" | "after")."""
     if plan.anchor is not None:
         return plan.anchor, "after" if plan.placement is Placement.ACCESS else "before"
-    if plan.on_entry_edges:
-        return plan.preheader.before, "before"
+    preheader = _created_preheader(plan)
+    if preheader is not None:
+        return preheader.before, "before"
     block = flow.blocks[plan.block]
     if plan.position < len(block.instructions):
         return block.instructions[plan.position], "before"
@@ -668,7 +694,7 @@ def _anchor(flow, plan: PlannedFence):
     return _returning_call(flow, block), "after"
 
 
-def _returning_call(flow, block):
+def _returning_call(flow: FlowGraph, block: BasicBlock) -> Node | None:
     """The call an empty, unlabelled block continues after: the block an inlined
     callee returns to (docs/fence.md §6) starts right after its call instruction."""
     for pred in flow.pred[block.index]:
@@ -684,7 +710,7 @@ _OPCODE_TEXT = compile_pattern(r"(@!?\s*\S+\s+)?([^\s;]+)")
 _CALLEE = compile_pattern(r"(?:^|,|\s)\s*([A-Za-z_$][\w$]*)\s*(?:,|;|$)")
 
 
-def _short(node) -> str:
+def _short(node: Node | None) -> str:
     """An instruction's opcode (with its guard), e.g. ``@%p1 st.shared.u32``."""
     if node is None:
         return "?"
@@ -702,7 +728,7 @@ def _short(node) -> str:
     return guard + opcode
 
 
-def _fresh_label(used: set) -> str:
+def _fresh_label(used: set[str]) -> str:
     number = 0
     while f"$ptxkit_preheader_{number}" in used:
         number += 1
@@ -711,7 +737,7 @@ def _fresh_label(used: set) -> str:
     return name
 
 
-def _indentation(block) -> str:
+def _indentation(block: BasicBlock) -> str:
     for instruction in block.instructions:
         prefix = instruction.prefix
         newline = prefix.rfind("\n")
