@@ -47,6 +47,7 @@ STRICT_MODULES = (
     "ptxkit.cfg.fence.proxy",
     "ptxkit.cfg.fence.placement",
     "ptxkit.cfg.fence.fence",
+    "ptxkit.cfg.fence.dot",
 )
 
 

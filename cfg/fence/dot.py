@@ -19,14 +19,24 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.graph import ENTRY, EXIT
 from ptxkit.cfg.sync.events import Kind
+
+if TYPE_CHECKING:
+    from ptxkit.cfg.fence.fence import FenceOptions, FenceSite, FunctionResult
+    from ptxkit.cfg.flow.graph import BasicBlock
+    from ptxkit.cfg.sync.events import Event
+    from ptxkit.syntax import Module
+
+    #: A fence the plan inserts into a block: the position it goes before, and its report entry.
+    Inserted = tuple[int, FenceSite]
 
 #: At most this many instructions are listed per block (the first ones and the last).
 MAX_LINES = 14
 
 
-def module_dot(module, options=None, function: str | None = None) -> str:
+def module_dot(module: Module, options: FenceOptions | None = None, function: str | None = None) -> str:
     """DOT for one function (`function`) or all functions with a body (one cluster each).
 
     `options` are `FenceOptions`; the planned fences are what ``ptxkit fence`` would
@@ -80,12 +90,12 @@ def _graph_attributes() -> str:
             '  edge [fontname="monospace", fontsize=9];\n')
 
 
-def _function_body(result, prefix: str) -> str:
+def _function_body(result: FunctionResult, prefix: str) -> str:
     analysis = result.analysis
     flow, ins, outs, blocks = result.planned_graph()  # with the loop preheaders the plan creates
-    inserted: dict[int, list] = {}
-    for plan, block, site in zip(result.plans, blocks, result.sites):
-        inserted.setdefault(block, []).append((plan.position, site))
+    inserted: dict[int, list[Inserted]] = {}
+    for plan, at, site in zip(result.plans, blocks, result.sites):
+        inserted.setdefault(at, []).append((plan.position, site))
     rank = {block: i for i, block in enumerate(flow.rpo)}
     out = [f'  {prefix}entry [shape=oval, label="entry"];\n', f'  {prefix}exit [shape=oval, label="exit"];\n']
     for block in flow.blocks:
@@ -110,22 +120,22 @@ def _function_body(result, prefix: str) -> str:
     return "".join(out)
 
 
-def _title(block) -> str:
+def _title(block: BasicBlock) -> str:
     context = block.context
     if context is not None and context.parent is not None:  # an inlined callee's block
         return f"{context.function.name}/{_title_of(block)}"
     return _title_of(block)
 
 
-def _title_of(block) -> str:
+def _title_of(block: BasicBlock) -> str:
     line = block.line
     if block.labels:
         return f"{block.name}:  (line {line})" if line else f"{block.name}:"
     return f"B{block.index}  (line {line})" if line else f"B{block.index}  (new preheader)"
 
 
-def _statements(block, events, inserted: list) -> list[str]:
-    marks = {}
+def _statements(block: BasicBlock, events: list[Event], inserted: list[Inserted]) -> list[str]:
+    marks: dict[int, str] = {}
     for event in events:
         if event.kind is not Kind.INSERTED:
             marks[event.position] = f"[{event.kind.value}]"
@@ -143,7 +153,8 @@ def _statements(block, events, inserted: list) -> list[str]:
     if len(lines) > MAX_LINES:
         keep = [i for i, line in enumerate(lines) if line.startswith("+") or line.endswith("]")]
         head = set(range(MAX_LINES - 3)) | set(range(len(lines) - 2, len(lines))) | set(keep)
-        shown, skipped = [], 0
+        shown: list[str] = []
+        skipped = 0
         for i, line in enumerate(lines):
             if i in head:
                 if skipped:
