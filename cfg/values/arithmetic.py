@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from ptxkit._records import TYPE_CHECKING
 from ptxkit.isa import FLOAT_TYPES, INTEGER_TYPES, TYPE_BITS
 from ptxkit.cfg.values.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE,
@@ -21,11 +22,21 @@ from ptxkit.cfg.values.values import (
     sub, truncate, wrap, xor,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    #: An abstract value (`ptxkit.cfg.values.values`): the atoms it may be.
+    Value = tuple[Atom, ...]
+    #: How an instruction reads a register's value (`identity`, `compared_as`).
+    View = Callable[[Value], Value]
+    #: ``f(a, b, width)``: the value of ``op d, a, b`` from its operands' values (`BINARY`).
+    Binary = Callable[[Value, Value, int], Value]
+
 #: Any 64-bit pattern read as unsigned.
 WORD = (0, (1 << 64) - 1)
 
 
-def identity(value):
+def identity(value: Value) -> Value:
     """The value as it is: how an unsigned comparison, or a copy, reads a register.
 
     >>> identity(number(3)) == number(3)
@@ -34,7 +45,7 @@ def identity(value):
     return value
 
 
-def compared_as(kind: str):
+def compared_as(kind: str) -> View:
     """How a ``setp`` of type `kind` reads a register's value: a signed one sees a number
     that may have the sign bit set as negative (`ptxkit.cfg.values.values.signed`).
 
@@ -48,7 +59,7 @@ def compared_as(kind: str):
     return identity
 
 
-def cvt_reading(modifiers: list):
+def cvt_reading(modifiers: Sequence[str]) -> tuple[int, View] | None:
     """How an integer ``cvt`` reads its source: ``(bits, view)``, the low bits it keeps
     and the function of the source's value it gives; None for a ``cvt`` of other types.
     A sign extension reads them as signed, a zero extension as unsigned, a cut keeps the
@@ -70,7 +81,7 @@ def cvt_reading(modifiers: list):
     return source_bits, lambda value: truncate(value, source_bits)
 
 
-def any_number_of_type(view, width: int, signed_type: bool):
+def any_number_of_type(view: View, width: int, signed_type: bool) -> View:
     """`view` (how an instruction reads its operands), with top read as any number of the
     `width`-bit type, signed or not: what ``min`` and ``max`` compare is a number of their
     type whatever the register held, so ``max.s32`` of anything and 0 is at least 0.
@@ -83,7 +94,7 @@ def any_number_of_type(view, width: int, signed_type: bool):
     return lambda value: full if value == TOP else view(value)
 
 
-def rounded_up_to(value: tuple, modulus: int, width: int = 64) -> tuple:
+def rounded_up_to(value: Value, modulus: int, width: int = 64) -> Value:
     """`value` rounded up to a multiple of `modulus`, a power of two: ``(x + N - 1) & -N``.
 
     >>> from ptxkit.cfg.values.values import show
@@ -93,7 +104,7 @@ def rounded_up_to(value: tuple, modulus: int, width: int = 64) -> tuple:
     return and_(add(value, number(modulus - 1)), number(-modulus), width)
 
 
-def cvta(value: tuple, modifiers: list) -> tuple:
+def cvta(value: Value, modifiers: Sequence[str]) -> Value:
     """``cvta`` (or ``cvta.to``) of `value` for the state space its modifiers name: an
     address in that space changes form (generic or window), anything else becomes some
     address of that space. A generic address of another CTA's shared memory (`mapa`, or
@@ -110,18 +121,18 @@ def cvta(value: tuple, modifiers: list) -> tuple:
     's+64 (shared::cluster window)'
     """
     to_window = "to" in modifiers
-    space = next((m for m in modifiers if m.startswith(("shared", "global", "local", "param", "const"))), None)
+    space = next((m for m in modifiers if m.startswith(("shared", "global", "local", "param", "const"))), "")
     target = {"shared": SHARED_CTA_SPACE, "shared::cta": SHARED_CTA_SPACE, "shared::cluster": SHARED_CLUSTER_SPACE,
               "global": GLOBAL_SPACE_NAME, "local": LOCAL_SPACE}.get(space, OTHER_SPACE)
     form = WINDOW if to_window else GENERIC
-    out = ()
+    out: Value = ()
     for atom in value:
         if atom.is_address and atom.space == target or (target == SHARED_CLUSTER_SPACE and atom.is_address
                                                          and atom.space == SHARED_CTA_SPACE and atom.form == WINDOW):
-            out = join(out, (atom._replace(form=form),))
+            out = join(out, (atom._replace(form=form),))  # type: ignore[attr-defined]  # an Atom is a namedtuple
         elif to_window and target == SHARED_CTA_SPACE and atom.is_address and atom.space == SHARED_CLUSTER_SPACE \
                 and atom.form == GENERIC:
-            out = join(out, (atom._replace(form=WINDOW),))
+            out = join(out, (atom._replace(form=WINDOW),))  # type: ignore[attr-defined]
         elif to_window and target == SHARED_CTA_SPACE and atom.form == NUM and atom.lo == atom.hi == 0:
             # the null pointer: minus the window's start, a multiple of 2**18 (docs/fence.md §8)
             out = join(out, number(0, (1 << 64) - SHARED_WINDOW_LIMIT, SHARED_WINDOW_LIMIT))
@@ -130,7 +141,7 @@ def cvta(value: tuple, modifiers: list) -> tuple:
     return out
 
 
-def mapa(value: tuple, modifiers: list) -> tuple:
+def mapa(value: Value, modifiers: Sequence[str]) -> Value:
     """``mapa`` of `value`: the same offset in another CTA's shared memory of the cluster
     (a window address with ``.shared::cluster``, else generic).
 
@@ -139,16 +150,16 @@ def mapa(value: tuple, modifiers: list) -> tuple:
     'somewhere (shared::cluster window)'
     """
     form = WINDOW if "shared::cluster" in modifiers else GENERIC
-    out = ()
+    out: Value = ()
     for atom in value:
         if atom.is_address and atom.space in (SHARED_CTA_SPACE, SHARED_CLUSTER_SPACE) and not atom.shift:
-            out = join(out, (atom._replace(form=form, space=SHARED_CLUSTER_SPACE),))
+            out = join(out, (atom._replace(form=form, space=SHARED_CLUSTER_SPACE),))  # type: ignore[attr-defined]
         else:
             out = join(out, anywhere(SHARED_CLUSTER_SPACE, form))
     return out
 
 
-def bit_field(length: tuple, signed: bool) -> tuple:
+def bit_field(length: Value, signed: bool) -> Value:
     """What ``bfe`` extracts: a field of `length` bits, sign-extended when `signed`.
 
     >>> from ptxkit.cfg.values.values import show
@@ -161,7 +172,7 @@ def bit_field(length: tuple, signed: bool) -> tuple:
     return number(-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else number(0, (1 << bits) - 1)
 
 
-def clamped(value: tuple, low: int, high: int) -> tuple:
+def clamped(value: Value, low: int, high: int) -> Value:
     """`value` as an instruction that saturates to ``[low, high]`` leaves it (``.sat``,
     ``.relu``): clamping keeps order, so each interval's ends are clamped; an address or
     top may be any number of the range.
@@ -170,7 +181,7 @@ def clamped(value: tuple, low: int, high: int) -> tuple:
     >>> show(clamped(number(-5, 300, 5), 0, 255)), show(clamped(number(3, 9, 2), 0, 255)), show(clamped(TOP, 0, 1))
     ('[0, 255]', '[3, 9] step 2', '[0, 1]')
     """
-    out: tuple = ()
+    out: Value = ()
     for atom in value:
         if atom.form == NUM:
             lo, hi = min(max(atom.lo, low), high), min(max(atom.hi, low), high)
@@ -181,25 +192,26 @@ def clamped(value: tuple, low: int, high: int) -> tuple:
     return out
 
 
-def at_most(value: tuple, most: int) -> tuple:
+def at_most(value: Value, most: int) -> Value:
     """`value` with its numbers (and top) kept to ``[0, most]``; addresses stay.
 
     >>> from ptxkit.cfg.values.values import show
     >>> show(at_most(TOP, 1)), show(at_most(number(0, 1 << 40), 1)), show(at_most(number(2, 9, 7), 100))
     ('[0, 1]', '[0, 1]', '[2, 9] step 7')
     """
-    out: tuple = ()
+    out: Value = ()
     for atom in value:
         if atom.form == TOP[0].form:
             atom = Atom(0, None, None, 0, most)
         elif atom.form == 0 and (atom.lo < 0 or atom.hi > most):
             lo, hi = max(atom.lo, 0), min(atom.hi, most)
-            atom = Atom(0, None, None, 0, most) if lo > hi or atom.lo < 0 else atom._replace(hi=hi - (hi - lo) % atom.step)
+            atom = Atom(0, None, None, 0, most) if lo > hi or atom.lo < 0 \
+                else atom._replace(hi=hi - (hi - lo) % atom.step)  # type: ignore[attr-defined]
         out = join(out, (atom,))
     return out
 
 
-def bit_insert(field: tuple, into: tuple, position, length, width: int) -> tuple:
+def bit_insert(field: Value, into: Value, position: int | None, length: int | None, width: int) -> Value:
     """``bfi d, a, b, pos, len`` with constant `position` and `length`: `into` with bits
     ``[pos, pos + len)`` replaced by the low `length` bits of `field` (PTX ISA, bfi).
 
@@ -215,14 +227,14 @@ def bit_insert(field: tuple, into: tuple, position, length, width: int) -> tuple
     return or_(kept, shl(and_(field, number((1 << length) - 1), width), number(position)), width)
 
 
-def _divisor(b: tuple) -> tuple[int, int] | None:
+def _divisor(b: Value) -> tuple[int, int] | None:
     """The bounds of a divisor that is a positive number, else None."""
     if len(b) != 1 or b[0].form != 0 or b[0].lo < 1:
         return None
     return b[0].lo, b[0].hi
 
 
-def _div(a: tuple, b: tuple, width: int) -> tuple:
+def _div(a: Value, b: Value, width: int) -> Value:
     """``a / b`` for a non-negative `a` and a positive `b`."""
     if not a or not b:  # an operand not known yet: nothing yet (TOP would stick)
         return ()
@@ -233,7 +245,7 @@ def _div(a: tuple, b: tuple, width: int) -> tuple:
     return number(a[0].lo // most if most < INF else 0, a[0].hi // least if a[0].hi < INF else INF)
 
 
-def remainder_of(a: tuple, b: tuple, width: int, signed: bool = False) -> tuple:
+def remainder_of(a: Value, b: Value, width: int, signed: bool = False) -> Value:
     """``a % b`` for a positive `b`: below b, and `a` itself when it is already below; a
     signed remainder of a dividend that may be negative is negative or zero too. By a
     constant, the remainder keeps what the dividend's step says of it: ``a % d`` is ``a``
@@ -269,9 +281,9 @@ def remainder_of(a: tuple, b: tuple, width: int, signed: bool = False) -> tuple:
     return number(0 if natural or not signed else 1 - most, most - 1)
 
 
-def _extreme(pick):
+def _extreme(pick: Callable[[int, int], int]) -> Binary:
     """``min`` or ``max`` of two numbers, as `pick` takes them."""
-    def combine(a: tuple, b: tuple, width: int) -> tuple:
+    def combine(a: Value, b: Value, width: int) -> Value:
         if not a or not b:
             return ()
         if len(a) == 1 == len(b) and a[0].form == 0 == b[0].form:
@@ -281,7 +293,7 @@ def _extreme(pick):
 
 
 #: opcode -> ``f(a, b, width)``: the value of ``op d, a, b`` from its operands' values.
-BINARY = {
+BINARY: dict[str, Binary] = {
     "add": lambda a, b, w: add(a, b), "sub": lambda a, b, w: sub(a, b), "mul": lambda a, b, w: mul(a, b),
     "shl": lambda a, b, w: shl(a, b), "shr": lambda a, b, w: shr(a, b), "and": and_,
     "or": or_, "xor": xor, "div": _div, "rem": remainder_of,

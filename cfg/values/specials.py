@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import math
 
+from ptxkit._records import TYPE_CHECKING
 from ptxkit.isa import FIXED_SPECIALS, SPECIAL_RANGES
+
+if TYPE_CHECKING:
+    from ptxkit.syntax import Function
 
 #: CTAs per cluster without the non-portable opt-in (CUDA programming guide, thread
 #: block clusters: 8 is the portable maximum, 16 needs cudaFuncAttributeNonPortableClusterSizeAllowed)
 PORTABLE_CLUSTER = 8
 
 
-def special_ranges(function, max_cluster: int = PORTABLE_CLUSTER) -> dict:
+def special_ranges(function: Function, max_cluster: int = PORTABLE_CLUSTER) -> dict[str, tuple[int, int]]:
     """`SPECIAL_RANGES` narrowed by the kernel's ``.maxntid``/``.reqntid`` (its threads
     per block: ``%tid.x < N`` when it declares ``N, 1, 1``) and by its cluster size:
     ``.reqnctapercluster``/``.maxclusterrank`` when it declares one, else `max_cluster`
@@ -55,7 +59,7 @@ def special_ranges(function, max_cluster: int = PORTABLE_CLUSTER) -> dict:
     return ranges
 
 
-def one_dimensional(function) -> bool:
+def one_dimensional(function: Function) -> bool:
     """True when the kernel declares its blocks one-dimensional (``.maxntid N, 1, 1``; a
     lone ``N`` bounds the number of threads, not the shape, as `special_ranges` reads it).
 

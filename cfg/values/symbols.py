@@ -10,6 +10,7 @@ its other derived results, so they go when the graph goes.
 
 from __future__ import annotations
 
+from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.graph import derived
 from ptxkit.cfg.flow.inline import Context
 from ptxkit.isa import TYPE_BITS
@@ -18,13 +19,24 @@ from ptxkit.cfg.values.values import (
 )
 from ptxkit.syntax import Directive, Function
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from ptxkit.cfg.flow.graph import FlowGraph
+    from ptxkit.syntax import Module, Node
+
+    #: An abstract value (`ptxkit.cfg.values.values`): the atoms it may be.
+    Value = tuple[Atom, ...]
+    #: Name -> the value of the variable's address, or None for a register declared without ``%``.
+    SymbolTable = dict[str, Value | None]
+
 _SPACE_OF_DECLARATION = {".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE, ".global": GLOBAL_SPACE_NAME}
 #: The name of the region every ``extern .shared`` array of a kernel starts.
 DYNAMIC_SHARED = "dynamic shared"
 PLAIN_KEY = " plain registers"  # the key of a symbol table's set of registers declared without %
 
 
-def symbol_regions(function, context: Context | None = None, flow=None) -> dict:
+def symbol_regions(function: Function, context: Context | None = None, flow: FlowGraph | None = None) -> SymbolTable:
     """Variables visible in `function` -> the abstract value of their address
     (registers declared without a ``%``, as inline assembly does, map to None).
 
@@ -67,9 +79,10 @@ class SymbolTables:
     """
 
     def __init__(self) -> None:
-        self._tables: dict[tuple, dict] = {}  # (module or function, suffix or None for every copy) -> table
+        #: (module or function, suffix or None for every copy) -> table
+        self._tables: dict[tuple[Node, str | None], SymbolTable] = {}
 
-    def table(self, node, suffix: str, build) -> dict:
+    def table(self, node: Node, suffix: str, build: Callable[[], SymbolTable]) -> SymbolTable:
         """`node`'s table for the inlined copy `suffix` names: `build()` the first time."""
         table = self._tables.get((node, None))
         if table is None:
@@ -81,8 +94,8 @@ class SymbolTables:
         return table
 
 
-def _scan(nodes, module_scope: bool, suffix: str) -> dict:
-    found: dict[str, tuple] = {}
+def _scan(nodes: Iterable[Node], module_scope: bool, suffix: str) -> SymbolTable:
+    found: SymbolTable = {}
     dynamic = 0  # the largest alignment an extern .shared array declares
     for node in nodes:
         if type(node) is Directive:
@@ -100,12 +113,12 @@ def _scan(nodes, module_scope: bool, suffix: str) -> dict:
     return found
 
 
-def _dynamic_alignments(table: dict) -> set:
+def _dynamic_alignments(table: SymbolTable) -> set[int]:
     return {value[0].region.align for value in table.values()
             if value is not None and value[0].region is not None and value[0].region.name == DYNAMIC_SHARED}
 
 
-def _one_dynamic_region(found: dict, align: int) -> None:
+def _one_dynamic_region(found: SymbolTable, align: int) -> None:
     """Every extern .shared array starts at the one dynamic shared memory, aligned as
     the most aligned of them asks."""
     region = Region(DYNAMIC_SHARED, SHARED_CTA_SPACE, None, align)
@@ -114,7 +127,7 @@ def _one_dynamic_region(found: dict, align: int) -> None:
             found[name] = address(region)
 
 
-def _declare(directive, found: dict, suffix: str) -> int:
+def _declare(directive: Directive, found: SymbolTable, suffix: str) -> int:
     """Add the variables `directive` declares; the alignment of the dynamic shared
     memory it declares, or 0."""
     declaration = directive.declaration
@@ -136,7 +149,7 @@ def _declare(directive, found: dict, suffix: str) -> int:
                 found[base] = address(Region(DYNAMIC_SHARED, space, None, align))
                 dynamic = max(dynamic, align)
                 continue
-            size = None
+            size: int | None = None
         else:
             size = element
             for dim in dims:
@@ -145,7 +158,7 @@ def _declare(directive, found: dict, suffix: str) -> int:
     return dynamic
 
 
-def templates(module) -> frozenset:
+def templates(module: Module | None) -> frozenset[str]:
     """The names of the module's *templates*: ``.global`` variables it defines (not
     ``.extern``) with no initializer, whose name has a ``$``, which no C++ name has
     (nvcc's ``make_smem_desc…$265``, the zero-filled object a ``-G`` build copies a
@@ -162,7 +175,7 @@ def templates(module) -> frozenset:
     """
     if module is None:
         return frozenset()
-    found = set()
+    found: set[str] = set()
     for node in module.items:
         declaration = node.declaration if type(node) is Directive else None
         if declaration is not None and declaration.space == ".global" and declaration.initializer is None \
@@ -179,7 +192,7 @@ def templates(module) -> frozenset:
     return frozenset(found)
 
 
-def template_load(address: tuple, width: int, names: frozenset) -> tuple:
+def template_load(address: Value, width: int, names: frozenset[str]) -> Value:
     """What a load of `width` bytes through `address` gives when it reads inside a
     template (zero) of `names`, else top.
 
