@@ -38,6 +38,8 @@ STRICT_MODULES = (
     "ptxkit.cfg.values.arithmetic",
     "ptxkit.cfg.values.symbols",
     "ptxkit.cfg.values.specials",
+    "ptxkit.cfg.values.divergence",
+    "ptxkit.cfg.values.thread_sets",
     "ptxkit.cfg.values.conditions",
     "ptxkit.cfg.values.counters",
     "ptxkit.cfg.sync",

@@ -15,16 +15,28 @@ that skipped it.
 
 from __future__ import annotations
 
+from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import derived
 from ptxkit.cfg.flow.operands import destinations
 from ptxkit.isa import CTA_UNIFORM_SPECIALS, PURE_OPCODES, STATE_SPACES, THREAD_INDEX_SPECIALS, is_special_register
 
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from ptxkit.cfg.flow.graph import EdgeEnd, FlowGraph
+    from ptxkit.syntax import Instruction
+
+    #: Where an instruction is: ``(block, position)``, its index in the block.
+    Site = tuple[int, int]
+    #: Register (`qualified`) -> the sites that write it (`definitions`).
+    Definitions = dict[str, list[Site]]
+
 __all__ = ["cta_uniform", "definitions", "guard_of", "qualified", "thread_meets", "thread_only"]
 
 
 
-def thread_meets(flow) -> dict[int, frozenset]:
+def thread_meets(flow: FlowGraph) -> dict[int, frozenset[int]]:
     """The blocks where the sides of thread-index splits meet, each with the
     predecessors that end paths from such a split (the other predecessors come from
     elsewhere): here the block after the fence, entered from the split (the lanes but
@@ -40,15 +52,15 @@ def thread_meets(flow) -> dict[int, frozenset]:
     ...  for meet, preds in thread_meets(flow).items()}
     {'SKIP': ['@%p1 bra SKIP;', 'fence.proxy.async;']}
     """
-    defined = None
-    post = None
-    meets: dict[int, set] = {}
+    defined: Definitions | None = None
+    post: dict[int, int] | dict[EdgeEnd, EdgeEnd] | None = None
+    meets: dict[int, set[int]] = {}
     for block in flow.blocks:
         if not conditional(flow, block.index):
             continue
         if defined is None:
             defined = definitions(flow)
-        if not thread_only(guard_of(flow, block.index), defined, flow):
+        if not _branches_on_thread_index(flow, block.index, defined):
             continue
         if post is None:
             post = DominatorTree.post_of(flow).idom
@@ -61,7 +73,7 @@ def thread_meets(flow) -> dict[int, frozenset]:
     return {meet: frozenset(ends) for meet, ends in meets.items()}
 
 
-def thread_only(register: str, definitions: dict, flow, depth: int = 0) -> bool:
+def thread_only(register: str, definitions: Definitions, flow: FlowGraph, depth: int = 0) -> bool:
     """True when `register` is computed from the thread's index and constants alone, and
     from the index at all.
 
@@ -71,7 +83,7 @@ def thread_only(register: str, definitions: dict, flow, depth: int = 0) -> bool:
     return _thread_only(register, definitions, flow, depth) is True
 
 
-def _thread_only(register: str, definitions: dict, flow, depth: int):
+def _thread_only(register: str, definitions: Definitions, flow: FlowGraph, depth: int) -> bool | Literal["constant"]:
     """True (depends on the thread index), "constant", or False (anything else)."""
     if register.startswith(THREAD_INDEX_SPECIALS):
         return True
@@ -83,7 +95,7 @@ def _thread_only(register: str, definitions: dict, flow, depth: int):
     if head[0] is not None or head[2] not in PURE_OPCODES:
         return False
     instruction = flow.blocks[block].instructions[position]
-    result: bool | str = "constant"
+    result: bool | Literal["constant"] = "constant"
     targets = set(destinations(instruction, head, frozenset()))
     for operand in instruction.operands:
         if operand.kind == "immediate" or operand.name in targets:
@@ -98,7 +110,7 @@ def _thread_only(register: str, definitions: dict, flow, depth: int):
     return result
 
 
-def cta_uniform(register: str, definitions: dict, flow, seen: frozenset = frozenset()) -> bool:
+def cta_uniform(register: str, definitions: Definitions, flow: FlowGraph, seen: frozenset[str] = frozenset()) -> bool:
     """True when every thread of a CTA computes the same value for `register` (a name
     `qualified` by its inlined copy): from kernel parameters (loaded with ``ld.param`` or,
     as ``-G`` builds do, through a generic pointer made by ``cvta.param``), read-only
@@ -160,7 +172,8 @@ def _read_only(opcode: str) -> bool:
     return "global" in modifiers and "nc" in modifiers
 
 
-def _reads_kernel_parameters(flow, block: int, opcode: str, instruction, definitions: dict) -> bool:
+def _reads_kernel_parameters(flow: FlowGraph, block: int, opcode: str, instruction: Instruction,
+                             definitions: Definitions) -> bool:
     """True for a generic ``ld`` (`opcode`) through a pointer into the kernel's
     parameters: ``cvta.param`` of a parameter's address, plus constants (read-only
     memory, the same for every thread)."""
@@ -172,7 +185,8 @@ def _reads_kernel_parameters(flow, block: int, opcode: str, instruction, definit
                                                   flow, 0)
 
 
-def _parameter_pointer(register: str, parameters: set, definitions: dict, flow, depth: int) -> bool:
+def _parameter_pointer(register: str, parameters: set[str], definitions: Definitions, flow: FlowGraph,
+                       depth: int) -> bool:
     """True when every definition of `register` gives a generic address inside a kernel
     parameter: ``cvta.param`` of one's address, or such an address plus a constant."""
     where = definitions.get(register)
@@ -196,7 +210,7 @@ def _parameter_pointer(register: str, parameters: set, definitions: dict, flow, 
     return True
 
 
-def qualified(flow, block: int, name: str) -> str:
+def qualified(flow: FlowGraph, block: int, name: str) -> str:
     """`name` as read in `block`: a register of an inlined copy carries the copy's prefix
     (``ptxkit.cfg.flow.inline.Context``); special registers are the same in every copy.
 
@@ -209,13 +223,13 @@ def qualified(flow, block: int, name: str) -> str:
     return context.prefix + name if context is not None else name
 
 
-def guard_of(flow, block: int) -> str | None:
+def guard_of(flow: FlowGraph, block: int) -> str | None:
     """The qualified predicate the branch ending `block` tests, or None."""
     guard = flow.blocks[block].heads[-1][0]
     return qualified(flow, block, guard.register) if guard is not None else None
 
 
-def conditional(flow, block: int) -> bool:
+def conditional(flow: FlowGraph, block: int) -> bool:
     """True when `block` ends in a guarded ``bra`` with two different successors.
 
     >>> conditional(type("G", (), {"blocks": [type("B", (), {"heads": []})()], "succ": [[]]})(), 0)
@@ -225,15 +239,21 @@ def conditional(flow, block: int) -> bool:
     return bool(heads) and heads[-1][0] is not None and heads[-1][2] == "bra" and len(flow.succ[block]) == 2
 
 
-def _region_ends(flow, split: int, meet: int, definitions: dict) -> set:
+def _branches_on_thread_index(flow: FlowGraph, block: int, definitions: Definitions) -> bool:
+    """True when `block` ends in a branch whose guard is computed from the thread index
+    alone (`thread_only`)."""
+    guard = guard_of(flow, block)
+    return guard is not None and thread_only(guard, definitions, flow)
+
+
+def _region_ends(flow: FlowGraph, split: int, meet: int, definitions: Definitions) -> set[int]:
     """The predecessors of `meet` on paths from `split`, or an empty set when a block
     between them branches on anything but the thread index, loops back or exits."""
     seen = {split}
     stack = [split]
     while stack:
         block = stack.pop()
-        if block != split and conditional(flow, block) and not thread_only(guard_of(flow, block), definitions,
-                                                                            flow):
+        if block != split and conditional(flow, block) and not _branches_on_thread_index(flow, block, definitions):
             return set()
         if block in flow.exits or not flow.succ[block]:
             return set()
@@ -246,7 +266,7 @@ def _region_ends(flow, split: int, meet: int, definitions: dict) -> set:
     return {p for p in flow.pred[meet] if p in seen}
 
 
-def definitions(flow) -> dict:
+def definitions(flow: FlowGraph) -> Definitions:
     """register -> the ``(block, position)`` pairs that write it, its name qualified by
     the inlined copy that writes it (`qualified`); computed once per graph.
 
@@ -257,8 +277,8 @@ def definitions(flow) -> dict:
     >>> definitions(inlined_graph(m.function("k")))
     {'%r1': [(0, 0)]}
     """
-    def scan() -> dict:
-        found: dict = {}
+    def scan() -> Definitions:
+        found: Definitions = {}
         for block in flow.blocks:
             prefix = block.context.prefix if block.context is not None else ""
             for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):

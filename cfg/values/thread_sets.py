@@ -13,16 +13,28 @@ of the code that no thread that ran the fence runs.
 
 from __future__ import annotations
 
+from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.graph import derived
-from ptxkit.cfg.values.divergence import conditional, definitions, guard_of, qualified
+from ptxkit.cfg.values.divergence import conditional, definitions, qualified
 from ptxkit.cfg.values.specials import special_ranges
 from ptxkit.isa_eval import evaluate_each, operation
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import TypeGuard
+
+    from ptxkit.cfg.flow.graph import FlowGraph
+
+    #: A register's values thread by thread: a list indexed by ``%tid.x``, or one number every thread has.
+    ThreadValues = list[int] | int
+    #: An operand of a pure instruction: a number, or a register `qualified` by its inlined copy.
+    Source = int | str
 
 #: a predicate's values, one byte per thread, as the digits of a binary number
 _DIGITS = bytes.maketrans(b"\x00\x01", b"01")
 
 
-def runners(flow) -> list[int]:
+def runners(flow: FlowGraph) -> list[int]:
     """Block -> the threads that may run it, as a bit set (bit ``t``: the threads with
     ``%tid.x == t``); computed once per graph.
 
@@ -38,19 +50,20 @@ def runners(flow) -> list[int]:
     return derived(flow, "runners", lambda: _runners(flow))
 
 
-def _runners(flow) -> list[int]:
+def _runners(flow: FlowGraph) -> list[int]:
     ranges = special_ranges(flow.function) if flow.function is not None else None
     count = ranges["%tid.x"][1] + 1 if ranges is not None else 1024
     everyone = (1 << count) - 1
     values = _Values(flow, count, ranges)
     edges: dict[tuple[int, int], int] = {}
     for block in flow.rpo:
-        if not conditional(flow, block):
+        guard = flow.blocks[block].heads[-1][0] if conditional(flow, block) else None
+        if guard is None:
             continue
-        taken = values.threads_where(guard_of(flow, block))
+        taken = values.threads_where(qualified(flow, block, guard.register))
         if taken is None:
             continue
-        if flow.blocks[block].heads[-1][0].negated:
+        if guard.negated:
             taken ^= everyone
         for successor in flow.succ[block]:
             edges[(block, successor)] = taken if flow.kinds.get((block, successor)) == "taken" else taken ^ everyone
@@ -71,11 +84,11 @@ class _Values:
     """Registers' values thread by thread (a list indexed by ``%tid.x``), or None for a
     register that is not a pure function of the thread index."""
 
-    def __init__(self, flow, count: int, ranges: dict | None):
+    def __init__(self, flow: FlowGraph, count: int, ranges: dict[str, tuple[int, int]] | None) -> None:
         self.flow = flow
         self.defined = definitions(flow)
         tid = list(range(count))
-        self.known: dict[str, list | None] = {"%tid.x": tid}
+        self.known: dict[str, ThreadValues | None] = {"%tid.x": tid}
         self.pure: dict[str, bool] = {}
         flat = ranges is not None and ranges["%tid.y"] == (0, 0) and ranges["%tid.z"] == (0, 0)
         if flat:  # one-dimensional blocks: the lane is the index within the warp
@@ -93,7 +106,7 @@ class _Values:
             return None
         return int(bytes(reversed(values)).translate(_DIGITS), 2)
 
-    def of(self, register: str) -> list | int | None:
+    def of(self, register: str) -> ThreadValues | None:
         """The values of `register` thread by thread (one number where every thread has
         it), or None."""
         if register not in self.known:
@@ -115,7 +128,7 @@ class _Values:
                 isinstance(source, int) or self._pure(source) for source in definition[1])
         return found
 
-    def _definition(self, register: str) -> tuple | None:
+    def _definition(self, register: str) -> tuple[str, list[Source]] | None:
         """``(opcode, sources)`` of the one unguarded definition of `register`,
         each source a number or a qualified register; None when there is none such."""
         where = self.defined.get(register)
@@ -127,7 +140,7 @@ class _Values:
         if guard is not None or not operands or operands[0].kind != "register" \
                 or not _supported(opcode, len(operands) - 1):
             return None
-        sources = []
+        sources: list[Source] = []
         for operand in operands[1:]:
             if operand.kind == "immediate" and isinstance(operand.value, int):
                 sources.append(operand.value)
@@ -137,11 +150,16 @@ class _Values:
                 return None
         return opcode, sources
 
-    def _computed(self, register: str) -> list | int | None:
-        opcode, sources = self._definition(register)
-        values = [source if isinstance(source, int) else self.of(source) for source in sources]
-        if any(value is None for value in values):
-            return None
+    def _computed(self, register: str) -> ThreadValues | None:
+        definition = self._definition(register)
+        assert definition is not None, "`_pure` found it"  # for mypy: called only when `_pure` is true
+        opcode, sources = definition
+        values: list[ThreadValues] = []
+        for source in sources:
+            value = source if isinstance(source, int) else self.of(source)
+            if value is None:
+                return None
+            values.append(value)
         return _apply(opcode, values)
 
 
@@ -152,7 +170,7 @@ def _supported(opcode: str, sources: int) -> bool:
     return found is not None and found.arity == sources
 
 
-def _apply(opcode: str, sources: list) -> list | int | None:
+def _apply(opcode: str, sources: list[ThreadValues]) -> ThreadValues | None:
     """The values of one pure integer instruction, thread by thread (`ptxkit.isa_eval`),
     or None; a source is a list (a value per thread) or one number for every thread,
     and so is the result.
@@ -166,4 +184,9 @@ def _apply(opcode: str, sources: list) -> list | int | None:
     if not any(isinstance(source, list) for source in sources):  # constants alone: as one thread
         return found.apply(*sources)
     values = evaluate_each(found, sources)
-    return None if None in values else values
+    return values if _every_thread_known(values) else None
+
+
+def _every_thread_known(values: Sequence[int | None]) -> TypeGuard[list[int]]:
+    """True when no thread's value is unspecified in `values`, the list `evaluate_each` makes."""
+    return None not in values
