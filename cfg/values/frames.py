@@ -29,10 +29,28 @@ from __future__ import annotations
 
 import bisect
 
-from ptxkit._records import record
+from ptxkit._records import TYPE_CHECKING, record
 from ptxkit.cfg.flow.graph import derived
 from ptxkit.cfg.values.values import INF, LOCAL_SPACE, NUM, TOP_FORM
 from ptxkit.isa import MEMORY_WRITERS, access_width
+
+if TYPE_CHECKING:
+    from collections.abc import Hashable, Iterable, Iterator, Mapping, Set
+
+    from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
+    from ptxkit.cfg.values.divergence import Site
+    from ptxkit.cfg.values.values import Atom
+    from ptxkit.instruction import Operand
+    from ptxkit.syntax import Instruction
+
+    #: An abstract value (`ptxkit.cfg.values.values`): the atoms it may be.
+    Value = tuple[Atom, ...]
+    #: Bytes of a frame that one access addresses exactly: ``(region name, offset, width)``.
+    Cell = tuple[str, int, int]
+    #: A cell within its frame: ``(offset, width)``.
+    Shape = tuple[int, int]
+    #: What a ``[%SP+c]`` operand names before the frames have names: ``(inlined copy's id, offset)``.
+    Spot = tuple[int, int]
 
 #: The stack pointers of nvcc's -G builds (generic and local-window).
 STACK_POINTERS = frozenset({"%SP", "%SPL"})
@@ -53,28 +71,29 @@ class Access:
     position: int
     kind: str
     width: int
-    memory: object
-    direct: tuple | None
+    memory: Operand
+    direct: Cell | None
 
 
 @record
 class Frames:
     """A graph's stack accesses and the regions of its sealed frames."""
 
-    accesses: tuple
-    sealed: frozenset
+    accesses: tuple[Access, ...]
+    sealed: frozenset[str]
 
 
-def stack_frames(flow) -> Frames | None:
+def stack_frames(flow: FlowGraph) -> Frames | None:
     """The stack accesses of `flow` and its sealed frames, once per graph; None when it
     has no stack frame or too many accesses to follow."""
     return derived(flow, "stack frames", lambda: _scan(flow))
 
 
-def _scan(flow) -> Frames | None:
-    accesses = []
-    depots: dict = {}  # context id -> the frame's region name
-    unsealed: set = set()
+def _scan(flow: FlowGraph) -> Frames | None:
+    accesses: list[Access] = []
+    spots: list[Spot | None] = []  # what each access's [%SP+c] operand names, if it has one
+    depots: dict[int, str] = {}  # context id -> the frame's region name
+    unsealed: set[int] = set()
     for block in flow.blocks:
         context = block.context
         key = context.id if context is not None else 0
@@ -97,24 +116,26 @@ def _scan(flow) -> Frames | None:
             if kind == "load" and not (scalar and operands[0].kind == "register"):
                 continue  # a vector load: its registers are not followed anyway
             memory = operands[at]
-            direct = (key, memory.value or 0) if memory.name in STACK_POINTERS and len(memory.elements) == 1 else None
-            accesses.append(Access(block.index, position, kind, access_width(modifiers), memory, direct))
+            names_a_cell = memory.name in STACK_POINTERS and len(memory.elements) == 1
+            spots.append((key, memory.value or 0) if names_a_cell else None)
+            accesses.append(Access(block.index, position, kind, access_width(modifiers), memory, None))
     if not depots or len(accesses) > MOST_ACCESSES:
         return None
     region = {key: name + (f"@{key}" if key else "") for key, name in depots.items()}
-    accesses = [a._replace(direct=(region[a.direct[0]], a.direct[1], a.width) if a.direct[0] in region else None)
-                if a.direct is not None else a for a in accesses]
+    located = [Access(a.block, a.position, a.kind, a.width, a.memory, (region[spot[0]], spot[1], a.width))
+               if spot is not None and spot[0] in region else a for a, spot in zip(accesses, spots)]
     sealed = frozenset(region[key] for key in depots if key not in unsealed)
-    return Frames(tuple(accesses), sealed)
+    return Frames(tuple(located), sealed)
 
 
-def _frame_use(instruction, head, key, depots: dict, unsealed: set) -> None:
+def _frame_use(instruction: Instruction, head: HeadTuple, key: int, depots: dict[int, str], unsealed: set[int]) -> None:
     """Note the frame `instruction` sets up (``mov %SPL, __local_depotN``) or whether it
     lets the frame's address out (anything but a ``[%SP+c]`` operand of ``ld``/``st``)."""
     operands = instruction.operands
     base = head[2]
-    if base == "mov" and len(operands) == 2 and operands[0].name == "%SPL" and operands[1].kind == "symbol":
-        depots[key] = operands[1].name
+    depot = operands[1].name if len(operands) == 2 and operands[1].kind == "symbol" else None  # a symbol has a name
+    if base == "mov" and depot is not None and operands[0].name == "%SPL":
+        depots[key] = depot
         return
     if base == "cvta" and len(operands) == 2 and operands[0].name == "%SP" and operands[1].name == "%SPL":
         return
@@ -143,13 +164,13 @@ class StackModel:
     one word; `unreached`: the loads the values say no run reaches (a block a branch
     condition rules out under this model), which agree with any model."""
 
-    stores: dict
-    exact: dict
-    loads: dict
-    unreached: frozenset = frozenset()
+    stores: dict[Site, frozenset[Cell]]
+    exact: dict[Site, Shape]
+    loads: dict[Site, tuple[Cell, int, int]]
+    unreached: frozenset[Site] = frozenset()
 
     @property
-    def unknown(self) -> frozenset:
+    def unknown(self) -> frozenset[Cell]:
         """The words some store may write with a value not followed."""
         return frozenset(word for site, words in self.stores.items() if site not in self.exact for word in words)
 
@@ -161,14 +182,15 @@ class StackModel:
         loads = {site: part for site, part in found.loads.items() if self.loads.get(site, part) == part}
         loads.update((site, part) for site, part in self.loads.items() if site in found.unreached)
         if not found.loads.keys() <= self.loads.keys():
-            return self._replace(loads=loads)
+            return StackModel(self.stores, self.exact, loads, self.unreached)
         stores = {site: self.stores.get(site, frozenset()) | found.stores.get(site, frozenset())
                   for site in self.stores.keys() | found.stores.keys()}
-        exact = {}
+        exact: dict[Site, Shape] = {}
         for site, words in stores.items():
             parts = {model.exact.get(site) for model in (self, found) if site in model.stores}
-            if len(words) == 1 and len(parts) == 1 and None not in parts:
-                exact[site] = parts.pop()
+            part = parts.pop() if len(parts) == 1 else None
+            if len(words) == 1 and part is not None:
+                exact[site] = part
         return StackModel(stores, exact, loads)
 
     def holds_for(self, found: StackModel) -> bool:
@@ -192,12 +214,14 @@ class StackModel:
         return self.holds_for(found) and found.loads.keys() <= self.loads.keys()
 
 
-def observed(frames: Frames, values: dict | None = None, dead: set | frozenset = frozenset()) -> StackModel:
+def observed(frames: Frames, values: Mapping[Hashable, Value] | None = None,
+             dead: Set[int] = frozenset()) -> StackModel:
     """The model the addresses in `values` show (``values[("stack", i)]`` is the address
     of access ``i``; `dead`: the blocks the branch conditions rule out): a store through
     an address not known writes every word of every frame that is not sealed. Without
     `values`, the first assumption: the ``[%SP+c]`` accesses name their cells, and every
     other store is taken to write none."""
+    located: list[tuple[Access, Cell | None]]
     if values is None:
         located = [(access, access.direct) for access in frames.accesses]
     else:
@@ -206,28 +230,31 @@ def observed(frames: Frames, values: dict | None = None, dead: set | frozenset =
     cells = _Cells(cell for _, cell in located if cell is not None)
     words = cells.words()
     anywhere = frozenset() if values is None else cells.outside(frames.sealed)
-    stores, exact, loads, unreached = {}, {}, {}, set()
+    stores: dict[Site, frozenset[Cell]] = {}
+    exact: dict[Site, Shape] = {}
+    loads: dict[Site, tuple[Cell, int, int]] = {}
+    unreached: set[Site] = set()
     for i, (access, cell) in enumerate(located):
         site = (access.block, access.position)
-        part = words.get(cell)
+        part = words.get(cell) if cell is not None else None
         if access.kind == "load":
-            if part is not None:
+            if cell is not None and part is not None:
                 loads[site] = (*part, cell[2])
             elif access.block in dead:
                 unreached.add(site)
             continue
-        hit: set = cells.touching(*cell) if values is None and cell is not None else set()
+        hit: set[Cell] = cells.touching(*cell) if values is None and cell is not None else set()
         for atom in values.get(("stack", i), ()) if values is not None else ():
             hit |= cells.hit(atom, access.width, anywhere)
         written = frozenset(words[c][0] if c in words else c for c in hit)
-        if access.kind == "store" and part is not None and written == {part[0]}:
+        if access.kind == "store" and cell is not None and part is not None and written == {part[0]}:
             exact[site] = (part[1], cell[2])
         if written:
             stores[site] = written
     return StackModel(stores, exact, loads, frozenset(unreached))
 
 
-def _cell_of(access: Access, value: tuple):
+def _cell_of(access: Access, value: Value) -> Cell | None:
     """The cell an access addresses exactly: one local address with a known offset."""
     if len(value) != 1:
         return None
@@ -241,15 +268,15 @@ def _cell_of(access: Access, value: tuple):
 class _Cells:
     """The cells of each frame, sorted by offset, for "which cells do these bytes touch"."""
 
-    def __init__(self, cells):
-        by_region: dict = {}
+    def __init__(self, cells: Iterable[Cell]) -> None:
+        by_region: dict[str, list[Shape]] = {}
         for region, offset, width in set(cells):
             by_region.setdefault(region, []).append((offset, width))
         self.shapes = {region: sorted(shapes) for region, shapes in by_region.items()}
         self.starts = {region: [offset for offset, _ in shapes] for region, shapes in self.shapes.items()}
         self.widest = {region: max(width for _, width in shapes) for region, shapes in self.shapes.items()}
 
-    def touching(self, region: str, start: int, width: int) -> set:
+    def touching(self, region: str, start: int, width: int) -> set[Cell]:
         """The cells of `region` that share a byte with ``start .. start+width``."""
         shapes = self.shapes.get(region)
         if not shapes:
@@ -258,39 +285,50 @@ class _Cells:
         last = bisect.bisect_left(self.starts[region], start + width)
         return {(region, offset, size) for offset, size in shapes[first:last] if start < offset + size}
 
-    def words(self) -> dict:
+    def words(self) -> dict[Cell, tuple[Cell, int]]:
         """``{cell: (word, byte offset in it)}`` for the cells that lie in a word (see
         `StackModel`): each run of cells that share bytes, when one of them spans the
         run and is at most 8 bytes wide, or the run is one cell."""
-        found = {}
+        found: dict[Cell, tuple[Cell, int]] = {}
         for region, shapes in self.shapes.items():
-            run: list = []
-            end = None
-            for offset, width in shapes + [(None, 0)]:
-                if run and (offset is None or offset >= end):
-                    start = run[0][0]
-                    if len(run) == 1 or ((start, end - start) in run and end - start <= 8):
-                        word = (region, start, end - start)
-                        found.update(((region, o, w), (word, o - start)) for o, w in run)
-                    run, end = [], None
-                if offset is not None:
-                    run.append((offset, width))
-                    end = offset + width if end is None else max(end, offset + width)
+            for run, end in _runs(shapes):
+                start = run[0][0]
+                if len(run) == 1 or ((start, end - start) in run and end - start <= 8):
+                    word = (region, start, end - start)
+                    found.update(((region, o, w), (word, o - start)) for o, w in run)
         return found
 
-    def outside(self, sealed: frozenset) -> frozenset:
+    def outside(self, sealed: frozenset[str]) -> frozenset[Cell]:
         """Every cell of every frame not sealed: what a store through an unknown address may write."""
         return frozenset((region, *shape) for region, shapes in self.shapes.items() if region not in sealed
                          for shape in shapes)
 
-    def hit(self, atom, width: int, anywhere: frozenset) -> set | frozenset:
+    def hit(self, atom: Atom, width: int, anywhere: frozenset[Cell]) -> Set[Cell]:
         """The cells an access of `width` bytes through `atom` may touch (`anywhere`: what
         an unknown address may)."""
         if atom.form == TOP_FORM or atom.form == NUM or (atom.space == LOCAL_SPACE and atom.region is None):
             return anywhere
-        if not atom.is_address or atom.space != LOCAL_SPACE:
+        if not atom.is_address or atom.space != LOCAL_SPACE or atom.region is None:  # (a local one has a region)
             return set()
         region = atom.region.name
         if atom.shift or atom.high or atom.hi >= INF:
             return {(region, *shape) for shape in self.shapes.get(region, ())}
         return self.touching(region, atom.lo, atom.hi - atom.lo + width)
+
+
+def _runs(shapes: list[Shape]) -> Iterator[tuple[list[Shape], int]]:
+    """The runs of `shapes` (sorted by offset) whose cells share bytes, each with its end.
+
+    >>> list(_runs([(0, 8), (0, 2), (4, 4), (8, 4)]))
+    [([(0, 8), (0, 2), (4, 4)], 8), ([(8, 4)], 12)]
+    """
+    run: list[Shape] = []
+    end = 0
+    for offset, width in shapes:
+        if run and offset >= end:
+            yield run, end
+            run = []
+        end = max(end, offset + width) if run else offset + width
+        run.append((offset, width))
+    if run:
+        yield run, end
