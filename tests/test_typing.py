@@ -39,6 +39,7 @@ STRICT_MODULES = (
     "ptxkit.cfg.values.frames",
     "ptxkit.cfg.values.symbols",
     "ptxkit.cfg.values.specials",
+    "ptxkit.cfg.values.escape",
     "ptxkit.cfg.values.divergence",
     "ptxkit.cfg.values.thread_sets",
     "ptxkit.cfg.values.conditions",
