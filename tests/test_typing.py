@@ -36,6 +36,7 @@ STRICT_MODULES = (
     "ptxkit.cfg.flow.operands",
     "ptxkit.cfg.values",
     "ptxkit.cfg.values.arithmetic",
+    "ptxkit.cfg.values.idioms",
     "ptxkit.cfg.values.frames",
     "ptxkit.cfg.values.symbols",
     "ptxkit.cfg.values.specials",

@@ -54,8 +54,38 @@ from __future__ import annotations
 
 import functools
 
-from ptxkit._records import record
+from ptxkit._records import TYPE_CHECKING, record
 from ptxkit.isa_eval import operation
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Container, Iterator, Sequence
+    from typing import TypeGuard
+
+    from ptxkit.cfg.flow.graph import HeadTuple
+    from ptxkit.instruction import Operand
+    from ptxkit.syntax import Instruction
+
+    #: A block's instructions, and their heads (`ptxkit.cfg.flow.graph.BasicBlock`).
+    Instructions = Sequence[Instruction]
+    Heads = Sequence[HeadTuple]
+    #: An expression of a division sequence (`_tree`): ``("x",)``, ``("imm", value)`` or
+    #: ``(opcode, *operands)``.
+    Tree = tuple["str | int | Tree", ...]
+    #: A definition `align_up` finds: ``(block, instructions, heads, position)``, block None for the select's own.
+    Placed = tuple[int | None, Instructions, Heads, int]
+    #: What `_alignment_test` finds: ``(x, r, N, where the and is, "eq" or "ne")``.
+    AlignmentTest = tuple[str, str, int, Placed, str]
+    #: A block's code as `linear` expands it: ``(instructions, heads, block)``.
+    Code = tuple[Instructions, Heads, int | None]
+    #: A definition `linear` expanded from another block: ``(block read in, block defined in, the
+    #: registers its expansion reads, the register it defines)``.
+    Crossing = tuple[int | None, int, frozenset[str], str]
+    #: A sum as `_Expansion.expand` finds it: ``(terms, constant, registers read)``.
+    Expanded = tuple[dict[str, int], int, set[str]]
+    #: `linear`'s ``outside(block, register)``: ``(instructions, heads, position, block)`` of a definition elsewhere.
+    Outside = Callable[[int | None, str], "tuple[Instructions, Heads, int, int] | None"]
+    #: `linear`'s ``defining(code, position, register)``: where the code last defines a register before a position.
+    Defining = Callable[[Code, int, str], "int | None"]
 
 _MASK32 = (1 << 32) - 1
 #: Opcodes a division sequence is built from (each evaluated on concrete integers by
@@ -73,7 +103,7 @@ class Remainder:
     so the remainder has the sign of `x`)."""
 
     x: str
-    bias: object
+    bias: Operand | None
     modulus: int
     kind: str
     limit: int | None = None
@@ -82,7 +112,8 @@ class Remainder:
     signed: bool = False
 
 
-def _defining(instructions, heads, position: int, register: str, plain) -> int | None:
+def _defining(instructions: Instructions, heads: Heads, position: int, register: str,
+              plain: Container[str]) -> int | None:
     """The instruction before `position` in the block that last defines `register`."""
     for index in range(position - 1, -1, -1):
         if register not in instructions[index].text:  # most instructions of a long block do not name it
@@ -97,12 +128,13 @@ def _defining(instructions, heads, position: int, register: str, plain) -> int |
     return None
 
 
-def _unchanged(instructions, heads, start: int, stop: int, register: str, plain) -> bool:
-    return _defining(instructions, heads, stop, register, plain) is None or \
-        _defining(instructions, heads, stop, register, plain) < start
+def _unchanged(instructions: Instructions, heads: Heads, start: int, stop: int, register: str,
+               plain: Container[str]) -> bool:
+    at = _defining(instructions, heads, stop, register, plain)
+    return at is None or at < start
 
 
-def remainder(instructions, heads, position: int, plain) -> Remainder | None:
+def remainder(instructions: Instructions, heads: Heads, position: int, plain: Container[str]) -> Remainder | None:
     """The remainder idiom computed by the ``sub``/``mad`` at `position`, or None."""
     head = heads[position]
     operands = instructions[position].operands
@@ -125,7 +157,8 @@ def remainder(instructions, heads, position: int, plain) -> Remainder | None:
     return None
 
 
-def _alignment(instructions, heads, at: int, x: str, position: int, plain) -> Remainder | None:
+def _alignment(instructions: Instructions, heads: Heads, at: int, x: str, position: int,
+               plain: Container[str]) -> Remainder | None:
     if heads[at][2] != "and":
         return None
     operands = instructions[at].operands
@@ -152,7 +185,7 @@ def _alignment(instructions, heads, at: int, x: str, position: int, plain) -> Re
     return None
 
 
-def _alignment_mask(mask: int) -> tuple[int, int | None] | None:
+def _alignment_mask(mask: int | float) -> tuple[int, int | None] | None:
     """``(step, limit)`` when `mask` clears the bits below ``step`` and keeps those up
     to ``limit`` (None: every higher bit, as ``-16`` does); None for other masks.
 
@@ -172,7 +205,8 @@ def _alignment_mask(mask: int) -> tuple[int, int | None] | None:
     return None
 
 
-def _division(instructions, heads, at: int, x: str, factors, sign: int, position: int, plain) -> Remainder | None:
+def _division(instructions: Instructions, heads: Heads, at: int, x: str, factors: Sequence[Operand], sign: int,
+              position: int, plain: Container[str]) -> Remainder | None:
     """``x - (x / C) * C``, or ``x - (z / D) * (k * D)`` where the division reads another
     register `z` (LLVM keeps ``x = k * z`` as a counter of its own, Gluon's ``8 * (i % 3)``):
     the remainder of `z` scaled by `k`, which holds when `x` is `k` times `z` (the caller
@@ -180,7 +214,8 @@ def _division(instructions, heads, at: int, x: str, factors, sign: int, position
     if len(factors) != 2:
         return None
     for q, c in (factors, factors[::-1]):
-        if c.kind != "immediate" or not isinstance(c.value, int) or q.kind != "register" or c.value * sign <= 1:
+        if c.kind != "immediate" or not isinstance(c.value, int) or q.kind != "register" or q.name is None \
+                or c.value * sign <= 1:  # (a register has a name)
             continue
         total = c.value * sign
         for z in _dividends(instructions, heads, at, q.name, x):
@@ -201,7 +236,8 @@ def _division(instructions, heads, at: int, x: str, factors, sign: int, position
     return None
 
 
-def quotient_of(instructions, heads, position: int, register: str):
+def quotient_of(instructions: Instructions, heads: Heads, position: int,
+                register: str) -> tuple[str, Callable[[int], bool]] | None:
     """``(z, divides)`` when `register`, as the instruction at `position` reads it, is
     computed in the block from one register `z` alone (not set again since), by a
     sequence `divides(D)` says is the unsigned ``z // D`` (`_divides`); else None.
@@ -215,7 +251,7 @@ def quotient_of(instructions, heads, position: int, register: str):
     >>> z, divides(3), divides(5)
     ('%r1', True, False)
     """
-    leaves: set = set()
+    leaves: set[str] = set()
     if not _leaves(instructions, heads, position, register, leaves, 0) or len(leaves) != 1:
         return None
     z = leaves.pop()
@@ -227,10 +263,10 @@ def quotient_of(instructions, heads, position: int, register: str):
     return z, lambda divisor: divisor > 1 and _divides(tree, divisor)
 
 
-def _dividends(instructions, heads, at: int, quotient: str, x: str):
+def _dividends(instructions: Instructions, heads: Heads, at: int, quotient: str, x: str) -> Iterator[str]:
     """`x`, then the one other register the expression for `quotient` starts from."""
     yield x
-    leaves: set = set()
+    leaves: set[str] = set()
     if _leaves(instructions, heads, at, quotient, leaves, 0) and len(leaves) == 1 and x not in leaves:
         yield leaves.pop()
 
@@ -245,7 +281,8 @@ def _divisors(number: int) -> list[int]:
     return small + [number // d for d in reversed(small) if d * d != number]
 
 
-def _leaves(instructions, heads, position: int, register: str, found: set, depth: int) -> bool:
+def _leaves(instructions: Instructions, heads: Heads, position: int, register: str, found: set[str],
+            depth: int) -> bool:
     """Collect into `found` the registers an arithmetic expression for `register` in the
     block starts from; False when it is not one."""
     if depth > _MAX_DEPTH:
@@ -262,7 +299,8 @@ def _leaves(instructions, heads, position: int, register: str, found: set, depth
     return True
 
 
-def _tree(instructions, heads, position: int, register: str, x: str, used: list, depth: int):
+def _tree(instructions: Instructions, heads: Heads, position: int, register: str, x: str, used: list[int],
+          depth: int) -> Tree | None:
     """The expression computing `register` from `x` and constants inside the block
     (`used` collects the instructions it reads), or None when something else feeds it."""
     if register == x:
@@ -273,7 +311,7 @@ def _tree(instructions, heads, position: int, register: str, x: str, used: list,
     if at is None or heads[at][0] is not None or heads[at][2] not in _ARITHMETIC:
         return None
     used.append(at)
-    args = []
+    args: list[Tree] = []
     for operand in instructions[at].operands[1:]:
         if operand.kind == "immediate" and isinstance(operand.value, int):
             args.append(("imm", operand.value))
@@ -287,7 +325,7 @@ def _tree(instructions, heads, position: int, register: str, x: str, used: list,
     return (heads[at][1],) + tuple(args)
 
 
-def _compile(tree):
+def _compile(tree: Tree) -> Callable[[int], int | None]:
     """A function of x computing `tree` on concrete integers (`ptxkit.isa_eval`); it
     gives None where a step's result is unspecified (a division by zero) or not modelled.
 
@@ -299,8 +337,11 @@ def _compile(tree):
         return lambda x: x
     if op == "imm":
         value = tree[1]
+        assert isinstance(value, int), "a constant's value"  # for mypy: `_tree` makes ("imm", int)
         return lambda x: value
-    args = [_compile(a) for a in tree[1:]]
+    operands = tree[1:]
+    assert isinstance(op, str) and _trees(operands), "an opcode and its operands"  # for mypy: `_tree` makes them so
+    args = [_compile(a) for a in operands]
     found = operation(op)
     if found is None or found.arity != len(args):
         return lambda x: None
@@ -311,17 +352,22 @@ def _compile(tree):
     if len(args) == 2:
         first, second = args
 
-        def binary(x):
+        def binary(x: int) -> int | None:
             a, b = first(x), second(x)
             return None if a is None or b is None else apply(a, b)
 
         return binary
 
-    def compute(x):
+    def compute(x: int) -> int | None:
         values = [arg(x) for arg in args]
         return None if None in values else apply(*values)
 
     return compute
+
+
+def _trees(items: tuple[str | int | Tree, ...]) -> TypeGuard[tuple[Tree, ...]]:
+    """True when every item is a `Tree` (the operands of an operation)."""
+    return all(isinstance(item, tuple) for item in items)
 
 
 #: Evenly spread inputs the division check tries, besides those near the ends of the range.
@@ -329,7 +375,7 @@ PROBES = 256
 
 
 @functools.lru_cache(maxsize=256)
-def _divides(tree, divisor: int, signed: bool = False) -> bool:
+def _divides(tree: Tree, divisor: int, signed: bool = False) -> bool:
     """True when `tree` computes ``x // divisor`` on every probe value of x: the small
     ones, the ones around the last few multiples of `divisor` below 2**31 and 2**32,
     and evenly spread ones. `signed`: x is a signed 32-bit integer and the quotient
@@ -372,10 +418,11 @@ class AlignUp:
     x: str
     modulus: int
     constant: int
-    others: tuple
+    others: tuple[tuple[int, str], ...]
 
 
-def align_up(instructions, heads, position: int, plain, elsewhere=None) -> AlignUp | None:
+def align_up(instructions: Instructions, heads: Heads, position: int, plain: Container[str],
+             elsewhere: Callable[[str], Placed | None] | None = None) -> AlignUp | None:
     """The align-up idiom computed by the ``selp`` at `position`, or None: ``r = x &
     (N - 1)``, ``p = r == 0``, the select of ``x`` and a sum ``x - r + ...``. Its parts
     may lie in another block when `elsewhere` finds them: ``elsewhere(register)`` gives
@@ -399,9 +446,9 @@ def align_up(instructions, heads, position: int, plain, elsewhere=None) -> Align
     if heads[position][0] is not None or heads[position][2] != "selp" or len(operands) != 4 \
             or operands[3].kind != "register":
         return None
-    here = (None, instructions, heads)
+    here: tuple[None, Instructions, Heads] = (None, instructions, heads)
 
-    def site(register: str, before: int):
+    def site(register: str, before: int) -> Placed | None:
         """Where `register`, read at `before` in this block, was set: here or elsewhere."""
         at = _defining(instructions, heads, before, register, plain)
         if at is not None:
@@ -420,6 +467,7 @@ def align_up(instructions, heads, position: int, plain, elsewhere=None) -> Align
                 or _defining(instructions, heads, position, remainder_register, plain) != and_at:
             return None
     else:  # x and r each set once, in the test's block, x first
+        assert elsewhere is not None, "`site` found the test there"  # for mypy
         x_site, r_site = elsewhere(x), elsewhere(remainder_register)
         if x_site is None or x_site[0] != home[0] or x_site[3] > and_at \
                 or r_site is None or r_site[0] != home[0] or r_site[3] != and_at \
@@ -431,7 +479,7 @@ def align_up(instructions, heads, position: int, plain, elsewhere=None) -> Align
         aligned, rounded = rounded, aligned
     if aligned.kind != "register" or aligned.name != x or rounded.kind != "register":
         return None
-    terms: dict = {}
+    terms: dict[str | None, int] = {}
     summed = site(rounded.name, position)
     if summed is None:
         return None
@@ -446,13 +494,14 @@ def align_up(instructions, heads, position: int, plain, elsewhere=None) -> Align
     if terms.pop(x, 0) != 1 or terms.pop(remainder_register, 0) != -1:
         return None
     constant = terms.pop(None, 0)
-    others = tuple((coefficient, name) for name, coefficient in sorted(terms.items()) if coefficient)
+    others = tuple((coefficient, name) for name, coefficient in sorted(_registers(terms).items()) if coefficient)
     if others and summed[0] is not None:
         return None  # read where the select is, they may no longer be what the sum added
     return AlignUp(x, modulus, constant, others)
 
 
-def _alignment_test(block, instructions, heads, setp_at: int, plain, site=None):
+def _alignment_test(block: int | None, instructions: Instructions, heads: Heads, setp_at: int, plain: Container[str],
+                    site: Callable[[str, int], Placed | None] | None = None) -> AlignmentTest | None:
     """``(x, r, N, home, comparison)`` for the ``setp.eq/ne p, r, 0`` at `setp_at` of
     `block` (None: the select's) of ``r = x & (N - 1)`` (N a power of two) set before
     it in that block, or through ``site(r, setp_at)`` (`align_up`); `home` is ``(block,
@@ -465,13 +514,12 @@ def _alignment_test(block, instructions, heads, setp_at: int, plain, site=None):
             or compare[2].kind != "immediate" or compare[2].value != 0:
         return None
     remainder_register = compare[1].name
-    and_at = _defining(instructions, heads, setp_at, remainder_register, plain)
-    home = (block, instructions, heads, and_at)
-    if and_at is None and site is not None:
-        home = site(remainder_register, setp_at)
-    if home is None or home[3] is None:
+    at = _defining(instructions, heads, setp_at, remainder_register, plain)
+    home = (block, instructions, heads, at) if at is not None else \
+        site(remainder_register, setp_at) if site is not None else None
+    if home is None:
         return None
-    code, code_heads, and_at = home[1:]
+    _, code, code_heads, and_at = home
     if code_heads[and_at][2] != "and" or code_heads[and_at][0] is not None:
         return None
     masked = code[and_at].operands
@@ -496,7 +544,7 @@ class Rounding:
     modulus: int
 
 
-def rounding_add(instructions, heads, position: int, plain) -> Rounding | None:
+def rounding_add(instructions: Instructions, heads: Heads, position: int, plain: Container[str]) -> Rounding | None:
     """The rounding idiom the ``add`` at `position` computes (a ``-G`` build's
     ``if (p % 1024) p += 1024 - p % 1024``, ThunderKittens' allocator), or None.
 
@@ -537,20 +585,22 @@ def rounding_add(instructions, heads, position: int, plain) -> Rounding | None:
     return None
 
 
-def constant_operand(instructions, heads, position: int, operand, plain=frozenset()) -> int | None:
+def constant_operand(instructions: Instructions, heads: Heads, position: int, operand: Operand,
+                     plain: Container[str] = frozenset()) -> int | None:
     """The value of `operand` at `position`: an immediate, or a register whose last
     definition before `position` in the block moves one into it."""
     if operand.kind == "immediate":
         return operand.value if isinstance(operand.value, int) else None
-    at = _defining(instructions, heads, position, operand.name, plain) if operand.kind == "register" else None
+    at = _defining(instructions, heads, position, operand.name, plain) \
+        if operand.kind == "register" and operand.name is not None else None  # a register has a name
     if at is None or heads[at][0] is not None or heads[at][2] != "mov":
         return None
     source = instructions[at].operands[1]
     return source.value if source.kind == "immediate" and isinstance(source.value, int) else None
 
 
-def _linear(instructions, heads, before: int, register: str, coefficient: int, span: tuple, kept: tuple,
-            terms: dict, depth: int) -> bool:
+def _linear(instructions: Instructions, heads: Heads, before: int, register: str, coefficient: int,
+            span: tuple[int, int], kept: Container[str], terms: dict[str | None, int], depth: int) -> bool:
     """Add ``coefficient * register`` (as read at `before`) to `terms` as a sum of
     registers (by name) and a constant (key None), expanding the ``add``/``sub``/``mov``
     that define it inside `span` (``(start, stop)`` positions); the registers in `kept`
@@ -565,8 +615,8 @@ def _linear(instructions, heads, before: int, register: str, coefficient: int, s
         for sign, operand in parts:
             if operand.kind == "immediate" and isinstance(operand.value, int):
                 terms[None] = terms.get(None, 0) + sign * coefficient * operand.value
-            elif operand.kind != "register" or not _linear(instructions, heads, at, operand.name, sign * coefficient,
-                                                            span, kept, terms, depth + 1):
+            elif operand.kind != "register" or operand.name is None or not _linear(
+                    instructions, heads, at, operand.name, sign * coefficient, span, kept, terms, depth + 1):
                 return False
         return True
     if at is not None and at > start and register not in kept or \
@@ -595,14 +645,15 @@ class Linear:
     the registers its expansion reads, the register it defines)``: the caller must check
     that those registers hold the same values along every way between the two blocks."""
 
-    terms: dict
+    terms: dict[str, int]
     constant: int
-    crossed: tuple = ()
+    crossed: tuple[Crossing, ...] = ()
     repeats: bool = True  # some register met more than once (or a coefficient cancelled)
 
 
-def linear(instructions, heads, position: int, plain, outside=None, block=None, defining=None,
-           holds=None) -> Linear | None:
+def linear(instructions: Instructions, heads: Heads, position: int, plain: Container[str],
+           outside: Outside | None = None, block: int | None = None, defining: Defining | None = None,
+           holds: Callable[[int | None, int, Remainder], bool] | None = None) -> Linear | None:
     """The instruction at `position` as a `Linear` sum over the definitions earlier in
     its block (None when it is no sum); `Linear.repeats` says whether that sum names
     some register fewer times than the instruction's own operands and the definitions
@@ -631,12 +682,12 @@ def linear(instructions, heads, position: int, plain, outside=None, block=None, 
     found = expansion.expand((instructions, heads, block), position, position, _LINEAR_DEPTH)
     if found is None:
         return None
-    terms, constant, _ = found
-    terms = {name: coefficient for name, coefficient in terms.items() if coefficient}
+    every, constant, _ = found
+    terms = {name: coefficient for name, coefficient in every.items() if coefficient}
     return Linear(terms, constant, tuple(expansion.crossed), expansion.counted > len(terms))
 
 
-def _summands(operands, base: str) -> list | None:
+def _summands(operands: Sequence[Operand], base: str) -> list[tuple[int, Operand]] | None:
     """``[(coefficient, operand)]`` whose sum an ``add``/``sub``/``mov``/``mul``/``mad``/
     ``shl`` (a constant multiplier or shift) computes; None for anything else.
 
@@ -658,7 +709,7 @@ def _summands(operands, base: str) -> list | None:
     return None
 
 
-def _word(head) -> bool:
+def _word(head: HeadTuple) -> bool:
     """An integer ``add``/``sub``/``mad.lo``/``mul.lo``/``shl``/``mov`` of 32 bits that
     does not saturate."""
     parts = head[1].split(".")
@@ -674,14 +725,16 @@ class _Expansion:
     """One `linear` expansion: how many register occurrences it met, and what it
     expanded from other blocks."""
 
-    def __init__(self, plain, outside, defining, holds=None):
+    def __init__(self, plain: Container[str], outside: Outside | None, defining: Defining | None,
+                 holds: Callable[[int | None, int, Remainder], bool] | None = None) -> None:
         self.plain, self.outside, self.holds = plain, outside, holds
-        self.defining = defining or (lambda code, at, register: _defining(code[0], code[1], at, register, plain))
+        self.defining: Defining = defining or (lambda code, at, register: _defining(code[0], code[1], at, register,
+                                                                                    plain))
         self.counted = 0
-        self.crossed: list = []
+        self.crossed: list[Crossing] = []
         self.budget = _LINEAR_BUDGET
 
-    def expand(self, code, at: int, top: int, depth: int):
+    def expand(self, code: Code, at: int, top: int, depth: int) -> Expanded | None:
         """``(terms, constant, registers read)`` of the instruction at `at` of `code`
         (``(instructions, heads, block)``); its register operands are expanded further
         when defined earlier in the block by such an instruction whose own registers
@@ -690,14 +743,14 @@ class _Expansion:
         parts = _summands(code[0][at].operands, code[1][at][2])
         if parts is None:
             return None
-        terms: dict = {}
+        terms: dict[str, int] = {}
         constant = 0
-        read: set = set()
+        read: set[str] = set()
         for coefficient, operand in parts:
             if operand.kind == "immediate" and isinstance(operand.value, int):
                 constant += coefficient * operand.value
                 continue
-            if operand.kind != "register":
+            if operand.kind != "register" or operand.name is None:  # (a register has a name)
                 return None
             inner = self._inner(code, at, top, operand.name, depth)
             if inner is None:
@@ -711,7 +764,7 @@ class _Expansion:
             read |= inner[2]
         return terms, constant, read
 
-    def _inner(self, code, at: int, top: int, register: str, depth: int):
+    def _inner(self, code: Code, at: int, top: int, register: str, depth: int) -> Expanded | None:
         """The expansion of `register` as the instruction at `at` reads it, or None to
         keep it as it is."""
         if depth <= 0 or self.budget <= 0:
@@ -728,12 +781,13 @@ class _Expansion:
                               lambda read: self.crossed.append((block, offered[3], frozenset(read), register)))
         return self._from(code, where, top, depth, None)
 
-    def _from(self, code, where: int, top: int, depth: int, crossing):
+    def _from(self, code: Code, where: int, top: int, depth: int,
+              crossing: Callable[[set[str]], None] | None) -> Expanded | None:
         heads = code[1]
         if heads[where][0] is not None or not _word(heads[where]):
             return None
-        found = remainder(code[0], heads, where, self.plain)
-        if found is not None and (found.counter is None or self.holds is None or self.holds(code[2], where, found)):
+        idiom = remainder(code[0], heads, where, self.plain)
+        if idiom is not None and (idiom.counter is None or self.holds is None or self.holds(code[2], where, idiom)):
             return None  # a remainder: its own range is tighter than any sum of what it reads
         counted, crossed = self.counted, len(self.crossed)
         self.counted = 0
@@ -746,3 +800,8 @@ class _Expansion:
         if crossing is not None:
             crossing(found[2])
         return found
+
+
+def _registers(terms: dict[str | None, int]) -> dict[str, int]:
+    """The registers' coefficients of a sum `_linear` made (its constant left out)."""
+    return {name: coefficient for name, coefficient in terms.items() if name is not None}
