@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     EdgeEnd = int | Literal["exit"]
     #: An edge and its kind: ``(start, end, kind)``.
     Edge = tuple[EdgeStart, EdgeEnd, str]
+    #: Where an instruction is: ``(block, position)``, its index in the block.
+    Site = tuple[int, int]
     #: An instruction's head in tuple form (`ptxkit.instruction.head_of`): guard, opcode, base, end of the opcode.
     HeadTuple = tuple[Guard | None, str, str, int]
     #: What an analysis derives from a graph.

@@ -24,11 +24,9 @@ from ptxkit.isa import CTA_UNIFORM_SPECIALS, PURE_OPCODES, STATE_SPACES, THREAD_
 if TYPE_CHECKING:
     from typing import Literal
 
-    from ptxkit.cfg.flow.graph import EdgeEnd, FlowGraph
+    from ptxkit.cfg.flow.graph import EdgeEnd, FlowGraph, Site
     from ptxkit.syntax import Instruction
 
-    #: Where an instruction is: ``(block, position)``, its index in the block.
-    Site = tuple[int, int]
     #: Register (`qualified`) -> the sites that write it (`definitions`).
     Definitions = dict[str, list[Site]]
 

@@ -37,8 +37,7 @@ from ptxkit.isa import MEMORY_WRITERS, access_width
 if TYPE_CHECKING:
     from collections.abc import Hashable, Iterable, Iterator, Mapping, Set
 
-    from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
-    from ptxkit.cfg.values.divergence import Site
+    from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple, Site
     from ptxkit.cfg.values.values import Atom
     from ptxkit.instruction import Operand
     from ptxkit.syntax import Instruction
