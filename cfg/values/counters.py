@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
     from ptxkit.cfg.values.conditions import Code, Point, Site, Value
-    from ptxkit.cfg.values.idioms import Linear, Remainder, Rounding
+    from ptxkit.cfg.values.idioms import Code as IdiomCode, Linear, Remainder, Rounding
     from ptxkit.instruction import Operand
     from ptxkit.syntax import Instruction
 
@@ -140,28 +140,30 @@ def linear_sum(analysis: Counting, block: int, position: int, plain: frozenset[s
     blocks = analysis.flow.blocks
     instructions, heads, context = blocks[block].instructions, blocks[block].heads, blocks[block].context
 
-    def outside(reading: int, register: str) -> tuple[list[Instruction], list[HeadTuple], int, int] | None:
+    def outside(reading: int | None, register: str) -> tuple[list[Instruction], list[HeadTuple], int, int] | None:
+        if reading is None:  # linear is handed `block`, so it names one
+            return None
         site = _dominating_site(analysis, reading, register) if blocks[reading].context is context else None
         if site is None:
             return None
         there, at = site
         return blocks[there].instructions, blocks[there].heads, at, there
 
-    def defining(code: tuple[object, object, int], at: int, register: str) -> int | None:
-        return analysis.last_definition(code[2], at, register)
+    def defining(code: IdiomCode, at: int, register: str) -> int | None:
+        return None if code[2] is None else analysis.last_definition(code[2], at, register)
 
     declined: set[str] = set()  # registers whose definition elsewhere reads one set on the way
 
-    def offer(reading: int, register: str) -> tuple[list[Instruction], list[HeadTuple], int, int] | None:
+    def offer(reading: int | None, register: str) -> tuple[list[Instruction], list[HeadTuple], int, int] | None:
         return None if register in declined else outside(reading, register)
 
-    def alike(reading: int, at: int, found: Remainder) -> bool:
-        return counts_alike(analysis, reading, at, found)
+    def alike(reading: int | None, at: int, found: Remainder) -> bool:
+        return reading is not None and counts_alike(analysis, reading, at, found)
 
     for _ in range(3):
         found = linear(instructions, heads, position, plain, offer, block, defining, alike)
         bad = {register for reading, there, read, register in (found.crossed if found is not None else ())
-               if not unwritten_between(analysis, there, reading, read)}
+               if reading is None or not unwritten_between(analysis, there, reading, read)}
         if not bad:
             return found
         declined |= bad
@@ -481,7 +483,7 @@ def remainder_range(analysis: Counting, block: int, found: Remainder, wrapped: b
 
         return truncated
 
-    biased = _bias(found)
+    biased = found.bias
 
     def aligned(a: Solving, at: Point) -> list[Value]:
         bias = a.evaluate(block, biased, at) if biased is not None else number(0)
@@ -702,17 +704,11 @@ def _wrapped_remainder(analysis: Counting, block: int, position: int, register: 
     found = remainder(instructions, heads, at, plain)
     if found is None or found.kind != "alignment" or found.limit is None or not vanishes(found.limit):
         return None
-    bias = _bias(found)
+    bias = found.bias
     read = [found.x] + (operand_reads(bias, plain) if bias is not None else [])
     if any(analysis.redefined(block, at + 1, position, name) for name in read):
         return None
     return remainder_range(analysis, block, found, wrapped=True), [analysis.prefix(block) + name for name in read]
-
-
-def _bias(found: Remainder) -> Operand | None:
-    """The operand that holds an alignment remainder's ``c`` (`ptxkit.cfg.values.idioms.Remainder.bias`,
-    which that module does not type), or None."""
-    return found.bias  # type: ignore[return-value]
 
 
 def may_round(analysis: Counting, block: int) -> bool:
@@ -873,8 +869,9 @@ def rounded_up(analysis: Counting, block: int, position: int, modifiers: list[st
         x = a.lookup(at, prefix + found.x)
         if not x or not all(terms):
             return [()]  # not evaluated yet
-        values = [constant(term) for term in terms]
-        if None in values or found.constant + sum(c * v for (c, _), v in zip(found.others, values)) != found.modulus:
+        values = [value for value in map(constant, terms) if value is not None]
+        if len(values) < len(terms) or \
+                found.constant + sum(c * v for (c, _), v in zip(found.others, values)) != found.modulus:
             return otherwise(a, at)
         return [rounded_up_to(x, found.modulus, width)]
 
