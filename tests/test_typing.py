@@ -35,6 +35,7 @@ STRICT_MODULES = (
     "ptxkit.cfg.flow.ssa",
     "ptxkit.cfg.flow.operands",
     "ptxkit.cfg.values",
+    "ptxkit.cfg.values.values",
     "ptxkit.cfg.values.arithmetic",
     "ptxkit.cfg.values.idioms",
     "ptxkit.cfg.values.frames",

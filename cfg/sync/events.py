@@ -526,8 +526,7 @@ class _Classifier:
         if value is None:
             value = self.value(access.address)
         if generic and pointer == "symbol":  # a variable named in a generic access: its generic address
-            # an Atom is a namedtuple (`ptxkit._records.record`), which mypy does not see
-            value = tuple(atom._replace(form=GENERIC) if atom.form == WINDOW  # type: ignore[attr-defined]
+            value = tuple(atom._replace(form=GENERIC) if atom.form == WINDOW
                           else atom for atom in value)
         elif generic and not all(atom.form == GENERIC for atom in value) and (
                 pointer is None or pointer not in self._tainted()):

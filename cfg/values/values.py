@@ -40,8 +40,19 @@ from __future__ import annotations
 
 from math import gcd
 
-from ptxkit._records import record
+from ptxkit._records import TYPE_CHECKING, record
 from ptxkit.isa import NEGATED_COMPARISONS, UNSIGNED_COMPARISONS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import TypeAlias
+
+    #: An abstract value: the atoms it may be (the empty tuple: none, not known yet).
+    Value: TypeAlias = "tuple[Atom, ...]"
+    #: ``(space, region, start, end)`` of an access (`Atom.location`).
+    Location: TypeAlias = "tuple[str | None, Region | None, int, int]"
+    #: What atoms that merge into their hull share (`_key`): form, space, region, shift, high.
+    _Kind: TypeAlias = "tuple[int, str | None, Region | None, int, int]"
 
 #: A bound larger than any offset or integer the analysis meets.
 INF = 1 << 80
@@ -99,6 +110,10 @@ class Region:
             return self.size
         return MAX_DYNAMIC_SHARED if self.space.startswith("shared") else INF
 
+    if TYPE_CHECKING:  # the namedtuple's own method, which mypy does not see on a record
+        def _replace(self, *, name: str = ..., space: str = ..., size: int | None = ..., align: int = ...,
+                     parent: Region | None = ...) -> Region: ...
+
 
 @record
 class Atom:
@@ -121,7 +136,11 @@ class Atom:
     def is_address(self) -> bool:
         return self.form == WINDOW or self.form == GENERIC
 
-    def location(self, width: int) -> tuple:
+    if TYPE_CHECKING:  # the namedtuple's own method, which mypy does not see on a record
+        def _replace(self, *, form: int = ..., space: str | None = ..., region: Region | None = ..., lo: int = ...,
+                     hi: int = ..., shift: int = ..., high: int = ..., step: int = ...) -> Atom: ...
+
+    def location(self, width: int) -> Location:
         """``(space, region, start, end)`` of an access of `width` bytes through this
         address, clamped to the region; region None means anywhere in the space."""
         region = self.region
@@ -133,10 +152,10 @@ class Atom:
 
 TOP_ATOM = Atom(TOP_FORM)
 #: The value that may be anything.
-TOP = (TOP_ATOM,)
+TOP: Value = (TOP_ATOM,)
 
 
-def number(lo: int, hi: int | None = None, step: int = 1) -> tuple:
+def number(lo: int, hi: int | None = None, step: int = 1) -> Value:
     """The integers in ``[lo, hi]`` (one integer when `hi` is None), those congruent to
     `lo` modulo `step`.
 
@@ -146,7 +165,7 @@ def number(lo: int, hi: int | None = None, step: int = 1) -> tuple:
     return _num(lo, lo if hi is None else hi, step)
 
 
-def address(region: Region, lo: int = 0, hi: int | None = None, form: int = WINDOW, space: str | None = None) -> tuple:
+def address(region: Region, lo: int = 0, hi: int | None = None, form: int = WINDOW, space: str | None = None) -> Value:
     """The addresses ``region + [lo, hi]`` as window (default) or generic addresses.
 
     >>> show(address(Region("tile", SHARED_CTA_SPACE, 256, 16), 16, form=GENERIC))
@@ -170,7 +189,7 @@ def aligned_start(region: Region, alignment: int) -> Region:
     return Region(f"{root.name} aligned {alignment}", root.space, root.size, alignment, root)
 
 
-def anywhere(space: str, form: int) -> tuple:
+def anywhere(space: str, form: int) -> Value:
     """Some address in `space` (the region is unknown).
 
     >>> show(anywhere(SHARED_CTA_SPACE, GENERIC))
@@ -179,7 +198,7 @@ def anywhere(space: str, form: int) -> tuple:
     return (Atom(form, space, None, 0, INF),)
 
 
-def is_top(value: tuple) -> bool:
+def is_top(value: Value) -> bool:
     """True when the value may be anything.
 
     >>> is_top(TOP), is_top(number(3))
@@ -188,7 +207,7 @@ def is_top(value: tuple) -> bool:
     return any(atom.form == TOP_FORM for atom in value)
 
 
-def constant(value: tuple) -> int | None:
+def constant(value: Value) -> int | None:
     """The single integer a value stands for, or None.
 
     >>> constant(number(9)), constant(number(1, 2)), constant(TOP)
@@ -201,7 +220,7 @@ def constant(value: tuple) -> int | None:
     return None
 
 
-def integers(value: tuple, limit: int) -> frozenset | None:
+def integers(value: Value, limit: int) -> frozenset[int] | None:
     """The integers a value may stand for, when they are all in ``[0, limit)``; else None.
 
     >>> sorted(integers(number(4, 6), 16)), integers(number(0, 40), 16), integers(TOP, 16)
@@ -215,7 +234,7 @@ def integers(value: tuple, limit: int) -> frozenset | None:
     return frozenset(found) if found else None
 
 
-def show(value: tuple) -> str:
+def show(value: Value) -> str:
     """A value in words (for messages and tests).
 
     >>> show(join(number(1), address(Region("s", SHARED_CTA_SPACE, 64, 8), 0, 8)))
@@ -244,11 +263,11 @@ def show(value: tuple) -> str:
 # -- lattice -----------------------------------------------------------------------------
 
 
-def _key(atom: Atom) -> tuple:
+def _key(atom: Atom) -> _Kind:
     return atom.form, atom.space, atom.region, atom.shift, atom.high
 
 
-def join(a: tuple, b: tuple) -> tuple:
+def join(a: Value, b: Value) -> Value:
     """The least value containing both (atoms of one kind merge into their hull).
 
     >>> show(join(number(1, 2), number(8)))
@@ -260,7 +279,7 @@ def join(a: tuple, b: tuple) -> tuple:
         return b
     if a is TOP or b is TOP:
         return TOP
-    merged: dict[tuple, Atom] = {}
+    merged: dict[_Kind, Atom] = {}
     for atom in a + b:
         if atom.form == TOP_FORM:
             return TOP
@@ -288,14 +307,14 @@ def _hull(x: Atom, y: Atom) -> Atom:
     return x._replace(lo=min(x.lo, y.lo), hi=max(x.hi, y.hi), step=_common_step(x, y))
 
 
-def _canonical(atoms) -> tuple:
+def _canonical(atoms: Iterable[Atom]) -> Value:
     return tuple(sorted(atoms, key=lambda atom: (atom.form, atom.space or "", atom.region or ("",), atom.shift,
                                                  atom.high, atom.lo)))
 
 
-def _collapse(atoms) -> tuple:
+def _collapse(atoms: Iterable[Atom]) -> Value:
     """Too many atoms: keep only the form and space of each address."""
-    out: dict[tuple, Atom] = {}
+    out: dict[tuple[int] | tuple[int, str | None], Atom] = {}
     for atom in atoms:
         if atom.form == NUM:
             key = (NUM,)
@@ -306,7 +325,7 @@ def _collapse(atoms) -> tuple:
     return _canonical(out.values())
 
 
-def widen(old: tuple, new: tuple, thresholds: list | None = None) -> tuple:
+def widen(old: Value, new: Value, thresholds: Sequence[int] | None = None) -> Value:
     """Widening for loops: a bound that grew from `old` to `new` jumps to the next of
     the sorted `thresholds` (the constants the code compares against), else to
     infinity (an address's to the end of its region, or down to its start; to minus
@@ -347,11 +366,11 @@ def widen(old: tuple, new: tuple, thresholds: list | None = None) -> tuple:
 # -- arithmetic ---------------------------------------------------------------------------
 
 
-def _lift(value: tuple, operation) -> tuple:
+def _lift(value: Value, operation: Callable[[Atom], Value]) -> Value:
     """Apply `operation(atom) -> tuple` to each atom and join the results."""
     if len(value) == 1:
         return operation(value[0])
-    out: tuple = ()
+    out: Value = ()
     for atom in value:
         out = join(out, operation(atom))
         if out is TOP:
@@ -359,10 +378,10 @@ def _lift(value: tuple, operation) -> tuple:
     return out
 
 
-def _lift2(a: tuple, b: tuple, operation) -> tuple:
+def _lift2(a: Value, b: Value, operation: Callable[[Atom, Atom], Value]) -> Value:
     if len(a) == 1 and len(b) == 1:
         return operation(a[0], b[0])
-    out: tuple = ()
+    out: Value = ()
     for x in a:
         for y in b:
             out = join(out, operation(x, y))
@@ -371,19 +390,19 @@ def _lift2(a: tuple, b: tuple, operation) -> tuple:
     return out
 
 
-def _num(lo: int, hi: int, step: int = 1) -> tuple:
+def _num(lo: int, hi: int, step: int = 1) -> Value:
     if lo <= -INF and hi >= INF:
         return TOP
     return (Atom(NUM, None, None, max(lo, -INF), min(hi, INF), step=step if lo < hi else 1),)
 
 
-def _shifted(atom: Atom, lo: int, hi: int, step: int = 1) -> tuple:
+def _shifted(atom: Atom, lo: int, hi: int, step: int = 1) -> Value:
     """The address atom moved to offsets ``[lo, hi]`` (in bytes), every one congruent
     to `lo` modulo `step`."""
     return (atom._replace(lo=max(lo, -INF), hi=min(hi, INF), step=step if lo < hi else 1),)
 
 
-def add(a: tuple, b: tuple) -> tuple:
+def add(a: Value, b: Value) -> Value:
     """``a + b``: numbers add; an address plus a number moves the address.
 
     >>> show(add(number(2), number(3, 4))), show(add(number(0, 64, 32), number(0, 32, 16)))
@@ -392,7 +411,7 @@ def add(a: tuple, b: tuple) -> tuple:
     return _lift2(a, b, _add_atoms)
 
 
-def _add_atoms(x: Atom, y: Atom) -> tuple:
+def _add_atoms(x: Atom, y: Atom) -> Value:
     if x.form == TOP_FORM or y.form == TOP_FORM:
         return TOP
     if x.form == NUM and y.form == NUM:
@@ -410,7 +429,7 @@ def _add_atoms(x: Atom, y: Atom) -> tuple:
     return _shifted(x, x.lo + y.lo * scale, x.hi + y.hi * scale, gcd(_stride(x), _stride(y) * scale))
 
 
-def neg(a: tuple) -> tuple:
+def neg(a: Value) -> Value:
     """``-a`` (numbers only).
 
     >>> show(neg(number(1, 3)))
@@ -419,7 +438,7 @@ def neg(a: tuple) -> tuple:
     return _lift(a, lambda x: _num(-x.hi, -x.lo, x.step) if x.form == NUM else TOP)
 
 
-def sub(a: tuple, b: tuple) -> tuple:
+def sub(a: Value, b: Value) -> Value:
     """``a - b``; two addresses into the same region give their distance.
 
     >>> r = Region("s", SHARED_CTA_SPACE, 64, 8)
@@ -429,7 +448,7 @@ def sub(a: tuple, b: tuple) -> tuple:
     return _lift2(a, b, _sub_atoms)
 
 
-def _sub_atoms(x: Atom, y: Atom) -> tuple:
+def _sub_atoms(x: Atom, y: Atom) -> Value:
     if y.form == NUM:
         return _add_atoms(x, Atom(NUM, None, None, -y.hi, -y.lo, step=y.step))
     if x.is_address and _key(x) == _key(y) and x.region is not None and not x.shift:
@@ -437,7 +456,7 @@ def _sub_atoms(x: Atom, y: Atom) -> tuple:
     return TOP
 
 
-def mul(a: tuple, b: tuple) -> tuple:
+def mul(a: Value, b: Value) -> Value:
     """``a * b`` (numbers only).
 
     >>> show(mul(number(-2, 3), number(4)))
@@ -446,7 +465,7 @@ def mul(a: tuple, b: tuple) -> tuple:
     return _lift2(a, b, _mul_atoms)
 
 
-def _mul_atoms(x: Atom, y: Atom) -> tuple:
+def _mul_atoms(x: Atom, y: Atom) -> Value:
     if x.form != NUM or y.form != NUM:
         return TOP
     corners = [p * q for p in (x.lo, x.hi) for q in (y.lo, y.hi) if abs(p) < INF and abs(q) < INF]
@@ -463,7 +482,7 @@ def _mul_atoms(x: Atom, y: Atom) -> tuple:
     return _num(min(corners), max(corners), step)
 
 
-def shl(a: tuple, amount: tuple) -> tuple:
+def shl(a: Value, amount: Value) -> Value:
     """``a << amount`` for a constant amount (numbers only).
 
     >>> show(shl(number(1, 3), number(4)))
@@ -475,7 +494,7 @@ def shl(a: tuple, amount: tuple) -> tuple:
     return a if count == 0 else mul(a, number(1 << count))
 
 
-def shr(a: tuple, amount: tuple, arithmetic: bool = False) -> tuple:
+def shr(a: Value, amount: Value, arithmetic: bool = False) -> Value:
     """``a >> amount`` for a constant amount; a window address becomes a shifted one
     (a matrix descriptor's address field). A logical shift (the default) of a negative
     number gives a large one: every non-negative number may come out (the caller knows
@@ -490,7 +509,7 @@ def shr(a: tuple, amount: tuple, arithmetic: bool = False) -> tuple:
     if count is None or not 0 <= count < 64:
         return TOP
 
-    def one(x: Atom) -> tuple:
+    def one(x: Atom) -> Value:
         if x.form == NUM:
             if x.lo < 0 and count:
                 return _num(x.lo >> count, x.hi if x.hi >= INF else x.hi >> count) if arithmetic else _num(0, INF)
@@ -528,7 +547,7 @@ def _limit_bits(atom: Atom) -> int | None:
     return None
 
 
-def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
+def and_(a: Value, b: Value, width: int = 64) -> Value:
     """``a & b``: masks that keep the whole address field are the identity, alignment
     masks (``-1024``) round the offset down (for an object aligned less than that, the
     offset from its start rounded up, `aligned_start`), other masks bound a number.
@@ -564,7 +583,7 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
     full = (1 << width) - 1
     mask &= full
 
-    def one(x: Atom) -> tuple:
+    def one(x: Atom) -> Value:
         if x.form == NUM:
             if x.lo > -INF and mask < _power_of_two_step(x):  # every value has the same bits there
                 return number(x.lo & mask)
@@ -588,7 +607,7 @@ def and_(a: tuple, b: tuple, width: int = 64) -> tuple:
     return _lift(a, one)
 
 
-def _and_address(x: Atom, mask: int, full: int, width: int) -> tuple:
+def _and_address(x: Atom, mask: int, full: int, width: int) -> Value:
     """``x & mask`` for an address atom (see `and_`). Bits from the window's limit up are
     not offset bits: an address of the CTA window has none there, and in the cluster
     window they pick the CTA (sm_100's peer bit 24), whose copy of the same bytes the
@@ -628,14 +647,14 @@ def _and_address(x: Atom, mask: int, full: int, width: int) -> tuple:
     return TOP
 
 
-def _masked(most: int, mask: int) -> tuple:
+def _masked(most: int, mask: int) -> Value:
     """``[0, most]`` kept to the multiples of `mask`'s lowest set bit (what ``& mask``
     leaves of a value no larger than `most`)."""
     low = mask & -mask or 1  # no bit left: 0
     return _num(0, most - most % low if mask else 0, low)
 
 
-def _small_bits(x: Atom, count: int, kept: int = 0) -> tuple:
+def _small_bits(x: Atom, count: int, kept: int = 0) -> Value:
     """An address whose low `count` bits (of the shifted value) may have been changed,
     all but the lowest `kept` (a swizzle XOR of 16-byte chunks keeps a 4-byte store's
     alignment)."""
@@ -649,7 +668,7 @@ def _small_bits(x: Atom, count: int, kept: int = 0) -> tuple:
     return _shifted(x, lo + (x.lo - lo) % step, hi - (hi - x.lo) % step, step)
 
 
-def or_(a: tuple, b: tuple, width: int = 64) -> tuple:
+def or_(a: Value, b: Value, width: int = 64) -> Value:
     """``a | b``: constant bits above a (shifted) window address go into its `high`
     field (descriptor fields); small bits blur the offset, as XOR does. A negative
     constant is its `width`-bit pattern (a descriptor's swizzle bits set the sign).
@@ -663,13 +682,13 @@ def or_(a: tuple, b: tuple, width: int = 64) -> tuple:
     return _bitwise(_unsigned(a, width), _unsigned(b, width), high_ok=True)
 
 
-def _unsigned(value: tuple, width: int) -> tuple:
+def _unsigned(value: Value, width: int) -> Value:
     """A negative constant as the unsigned number with the same `width` bits."""
     known = constant(value)
     return number(known & ((1 << width) - 1)) if known is not None and known < 0 else value
 
 
-def xor(a: tuple, b: tuple, width: int = 64) -> tuple:
+def xor(a: Value, b: Value, width: int = 64) -> Value:
     """``a ^ b``: XOR with a small number changes only low bits (swizzled addresses).
 
     >>> r = Region("s", SHARED_CTA_SPACE, 4096, 1024)
@@ -691,8 +710,8 @@ def xor(a: tuple, b: tuple, width: int = 64) -> tuple:
     return _bitwise(_unsigned(a, width), _unsigned(b, width), high_ok=False)
 
 
-def _bitwise(a: tuple, b: tuple, high_ok: bool) -> tuple:
-    def one(x: Atom, y: Atom) -> tuple:
+def _bitwise(a: Value, b: Value, high_ok: bool) -> Value:
+    def one(x: Atom, y: Atom) -> Value:
         if x.form == NUM and y.form != NUM:
             x, y = y, x
         if x.form == NUM == y.form and not _possible_bits(x) & _possible_bits(y) \
@@ -795,7 +814,7 @@ def _bit_extremes(a: int, b: int, c: int, d: int, once: bool) -> tuple[int, int,
     return low_a, low_c, high_b, high_d
 
 
-def _inward(lo, hi, origin: int, step: int) -> tuple:
+def _inward(lo: int, hi: int, origin: int, step: int) -> tuple[int, int]:
     """``(lo, hi)`` moved inward to the nearest numbers ``origin + k * step`` (infinite
     ends stay)."""
     if lo > -INF:
@@ -805,7 +824,7 @@ def _inward(lo, hi, origin: int, step: int) -> tuple:
     return lo, hi
 
 
-def field(a: tuple, position: int, length: int, width: int = 64) -> tuple:
+def field(a: Value, position: int, length: int, width: int = 64) -> Value:
     """Bits ``[position, position + length)`` of `a` as an unsigned number: ``(a >> position)
     & (2**length - 1)`` or ``bfe.u`` (a descriptor's start field). Below bit 18 a generic
     address of the CTA's shared memory has its window address's bits: the shared window is
@@ -830,7 +849,7 @@ def _power_of_two_step(x: Atom) -> int:
     return x.step & -x.step
 
 
-def truncate(a: tuple, bits: int) -> tuple:
+def truncate(a: Value, bits: int) -> Value:
     """Keep the low `bits` bits (``cvt`` to a narrower integer, ``cvt.u16.u32``); a
     number that steps by a power of two keeps its residue modulo that step.
 
@@ -843,7 +862,7 @@ def truncate(a: tuple, bits: int) -> tuple:
     """
     top = 1 << bits
 
-    def one(x: Atom) -> tuple:
+    def one(x: Atom) -> Value:
         if x.form == NUM:
             if 0 <= x.lo and x.hi < top:
                 return (x,)
@@ -865,7 +884,7 @@ def truncate(a: tuple, bits: int) -> tuple:
     return _lift(a, one)
 
 
-def wrap(a: tuple, bits: int) -> tuple:
+def wrap(a: Value, bits: int) -> Value:
     """The `bits`-bit register bits of `a` (``cvt`` to a narrower integer) as a number
     congruent to them, as `signed` reads one: numbers spanning fewer than ``2**bits``
     values keep their span, moved to start in ``[-2**bits, 2**bits)``, so ``tid - 128``
@@ -877,7 +896,7 @@ def wrap(a: tuple, bits: int) -> tuple:
     """
     top = 1 << bits
 
-    def one(x: Atom) -> tuple:
+    def one(x: Atom) -> Value:
         if x.form != NUM or x.hi - x.lo >= top or x.lo <= -INF or x.hi >= INF:
             return truncate((x,), bits)
         shift = x.lo // top * top
@@ -888,7 +907,7 @@ def wrap(a: tuple, bits: int) -> tuple:
     return _lift(a, one)
 
 
-def signed(a: tuple, bits: int) -> tuple:
+def signed(a: Value, bits: int) -> Value:
     """`a` as an instruction of a signed `bits`-bit type reads it. A number stands for the
     register bits it is congruent to (`truncate` gives a narrow type's bits as an unsigned
     number), so one that may have the sign bit set may be negative: ``shr.s16`` of
@@ -900,7 +919,7 @@ def signed(a: tuple, bits: int) -> tuple:
     """
     half = 1 << (bits - 1)
 
-    def one(x: Atom) -> tuple:
+    def one(x: Atom) -> Value:
         if x.form != NUM or x.hi < half and x.lo >= -half or x.hi >= INF or x.lo <= -INF:
             return (x,)
         if half <= x.lo and x.hi < 2 * half:
@@ -910,7 +929,7 @@ def signed(a: tuple, bits: int) -> tuple:
     return _lift(a, one)
 
 
-def bits_of(a: tuple, position: int, bits: int) -> tuple:
+def bits_of(a: Value, position: int, bits: int) -> Value:
     """Bits ``[position, position + bits)`` of `a`, as an unsigned number (a load of part
     of a word kept in memory: a ``-G`` build sets a descriptor's fields through
     ``st.u16``/``st.u8`` into its stack copy and reads them back the same way). A
@@ -926,7 +945,7 @@ def bits_of(a: tuple, position: int, bits: int) -> tuple:
     """
     mask = (1 << bits) - 1
 
-    def one(x: Atom) -> tuple:
+    def one(x: Atom) -> Value:
         if x.form == NUM and x.lo == x.hi:
             return number((x.lo >> position) & mask)
         if x.form == NUM and 0 <= x.lo and x.hi < 1 << (position + bits):
@@ -942,7 +961,7 @@ def bits_of(a: tuple, position: int, bits: int) -> tuple:
     return _lift(a, one)
 
 
-def pack(parts: list[tuple], bits: int) -> tuple:
+def pack(parts: list[Value], bits: int) -> Value:
     """``mov.b{2*bits}`` of ``{low, …, high}`` parts of `bits` bits each: constant upper
     parts become the `high` field of an address or are added to a number.
 
@@ -966,7 +985,7 @@ def pack(parts: list[tuple], bits: int) -> tuple:
             return TOP
         upper |= value << (bits * index)
 
-    def one(x: Atom) -> tuple:
+    def one(x: Atom) -> Value:
         if x.form == NUM:
             if 0 <= x.lo and x.hi < 1 << bits:
                 return _num(x.lo + upper, x.hi + upper)
@@ -981,20 +1000,20 @@ def pack(parts: list[tuple], bits: int) -> tuple:
     return _lift(low, one)
 
 
-def _pack_each(low: tuple, high: tuple, bits: int) -> tuple:
+def _pack_each(low: Value, high: Value, bits: int) -> Value:
     """`pack` of `low` under an upper part that is one of a few numbers (a descriptor's
     base-offset field, bits 49-51, not known): the join of each packing, TOP when
     there are more than `_MAX_ATOMS`."""
     if len(high) != 1 or high[0].form != NUM or high[0].lo < 0 or high[0].hi >= 1 << bits \
             or (high[0].hi - high[0].lo) // high[0].step >= _MAX_ATOMS:
         return TOP
-    out: tuple = ()
+    out: Value = ()
     for value in range(high[0].lo, high[0].hi + 1, high[0].step):
         out = join(out, pack([low, number(value)], bits))
     return out
 
 
-def unpack(a: tuple, count: int, bits: int) -> list[tuple]:
+def unpack(a: Value, count: int, bits: int) -> list[Value]:
     """``mov.b64 {lo, hi}, a`` and its 16-bit forms: the `count` parts of `bits` bits.
 
     >>> r = Region("s", SHARED_CTA_SPACE, 4096, 16)
@@ -1023,7 +1042,7 @@ def unpack(a: tuple, count: int, bits: int) -> list[tuple]:
     return [TOP] * count
 
 
-def refine(value: tuple, comparison: str, bound: int, holds: bool, unsigned: bool = False) -> tuple:
+def refine(value: Value, comparison: str, bound: int, holds: bool, unsigned: bool = False) -> Value:
     """The numbers of `value` for which ``value <comparison> bound`` is `holds`
     (comparisons as in ``setp``: eq, ne, lt, le, gt, ge and their unsigned forms).
     An unsigned comparison sees a negative number as a huge one, so ``x <= C``
@@ -1040,11 +1059,12 @@ def refine(value: tuple, comparison: str, bound: int, holds: bool, unsigned: boo
     if unsigned and bound < 0:  # a huge unsigned bound, of a width not known here
         return value
     if not holds:
-        comparison = NEGATED_COMPARISONS.get(comparison)
-        if comparison is None:
+        negated = NEGATED_COMPARISONS.get(comparison)
+        if negated is None:
             return value
+        comparison = negated
 
-    def one(x: Atom) -> tuple:
+    def one(x: Atom) -> Value:
         if x.form != NUM:
             return (x,)
         lo, hi = x.lo, x.hi
@@ -1080,7 +1100,7 @@ def refine(value: tuple, comparison: str, bound: int, holds: bool, unsigned: boo
     return _lift(value, one)
 
 
-def refine_by(value: tuple, comparison: str, other: tuple, holds: bool, unsigned: bool = False) -> tuple:
+def refine_by(value: Value, comparison: str, other: Value, holds: bool, unsigned: bool = False) -> Value:
     """`refine` against another register, whose value is `other`: ``x < y`` keeps `value`
     below y's largest number, ``x > y`` above its smallest, ``x == y`` between the two;
     `value` as it is when `other` is not one bounded interval, or has no value (a
@@ -1096,8 +1116,11 @@ def refine_by(value: tuple, comparison: str, other: tuple, holds: bool, unsigned
     ('s+0 (shared::cta window)', 's+[8192, 16384] step 8192 (shared::cta window)')
     """
     if not holds:
-        comparison = NEGATED_COMPARISONS.get(comparison)
-    if comparison is None or len(other) != 1:
+        negated = NEGATED_COMPARISONS.get(comparison)
+        if negated is None:
+            return value
+        comparison = negated
+    if len(other) != 1:
         return value
     if other[0].is_address:
         return _refine_offsets(value, comparison, other[0])
@@ -1113,7 +1136,7 @@ def refine_by(value: tuple, comparison: str, other: tuple, holds: bool, unsigned
     return value
 
 
-def _refine_offsets(value: tuple, comparison: str, other: Atom) -> tuple:
+def _refine_offsets(value: Value, comparison: str, other: Atom) -> Value:
     """`refine_by` against an address: the atoms of `value` into the same region, in the
     same form and with the same `high` bits, compare as their offsets do (the address field
     lies below the high bits); a `shift` drops low bits, so ``x >> s >= y >> s`` only says
@@ -1127,7 +1150,7 @@ def _refine_offsets(value: tuple, comparison: str, other: Atom) -> tuple:
     if kind not in least:
         return value
 
-    def one(x: Atom) -> tuple:
+    def one(x: Atom) -> Value:
         if _key(x) != _key(other):
             return (x,)
         lo, hi = _inward(max(x.lo, least[kind]), min(x.hi, most[kind]), x.lo, x.step)
@@ -1136,7 +1159,7 @@ def _refine_offsets(value: tuple, comparison: str, other: Atom) -> tuple:
     return _lift(value, one)
 
 
-def compare(value: tuple, comparison: str, bound: int, unsigned: bool = False) -> tuple:
+def compare(value: Value, comparison: str, bound: int, unsigned: bool = False) -> Value:
     """What ``setp.<comparison> p, value, bound`` leaves in ``p``: 1 when it holds for
     every number of `value`, 0 when for none, ``[0, 1]`` when it may go either way.
 
@@ -1151,7 +1174,7 @@ def compare(value: tuple, comparison: str, bound: int, unsigned: bool = False) -
     return number(0 if not holds else 1 if not fails else 0, 1 if holds else 0)
 
 
-def meet(a: tuple, b: tuple) -> tuple:
+def meet(a: Value, b: Value) -> Value:
     """The numbers in both `a` and `b` when both are one interval; otherwise `a`.
 
     >>> show(meet(number(0, 1023), number(32, 47))), meet(number(0, 3), number(5, 9))
