@@ -46,6 +46,7 @@ STRICT_MODULES = (
     "ptxkit.cfg.values.thread_sets",
     "ptxkit.cfg.values.conditions",
     "ptxkit.cfg.values.counters",
+    "ptxkit.cfg.values.registers",
     "ptxkit.cfg.sync",
     "ptxkit.cfg.sync.locations",
     "ptxkit.cfg.sync.events",

@@ -49,7 +49,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
-from ptxkit._records import record
+from ptxkit._records import TYPE_CHECKING, record
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import derived
 from ptxkit.cfg.flow.inline import Context
@@ -84,10 +84,60 @@ from ptxkit.cfg.values.values import (
     constant, field, join, meet, mul, neg, number, pack, shr, signed, truncate, unpack, widen,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Hashable, Iterable, Mapping
+    from typing import Any, Literal, Protocol, TypeAlias
+
+    from ptxkit.cfg.flow.graph import FlowGraph
+    from ptxkit.cfg.values.conditions import Condition, Definitions, Narrow, Point, Site
+    from ptxkit.cfg.values.counters import Compute, Solving
+    from ptxkit.cfg.values.values import Region, Value
+    from ptxkit.instruction import Operand
+    from ptxkit.isa_eval import Operation
+    from ptxkit.syntax import Instruction
+
+    #: What a query asks: the value of an operand (or of a key, such as a call argument's)
+    #: just before the instruction at ``(block, position)``.
+    Question = tuple[int, int, "Operand | str"]
+    #: Queries by the caller's own keys, which the analysis only hands back (any hashable:
+    #: `ptxkit.cfg.sync.events` asks by ``(block, position, count)``), and their answers.
+    Queries: TypeAlias = "Mapping[Any, Question]"
+    Answers: TypeAlias = "dict[Any, Value]"
+    #: What the solver runs for an instruction (at its `Site`) or a join (at
+    #: ``("phi", version, block)``), handed the analysis and that point.
+    Rule: TypeAlias = "Callable[[_Analysis, Point], None]"
+    #: An instruction's rule and the keys it reads.
+    SourcedRule = tuple[Rule, list[str]]
+    #: A stack word or part of one: ``(region name, offset, width)`` (`ptxkit.cfg.values.frames`).
+    Cell = tuple[str, int, int]
+    #: What `_rule_key` makes a rule from: the site, and for a ``ld``/``st`` the stack model's part in it.
+    RuleKey = Site | tuple[Site, None] | tuple[Site, Cell, tuple[int, int]] | tuple[Site, tuple[Cell, int, int], bool]
+    #: A symbol table of `ptxkit.cfg.values.symbols` (still untyped): name -> value, None for a
+    #: register declared without ``%``, and `PLAIN_KEY` -> the names of those.
+    SymbolTable = dict[str, Any]
+    #: ``(position, order, kind, key, point)``: where a block reads or writes a key (`_rename_points`).
+    RenamePoint = tuple[int, int, str, str, Point]
+    #: A join: its version -> ``[(predecessor block, input version)]``.
+    Joins = dict[str, list[tuple[int, str]]]
+    #: The definitions a query is computed from, in the order they run, and the versions they define.
+    Cone = tuple[tuple[Site, ...], frozenset[str]]
+    #: What one thread range gave: the definitions evaluated, their values, their update counts.
+    ThreadRange: TypeAlias = "tuple[set[Site], _Overlay, dict[str, int]]"
+    #: How an instruction reads an operand's value (`_reading`).
+    View = Callable[[Value], Value]
+    #: ``(operation, saturation, signed result)`` of an opcode (`_integer_facts`).
+    IntegerFacts = tuple[Operation | None, tuple[int, int] | None, bool]
+
+    class ByThread(Protocol):
+        """`RegisterAnswers.by_thread`: a query's value for the threads whose ``%tid.x`` (or
+        `register`) lies in ``[low, high]``, or None where it does not depend on it."""
+
+        def __call__(self, query: Hashable, low: int, high: int, register: str = ..., /) -> Value | None: ...
+
 _PARAM_POINTS_TO = {".global": GLOBAL_SPACE_NAME, ".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE}
 
 
-def register_values(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER) -> dict:
+def register_values(flow: FlowGraph, queries: Queries, max_cluster: int = PORTABLE_CLUSTER) -> Answers:
     """Abstract values for `queries`: ``{key: (block, position, operand)}``.
 
     `operand` is an `ptxkit.instruction.Operand` of the instruction at `position` in
@@ -95,7 +145,7 @@ def register_values(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER) ->
     whose address is wanted), or a key such as ``param:param0+0`` (a call argument);
     it is evaluated just before that instruction.
     """
-    return analyse_registers(flow, queries, max_cluster)[0]
+    return analyse_registers(flow, queries, max_cluster).values
 
 
 @record
@@ -106,13 +156,13 @@ class RegisterAnswers:
     threads whose ``%tid.x`` (or `register`, such as ``%laneid``) lies in ``[low, high]``,
     or None where it does not depend on it (docs/fence.md §3.6)."""
 
-    values: dict
-    dead: set
-    by_thread: Callable[..., tuple | None]
+    values: Answers
+    dead: set[int]
+    by_thread: ByThread
 
 
-def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
-                      aligned: dict | None = None) -> RegisterAnswers:
+def analyse_registers(flow: FlowGraph, queries: Queries, max_cluster: int = PORTABLE_CLUSTER,
+                      aligned: dict[Region, int] | None = None) -> RegisterAnswers:
     """`register_values`, the unreachable blocks and the values by thread
     (`RegisterAnswers`). `aligned` gives regions a larger alignment than they declare
     (``{region: bytes}``: what the kernel's tensor copies show, `ptxkit.cfg.sync.events`).
@@ -142,7 +192,7 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
     # an earlier analysis of the graph (the tensor copies' pre-pass, docs/fence.md §3.3)
     # probed every stack access too: the model it settled on is the likeliest to hold
     # now, and the check below makes any starting model safe
-    reused = getattr(flow, "derived", {}).get(_SETTLED_MODEL)
+    reused: StackModel | None = getattr(flow, "derived", {}).get(_SETTLED_MODEL)
     model = reused if reused is not None else observed(frames)
     following = analysis  # one analysis for every round: the rules of what no model changes are made once
     for _ in range(_STACK_ROUNDS):
@@ -173,7 +223,7 @@ def analyse_registers(flow, queries: dict, max_cluster: int = PORTABLE_CLUSTER,
 # -- the analysis ----------------------------------------------------------------------------
 
 
-class _Overlay(dict):
+class _Overlay(dict[str, "Value"]):
     """The values one thread range gives the definitions it evaluates again; every
     other version reads through to `base`, the fixpoint's values for all threads.
 
@@ -185,23 +235,28 @@ class _Overlay(dict):
 
     __slots__ = ("base",)
 
-    def __init__(self, base: dict):
+    def __init__(self, base: dict[str, Value]) -> None:
         super().__init__()
         self.base = base
 
-    def get(self, key, default=None):
+    # dict.get's overloads in one signature: a default is a value or None
+    def get(self, key: str, default: Value | None = None) -> Value | None:  # type: ignore[override]
         return self[key] if key in self else self.base.get(key, default)
 
 
 class _Analysis:
-    def __init__(self, flow, max_cluster: int = PORTABLE_CLUSTER, aligned: dict | None = None,
-                 stack: StackModel | None = None):
+    #: The versions the rule running now changed (`assign` adds them: the solver queues their readers).
+    dirty: list[str]
+
+    def __init__(self, flow: FlowGraph, max_cluster: int = PORTABLE_CLUSTER, aligned: dict[Region, int] | None = None,
+                 stack: StackModel | None = None) -> None:
         self.flow = flow
         self.aligned = aligned or {}
-        self._rules: dict[tuple, tuple] = {}  # `_rule_key` -> (`rule`, the thresholds making it added)
+        # `_rule_key` -> (`rule`, the thresholds making it added)
+        self._rules: dict[RuleKey, tuple[SourcedRule, frozenset[int]]] = {}
         self.follow(stack)
-        self.special = special_ranges(flow.function, max_cluster)
-        self.symbols: dict[int, dict] = {}  # context id -> symbol values
+        self.special: dict[str, tuple[int, int]] = special_ranges(flow.function, max_cluster)
+        self.symbols: dict[int, SymbolTable] = {}  # context id -> symbol values
         self.start_afresh()
         self.returning: dict[int, Context] = {}  # block -> the inlined callee that returns into it
         for block in flow.blocks:
@@ -219,14 +274,14 @@ class _Analysis:
         rounds of a `-G` build start afresh after a round whose values hold (docs/fence.md
         §3.2); the rules made so far are kept."""
         self.thresholds: set[int] = set()  # constants compared against: where widening stops
-        self._taken: set = set()  # the `_rule_key`s whose thresholds are in `thresholds`
+        self._taken: set[RuleKey] = set()  # the `_rule_key`s whose thresholds are in `thresholds`
 
-    def solution(self) -> dict:
+    def solution(self) -> dict[str, object]:
         """What the last `solve` found, for `restore`: `solve` replaces (never changes in
         place) each attribute it sets, so a shallow copy keeps it."""
         return dict(self.__dict__)
 
-    def restore(self, solution: dict) -> None:
+    def restore(self, solution: dict[str, object]) -> None:
         """Make `solution` the analysis's values again (its `by_thread` asks them)."""
         self.__dict__.update(solution)
 
@@ -237,22 +292,22 @@ class _Analysis:
         `-G` build makes rules only for the accesses its model changes."""
         self.stack = stack
         self.unknown_cells = stack.unknown if stack is not None else frozenset()
-        self._with_cells: dict | None = None  # the definitions with the cells the stack model follows
+        self._with_cells: dict[str, list[Site]] | None = None  # the definitions with the cells the stack model follows
 
     # -- names ----------------------------------------------------------------------------
     def prefix(self, block: int) -> str:
         context = self.flow.blocks[block].context
         return context.prefix if context is not None else ""
 
-    def plain(self, block: int) -> frozenset:
+    def plain(self, block: int) -> frozenset[str]:
         """Registers declared without ``%`` in the block's function (inline assembly)."""
         table = self.symbol_values(block)
-        names = table.get(PLAIN_KEY)
+        names: frozenset[str] | None = table.get(PLAIN_KEY)
         if names is None:
             names = table[PLAIN_KEY] = frozenset(name for name, value in table.items() if value is None)
         return names
 
-    def symbol_values(self, block: int) -> dict:
+    def symbol_values(self, block: int) -> SymbolTable:
         context = self.flow.blocks[block].context
         key = context.id if context is not None else 0
         table = self.symbols.get(key)
@@ -265,7 +320,7 @@ class _Analysis:
                     table[name] = (value[0]._replace(region=region._replace(align=self.aligned[region])),)
         return table
 
-    def param_key(self, block: int, name: str, offset: int, loading: bool) -> str | None:
+    def param_key(self, block: int, name: str, offset: int, loading: bool) -> str:
         """The key a ``.param`` access at `block` names: a call argument or result of
         this context, or (for ``ld.param`` in an inlined callee) the caller's argument."""
         context = self.flow.blocks[block].context
@@ -281,7 +336,7 @@ class _Analysis:
         return f"{self.prefix(block)}param:{name}+{offset}"
 
     # -- definitions and the slice ----------------------------------------------------------
-    def definitions(self) -> dict:
+    def definitions(self) -> dict[str, list[Site]]:
         """key -> the ``(block, position)`` of every instruction defining it (registers
         by context, call arguments and results, the stack cells the model follows);
         the registers' computed once per graph."""
@@ -316,7 +371,7 @@ class _Analysis:
         found = bisect_left(positions, start)
         return found < len(positions) and positions[found] < stop
 
-    def _definitions(self) -> dict:
+    def _definitions(self) -> dict[str, list[Site]]:
         found: dict[str, list[tuple[int, int]]] = {}
         for block in self.flow.blocks:
             prefix = self.prefix(block.index)
@@ -333,7 +388,7 @@ class _Analysis:
                     found.setdefault(prefix + name, []).append((block.index, position))
         return found
 
-    def _param_store_keys(self, block: int, instruction) -> list[str]:
+    def _param_store_keys(self, block: int, instruction: Instruction) -> list[str]:
         operands = instruction.operands
         if not operands or operands[0].kind != "memory" or operands[0].name is None:
             return []
@@ -342,7 +397,7 @@ class _Analysis:
         offset = int(operands[0].value or 0)
         return [self.param_key(block, operands[0].name, offset + i * width, loading=False) for i in range(count)]
 
-    def reads_stack(self, queries: dict, frames: Frames) -> bool:
+    def reads_stack(self, queries: Queries, frames: Frames) -> bool:
         """True when some query is computed from a load that may read a stack frame."""
         loads = {(access.block, access.position) for access in frames.accesses if access.kind == "load"}
         definitions = self.definitions()
@@ -367,7 +422,7 @@ class _Analysis:
         prefix, plain = self.prefix(block), self.plain(block)
         return [prefix + name for operand in instruction.operands[1:] for name in operand_reads(operand, plain)]
 
-    def solve(self, queries: dict) -> tuple[dict, set]:
+    def solve(self, queries: Queries) -> tuple[Answers, set[int]]:
         """Values by a sparse fixpoint over the definitions that matter (docs/fence.md
         §3.1). The registers defined more than once are put in SSA form first (a version
         per definition, joins at the dominance frontiers), so every value belongs to
@@ -377,12 +432,12 @@ class _Analysis:
         against."""
         definitions = self.definitions()
         self.defined = set(definitions)
-        wanted = set()
+        wanted: set[str] = set()
         for block, position, operand in queries.values():
             wanted.update(self.sources_of(block, operand))
         conditions = branch_conditions(self, definitions)
-        rules: dict = {}
-        seen: set = set()
+        rules: dict[Site, SourcedRule] = {}
+        seen: set[str] = set()
         self.slice(definitions, wanted, rules, seen)
         for _, (key, _, bound, _, chain), _ in conditions.values():  # conditions that bound what we follow
             keys = [key] + [source[0] if isinstance(source, tuple) else source for source, _ in chain] + \
@@ -390,7 +445,7 @@ class _Analysis:
             if any(k in seen for k in keys):
                 self.slice(definitions, set(keys) - seen, rules, seen)
         self.dominators = DominatorTree.of(self.flow)
-        self.values: dict[str, tuple] = {}
+        self.values: dict[str, Value] = {}
         self.updates: dict[str, int] = {}
         self.thresholds_sorted = sorted(self.thresholds)
         phis = self._rename(definitions, rules, queries, conditions, seen)
@@ -398,27 +453,30 @@ class _Analysis:
         self._self_fed = self._self_feeding(definitions, rules)
         held = refinements(self, conditions, definitions)  # where the conditions hold
         self.narrowing, self.edge_narrowing, self.depends = held.narrowing, held.edge_narrowing, held.depends
-        self._site_of, self._memo = held.site_of, {}  # `_memo`: `narrowed_at`'s
-        readers: dict[str, list] = {}
+        # a version's definition is an instruction (the joins' versions are not in it)
+        self._site_of: dict[str, Site] = held.site_of  # type: ignore[assignment]
+        self._memo: dict[int, dict[str, list[Narrow]]] = {}  # `narrowed_at`'s
+        readers: dict[str, list[Point]] = {}
         rank = {block: i for i, block in enumerate(self.flow.rpo)}
-        order = sorted((key for key in rules if key[0] in rank), key=lambda key: (rank[key[0]], key[1]))
-        work_items = {key: rules[key][0] for key in order}
-        for key in order:
-            for source in rules[key][1]:
-                readers.setdefault(self.uses.get((key, source), source), []).append(key)
+        sites = sorted((site for site in rules if site[0] in rank), key=lambda site: (rank[site[0]], site[1]))
+        work_items: dict[Point, Rule] = {site: rules[site][0] for site in sites}
+        for site in sites:
+            for source in rules[site][1]:
+                readers.setdefault(self.uses.get((site, source), source), []).append(site)
         for (at, target), previous in self.kept.items():  # a guarded definition may keep the old version
             readers.setdefault(previous, []).append(at)
+        joins: list[Point] = []
         for version, inputs in phis.items():
-            item = ("phi", version)
-            work_items[item] = self._phi(version, inputs)
-            order.append(item)
+            item, join_rule = self._phi(version, inputs)
+            work_items[item] = join_rule
+            joins.append(item)
             for _, source in inputs:
                 readers.setdefault(source, []).append(item)
         for x_key, sources in self.depends.items():  # a narrowing by a condition on x reads x
             for source in sources:
                 readers.setdefault(x_key, []).extend(readers.get(source, ()))
-        work = list(reversed(order))
-        queued = set(order)
+        work: list[Point] = [*reversed(joins), *reversed(sites)]  # the sites in order, then the joins
+        queued = set(work)
         while work:
             item = work.pop()
             queued.discard(item)
@@ -430,8 +488,8 @@ class _Analysis:
                         queued.add(reader)
                         work.append(reader)
         self.queries, self._rank = queries, rank
-        self._cones: dict = {}
-        self._by_thread: dict = {}  # (register, low, high) -> (definitions evaluated, their values, update counts)
+        self._cones: dict[tuple[Hashable, str], Cone | None] = {}
+        self._by_thread: dict[tuple[str, int, int], ThreadRange] = {}  # (register, low, high) -> what it gave
         dead = dead_blocks(self)
         answers = {}
         for key, (block, position, operand) in queries.items():
@@ -439,7 +497,7 @@ class _Analysis:
         return answers, dead
 
     # -- values by thread ---------------------------------------------------------------------
-    def by_thread(self, name, low: int, high: int, register: str = "%tid.x") -> tuple | None:
+    def by_thread(self, name: Hashable, low: int, high: int, register: str = "%tid.x") -> Value | None:
         """Query `name`'s value for the threads whose ``%tid.x`` (or another special
         `register`, such as ``%laneid``) lies in ``[low, high]``, or None when it does not
         depend on it (docs/fence.md §3.6): the definitions it is computed from, back to
@@ -447,7 +505,7 @@ class _Analysis:
         the fixpoint gave it for all threads. Two terms that both follow a bit of the
         thread index (a swizzle and a ``selp`` on the same bit) then stop adding their
         extremes."""
-        cone = self._cones.get((name, register), False)
+        cone: Cone | None | Literal[False] = self._cones.get((name, register), False)
         if cone is False:
             cone = self._cones[(name, register)] = self._thread_cone(name, register)
         if cone is None:
@@ -476,7 +534,7 @@ class _Analysis:
 
     _CONE_LIMIT = 256
 
-    def _thread_cone(self, name, register: str) -> tuple[tuple, frozenset] | None:
+    def _thread_cone(self, name: Hashable, register: str) -> Cone | None:
         """The definitions query `name` is computed from, back to joins, loads and
         registers defined nowhere, in the order they run, and the versions they define;
         None when none of them reads `register`, when there are more than `_CONE_LIMIT`,
@@ -484,10 +542,10 @@ class _Analysis:
         definition, around a loop)."""
         block, _, operand = self.queries[name]
         site_of = self._site_of
-        work = [(("query", name, block), key) for key in self.sources_of(block, operand)]
-        sites: set = set()
-        versions: set = set()
-        reads: list = []  # (reading site, site of the version read)
+        work: list[tuple[Point, str]] = [(("query", name, block), key) for key in self.sources_of(block, operand)]
+        sites: set[Site] = set()
+        versions: set[str] = set()
+        reads: list[tuple[Point, Site]] = []  # (reading site, site of the version read)
         while work:
             at, key = work.pop()
             version = self.uses.get((at, key), key)
@@ -509,7 +567,7 @@ class _Analysis:
             if len(sites) > self._CONE_LIMIT:
                 return None
             work.extend((site, source) for source in self.rules[site][1])
-        order = {site: (self._rank.get(site[0], -1), site[1]) for site in sites}
+        order: dict[Point, tuple[int, int]] = {site: (self._rank.get(site[0], -1), site[1]) for site in sites}
         if any(order[source] >= order[reader] for reader, source in reads):
             return None
         if not any(operand.kind == "special" and operand.name == register
@@ -517,18 +575,21 @@ class _Analysis:
             return None
         return tuple(sorted(sites, key=order.__getitem__)), frozenset(versions)
 
-    def _rename(self, definitions, rules, queries, conditions, keys) -> dict:
+    def _rename(self, definitions: Definitions, rules: Mapping[Site, SourcedRule], queries: Queries,
+                conditions: Mapping[int, Condition], keys: Iterable[str]) -> Joins:
         """SSA versions of the registers in `keys` defined more than once: fills
         `uses` ((point, key) -> version read there), `defs` ((point, key) -> version
         written), `kept` ((point, key) -> the version a guarded definition may keep),
         and returns the joins: ``{version: [(predecessor block, input version)]}``."""
         # sorted: the joins are made, and so solved, in one order whatever the hash seed
         multi = dict.fromkeys(sorted(key for key in keys if len(definitions.get(key, ())) > 1))
-        self.uses, self.defs, self.kept = {}, {}, {}
+        self.uses: dict[tuple[Point, str], str] = {}
+        self.defs: dict[tuple[Point, str], str] = {}
+        self.kept: dict[tuple[Point, str], str] = {}
         if not multi:
             return {}
         flow = self.flow
-        idom = self.dominators.idom
+        idom: dict[int, int] = self.dominators.idom  # type: ignore[assignment]  # of blocks, from block 0: no EXIT
         frontier, children = derived(flow, "dominance frontiers", lambda: frontiers(flow, idom))
         joins_at = _join_blocks(multi, definitions, frontier)
         points = self._rename_points(multi, definitions, rules, queries, conditions)
@@ -537,18 +598,19 @@ class _Analysis:
             return {}
         return self._versions(multi, joins_at, points, root, children)
 
-    def _rename_points(self, multi: dict, definitions, rules, queries, conditions) -> dict[int, list]:
+    def _rename_points(self, multi: Mapping[str, None], definitions: Definitions, rules: Mapping[Site, SourcedRule],
+                       queries: Queries, conditions: Mapping[int, Condition]) -> dict[int, list[RenamePoint]]:
         """Where each block reads and writes the keys of `multi`, in order:
         ``{block: [(position, order, kind, key, point)]}``, `kind` "use", "keep" (what a
         guarded definition may keep) or "def", `point` the reading or writing site."""
         flow = self.flow
-        defined_here: dict[tuple, list] = {}  # (block, position) -> the keys of `multi` it defines
+        defined_here: dict[Site, list[str]] = {}  # (block, position) -> the keys of `multi` it defines
         for key in multi:
             for site in dict.fromkeys(definitions[key]):
                 defined_here.setdefault(site, []).append(key)
-        points: dict[int, list] = {}  # block -> [(position, order, kind, key, point)]
+        points: dict[int, list[RenamePoint]] = {}  # block -> [(position, order, kind, key, point)]
         for (block, position), (_, sources) in rules.items():
-            point = (block, position)
+            point: Site = (block, position)
             for source in sources:
                 if source in multi:
                     points.setdefault(block, []).append((position, 0, "use", source, point))
@@ -570,12 +632,13 @@ class _Analysis:
             items.sort(key=lambda item: (item[0], item[1]))
         return points
 
-    def _versions(self, multi: dict, joins_at: dict, points: dict, root: int, children: dict) -> dict:
+    def _versions(self, multi: Mapping[str, None], joins_at: Mapping[int, list[str]],
+                  points: Mapping[int, list[RenamePoint]], root: int, children: Mapping[int, list[int]]) -> Joins:
         """Name the version each of `points` reads or writes, walking the dominator tree
         from `root` (fills `uses`, `defs` and `kept`); returns the joins as `_rename` does."""
         flow = self.flow
-        phis: dict[str, list] = {}
-        pushed_at: dict[int, list] = {}
+        phis: Joins = {}
+        pushed_at: dict[int, list[str]] = {}
         stacks = {key: [key + "@entry"] for key in multi}
         stack = [(root, False)]
         while stack:
@@ -609,7 +672,7 @@ class _Analysis:
                 stack.append((child, False))
         return phis
 
-    def _self_feeding(self, definitions: dict, rules: dict) -> frozenset:
+    def _self_feeding(self, definitions: Definitions, rules: Mapping[Site, SourcedRule]) -> frozenset[str]:
         """The keys defined once whose definition reads them again through keys defined
         once (a register a loop reads before its one definition): the cycles no join
         breaks, so only they widen as definitions that are no join (docs/fence.md §3.1)."""
@@ -617,15 +680,15 @@ class _Analysis:
         return on_cycles({key: [source for source in rules[site][1] if source in single]
                           for key, site in single.items()})
 
-    def _phi(self, version: str, inputs: list):
-        """A join's rule: the join of what each edge in brings, each input narrowed by
-        the conditions that hold at the end of its predecessor and on the edge itself
-        (a loop's back edge: ``i + 1 < 64`` bounds what the loop's next turn starts
-        with)."""
+    def _phi(self, version: str, inputs: list[tuple[int, str]]) -> tuple[Point, Rule]:
+        """A join's point, ``("phi", version, block)``, and its rule: the join of what each
+        edge in brings, each input narrowed by the conditions that hold at the end of its
+        predecessor and on the edge itself (a loop's back edge: ``i + 1 < 64`` bounds what
+        the loop's next turn starts with)."""
         join_block = int(version.rsplit("@join", 1)[1])
 
-        def join_inputs(a, item):
-            value = ()
+        def join_inputs(a: _Analysis, item: Point) -> None:
+            value: Value = ()
             for predecessor, source in inputs:
                 incoming = a._narrowed(predecessor, source, a.values.get(source, ()))
                 for compared, narrow in a.edge_narrowing.get((predecessor, join_block), ()):
@@ -633,7 +696,7 @@ class _Analysis:
                         incoming = narrow(a, incoming)
                 value = join(value, incoming)
             a.assign(item, version, value, True, versioned=True)
-        return join_inputs
+        return ("phi", version, join_block), join_inputs
 
     def _copied_from(self, version: str) -> str | None:
         """The version a ``mov`` copied into `version` (the register a loop test compared,
@@ -648,8 +711,7 @@ class _Analysis:
         sources = self.rules[site][1]
         return self.uses.get((site, sources[0]), sources[0]) if len(sources) == 1 else None
 
-
-    def lookup(self, at, key: str) -> tuple:
+    def lookup(self, at: Point, key: str) -> Value:
         """A register's value where `at` reads it (a rule's ``(block, position)``, a
         query's point): the value of the version reaching there, narrowed by the branch
         conditions dominating the block (the empty value until its definition has been
@@ -660,14 +722,14 @@ class _Analysis:
             value = () if key in self.defined else TOP
         return self._narrowed(reading_block(at), version, value)
 
-    def _narrowed(self, block: int, version: str, value: tuple) -> tuple:
+    def _narrowed(self, block: int, version: str, value: Value) -> Value:
         for narrow in narrowed_at(self._memo, self.narrowing, self.dominators, block).get(version, ()):
             if not value:
                 break
             value = narrow(self, value)
         return value
 
-    def assign(self, at, key: str, value: tuple, strong: bool, versioned: bool = False) -> None:
+    def assign(self, at: Point, key: str, value: Value, strong: bool, versioned: bool = False) -> None:
         """Record what the definition at `at` computes for `key`; a guarded one keeps the
         version it may leave in place too."""
         version = key if versioned else self.defs.get((at, key), key)
@@ -687,17 +749,18 @@ class _Analysis:
         self.values[version] = widen(old, new, self.thresholds_sorted) if count > patience and old else new
         self.dirty.append(version)
 
-    def sources_of(self, block: int, operand) -> list[str]:
+    def sources_of(self, block: int, operand: Operand | str) -> list[str]:
         if isinstance(operand, str):  # a key: a call argument
             return [operand]
         prefix = self.prefix(block)
         if operand.kind == "memory":
-            operand = operand.elements[0] if operand.elements else None
-            if operand is None:
+            base: Operand | None = operand.elements[0] if operand.elements else None
+            if base is None:
                 return []
+            operand = base
         return [prefix + name for name in operand_reads(operand, self.plain(block))]
 
-    def slice(self, definitions: dict, wanted: set, rules: dict, seen: set) -> None:
+    def slice(self, definitions: Definitions, wanted: set[str], rules: dict[Site, SourcedRule], seen: set[str]) -> None:
         """Add to `rules` the definitions `wanted` keys depend on (`seen`: keys done)."""
         seen.update(wanted)
         work = list(wanted)
@@ -714,50 +777,50 @@ class _Analysis:
                         work.append(source)
 
     # -- evaluation ------------------------------------------------------------------------
-    def evaluate(self, block: int, operand, at) -> tuple:
+    def evaluate(self, block: int, operand: Operand | str, at: Point) -> Value:
         if isinstance(operand, str):
             return self.lookup(at, operand)
-        kind = operand.kind
+        kind = operand.kind  # a register, a special register or a symbol has a name
         if kind == "register":
-            return self.lookup(at, self.prefix(block) + operand.name)
+            return self.lookup(at, self.prefix(block) + operand.name)  # type: ignore[operator]
         if kind == "immediate":
             value = operand.value
             return number(value) if isinstance(value, int) else TOP
         if kind == "special":
-            low, high = self.special.get(operand.name, WORD)
+            low, high = self.special.get(operand.name, WORD)  # type: ignore[arg-type]
             if operand.name not in FIXED_SPECIALS:
                 return number(low, high)
             return self._narrowed(reading_block(at), self.prefix(block) + operand.name, number(low, high))
         if kind == "symbol":
             table = self.symbol_values(block)
-            found = table.get(operand.name, TOP)
+            found = table.get(operand.name, TOP)  # type: ignore[arg-type]
             if found is None:  # a register declared without %
-                return self.lookup(at, self.prefix(block) + operand.name)
+                return self.lookup(at, self.prefix(block) + operand.name)  # type: ignore[operator]
             return add(found, number(int(operand.value or 0))) if operand.value else found
         if kind == "memory" or kind == "offset":  # [base+imm], or %r+imm as an operand
             base = operand.elements[0] if operand.elements else None
-            value = self.evaluate(block, base, at) if base is not None else number(0)
-            return add(value, number(int(operand.value))) if operand.value else value
+            address = self.evaluate(block, base, at) if base is not None else number(0)
+            return add(address, number(int(operand.value))) if operand.value else address
         if kind == "vector" and len(operand.elements) == 1:
             return self.evaluate(block, operand.elements[0], at)
         return TOP
 
-    def _read_part(self, block: int, position: int) -> tuple | None:
+    def _read_part(self, block: int, position: int) -> tuple[Cell, int, int] | None:
         """``(word, byte offset, width)`` of the stack word the load at (block, position)
         reads, when its register gets those bytes as they are (an unsigned or untyped
         load of a followed word)."""
-        part = self.stack.loads.get((block, position)) if self.stack is not None else None
+        part: tuple[Cell, int, int] | None = self.stack.loads.get((block, position)) if self.stack is not None else None
         if part is None or part[0] in self.unknown_cells:
             return None
         modifiers = self.flow.blocks[block].heads[position][1].split(".")[1:]
         return None if any(m[:1] == "s" for m in modifiers) else part
 
-    def _read_cell(self, block: int, position: int) -> tuple | None:
+    def _read_cell(self, block: int, position: int) -> Cell | None:
         """The stack word the load at (block, position) reads whole, as `_read_part`."""
         part = self._read_part(block, position)
         return part[0] if part is not None and part[1:] == (0, part[0][2]) else None
 
-    def rule(self, block: int, position: int):
+    def rule(self, block: int, position: int) -> SourcedRule:
         """``(apply(at), source keys)`` for the instruction at (block, position); `at` is the block
         whose view of the registers it reads (its own). Made once per `_rule_key`; its
         thresholds count from the first solve since `start_afresh` that takes it."""
@@ -775,11 +838,11 @@ class _Analysis:
             self.thresholds |= found[1]
         return found[0]
 
-    def _rule_key(self, block: int, position: int) -> tuple:
+    def _rule_key(self, block: int, position: int) -> RuleKey:
         """What `_rule` makes the rule from besides the instruction: the site, and for a
         ``ld``/``st`` the stack model's part in it (the word a followed store writes and
         where; the part a followed load reads and whether its value is known)."""
-        site = (block, position)
+        site: Site = (block, position)
         if self.flow.blocks[block].heads[position][2] not in ("ld", "st"):
             return site
         stack = self.stack
@@ -789,7 +852,7 @@ class _Analysis:
             return site, stack.loads[site], self._read_part(block, position) is not None
         return site, None
 
-    def _rule(self, block: int, position: int):
+    def _rule(self, block: int, position: int) -> SourcedRule:
         """`rule` made afresh for the instruction at (block, position)."""
         instruction = self.flow.blocks[block].instructions[position]
         guard, opcode, base, _ = self.flow.blocks[block].heads[position]
@@ -802,15 +865,15 @@ class _Analysis:
             sources.extend(prefix + name for name in operand_reads(operand, plain))
         stack = self.stack
         if stack is not None and (block, position) in stack.exact:  # a store of a followed stack word
-            return self._stack_store_rule(block, position, operands[1], sources)
+            return self._stack_store_rule(stack, block, position, operands[1], sources)
         if stack is not None and (block, position) in stack.loads:  # a load of one
             target = prefix + operand_targets(operands[0], plain)[0]
-            return self._stack_load_rule(block, position, target, guard is None)
+            return self._stack_load_rule(stack, block, position, target, guard is None)
         if base == "st":  # st.param: a call argument or a return value
             keys = self._param_store_keys(block, instruction)
             values = operands[1].elements if operands[1].kind == "vector" else (operands[1],)
 
-            def store(a, at, keys=keys, values=values):
+            def store(a: _Analysis, at: Point, keys: list[str] = keys, values: tuple[Operand, ...] = values) -> None:
                 for key, value in zip(keys, values):
                     a.assign(at, key, a.evaluate(block, value, at), True)
 
@@ -821,45 +884,49 @@ class _Analysis:
             sources = [k for k in self._param_load_keys(block, operands, opcode) if k is not None]
         strong = guard is None
 
-        def apply(a, at, targets=targets, compute=compute, strong=strong):
+        def apply(a: _Analysis, at: Point, targets: list[str] = targets, compute: Compute = compute,
+                  strong: bool = strong) -> None:
             values = compute(a, at)
             for target, value in zip(targets, values):
                 a.assign(at, target, value, strong)
 
         return apply, sources
 
-    def _stack_store_rule(self, block: int, position: int, value, sources: list[str]):
-        """The rule of a store of `value` to a stack word the model follows: the whole
-        word, or some of its bytes (the others stay)."""
-        word = next(iter(self.stack.stores[(block, position)]))
-        offset, width = self.stack.exact[(block, position)]
+    def _stack_store_rule(self, stack: StackModel, block: int, position: int, value: Operand,
+                          sources: list[str]) -> SourcedRule:
+        """The rule of a store of `value` to a stack word the `stack` model follows: the
+        whole word, or some of its bytes (the others stay)."""
+        word: Cell = next(iter(stack.stores[(block, position)]))
+        offset, width = stack.exact[(block, position)]
         key = cell_key(word)
         if (offset, width) == (0, word[2]):
-            def spill(a, at, key=key, value=value):
+            def spill(a: _Analysis, at: Point, key: str = key, value: Operand = value) -> None:
                 a.assign(at, key, truncate(a.evaluate(block, value, at), 8 * width), True)
             return spill, sources
 
-        def set_part(a, at, key=key, value=value):  # the other bytes of the word stay
+        def set_part(a: _Analysis, at: Point, key: str = key, value: Operand = value) -> None:  # the others stay
             kept = a.lookup(at, key) if a.uses.get((at, key), key) not in (key, key + "@entry") else TOP
             part = truncate(a.evaluate(block, value, at), 8 * width)
             a.assign(at, key, bit_insert(part, kept, 8 * offset, 8 * width, 8 * word[2]), True)
         return set_part, sources + [key]
 
-    def _stack_load_rule(self, block: int, position: int, target: str, strong: bool):
-        """The rule of a load into `target` from a stack word the model follows: the bytes
-        it reads of the word's value where that value is known, else top."""
-        word, offset, width = self.stack.loads[(block, position)]
+    def _stack_load_rule(self, stack: StackModel, block: int, position: int, target: str, strong: bool) -> SourcedRule:
+        """The rule of a load into `target` from a stack word the `stack` model follows:
+        the bytes it reads of the word's value where that value is known, else top."""
+        word: Cell
+        word, offset, width = stack.loads[(block, position)]
         key = cell_key(word)
         known = self._read_part(block, position) is not None
 
-        def reload(a, at):
+        def reload(a: _Analysis, at: Point) -> None:
             value = a.lookup(at, key)
             if (offset, width) != (0, word[2]):
                 value = bits_of(value, 8 * offset, 8 * width) if value else value
             a.assign(at, target, truncate(value, 8 * width) if known else TOP, strong)
         return reload, [key]
 
-    def _refined_computation(self, block: int, position: int, operands, targets: list[str], sources: list[str]):
+    def _refined_computation(self, block: int, position: int, operands: Sequence[Operand], targets: list[str],
+                             sources: list[str]) -> Compute:
         """`computation` of the instruction at (block, position), refined by the idiom it
         completes where it completes one (a remainder, a ring buffer's step, a rounding, a
         sum of counters, a value computed before); the keys the refinement reads go to
@@ -916,23 +983,25 @@ class _Analysis:
                 compute, extra = stepped
                 sources.extend(extra)
         if base in SUM_OPCODES and len(targets) == 1 and compute is plain_compute:
-            found = linear_sum(self, block, position, plain)
-            if found is not None and found.repeats:
-                compute = linear_range(self, block, found)
-                sources.extend(prefix + name for name in found.terms)
-            elif found is not None:
-                ring = counter_remainder(self, block, position, found)
+            summed = linear_sum(self, block, position, plain)
+            if summed is not None and summed.repeats:
+                compute = linear_range(self, block, summed)
+                sources.extend(prefix + name for name in summed.terms)
+            elif summed is not None:
+                ring = counter_remainder(self, block, position, summed)
                 if ring is not None:
                     compute, extra = ring
                     sources.extend(extra)
         if base in RECOMPUTED and len(targets) == 1 and guard is None:
             twin = twin_of(self, block, position)
             if twin is not None:  # the same value computed before: what narrows that one narrows this
-                compute = (lambda a, at, own=compute, twin=twin: [meet(own(a, at)[0], a.lookup(at, twin))])
+                def narrowed_twin(a: Solving, at: Point, own: Compute = compute, twin: str = twin) -> list[Value]:
+                    return [meet(own(a, at)[0], a.lookup(at, twin))]
+                compute = narrowed_twin
                 sources.append(twin)
         return compute
 
-    def _param_load_keys(self, block: int, operands, opcode: str) -> list[str | None]:
+    def _param_load_keys(self, block: int, operands: Sequence[Operand], opcode: str) -> list[str | None]:
         memory = operands[1] if len(operands) > 1 else None
         if memory is None or memory.kind != "memory" or memory.name is None or memory.elements[0].kind != "symbol":
             return [None]
@@ -941,7 +1010,8 @@ class _Analysis:
         offset = int(memory.value or 0)
         return [self.param_key(block, memory.name, offset + i * width, loading=True) for i in range(count)]
 
-    def computation(self, block: int, opcode: str, base: str, modifiers: list, operands, targets: list):
+    def computation(self, block: int, opcode: str, base: str, modifiers: list[str], operands: Sequence[Operand],
+                    targets: list[str]) -> Compute:
         """A function ``at -> [value per target]`` for one defining instruction (`at`: the block
         whose view of the operands counts): its abstract operation, and where that may not
         give the one number the instruction computes from numbers, the number the evaluator
@@ -951,16 +1021,17 @@ class _Analysis:
         if found is not None and (len(targets) != 1 or found.arity != len(args) or any(
                 arg.negated or arg.kind == "immediate" and not isinstance(arg.value, int) for arg in args)):
             found = None
-        read = [None] if found is not None else None  # the operand values the abstract operation read
+        read: list[list[Value] | None] | None = [None] if found is not None else None  # the operand values read
         compute = self._abstract_computation(block, opcode, base, modifiers, operands, targets, read)
         if bounds is not None:
             compute = _saturating(compute, *bounds)
-        if found is None:
+        if found is None or read is None:
             return compute
         return _folded(found, block, args, compute, read, signed_result)
 
-    def _abstract_computation(self, block: int, opcode: str, base: str, modifiers: list, operands, targets: list,
-                              read: list | None):
+    def _abstract_computation(self, block: int, opcode: str, base: str, modifiers: list[str],
+                              operands: Sequence[Operand], targets: list[str],
+                              read: list[list[Value] | None] | None) -> Compute:
         """`computation` on abstract values alone; the operand values that `values` reads
         go to ``read[0]`` when `read` is given."""
         args = operands[1:]
@@ -970,7 +1041,8 @@ class _Analysis:
             return moved
         return self._operation(block, base, modifiers, args, len(targets), values)
 
-    def _moved_value(self, block: int, opcode: str, base: str, modifiers: list, operands, count: int, values):
+    def _moved_value(self, block: int, opcode: str, base: str, modifiers: list[str], operands: Sequence[Operand],
+                     count: int, values: Compute) -> Compute | None:
         """`_abstract_computation` of an instruction that moves, converts or loads a value
         (``mov shfl cvt cvta mapa ld``), else None."""
         args = operands[1:]
@@ -988,8 +1060,8 @@ class _Analysis:
             if reading is None:
                 return lambda a, at: [TOP] * count
             if "sat" in modifiers:  # the source as its type reads it (then clamped: `_saturation`)
-                source = [m for m in modifiers if m in INTEGER_TYPES][1]
-                view = _reading(INTEGER_TYPES[source], source[0] == "s")
+                source_type = [m for m in modifiers if m in INTEGER_TYPES][1]
+                view = _reading(INTEGER_TYPES[source_type], source_type[0] == "s")
                 return lambda a, at: [view(values(a, at)[0])]
             return lambda a, at: [reading[1](values(a, at)[0])]
         if base == "cvta":
@@ -1005,37 +1077,45 @@ class _Analysis:
             return lambda a, at: [TOP] * count
         return None
 
-    def _operation(self, block: int, base: str, modifiers: list, args, count: int, values):
+    def _operation(self, block: int, base: str, modifiers: list[str], args: Sequence[Operand], count: int,
+                   values: Compute) -> Compute:
         """`_abstract_computation` of the other instructions: arithmetic, selection,
         comparison and bit fields (top where it knows none)."""
         width = type_width(modifiers)
         signed_type = _signed_type(modifiers)
         binary = BINARY.get(base)
-        if base == "shr" and len(args) == 2 and args[1].kind == "immediate" and isinstance(args[1].value, int) \
+        if binary is not None and base == "shr" and len(args) == 2 and args[1].kind == "immediate" \
+                and isinstance(args[1].value, int) \
                 and 0 < args[1].value < width and any(m[:1] in "bu" and m[1:] in TYPE_BITS for m in modifiers):
             most = (1 << (width - args[1].value)) - 1  # what a logical shift leaves of `width` bits
 
-            def logical(a, at):
+            def logical(a: Solving, at: Point) -> list[Value]:
                 return [at_most(binary(*values(a, at), width), most)]
 
             return logical
         if base == "shr" and len(args) == 2 and signed_type:
-            return lambda a, at: [shr(*values(a, at), arithmetic=True)]
+            def arithmetic_shift(a: Solving, at: Point) -> list[Value]:
+                value, amount = values(a, at)
+                return [shr(value, amount, arithmetic=True)]
+            return arithmetic_shift
         if base == "rem" and len(args) == 2 and signed_type:
-            return lambda a, at: [remainder_of(*values(a, at), width, signed=True)]
+            def signed_remainder(a: Solving, at: Point) -> list[Value]:
+                dividend, divisor = values(a, at)
+                return [remainder_of(dividend, divisor, width, signed=True)]
+            return signed_remainder
         high = "hi" in modifiers and base in ("mul", "mad")
         if binary is not None and len(args) == 2 and not high:
             return lambda a, at: [binary(*values(a, at), width)]
         if high and len(args) == 2:  # the high half of the product: floor(a * b / 2**width)
             return lambda a, at: [shr(mul(*values(a, at)), number(width), arithmetic=True)]
         if base == "mad" and len(args) == 3:
-            def mad(a, at):
+            def mad(a: Solving, at: Point) -> list[Value]:
                 left, right, addend = values(a, at)
                 product = mul(left, right)
                 return [add(shr(product, number(width), arithmetic=True) if high else product, addend)]
             return mad
         if base == "selp" and len(args) == 3:
-            def select(a, at):
+            def select(a: Solving, at: Point) -> list[Value]:
                 chosen = None if args[2].negated else constant(a.evaluate(block, args[2], at))
                 if chosen is None:
                     return [join(a.evaluate(block, args[0], at), a.evaluate(block, args[1], at))]
@@ -1063,7 +1143,7 @@ class _Analysis:
                                            args[2].value, args[3].value, width)]
         return lambda a, at: [TOP] * count
 
-    def _comparison(self, block: int, modifiers: list, args):
+    def _comparison(self, block: int, modifiers: list[str], args: Sequence[Operand]) -> Compute:
         """``setp`` of an integer register and a constant: the predicate as 0, 1 or
         ``[0, 1]`` (what `selp` then picks)."""
         comparison, kind = (modifiers[0], modifiers[-1]) if len(modifiers) >= 2 else ("", "")
@@ -1071,7 +1151,7 @@ class _Analysis:
             return lambda a, at: [number(0, 1)]
         unsigned, view = kind[0] != "s", compared_as(kind)
 
-        def predicate(a, at):
+        def predicate(a: Solving, at: Point) -> list[Value]:
             left, right = view(a.evaluate(block, args[0], at)), view(a.evaluate(block, args[1], at))
             if not left or not right:
                 return [()]
@@ -1085,7 +1165,8 @@ class _Analysis:
 
         return predicate
 
-    def _param_load(self, block: int, opcode: str, operands, modifiers, count: int):
+    def _param_load(self, block: int, opcode: str, operands: Sequence[Operand], modifiers: list[str],
+                    count: int) -> Compute:
         keys = self._param_load_keys(block, operands, opcode)
         context = self.flow.blocks[block].context
         memory = operands[1]
@@ -1099,7 +1180,7 @@ class _Analysis:
         return lambda a, at: [TOP] * count
 
     @staticmethod
-    def _kernel_parameter(signature, memory, modifiers) -> tuple:
+    def _kernel_parameter(signature: Any, memory: Operand, modifiers: list[str]) -> Value:
         """A kernel parameter's value: a 64-bit one is a global pointer (or, declared
         ``.ptr .shared``/``.local``, one of those), a narrower one a number of its type."""
         if memory.kind != "memory" or memory.elements[0].kind != "symbol" or memory.value:
@@ -1117,10 +1198,11 @@ class _Analysis:
         return TOP
 
 
-def _join_blocks(multi: dict, definitions: dict, frontier: dict) -> dict[int, list]:
+def _join_blocks(multi: Mapping[str, None], definitions: Definitions, frontier: Mapping[int, set[int]]
+                 ) -> dict[int, list[str]]:
     """Where the keys of `multi` need a join: ``{block: [key]}``, the iterated dominance
     frontier of each key's definitions, keys in the order of `multi`."""
-    joins_at: dict[int, list] = {}
+    joins_at: dict[int, list[str]] = {}
     for key in multi:
         blocks = {b for b, _ in definitions[key]}
         work, placed = list(blocks), set()
@@ -1141,7 +1223,7 @@ def _join_blocks(multi: dict, definitions: dict, frontier: dict) -> dict[int, li
 _KEEPS_NUMBERS = frozenset(("mov", "selp", "add", "sub", "and", "or", "xor", "neg", "min", "max", "setp"))
 
 
-def _integer_facts(opcode: str, base: str, modifiers: list) -> tuple:
+def _integer_facts(opcode: str, base: str, modifiers: list[str]) -> IntegerFacts:
     """``(operation, saturation, signed result)`` of an opcode, worked out once: the
     evaluator's operation (`ptxkit.isa_eval`) when `_folded` must check the instruction
     (an abstract operation that may not keep numbers numbers), else None; `_saturation`;
@@ -1155,10 +1237,10 @@ def _integer_facts(opcode: str, base: str, modifiers: list) -> tuple:
     return found
 
 
-_FACTS: dict[str, tuple] = {}
+_FACTS: dict[str, IntegerFacts] = {}
 
 
-def _saturation(base: str, modifiers: list) -> tuple[int, int] | None:
+def _saturation(base: str, modifiers: list[str]) -> tuple[int, int] | None:
     """The range a saturating instruction clamps its result to (``.sat``, ``.relu``), or None.
 
     >>> _saturation("add", ["sat", "s32"]), _saturation("cvt", ["sat", "u8", "s32"]), _saturation("max", ["s32"])
@@ -1175,12 +1257,13 @@ def _saturation(base: str, modifiers: list) -> tuple[int, int] | None:
     return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if types[0][0] == "s" else (0, (1 << bits) - 1)
 
 
-def _saturating(compute, low: int, high: int):
+def _saturating(compute: Compute, low: int, high: int) -> Compute:
     """`compute` with its values clamped to ``[low, high]``."""
     return lambda a, at: [clamped(value, low, high) for value in compute(a, at)]
 
 
-def _folded(found, block: int, args, compute, read: list, signed_result: bool):
+def _folded(found: Operation, block: int, args: Sequence[Operand], compute: Compute, read: list[list[Value] | None],
+            signed_result: bool) -> Compute:
     """`compute`, but where every operand is one number (the values `compute` read, kept
     in ``read[0]``, or else each operand of `block`'s instruction as the analysis
     evaluates it), the instruction's result from the
@@ -1189,7 +1272,7 @@ def _folded(found, block: int, args, compute, read: list, signed_result: bool):
     congruent to the result, else the result is read as the destination type reads it."""
     modulus = 1 << found.bits
 
-    def fold(a, at):
+    def fold(a: Solving, at: Point) -> list[Value]:
         read[0] = None
         abstract = compute(a, at)
         values = read[0]
@@ -1214,7 +1297,8 @@ def _folded(found, block: int, args, compute, read: list, signed_result: bool):
     return fold
 
 
-def _operand_values(block: int, base: str, modifiers: list, args, read: list | None):
+def _operand_values(block: int, base: str, modifiers: list[str], args: Sequence[Operand],
+                    read: list[list[Value] | None] | None) -> Compute:
     """``values(a, at)``: the values of the operands `args` of an instruction of `block`,
     each as the instruction reads it; also kept in ``read[0]`` when `read` is given."""
     width = type_width(modifiers)
@@ -1229,13 +1313,13 @@ def _operand_values(block: int, base: str, modifiers: list, args, read: list | N
         if base == "shr" and len(args) == 2:  # a shift amount is a .u32
             views[1] = _reading(32, False)
 
-        def values(a, at):  # these read their operands' bits as numbers of the type's width and sign
+        def values(a: Solving, at: Point) -> list[Value]:  # the operands' bits as numbers of the type
             found = [view(a.evaluate(block, arg, at)) for view, arg in zip(views, args)]
             if read is not None:
                 read[0] = found
             return found
     else:
-        def values(a, at):
+        def values(a: Solving, at: Point) -> list[Value]:
             found = [a.evaluate(block, arg, at) for arg in args]
             if read is not None:
                 read[0] = found
@@ -1243,12 +1327,12 @@ def _operand_values(block: int, base: str, modifiers: list, args, read: list | N
     return values
 
 
-def _signed_type(modifiers: list) -> bool:
+def _signed_type(modifiers: list[str]) -> bool:
     """True where the modifiers name a signed integer type."""
     return any(m[:1] == "s" and m[1:] in TYPE_BITS for m in modifiers)
 
 
-def _reading(width: int, signed_type: bool):
+def _reading(width: int, signed_type: bool) -> View:
     """How an instruction of a `width`-bit type, signed or not, reads an operand's value
     (`ptxkit.cfg.values.values.signed`, `ptxkit.cfg.values.values.truncate`)."""
     if signed_type:
@@ -1256,7 +1340,7 @@ def _reading(width: int, signed_type: bool):
     return lambda value: truncate(value, width)
 
 
-def _signed_result(base: str, modifiers: list) -> bool:
+def _signed_result(base: str, modifiers: list[str]) -> bool:
     """True when the destination of an integer instruction has a signed type (the first
     type its modifiers name; a comparison's and a bit count's result are unsigned).
 
