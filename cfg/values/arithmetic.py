@@ -129,10 +129,10 @@ def cvta(value: Value, modifiers: Sequence[str]) -> Value:
     for atom in value:
         if atom.is_address and atom.space == target or (target == SHARED_CLUSTER_SPACE and atom.is_address
                                                          and atom.space == SHARED_CTA_SPACE and atom.form == WINDOW):
-            out = join(out, (atom._replace(form=form),))  # type: ignore[attr-defined]  # an Atom is a namedtuple
+            out = join(out, (atom._replace(form=form),))
         elif to_window and target == SHARED_CTA_SPACE and atom.is_address and atom.space == SHARED_CLUSTER_SPACE \
                 and atom.form == GENERIC:
-            out = join(out, (atom._replace(form=WINDOW),))  # type: ignore[attr-defined]
+            out = join(out, (atom._replace(form=WINDOW),))
         elif to_window and target == SHARED_CTA_SPACE and atom.form == NUM and atom.lo == atom.hi == 0:
             # the null pointer: minus the window's start, a multiple of 2**18 (docs/fence.md §8)
             out = join(out, number(0, (1 << 64) - SHARED_WINDOW_LIMIT, SHARED_WINDOW_LIMIT))
@@ -153,7 +153,7 @@ def mapa(value: Value, modifiers: Sequence[str]) -> Value:
     out: Value = ()
     for atom in value:
         if atom.is_address and atom.space in (SHARED_CTA_SPACE, SHARED_CLUSTER_SPACE) and not atom.shift:
-            out = join(out, (atom._replace(form=form, space=SHARED_CLUSTER_SPACE),))  # type: ignore[attr-defined]
+            out = join(out, (atom._replace(form=form, space=SHARED_CLUSTER_SPACE),))
         else:
             out = join(out, anywhere(SHARED_CLUSTER_SPACE, form))
     return out
@@ -206,7 +206,7 @@ def at_most(value: Value, most: int) -> Value:
         elif atom.form == 0 and (atom.lo < 0 or atom.hi > most):
             lo, hi = max(atom.lo, 0), min(atom.hi, most)
             atom = Atom(0, None, None, 0, most) if lo > hi or atom.lo < 0 \
-                else atom._replace(hi=hi - (hi - lo) % atom.step)  # type: ignore[attr-defined]
+                else atom._replace(hi=hi - (hi - lo) % atom.step)
         out = join(out, (atom,))
     return out
 

@@ -1090,7 +1090,8 @@ class _Analysis:
             most = (1 << (width - args[1].value)) - 1  # what a logical shift leaves of `width` bits
 
             def logical(a: Solving, at: Point) -> list[Value]:
-                return [at_most(binary(*values(a, at), width), most)]
+                left, right = values(a, at)
+                return [at_most(binary(left, right, width), most)]
 
             return logical
         if base == "shr" and len(args) == 2 and signed_type:
@@ -1105,7 +1106,10 @@ class _Analysis:
             return signed_remainder
         high = "hi" in modifiers and base in ("mul", "mad")
         if binary is not None and len(args) == 2 and not high:
-            return lambda a, at: [binary(*values(a, at), width)]
+            def both(a: Solving, at: Point) -> list[Value]:
+                left, right = values(a, at)
+                return [binary(left, right, width)]
+            return both
         if high and len(args) == 2:  # the high half of the product: floor(a * b / 2**width)
             return lambda a, at: [shr(mul(*values(a, at)), number(width), arithmetic=True)]
         if base == "mad" and len(args) == 3:
@@ -1139,8 +1143,10 @@ class _Analysis:
                 return lambda a, at: [at_most(field(a.evaluate(block, args[0], at), position, length, width), mask)]
             return lambda a, at: [bit_field(a.evaluate(block, args[2], at), signed_type)]
         if base == "bfi" and len(args) == 4 and args[2].kind == args[3].kind == "immediate":
-            return lambda a, at: [bit_insert(a.evaluate(block, args[0], at), a.evaluate(block, args[1], at),
-                                           args[2].value, args[3].value, width)]
+            start, size = args[2].value, args[3].value
+            if isinstance(start, int) and isinstance(size, int):  # a float there is no bfi the ISA has
+                return lambda a, at: [bit_insert(a.evaluate(block, args[0], at), a.evaluate(block, args[1], at),
+                                               start, size, width)]
         return lambda a, at: [TOP] * count
 
     def _comparison(self, block: int, modifiers: list[str], args: Sequence[Operand]) -> Compute:
