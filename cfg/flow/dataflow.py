@@ -25,23 +25,12 @@ from collections.abc import Callable, Iterable
 from ptxkit._records import TYPE_CHECKING, record
 
 if TYPE_CHECKING:
-    from typing import Any, Protocol, TypeVar
+    from typing import Any, TypeVar
+
+    from ptxkit.cfg.flow.protocols import ForwardGraph
 
     #: A state of the lattice.
     State = TypeVar("State")
-
-    class ForwardGraph(Protocol):
-        """What the solver reads of a graph (a `FlowGraph` has it)."""
-
-        @property
-        def succ(self) -> list[list[int]]: ...
-        @property
-        def pred(self) -> list[list[int]]: ...
-        @property
-        def rpo(self) -> list[int]: ...
-        @property
-        def start(self) -> int: ...
-
 
 @record
 class DataflowResult:

@@ -23,20 +23,15 @@ from ptxkit.cfg.flow.graph import EXIT, derived
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Sequence
-    from typing import Protocol, TypeVar
+    from typing import TypeVar
 
     import networkx as nx
 
     from ptxkit.cfg.flow.graph import EdgeEnd, FlowGraph
+    from ptxkit.cfg.flow.protocols import Adjacency
 
     #: A node of a graph: a block, or a virtual node such as ``EXIT``.
     GraphNode = TypeVar("GraphNode", bound=Hashable)
-
-    class Adjacency(Protocol[GraphNode]):
-        """A node's successors (or predecessors): a list of lists by block, or a dict."""
-
-        def __getitem__(self, node: GraphNode, /) -> Sequence[GraphNode]: ...
-
 
 def immediate_dominators(graph: nx.DiGraph[GraphNode], start: GraphNode) -> dict[GraphNode, GraphNode]:
     """``{node: immediate dominator}`` for the nodes reachable from `start` (networkx).

@@ -5,8 +5,8 @@ A condition narrows the compared register, and the registers it was computed fro
 through steps that can be undone (an added constant, a shift, a copy, ``x % N == 0``),
 along an edge that dominates its target; a block that a dominating condition rules out
 is dead. These functions find them for the register analysis (`ptxkit.cfg.values.registers`),
-which they are handed as an argument and read through the protocols below (`Code`,
-`Tests`, `Renamed`, `Solved`, `Narrowed`); the analysis's tests show them at work (``tests/test_registers.py``,
+which they are handed as an argument and read through protocols (`Code`,
+`Tests`, `Renamed`, `Solved`, `Narrowed` of `ptxkit.cfg.values.protocols`); the analysis's tests show them at work (``tests/test_registers.py``,
 ``tests/test_conditions.py``). Past ``if ((tid >> 4) < 3)`` the thread index is below 48:
 
 >>> import ptxkit
@@ -35,9 +35,10 @@ from ptxkit.isa import FIXED_SPECIALS, SWAPPED_COMPARISONS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-    from typing import Protocol, TypeAlias
+    from typing import TypeAlias
 
     from ptxkit.cfg.flow.graph import FlowGraph
+    from ptxkit.cfg.values.protocols import Code, Narrowed, Renamed, Solved, Tests
     from ptxkit.instruction import Guard, Operand
 
     #: An abstract value (`ptxkit.cfg.values.values`): the atoms it may be.
@@ -65,61 +66,6 @@ if TYPE_CHECKING:
     Narrow = Callable[["Solved", Value], Value]
     #: ``[(version, narrow)]``: the narrowings that hold somewhere.
     Narrowings = list[tuple[str, Narrow]]
-
-    class Code(Protocol):
-        """What the conditions read of the code, through the register analysis: the graph,
-        each block's inlined copy (its prefix to register names) and the definitions."""
-
-        @property
-        def flow(self) -> FlowGraph: ...
-        def prefix(self, block: int) -> str: ...
-        def definitions(self) -> Definitions: ...
-        def last_definition(self, block: int, position: int, register: str) -> int | None: ...
-        def redefined(self, block: int, start: int, stop: int, register: str) -> bool: ...
-
-    class Tests(Code, Protocol):
-        """What finding the conditions reads besides: the constants compared so far
-        (`branch_conditions` adds its bounds: widening stops there), and the stack word a
-        load reads whole (`ptxkit.cfg.values.frames`)."""
-
-        @property
-        def thresholds(self) -> set[int]: ...
-        def _read_cell(self, block: int, position: int) -> tuple[str, int, int] | None: ...
-
-    class Renamed(Protocol):
-        """What `refinements` reads: the graph and its dominators, and the SSA versions
-        each point reads (`uses`) and writes (`defs`)."""
-
-        @property
-        def flow(self) -> FlowGraph: ...
-        @property
-        def dominators(self) -> DominatorTree: ...
-        @property
-        def uses(self) -> Mapping[tuple[Point, str], str]: ...
-        @property
-        def defs(self) -> Mapping[tuple[Point, str], str]: ...
-
-    class Solved(Protocol):
-        """What a narrowing reads as the analysis solves: the versions' values, the keys
-        some instruction defines, and a value narrowed by what holds in a block."""
-
-        @property
-        def values(self) -> Mapping[str, Value]: ...
-        @property
-        def defined(self) -> Container[str]: ...
-        def _narrowed(self, block: int, version: str, value: Value) -> Value: ...
-
-    class Narrowed(Solved, Protocol):
-        """What `dead_blocks` reads besides: the graph, its dominators, and where each
-        narrowing starts to hold (`Refinements.narrowing`)."""
-
-        @property
-        def flow(self) -> FlowGraph: ...
-        @property
-        def dominators(self) -> DominatorTree: ...
-        @property
-        def narrowing(self) -> Mapping[int, Narrowings]: ...
-
 
 @record
 class _MultipleOf:

@@ -4,7 +4,7 @@ A stage index and the count of stages it wraps, a term set from a counter's star
 remainder computed again after its test, an address rounded up past a header: intervals
 alone lose how these relate and widen a ring of stages onto its neighbours. These functions
 recognise them for the register analysis (`ptxkit.cfg.values.registers`), which they are
-handed as an argument and read through the protocols below (`Counting` as they make an
+handed as an argument and read through protocols (`ptxkit.cfg.values.protocols`: `Counting` as they make an
 instruction's rule, `Solving` as the rule runs); the analysis's tests show each on kernels written for them (``tests/test_registers.py``,
 ``tests/test_counters.py``). A ring of two 512-byte stages stepped by ``x += x < 512 ?
 512 : -512`` stays in ``[0, 1023]`` (`selected_step`), where intervals would
@@ -41,37 +41,13 @@ from ptxkit.isa import INTEGER_TYPES, PURE_OPCODES, SWAPPED_COMPARISONS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-    from typing import Protocol
 
     from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
-    from ptxkit.cfg.values.conditions import Code, Point, Site, Value
+    from ptxkit.cfg.values.conditions import Point, Site, Value
     from ptxkit.cfg.values.idioms import Code as IdiomCode, Linear, Remainder, Rounding
+    from ptxkit.cfg.values.protocols import Counting, Solving
     from ptxkit.instruction import Operand
     from ptxkit.syntax import Instruction
-
-    class Counting(Code, Protocol):
-        """What the idioms read of the register analysis as they make an instruction's rule:
-        the code (`ptxkit.cfg.values.conditions.Code`), the registers each block declares
-        without ``%`` (inline assembly), and the constants compared so far (a ring's test
-        adds its bound: widening stops there)."""
-
-        def plain(self, block: int) -> frozenset[str]: ...
-        @property
-        def thresholds(self) -> set[int]: ...
-
-    class Solving(Protocol):
-        """What a rule the idioms made reads of the analysis as it solves: a register's
-        value where a point reads it, an operand's value, and the SSA versions of registers
-        (their values, the version each point reads and writes)."""
-
-        def lookup(self, at: Point, key: str) -> Value: ...
-        def evaluate(self, block: int, operand: Operand, at: Point) -> Value: ...
-        @property
-        def values(self) -> Mapping[str, Value]: ...
-        @property
-        def uses(self) -> Mapping[tuple[Point, str], str]: ...
-        @property
-        def defs(self) -> Mapping[tuple[Point, str], str]: ...
 
     #: What an instruction computes, handed the analysis and where it runs: a value per target.
     Compute = Callable[[Solving, Point], list[Value]]

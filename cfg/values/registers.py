@@ -86,11 +86,12 @@ from ptxkit.cfg.values.values import (
 
 if TYPE_CHECKING:
     from collections.abc import Hashable, Iterable, Mapping
-    from typing import Any, Literal, Protocol, TypeAlias
+    from typing import Any, Literal, TypeAlias
 
     from ptxkit.cfg.flow.graph import FlowGraph
     from ptxkit.cfg.values.conditions import Condition, Definitions, Narrow, Point, Site
-    from ptxkit.cfg.values.counters import Compute, Solving
+    from ptxkit.cfg.values.counters import Compute
+    from ptxkit.cfg.values.protocols import ByThread, Solving
     from ptxkit.cfg.values.values import Region, Value
     from ptxkit.instruction import Operand
     from ptxkit.isa_eval import Operation
@@ -127,12 +128,6 @@ if TYPE_CHECKING:
     View = Callable[[Value], Value]
     #: ``(operation, saturation, signed result)`` of an opcode (`_integer_facts`).
     IntegerFacts = tuple[Operation | None, tuple[int, int] | None, bool]
-
-    class ByThread(Protocol):
-        """`RegisterAnswers.by_thread`: a query's value for the threads whose ``%tid.x`` (or
-        `register`) lies in ``[low, high]``, or None where it does not depend on it."""
-
-        def __call__(self, query: Hashable, low: int, high: int, register: str = ..., /) -> Value | None: ...
 
 _PARAM_POINTS_TO = {".global": GLOBAL_SPACE_NAME, ".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE}
 
