@@ -521,12 +521,20 @@ def _leading_zeros(value: int, bits: int) -> int:
     return bits - value.bit_length()
 
 
+def _absolute(value: int, bits: int) -> int:
+    return abs(value)
+
+
+def _negated(value: int, bits: int) -> int:
+    return -value
+
+
 _BUILDERS: dict[str, Callable[[list[str], list[str]], _Built | None]] = {
     "add": lambda t, r: _add_sub(t, r, False), "sub": lambda t, r: _add_sub(t, r, True), "mul": _mul, "mad": _mad,
     "div": lambda t, r: _division(t, r, False), "rem": lambda t, r: _division(t, r, True),
     "min": lambda t, r: _extreme(t, r, min), "max": lambda t, r: _extreme(t, r, max),
-    "abs": lambda t, r: _unary(t, r, _SIGNED, lambda a, bits: abs(a)),
-    "neg": lambda t, r: _unary(t, r, _SIGNED, lambda a, bits: -a),
+    "abs": lambda t, r: _unary(t, r, _SIGNED, _absolute),
+    "neg": lambda t, r: _unary(t, r, _SIGNED, _negated),
     "and": lambda t, r: _bitwise(t, r, int.__and__), "or": lambda t, r: _bitwise(t, r, int.__or__),
     "xor": lambda t, r: _bitwise(t, r, int.__xor__), "not": _not, "cnot": _cnot,
     "shl": lambda t, r: _shift(t, r, True), "shr": lambda t, r: _shift(t, r, False),
