@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from ptxkit._records import record
+from ptxkit._records import Record
 
 from .dtypes import DType, dtype as as_dtype
 from .layout import Iter, LayoutError, TileLayout, box, laneid, split_index
@@ -71,8 +71,7 @@ def get_indices(nth: int, start, extent) -> list[int]:
 
 
 # ---- per-dim analysis ---------------------------------------------------------------------------
-@record
-class DimInfo:
+class DimInfo(Record):
     """One dim of a grouped layout: thread and local extents, and the thread iters' (stride, extent).
 
     >>> from ptxkit.generators.layout import TileLayout, S, laneid
@@ -254,8 +253,7 @@ def analyze_shuffle_reduce(src_layout: TileLayout, dst_layout: TileLayout):
     return width, math.prod(it.extent for it in src.shard if it.axis != laneid)
 
 
-@record
-class ShufflePlan:
+class ShufflePlan(Record):
     """A checked Path-2 reduction: xor masks (descending), elements per lane, and the
     bits of the lane index that the reduction runs over (``replica_bits``).
 

@@ -29,7 +29,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ptxkit._records import record
+from ptxkit._records import Record
 
 
 class LayoutError(ValueError):
@@ -101,8 +101,7 @@ tx = Axis("tx", True)
 THREAD_STEP = {"laneid": 1, "warpid": 32, "tid_in_wg": 1, "wid_in_wg": 32, "wgid": 128, "tx": 1}
 
 
-@record
-class OnAxis:
+class OnAxis(Record):
     """A stride on an axis, written ``stride @ axis``; added to a layout it is an offset.
 
     >>> 4 @ laneid, (4 @ laneid).stride

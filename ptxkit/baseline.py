@@ -26,7 +26,7 @@ import collections
 import os
 import re
 
-from ptxkit._records import record
+from ptxkit._records import Record
 from ptxkit._regex import compile as compile_pattern
 
 #: The version of the file's shape.
@@ -36,8 +36,7 @@ _COMMENT = compile_pattern(r"//[^\n]*|/\*.*?\*/", re.S)
 _SPACE = compile_pattern(r"\s+")
 
 
-@record
-class Key:
+class Key(Record):
     """What identifies one recorded report, lines aside."""
 
     file: str

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from ._records import record
+from ._records import Record
 from ._regex import compile
 from .isa import LINKAGES
 
@@ -35,8 +35,7 @@ _POINTER_SPACES = (".global", ".shared", ".const", ".local")
 _VECTORS = (".v2", ".v4", ".v8")
 
 
-@record
-class Param:
+class Param(Record):
     """A function parameter: ``.param .u64 .ptr .global .align 16 name``, ``.reg .b32 x``
     or a vector register, ``.reg .v4 .u16 x`` (`vector` is ``.v4``).
 
@@ -59,8 +58,7 @@ class Param:
     vector: str | None = None
 
 
-@record
-class Signature:
+class Signature(Record):
     """A parsed function header.
 
     >>> from ptxkit import parse
@@ -81,8 +79,7 @@ class Signature:
         return any(name == ".noreturn" for name, _ in self.directives)
 
 
-@record
-class Declaration:
+class Declaration(Record):
     """A ``.reg`` or variable declaration: one state space and type, several names.
 
     >>> from ptxkit import parse_statement

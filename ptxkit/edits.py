@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import bisect
 
-from ._records import record
+from ._records import Record
 from .syntax import _split_last_line
 from ._regex import compile as compile_pattern
 
 _LABEL_OPERAND = compile_pattern(r"([A-Za-z_$%][\w$]*)(\s*;)$")
 
 
-@record
-class Insert:
+class Insert(Record):
     """Insert `text` (one statement) before `anchor`, or after it when `after` is set.
 
     `label`: a new label to put right before the inserted statement (a created block);
@@ -44,31 +43,27 @@ class Insert:
     indent: str | None = None
 
 
-@record
-class Retarget:
+class Retarget(Record):
     """Make branch `branch` jump to `label` instead."""
 
     branch: object
     label: str
 
 
-@record
-class Replace:
+class Replace(Record):
     """Replace statement `node` by `text` (one statement), keeping the trivia before it."""
 
     node: object
     text: str
 
 
-@record
-class Delete:
+class Delete(Record):
     """Remove statement `node` (with its line, when it stood alone on it)."""
 
     node: object
 
 
-@record
-class Comment:
+class Comment(Record):
     """A line ``// text`` right before statement `anchor` (which must start a line): what
     a pass tells tools that read its output later, such as an instrumentation pass's
     buffer layout. Comments go after the statements inserted before the same anchor."""
@@ -77,8 +72,7 @@ class Comment:
     text: str
 
 
-@record
-class AddParam:
+class AddParam(Record):
     """Add `text` (``.param .u64 name``) as the last parameter of `function`: on a line
     of its own when the parameters stand one per line, else after a comma."""
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import struct
 
-from ._records import record
+from ._records import Record
 from ._regex import compile as compile_pattern
 from .isa import SPECIAL_REGISTER_PATTERN, STATE_SPACES
 
 
-@record
-class Guard:
+class Guard(Record):
     """An instruction's predicate guard: ``@%p`` or ``@!%p``.
 
     >>> from ptxkit import parse_statement
@@ -37,8 +36,7 @@ class Guard:
         return f"@{'!' if self.negated else ''}{self.register}"
 
 
-@record
-class Operand:
+class Operand(Record):
     """One operand, with its kind and exact text.
 
     kind:
@@ -78,8 +76,7 @@ class Operand:
         return tuple(found)
 
 
-@record
-class InstructionView:
+class InstructionView(Record):
     """Everything an analysis needs to know about an instruction's text.
 
     >>> from ptxkit import parse_statement
@@ -158,8 +155,7 @@ _SPLIT_FAST = compile_pattern(r"[\[\]{}()]")
 _new = tuple.__new__  # builds the named tuples below without their Python-level __new__
 
 
-@record
-class Head:
+class Head(Record):
     """The cheap part of an instruction: guard, full opcode, base, where its operands start.
 
     >>> from ptxkit import parse_statement

@@ -13,7 +13,7 @@ import operator
 import re
 from collections.abc import Iterable
 
-from ._records import record
+from ._records import Record
 from ._regex import compile
 
 #: State-space names as they appear as opcode modifiers (without the dot).
@@ -222,8 +222,7 @@ class Effect(enum.Enum):
     CALL = "call"
 
 
-@record
-class ProxyEffect:
+class ProxyEffect(Record):
     """An opcode's `Effect` and the proxy spaces it names.
 
     unknown:
@@ -439,8 +438,7 @@ class SyncObject(enum.Enum):
     WARP = "warp"  # bar.warp.sync (__syncwarp)
 
 
-@record
-class SyncEffect:
+class SyncEffect(Record):
     """An opcode's part in a hand-off: `kind` and `object`; `operand` is the index of
     the operand naming the object (the barrier id or the mbarrier address), or None.
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from ._records import record
+from ._records import Record
 from .isa import COMPARISONS, INTEGER_TYPES, TYPE_WIDTHS, UNSIGNED_COMPARISONS
 
 #: An operation on each thread's sources: its result, None where the ISA leaves it unspecified.
@@ -47,8 +47,7 @@ _Step = Callable[[int], int]
 _Built = tuple[int, int, _Apply] | tuple[int, int, _Apply, _Each]
 
 
-@record
-class Operation:
+class Operation(Record):
     """One decoded opcode: `arity` sources in, the destination's `bits` out.
 
     apply:

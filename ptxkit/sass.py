@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ._records import record
+from ._records import Record
 
 _HOW_TO_GET = ("install the CUDA toolkit, or `pip install \"ptxkit[toolkit]\"` (the nvidia-cuda-nvdisasm wheel), "
                "or set $NVDISASM to an nvdisasm binary")
@@ -33,8 +33,7 @@ _INSTRUCTION = re.compile(r"\s*/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-
 _WIDTHS = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
 
 
-@record
-class SassInstruction:
+class SassInstruction(Record):
     """One SASS instruction of `function`: its byte `offset`, `opcode` with modifiers
     (``STL.64``), the `ptx_line` ptxas attributes it to (None without line info) and
     whether it is one of ptxas's own register spills or refills (`spill`)."""

@@ -19,7 +19,7 @@ comment works as ``//`` does. docs/report-format.md says how reports carry them.
 
 from __future__ import annotations
 
-from ptxkit._records import record
+from ptxkit._records import Record
 from ptxkit._regex import compile as compile_pattern
 
 #: Hazard classes, as the rule ids end (``ptxkit.fence.<class>``).
@@ -30,8 +30,7 @@ _SUPPRESSION = compile_pattern(r"(?://|/\*)[ \t]*ptxkit:[ \t]*ignore[ \t]*\[([^\
                                r"(?:[ \t]*--[ \t]*((?:(?!\*/)[^\n])*))?")
 
 
-@record
-class Suppression:
+class Suppression(Record):
     """One ``ptxkit: ignore[...]`` comment at `line`:`column` (1-based): the known
     hazard `classes` it silences, the `unknown` names it gives, and its `reason`."""
 

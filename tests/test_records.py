@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ptxkit._records import record
+from ptxkit._records import Record
 from ptxkit.cfg.fence.fence import AccessPair, FenceOptions, FenceSite, Place
 
 
-@record
-class Span:
+class Span(Record):
     """Lines `start` to `stop`."""
 
     start: int
@@ -53,8 +52,7 @@ def test_a_record_keeps_its_methods_constants_docstring_and_annotations():
 
 def test_a_field_without_a_default_may_not_follow_one_with_a_default():
     with pytest.raises(TypeError, match="follows one with a default"):
-        @record
-        class Broken:
+        class Broken(Record):
             first: int = 0
             second: int
 

@@ -33,7 +33,7 @@ False
 
 from __future__ import annotations
 
-from ptxkit._records import TYPE_CHECKING, fields_of, record
+from ptxkit._records import TYPE_CHECKING, fields_of, Record
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.fence.options import EXTERN_POLICIES, FENCE_SIDES, PLACEMENTS, check_target
 from ptxkit.cfg.fence.placement import RELEASE_INITS, VARIANTS, Placement, PlannedFence, fence_text_for, plan_fences
@@ -44,6 +44,8 @@ from ptxkit.isa import may_need_fence
 from ptxkit.syntax import Function
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from ptxkit.cfg.fence.proxy import Need, Step
     from ptxkit.cfg.flow.graph import BasicBlock, FlowGraph
     from ptxkit.cfg.flow.loops import Preheader
@@ -56,8 +58,7 @@ if TYPE_CHECKING:
     Json = dict[str, object]
 
 
-@record
-class _FenceFields:
+class _FenceFields(Record):
     placement: str = "hoist"
     fence_variant: str | None = None
     extern_policy: str = "clobber"
@@ -102,7 +103,7 @@ class FenceOptions(_FenceFields):
 
     __slots__ = ()
 
-    def __new__(cls, *args: object, **kwargs: object) -> FenceOptions:
+    def __new__(cls, *args: Any, **kwargs: Any) -> FenceOptions:  # the fields' own types, checked by super()'s
         self = super().__new__(cls, *args, **kwargs)
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, not {self.placement!r}")
@@ -122,8 +123,7 @@ class FenceOptions(_FenceFields):
                                self.max_cluster)
 
 
-@record
-class Place:
+class Place(Record):
     """A point of the input: 1-based line and column, and a short text.
 
     >>> str(Place(12, 5, "st.shared.u32")), str(Place(None, None, "an inserted block"))
@@ -146,8 +146,7 @@ class Place:
         return f"line {self.line} ({self.text})" if self.text else f"line {self.line}"
 
 
-@record
-class AccessPair:
+class AccessPair(Record):
     """One (generic access, async operation) pair a fence orders, with its witness.
 
     `hazard`: ``raw`` (a generic write reaches an async-proxy access of its bytes),
@@ -216,8 +215,7 @@ class AccessPair:
                 "path": [fields_of(place) for place in self.path]}
 
 
-@record
-class FenceSite:
+class FenceSite(Record):
     """One inserted fence, or one missing fence in check mode, with every pair it orders.
 
     `line`/`column`: the input statement the fence goes `where` ("before"/"after") it.
@@ -307,8 +305,7 @@ class FenceSite:
 REPORT_VERSION = 1
 
 
-@record
-class FenceWarning:
+class FenceWarning(Record):
     """Something the pass met that no fence can put right, at `line`:`column`: `kind`
     ``in-flight`` (an async op may read shared memory a ``cp.async`` is still writing:
     no fence waits for it) or ``unknown-opcode`` (an async-looking opcode the pass does
@@ -473,8 +470,7 @@ def fence_text(text: str, filename: str = "<input>", rewrite: bool = True,
 # -- analysis of every kernel -----------------------------------------------------------------
 
 
-@record
-class FunctionResult:
+class FunctionResult(Record):
     """One function's analysis (solved with its planned fences), its plan, report
     entries and the edits that apply it.
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import enum
 
-from ptxkit._records import TYPE_CHECKING, record
+from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.cfg.fence.options import FENCE_SIDES, FENCE_VARIANTS, PLACEMENTS
 from ptxkit.cfg.fence.proxy import CROSSED, IMPORTED, IN_FLIGHT, LOCAL, Hazard, KernelAnalysis, Need
 from ptxkit.cfg.flow.dominance import DominatorTree
@@ -108,8 +108,7 @@ class Placement(enum.Enum):
     BRANCH = "branch"  # before a conditional branch
 
 
-@record
-class PlannedFence:
+class PlannedFence(Record):
     """One fence the pass inserts (or, in check mode, reports missing).
 
     `placement`: see `Placement`. `block`/`position`: where in the CFG (position =

@@ -48,7 +48,7 @@ import enum
 import functools
 import re
 
-from ptxkit._records import TYPE_CHECKING, record
+from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.cfg.flow.dataflow import solve_forward
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import ENTRY
@@ -124,8 +124,7 @@ _ACCESS = {Hazard.RAW: "generic-proxy write", Hazard.WAR: "generic-proxy read", 
            Hazard.INIT_CLUSTER: "mbarrier.init"}
 
 
-@record
-class AnalysisOptions:
+class AnalysisOptions(Record):
     """What the analysis models.
 
     track_global:
@@ -174,8 +173,7 @@ class Fact:
         self.origins: list[Origin] = []
 
 
-@record
-class Need:
+class Need(Record):
     """An async op (or, under the strict extern policy, a call) that needs a fence.
 
     `pending`: the mask of facts that overlap it; `cover`: the spaces the fence must

@@ -22,7 +22,7 @@ import heapq
 import operator
 from collections.abc import Callable, Iterable
 
-from ptxkit._records import TYPE_CHECKING, record
+from ptxkit._records import TYPE_CHECKING, Record
 
 if TYPE_CHECKING:
     from typing import Any, TypeVar
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     #: A state of the lattice.
     State = TypeVar("State")
 
-@record
-class DataflowResult:
+
+class DataflowResult(Record):
     """In- and out-states by node number (`bottom` for unreachable nodes).
 
     >>> from types import SimpleNamespace

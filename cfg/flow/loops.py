@@ -18,7 +18,7 @@ and the fence pass does not hoist into or out of them.
 
 from __future__ import annotations
 
-from ptxkit._records import TYPE_CHECKING, record
+from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import EXIT, derived
 
@@ -68,8 +68,7 @@ class Loop:
         return f"<Loop header={self.header} blocks={len(self.blocks)} depth={self.depth}>"
 
 
-@record
-class LoopForest:
+class LoopForest(Record):
     """All natural loops of a graph, outermost first (by header position).
 
     >>> import ptxkit
@@ -235,8 +234,7 @@ def on_cycles(graph: Mapping[GraphNode, Sequence[GraphNode]]) -> frozenset[Graph
 # -- preheaders -------------------------------------------------------------------------
 
 
-@record
-class Preheader:
+class Preheader(Record):
     """Where code that must run once before a loop goes.
 
     Either `block`, an existing block outside the loop whose only successor is the
@@ -318,8 +316,7 @@ def _sees(node: Node, scope: Node | None) -> bool:
 # -- branch regions ---------------------------------------------------------------------
 
 
-@record
-class BranchRegion:
+class BranchRegion(Record):
     """A conditional branch up to its immediate post-dominator `join`.
 
     `arms` are the branch block's distinct successors (``EXIT`` for a guarded return);

@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import enum
 
-from ptxkit._records import TYPE_CHECKING, record
+from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.flow.inline import call_target
 from ptxkit.cfg.flow.operands import destinations
@@ -132,8 +132,7 @@ RELEASE = "release"
 RELEASES_INITS = "releases inits"
 
 
-@record
-class Event:
+class Event(Record):
     """One effect of one instruction (`position` in its block).
 
     `locations`: what a write/read/init/cp.async touches, or what an async op reads;
@@ -189,8 +188,7 @@ def on_an_mbarrier(event: Event) -> TypeGuard[MbarrierOp]:
     return event.sync is not None and event.sync[0] is SyncObject.MBARRIER
 
 
-@record
-class EventOptions:
+class EventOptions(Record):
     """What the classification models: `tracked` proxy spaces (bits), what an extern
     call may do (`extern_policy`: none, clobber, strict), whether a forced
     ``.shared::cta`` fence variant counts for both shared windows, and how many CTAs a
@@ -206,8 +204,7 @@ class EventOptions:
     max_cluster: int = PORTABLE_CLUSTER
 
 
-@record
-class Events:
+class Events(Record):
     """The events of every block, the warnings met on the way, the blocks the branch
     conditions prove unreachable, and `touches(block, event, targets)`: may some
     thread's access `event` overlap one of `targets`, its address taken thread by
@@ -254,8 +251,7 @@ def _memory_index(operands: Sequence[Operand], start: int = 0) -> int | None:
 # -- classification -------------------------------------------------------------------------------
 
 
-@record
-class _Access:
+class _Access(Record):
     """A memory access, as `_Classifier._located` makes its event: the event's position,
     kind and guard; the query of its address; its width; the spaces its opcode names;
     whether it addresses generically, and then how it names its address (`_pointer`)."""
@@ -890,7 +886,7 @@ def _one_start_per_object(by_block: list[list[Event]]) -> None:
                 sync = event.sync
                 if sync is not None and sync[0] is SyncObject.MBARRIER:
                     sync = (sync[0], unify(sync[1]))
-                events[index] = event._replace(  # type: ignore[attr-defined]  # an Event is a namedtuple
+                events[index] = event._replace(
                     locations=tuple(map(unify, event.locations)), writes=tuple(map(unify, event.writes)),
                     mbarrier=unify(event.mbarrier) if event.mbarrier is not None else None, sync=sync)
 
@@ -913,8 +909,7 @@ def _address_lanes(base: str, modifiers: list[str]) -> int | None:
 #: Opcodes with an event beside their proxy effect and hand-off (see `classify`).
 _OTHER_EVENTS = ("tcgen05.commit", "mbarrier.arrive.expect_tx", "mbarrier.expect_tx", "st.async", "red.async")
 
-@record
-class Box:
+class Box(Record):
     """`Event.detail` of a tensor copy: the most bytes its box may have (the armed
     expect_tx bytes, a ring's stage), None where the PTX does not bound it, and the
     `step` of the ring of stages it is issued into, if any; its locations are where its
@@ -953,7 +948,7 @@ def _close_boxes(by_block: list[list[Event]]) -> None:
     for events in by_block:
         for index, event in enumerate(events):
             if type(event.detail) is Box:
-                events[index] = event._replace(  # type: ignore[attr-defined]  # an Event is a namedtuple
+                events[index] = event._replace(
                     locations=_closed(event.locations, ordered, event.detail, ring_starts),
                     writes=_closed(event.writes, ordered, event.detail, ring_starts))
 

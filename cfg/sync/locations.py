@@ -33,7 +33,7 @@ The footprint of an async op comes from its operands (docs/fence.md §3.3):
 
 from __future__ import annotations
 
-from ptxkit._records import TYPE_CHECKING, record
+from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.cfg.values.values import (
     GLOBAL_SPACE_NAME, INF, NUM, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, WINDOW, Atom, Region,
 )
@@ -50,8 +50,7 @@ _SWIZZLE_WGMMA = {0: 0, 1: 128, 2: 64, 3: 32}
 _SWIZZLE_TCGEN05 = {0: 0, 1: 128, 2: 128, 4: 64, 6: 32}
 
 
-@record
-class Location:
+class Location(Record):
     """Bytes ``[start, end)`` of `region` (None: anywhere) in the spaces `space` (bits).
 
     >>> str(Location(CTA, Region("smem", SHARED_CTA_SPACE, 64, 8), 8, 16)), str(everywhere(SHARED))

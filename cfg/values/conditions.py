@@ -24,7 +24,7 @@ which they are handed as an argument and read through protocols (`Code`,
 
 from __future__ import annotations
 
-from ptxkit._records import TYPE_CHECKING, record
+from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import derived
 from ptxkit.cfg.flow.ssa import blocks_between, cell_key
@@ -67,8 +67,8 @@ if TYPE_CHECKING:
     #: ``[(version, narrow)]``: the narrowings that hold somewhere.
     Narrowings = list[tuple[str, Narrow]]
 
-@record
-class _MultipleOf:
+
+class _MultipleOf(Record):
     """What a test ``x % modulus == 0`` bounds ``x`` by: rounding it up to `modulus` leaves
     it as it is (`_narrowing` rounds the value it narrows)."""
 
@@ -115,8 +115,7 @@ def _widened_back(value: Value, count: int) -> Value:
     return _ANY_NUMBER
 
 
-@record
-class Refinements:
+class Refinements(Record):
     """Where the branch conditions hold (`refinements`): the narrowings that start at each
     block's entry, and on each edge ``(block, successor)``; the site of each version's
     definition; and key -> the keys whose narrowings read it (the solver reevaluates what

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 
-from ptxkit._records import TYPE_CHECKING, record
+from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.cfg.flow.operands import is_param, operand_reads, operand_targets, written_and_read
 from ptxkit.cfg.values.symbols import symbol_regions
 from ptxkit.isa import MEMORY_WRITERS, access_width
@@ -62,8 +62,7 @@ _NO_TARGET = frozenset("bra brx call ret exit trap bar barrier fence membar pref
                        "tcgen05 wgmma setp".split())
 
 
-@record
-class ParamSlot:
+class ParamSlot(Record):
     """A call parameter an inlined ``st.param`` writes or ``ld.param`` reads: the caller's
     context prefix, the call (its ``id``; None for a return value read after it) and the
     name of the caller's argument."""
@@ -73,8 +72,7 @@ class ParamSlot:
     name: str | None
 
 
-@record
-class StackSlot:
+class StackSlot(Record):
     """Bytes ``start .. end`` of a -G stack (`pointer`: the context prefix + ``%SP``)."""
 
     pointer: str

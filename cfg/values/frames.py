@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import bisect
 
-from ptxkit._records import TYPE_CHECKING, record
+from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.cfg.flow.graph import derived
 from ptxkit.cfg.values.values import INF, LOCAL_SPACE, NUM, TOP_FORM
 from ptxkit.isa import MEMORY_WRITERS, access_width
@@ -59,8 +59,7 @@ _OTHER_SPACES = ("shared", "global", "const", "param", "tex")
 MOST_ACCESSES = 4000
 
 
-@record
-class Access:
+class Access(Record):
     """One load or store that may touch a stack frame: where, what (`kind`: "load" for a
     scalar ``ld``, "store" for a scalar ``st``, "write" for anything else that writes
     through the address), its byte `width`, its memory operand, and the cell a
@@ -74,8 +73,7 @@ class Access:
     direct: Cell | None
 
 
-@record
-class Frames:
+class Frames(Record):
     """A graph's stack accesses and the regions of its sealed frames."""
 
     accesses: tuple[Access, ...]
@@ -148,8 +146,7 @@ def _frame_use(instruction: Instruction, head: HeadTuple, key: int, depots: dict
             unsealed.add(key)
 
 
-@record
-class StackModel:
+class StackModel(Record):
     """Which cells each store writes and each load reads (see the module docstring).
 
     A cell is ``(region name, offset, width)``. Cells that share bytes form a *word*

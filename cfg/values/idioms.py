@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import functools
 
-from ptxkit._records import TYPE_CHECKING, record
+from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.isa_eval import operation
 
 if TYPE_CHECKING:
@@ -94,8 +94,7 @@ _ARITHMETIC = frozenset("mul mad shr shl add sub cvt mov div and".split())
 _MAX_DEPTH = 12
 
 
-@record
-class Remainder:
+class Remainder(Record):
     """A recognised remainder: ``kind`` is ``alignment`` (``x - align_down(x + bias,
     modulus)``, `bias` the operand holding ``c`` or None; when `limit` is set the mask
     keeps bits only below it, so ``x + c`` must lie in ``[0, limit)``) or
@@ -408,8 +407,7 @@ def _truncated(x: int, divisor: int) -> int:
     return quotient if x >= 0 else -quotient
 
 
-@record
-class AlignUp:
+class AlignUp(Record):
     """A recognised ``selp`` that rounds register `x` up to a multiple of `modulus`.
     The rounded arm adds `constant` and each ``(coefficient, register)`` of `others`
     to ``x - (x & (modulus - 1))``; the idiom holds when they add up to `modulus`,
@@ -533,8 +531,7 @@ def _alignment_test(block: int | None, instructions: Instructions, heads: Heads,
     return x, remainder_register, modulus, home, comparison
 
 
-@record
-class Rounding:
+class Rounding(Record):
     """A recognised ``add`` that rounds register `x` up past a multiple of `modulus`:
     ``x + (modulus - r)`` with ``r = x % modulus`` (or ``x & (modulus - 1)``) in
     register `remainder`. Where ``r`` is not 0 the sum is ``x`` rounded up."""
@@ -637,8 +634,7 @@ SUM_OPCODES = frozenset(("add", "sub", "mad", "mul", "shl"))
 _LINEAR_DEPTH, _LINEAR_BUDGET = 16, 64
 
 
-@record
-class Linear:
+class Linear(Record):
     """``constant + sum(coefficient * register)``: `terms` maps each register (as
     named at the instruction that was expanded) to its coefficient. `crossed` lists the
     definitions expanded from other blocks, each as ``(block read in, block defined in,

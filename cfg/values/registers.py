@@ -49,7 +49,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
-from ptxkit._records import TYPE_CHECKING, record
+from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import derived
 from ptxkit.cfg.flow.inline import Context
@@ -143,8 +143,7 @@ def register_values(flow: FlowGraph, queries: Queries, max_cluster: int = PORTAB
     return analyse_registers(flow, queries, max_cluster).values
 
 
-@record
-class RegisterAnswers:
+class RegisterAnswers(Record):
     """What `analyse_registers` found: the value of each query, the blocks the branch
     conditions prove unreachable (their queries answer the empty value: no value ever
     gets there), and `by_thread(query, low, high[, register])`: the query's value for the

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from math import gcd
 
-from ptxkit._records import TYPE_CHECKING, record
+from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.isa import NEGATED_COMPARISONS, UNSIGNED_COMPARISONS
 
 if TYPE_CHECKING:
@@ -74,8 +74,7 @@ NUM, WINDOW, GENERIC, TOP_FORM = 0, 1, 2, 3
 _FORM_NAMES = {WINDOW: "window", GENERIC: "generic"}
 
 
-@record
-class Region:
+class Region(Record):
     """One memory object whose address the analysis follows.
 
     `size` in bytes (None when unknown, as for dynamic shared memory), `align` the
@@ -110,13 +109,8 @@ class Region:
             return self.size
         return MAX_DYNAMIC_SHARED if self.space.startswith("shared") else INF
 
-    if TYPE_CHECKING:  # the namedtuple's own method, which mypy does not see on a record
-        def _replace(self, *, name: str = ..., space: str = ..., size: int | None = ..., align: int = ...,
-                     parent: Region | None = ...) -> Region: ...
 
-
-@record
-class Atom:
+class Atom(Record):
     """One member of an abstract value (see the module docstring).
 
     >>> Atom(WINDOW, SHARED_CTA_SPACE, None, 0, INF).location(4)
@@ -135,10 +129,6 @@ class Atom:
     @property
     def is_address(self) -> bool:
         return self.form == WINDOW or self.form == GENERIC
-
-    if TYPE_CHECKING:  # the namedtuple's own method, which mypy does not see on a record
-        def _replace(self, *, form: int = ..., space: str | None = ..., region: Region | None = ..., lo: int = ...,
-                     hi: int = ..., shift: int = ..., high: int = ..., step: int = ...) -> Atom: ...
 
     def location(self, width: int) -> Location:
         """``(space, region, start, end)`` of an access of `width` bytes through this

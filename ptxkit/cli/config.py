@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 
-from ptxkit._records import record
+from ptxkit._records import Record
 
 #: key -> (argument name, what it takes: a tuple of choices, bool, int range, "path", "patterns")
 KEYS = {
@@ -47,8 +47,7 @@ KEYS = {
 }
 
 
-@record
-class Config:
+class Config(Record):
     """The settings of one ``pyproject.toml`` (argument name -> value; paths made
     relative to the working folder's view, patterns kept with their folder)."""
 

@@ -18,7 +18,7 @@ that silenced nothing.
 
 from __future__ import annotations
 
-from ptxkit._records import record
+from ptxkit._records import Record
 
 from .colour import diagnostic
 
@@ -40,8 +40,7 @@ def rule_id(hazard: str) -> str:
     return f"ptxkit.fence.{hazard}"
 
 
-@record
-class Verdict:
+class Verdict(Record):
     """What became of one pair or warning: its `status` (``reported``, ``suppressed``,
     ``baselined``) and the `Suppression` that silenced it."""
 

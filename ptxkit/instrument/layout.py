@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 
-from .._records import record
+from .._records import Record
 
 #: bytes of one timeline record and of a CTA's header
 RECORD_BYTES = 8
@@ -50,8 +50,7 @@ COUNTER_BYTES = 8
 KINDS = ("timeline", "count")
 
 
-@record
-class Point:
+class Point(Record):
     """What a pair of timeline records (begin, end) brackets.
 
     `category`: ``function`` (entry to exit), ``region`` (a named region), ``barrier``
@@ -66,8 +65,7 @@ class Point:
     source: str | None = None
 
 
-@record
-class Instr:
+class Instr(Record):
     """One instruction of a counted block: its input line, opcode and ``.loc`` source
     (``file:line``, or None)."""
 
@@ -76,8 +74,7 @@ class Instr:
     source: str | None = None
 
 
-@record
-class CountedBlock:
+class CountedBlock(Record):
     """A basic block of an instrumented function and the counter that counts it (blocks
     that always run together share one)."""
 
@@ -86,8 +83,7 @@ class CountedBlock:
     instructions: tuple = ()
 
 
-@record
-class Layout:
+class Layout(Record):
     """What the decoder needs to know about one instrumented kernel's buffer.
 
     `buffer`: ``("param", NAME)`` when the buffer's address is kernel parameter NAME

@@ -30,12 +30,11 @@ setp.eq.and.u32 %pred, %slot, %slot_end, %writer;
 
 from __future__ import annotations
 
-from .._records import record
+from .._records import Record
 from .layout import END, HEADER_BYTES, MAGIC, RECORD_BYTES, VALID, WARP_SHIFT
 
 
-@record
-class TimelineRegisters:
+class TimelineRegisters(Record):
     """Registers of the timeline code: kept from entry to exit (`region`, `entry_time`,
     `entry_clock` .b64, `tag`, `slot`, `slot_end` .b32, `writer`, `first_thread` .pred)
     and scratch (`time`, `address` .b64, `a`, `b`, `clock`, `low`, `high` .b32, `pred`,
@@ -63,8 +62,7 @@ class TimelineRegisters:
              "writer": ".pred", "first_thread": ".pred", "pred": ".pred", "dropped": ".pred"}
 
 
-@record
-class CountRegisters:
+class CountRegisters(Record):
     """Registers of the count code: `row` (.b64, this CTA's counters) and `lane_bit`
     (.b32, ``%lanemask_eq``) kept; `mask`, `low` (.b32), `first` (.pred) scratch; `a`,
     `b` (.b32) and `offset` (.b64) for the set-up."""

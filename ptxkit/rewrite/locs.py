@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import re
 
-from ptxkit._records import record
+from ptxkit._records import Record
 from ptxkit.syntax import Directive, Instruction, Label
 
 _LOC = re.compile(r"\s*(\d+)\s+(\d+)(?:\s+(\d+))?")
 _FILE = re.compile(r'\s*(\d+)\s+"((?:[^"\\]|\\.)*)"')
 
 
-@record
-class Loc:
+class Loc(Record):
     """A source position: `file` index (see `files`), 1-based `line`, `column` (0: none).
 
     >>> str(Loc(1, 12, 5))

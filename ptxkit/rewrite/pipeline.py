@@ -33,7 +33,7 @@ import inspect
 import os
 import shlex
 
-from ptxkit._records import record
+from ptxkit._records import Record
 
 #: The spec that names the fence pass.
 FENCE = "fence"
@@ -53,8 +53,7 @@ class PassError(ValueError):
         self.cause = cause
 
 
-@record
-class PassSpec:
+class PassSpec(Record):
     """A pass to run: its `name` (as given), the `function` and its `options`."""
 
     name: str
@@ -156,8 +155,7 @@ def split_specs(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-@record
-class Stage:
+class Stage(Record):
     """What one pass did: its `name`, the `lines` map from its input to its output
     (None when it changed nothing), the number of `edits`, the kernel `params` it
     added and its own `info` (`ptxkit.rewrite.plan.Plan.info`)."""

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import functools
 
-from ptxkit._records import record
+from ptxkit._records import Record
 from ptxkit.edits import AddParam, Comment, Delete, Insert, Replace, Retarget, apply_edits
 from ptxkit.instruction import head_of
 from ptxkit.lexer import LABEL, PIECE
@@ -58,8 +58,7 @@ REGISTER_TYPES = frozenset(
 ) | {".f16x2", ".bf16", ".bf16x2", ".pred"}
 
 
-@record
-class AddedParam:
+class AddedParam(Record):
     """A parameter a plan added to kernel `kernel`: its `name`, `index` in the
     parameter list (it is the last one when added) and `type`. A launcher passes the
     kernel's own arguments, then one value for each added parameter in index order.

@@ -36,14 +36,13 @@ when the place is reached:
 
 from __future__ import annotations
 
-from ptxkit._records import record
+from ptxkit._records import Record
 from ptxkit.cfg.flow.graph import ENTRY, EXIT
 from ptxkit.instruction import head_of
 from ptxkit.syntax import Instruction, Label
 
 
-@record
-class Position:
+class Position(Record):
     """A place for code in one function.
 
     kind:

@@ -22,12 +22,11 @@ What can be mapped, and how:
 
 from __future__ import annotations
 
-from ptxkit._records import record
+from ptxkit._records import Record
 from ptxkit.rewrite import Plan, match
 
 
-@record
-class Site:
+class Site(Record):
     """A PTX line involved in local-memory traffic: `kind` ``local`` (a PTX
     ``ld.local``/``st.local``), ``spill`` (SASS spill stores and refills ptxas
     attributes to this line) or ``sass-local`` (other SASS local accesses there);
@@ -47,8 +46,7 @@ class Site:
     sass: int | None = None
 
 
-@record
-class KernelReport:
+class KernelReport(Record):
     """One function's resources (ptxas's figures, bytes but `registers`) and its
     local-memory `sites`."""
 
