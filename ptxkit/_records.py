@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import collections
 
-__all__ = ["TYPE_CHECKING", "Record", "fields_of"]
+__all__ = ["TYPE_CHECKING", "Record"]
 
 #: ``typing.TYPE_CHECKING`` without importing ``typing``: mypy takes the name as true.
 TYPE_CHECKING = False
@@ -75,16 +75,3 @@ else:
     class Record(metaclass=_RecordMaker):
         """The base of every record (see the module's docstring)."""
 
-
-def fields_of(item: object) -> dict[str, object]:
-    """A record's fields by name, in order: its namedtuple ``_asdict()``, which a type
-    checker does not see on a `record` (it takes the class for the one written).
-
-    >>> class Span(Record):
-    ...     start: int
-    ...     stop: int = 0
-    >>> fields_of(Span(3, 7))
-    {'start': 3, 'stop': 7}
-    """
-    fields: dict[str, object] = item._asdict()  # type: ignore[attr-defined]
-    return fields

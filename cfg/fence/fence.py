@@ -33,7 +33,7 @@ False
 
 from __future__ import annotations
 
-from ptxkit._records import TYPE_CHECKING, fields_of, Record
+from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.fence.options import EXTERN_POLICIES, FENCE_SIDES, PLACEMENTS, check_target
 from ptxkit.cfg.fence.placement import RELEASE_INITS, VARIANTS, Placement, PlannedFence, fence_text_for, plan_fences
@@ -210,9 +210,9 @@ class AccessPair(Record):
         return "".join(out)
 
     def to_json(self) -> Json:
-        return {**fields_of(self), "access": fields_of(self.access) if self.access is not None else None,
-                "op": fields_of(self.op), "handoff": [fields_of(place) for place in self.handoff],
-                "path": [fields_of(place) for place in self.path]}
+        return {**self._asdict(), "access": self.access._asdict() if self.access is not None else None,
+                "op": self.op._asdict(), "handoff": [place._asdict() for place in self.handoff],
+                "path": [place._asdict() for place in self.path]}
 
 
 class FenceSite(Record):
@@ -297,7 +297,7 @@ class FenceSite(Record):
         return "\n".join(lines)
 
     def to_json(self) -> Json:
-        return {**fields_of(self), "hazard": self.hazard, "pairs": [pair.to_json() for pair in self.pairs]}
+        return {**self._asdict(), "hazard": self.hazard, "pairs": [pair.to_json() for pair in self.pairs]}
 
 
 #: The version of `FenceReport.to_json`'s shape (docs/report-format.md); it goes up when a
@@ -394,11 +394,11 @@ class FenceReport:
             "version": REPORT_VERSION,
             "file": self.filename,
             "mode": "fence" if self.rewritten else "check",
-            "options": fields_of(self.options),
+            "options": self.options._asdict(),
             "skipped": self.skipped,
             "changed": self.changed,
             "fences": [f.to_json() for f in self.fences],
-            "warnings": [fields_of(w) for w in self.warnings],
+            "warnings": [w._asdict() for w in self.warnings],
         }
 
     def explain(self) -> str:
