@@ -52,6 +52,7 @@ STRICT_MODULES = (
     "ptxkit.cfg.sync",
     "ptxkit.cfg.sync.locations",
     "ptxkit.cfg.sync.events",
+    "ptxkit.cfg.sync.protocols",
     "ptxkit.cfg.sync.phases",
     "ptxkit.cfg.sync.once",
     "ptxkit.cfg.sync.armed",

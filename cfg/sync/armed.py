@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from ptxkit.cfg.flow.graph import FlowGraph
-    from ptxkit.cfg.sync.events import Event, Fact, MbarrierOp
+    from ptxkit.cfg.sync.events import Event
+    from ptxkit.cfg.sync.protocols import Fact, MbarrierOp
     from ptxkit.instruction import Operand
 
     #: An event and the block it is in: ``(block, event)``.

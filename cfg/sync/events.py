@@ -49,9 +49,10 @@ from ptxkit.isa import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator, Sequence
-    from typing import Literal, Protocol, TypeAlias, TypeGuard
+    from typing import Literal, TypeAlias, TypeGuard
 
     from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
+    from ptxkit.cfg.sync.protocols import ByThread, Fact, MbarrierOp, NamedBarrierOp
     from ptxkit.cfg.values.registers import RegisterAnswers
     from ptxkit.cfg.values.values import Region
     from ptxkit.instruction import Guard, Operand
@@ -84,25 +85,6 @@ if TYPE_CHECKING:
     #: The size operand `_Classifier._copy` gets: a tensor load's share of the armed bytes,
     #: the query of a size operand, a number of bytes, or None.
     CopySize = int | tuple[Literal["share"], int] | tuple[Literal["size"], Query | None] | None
-
-    class Fact(Protocol):
-        """What `ptxkit.cfg.sync.armed` and `ptxkit.cfg.sync.once` read of a fact of the
-        proxy analysis (one pending-access class): its bit, its location, and the
-        ``(block, event)`` accesses that make it."""
-
-        @property
-        def index(self) -> int: ...
-        @property
-        def location(self) -> Location: ...
-        @property
-        def origins(self) -> Sequence[tuple[int, Event]]: ...
-
-    class ByThread(Protocol):
-        """`RegisterAnswers.by_thread`: a query's value for the threads whose ``%tid.x`` (or
-        `register`) lies in ``[low, high]``, or None where it does not depend on it."""
-
-        def __call__(self, query: Query, low: int, high: int, register: str = ..., /) -> Value | None: ...
-
 
 class Kind(enum.Enum):
     """The kinds of `Event`.
@@ -155,19 +137,6 @@ class Event(Record):
     sync: SyncKey | None = None
     cross: bool = False
     detail: Detail = None
-
-
-if TYPE_CHECKING:
-
-    class NamedBarrierOp(Event):
-        """An `Event` on a named barrier (`on_a_named_barrier`): `sync` holds the ids it may be on."""
-
-        sync: tuple[Literal[SyncObject.NAMED_BARRIER], frozenset[int] | None]
-
-    class MbarrierOp(Event):
-        """An `Event` on an mbarrier (`on_an_mbarrier`): `sync` holds the mbarrier's location."""
-
-        sync: tuple[Literal[SyncObject.MBARRIER], Location]
 
 
 def on_a_named_barrier(event: Event) -> TypeGuard[NamedBarrierOp]:

@@ -55,7 +55,8 @@ if TYPE_CHECKING:
 
     from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
     from ptxkit.cfg.flow.loops import Loop
-    from ptxkit.cfg.sync.events import Definitions, Event, Fact, MbarrierOp
+    from ptxkit.cfg.sync.events import Definitions, Event
+    from ptxkit.cfg.sync.protocols import Fact, MbarrierOp
     from ptxkit.cfg.sync.locations import Location
     from ptxkit.instruction import Operand
 

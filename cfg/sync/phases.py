@@ -55,7 +55,8 @@ if TYPE_CHECKING:
 
     from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
     from ptxkit.cfg.flow.loops import Loop, LoopForest
-    from ptxkit.cfg.sync.events import Definitions, Event, NamedBarrierOp, SyncKey
+    from ptxkit.cfg.sync.events import Definitions, Event, SyncKey
+    from ptxkit.cfg.sync.protocols import NamedBarrierOp
     from ptxkit.syntax import Instruction
 
     #: Whether two hand-off objects may be the same barrier (`separate_phases`).
