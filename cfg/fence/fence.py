@@ -44,7 +44,7 @@ from ptxkit.isa import may_need_fence
 from ptxkit.syntax import Function
 
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeAlias
 
     from ptxkit.cfg.fence.proxy import Need, Step
     from ptxkit.cfg.flow.graph import BasicBlock, FlowGraph
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ptxkit.syntax import Module, Node
 
     #: One change to the text (`ptxkit.edits`): a fence inserted, or a branch sent to a created preheader.
-    Edit = Insert | Retarget
+    Edit: TypeAlias = "Insert | Retarget"
     #: A JSON object of the report (docs/report-format.md).
     Json = dict[str, object]
 
