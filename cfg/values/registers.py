@@ -486,8 +486,8 @@ class _Analysis:
         self._by_thread: dict[tuple[str, int, int], ThreadRange] = {}  # (register, low, high) -> what it gave
         dead = dead_blocks(self)
         answers = {}
-        for key, (block, position, operand) in queries.items():
-            answers[key] = () if block in dead else self.evaluate(block, operand, ("query", key, block))
+        for query, (block, position, operand) in queries.items():  # `key` is a register's name above
+            answers[query] = () if block in dead else self.evaluate(block, operand, ("query", query, block))
         return answers, dead
 
     # -- values by thread ---------------------------------------------------------------------
