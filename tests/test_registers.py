@@ -1273,3 +1273,22 @@ def test_where_a_block_last_writes_a_register_is_what_a_scan_of_its_instructions
                     assert analysis.redefined(block.index, 0, position, name) == (last is not None)
                     if position < len(written) and name in written[position]:
                         last = position
+
+
+def test_a_solution_keeps_every_attribute_a_solved_analysis_has():
+    """`_Analysis.solution` names what it keeps (a class mypyc compiles has no ``__dict__``):
+    the names are every attribute the analysis has once it has solved, and `restore` puts
+    back each value the solution kept, not a copy."""
+    m = ptxkit.parse(".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{\n"
+                     ".reg .b32 %r<3>;\n.reg .pred %p<2>;\n\tmov.u32 %r1, %tid.x;\n\tsetp.lt.u32 %p1, %r1, 4096;\n"
+                     "\t@%p1 bra L;\n\tmov.u32 %r2, %r1;\nL:\n\tret;\n}\n")
+    flow = flow_graph(m.function("k"))
+    analysis = registers._Analysis(flow)
+    read = flow.blocks[1].instructions[0].operands[1]  # mov.u32 %r2, %r1 reads %r1
+    analysis.solve({"r": (1, 0, read)})
+    assert set(vars(analysis)) == set(registers._Analysis._STATE)
+    kept = analysis.solution()
+    analysis.solve({"s": (1, 0, read)})
+    assert analysis.values is not kept["values"]
+    analysis.restore(kept)
+    assert all(getattr(analysis, name) is value for name, value in kept.items())

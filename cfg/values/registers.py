@@ -270,14 +270,23 @@ class _Analysis:
         self.thresholds: set[int] = set()  # constants compared against: where widening stops
         self._taken: set[RuleKey] = set()  # the `_rule_key`s whose thresholds are in `thresholds`
 
+    #: Every attribute an analysis has once it has solved (tests/test_registers.py checks
+    #: the list against one): what `solution` keeps and `restore` puts back. Named, not
+    #: read from ``__dict__``, which a class compiled by mypyc does not have.
+    _STATE = ("_by_thread", "_cones", "_memo", "_rank", "_rules", "_self_fed", "_site_of", "_taken", "_with_cells",
+              "aligned", "defined", "defs", "depends", "dirty", "dominators", "edge_narrowing", "flow", "kept",
+              "narrowing", "queries", "returning", "rules", "special", "stack", "symbols", "thresholds",
+              "thresholds_sorted", "unknown_cells", "updates", "uses", "values")
+
     def solution(self) -> dict[str, object]:
         """What the last `solve` found, for `restore`: `solve` replaces (never changes in
         place) each attribute it sets, so a shallow copy keeps it."""
-        return dict(self.__dict__)
+        return {name: getattr(self, name) for name in self._STATE}
 
     def restore(self, solution: dict[str, object]) -> None:
         """Make `solution` the analysis's values again (its `by_thread` asks them)."""
-        self.__dict__.update(solution)
+        for name, value in solution.items():
+            setattr(self, name, value)
 
     def follow(self, stack: StackModel | None) -> None:
         """Take `stack` as the model of the stack cells the next `solve` follows. Rules
