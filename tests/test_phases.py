@@ -352,6 +352,27 @@ def _run(body: list, values: dict) -> list[int]:
     return order
 
 
+def _apart_and_sync_ids(text: str, marker: str) -> tuple[set, list[int]]:
+    """The pairs `separate_phases` keeps apart in kernel `text`, and the ids of the events of
+    its ``bar.sync 2`` lines (those holding `marker`), in the order of the lines."""
+    flow = inlined_graph(ptxkit.parse(text, "k.ptx").function("k"))
+    events = classify(flow, EventOptions(SHARED)).by_block
+    pairs = separate_phases(flow, events, lambda a, b: a[1] is None or b[1] is None or bool(a[1] & b[1]))
+    lines = [number for number, line in enumerate(text.splitlines(), 1) if marker in line]
+    syncs = {flow.blocks[block].instructions[e.position].line: id(e)
+             for block, found in enumerate(events) for e in found if e.sync is not None and e.sync[1] == {2}}
+    return pairs, [syncs[line] for line in lines]
+
+
+def _assert_never_meet(body: list, runs: list[list[int]], pairs: set, ids: list[int]) -> None:
+    """The k-th sync of one thread's run meets the k-th of the other's: no such pair may be
+    one `separate_phases` keeps apart (runs of different lengths hang: nothing to check)."""
+    if len(runs[0]) != len(runs[1]):
+        return  # a phase one thread never arrives at: a kernel that hangs on its own barrier
+    for mine, theirs in zip(*runs):
+        assert mine == theirs or (ids[mine], ids[theirs]) not in pairs, (body, mine, theirs)
+
+
 @settings(max_examples=200, deadline=None)
 @given(_BODY, st.lists(st.integers(0, 2), min_size=2, max_size=2), st.sets(st.integers(1, 3), min_size=1),
        st.sets(st.integers(1, 3), min_size=1))
@@ -359,22 +380,12 @@ def test_syncs_kept_apart_in_a_partition_never_meet(body, params, rounds_0, roun
     """Two threads of the partition (thread index 0 and 1) each visit it in some rounds of
     the dispatch loop; the k-th sync of one meets the k-th of the other. No pair that
     `separate_phases` keeps apart may meet, whatever the parameters and the rounds."""
-    text = _partition(body)
-    flow = inlined_graph(ptxkit.parse(text, "k.ptx").function("k"))
-    events = classify(flow, EventOptions(SHARED)).by_block
-    pairs = separate_phases(flow, events, lambda a, b: a[1] is None or b[1] is None or bool(a[1] & b[1]))
-    lines = [number for number, line in enumerate(text.splitlines(), 1) if "bar.sync 2, 128" in line]
-    syncs = {flow.blocks[block].instructions[e.position].line: id(e)
-             for block, found in enumerate(events) for e in found if e.sync is not None and e.sync[1] == {2}}
-    ids = [syncs[line] for line in lines]
+    pairs, ids = _apart_and_sync_ids(_partition(body), "bar.sync 2, 128")
     runs = []
     for thread, rounds in ((0, rounds_0), (1, rounds_1)):
         runs.append([op for round_ in sorted(rounds) for op in _run(body, {
             "p0": params[0], "p1": params[1], "round": round_, "tid": thread})])
-    if len(runs[0]) != len(runs[1]):
-        return  # a phase one thread never arrives at: a kernel that hangs on its own barrier
-    for mine, theirs in zip(*runs):
-        assert mine == theirs or (ids[mine], ids[theirs]) not in pairs, (body, mine, theirs)
+    _assert_never_meet(body, runs, pairs, ids)
 
 
 SKIPPED = "\tbar.sync 0;\n\tld.param.u32 %r1, [n];\n\tsetp.eq.u32 %p1, {}, 0;\n\t@%p1 bra SKIP;\n" \
@@ -407,18 +418,9 @@ def test_syncs_kept_apart_in_straight_code_never_meet(body, params):
     the k-th sync of one meets the k-th of the other. No pair that `separate_phases`
     keeps apart may meet."""
     text = _KERNEL + "\tmov.u32 %r8, 2;\n" + _body_lines(body, "\tbar.sync 2;\n") + "\tret;\n}\n"
-    flow = inlined_graph(ptxkit.parse(text, "k.ptx").function("k"))
-    events = classify(flow, EventOptions(SHARED)).by_block
-    pairs = separate_phases(flow, events, lambda a, b: a[1] is None or b[1] is None or bool(a[1] & b[1]))
-    lines = [number for number, line in enumerate(text.splitlines(), 1) if "bar.sync 2;" in line]
-    syncs = {flow.blocks[block].instructions[e.position].line: id(e)
-             for block, found in enumerate(events) for e in found if e.sync is not None and e.sync[1] == {2}}
-    ids = [syncs[line] for line in lines]
+    pairs, ids = _apart_and_sync_ids(text, "bar.sync 2;")
     runs = [_run(body, {"p0": params[0], "p1": params[1], "round": 2, "tid": thread}) for thread in (0, 1)]
-    if len(runs[0]) != len(runs[1]):
-        return  # a phase one thread never arrives at: a kernel that hangs on its own barrier
-    for mine, theirs in zip(*runs):
-        assert mine == theirs or (ids[mine], ids[theirs]) not in pairs, (body, mine, theirs)
+    _assert_never_meet(body, runs, pairs, ids)
 
 
 MBARRIER = ".shared .align 8 .b64 full;\n.reg .pred %q<2>;\n\tmov.u32 %r1, full;\n" \
