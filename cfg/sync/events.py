@@ -54,13 +54,11 @@ if TYPE_CHECKING:
     from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
     from ptxkit.cfg.sync.protocols import ByThread, Fact, MbarrierOp, NamedBarrierOp
     from ptxkit.cfg.values.registers import RegisterAnswers
-    from ptxkit.cfg.values.values import Region
+    from ptxkit.cfg.values.values import Region, Value
     from ptxkit.instruction import Guard, Operand
     from ptxkit.isa import ProxyEffect, SyncEffect
     from ptxkit.syntax import Instruction, Module
 
-    #: An abstract value (`ptxkit.cfg.values.values`): the atoms it may be.
-    Value = tuple[Atom, ...]
     #: Register -> the ``(block, position)`` pairs that write it (`ptxkit.cfg.values.divergence.definitions`).
     Definitions = dict[str, list[tuple[int, int]]]
     #: A question put to `ptxkit.cfg.values.registers.analyse_registers` (`_Classifier.ask`):

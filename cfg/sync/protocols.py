@@ -22,8 +22,9 @@ from ptxkit.isa import SyncObject
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ptxkit.cfg.sync.events import Query, Value
+    from ptxkit.cfg.sync.events import Query
     from ptxkit.cfg.sync.locations import Location
+    from ptxkit.cfg.values.values import Value
 
 
 class Fact(Protocol):

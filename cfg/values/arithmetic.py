@@ -25,8 +25,7 @@ from ptxkit.cfg.values.values import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    #: An abstract value (`ptxkit.cfg.values.values`): the atoms it may be.
-    Value = tuple[Atom, ...]
+    from ptxkit.cfg.values.values import Value
     #: How an instruction reads a register's value (`identity`, `compared_as`).
     View = Callable[[Value], Value]
     #: ``f(a, b, width)``: the value of ``op d, a, b`` from its operands' values (`BINARY`).

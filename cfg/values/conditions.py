@@ -41,8 +41,7 @@ if TYPE_CHECKING:
     from ptxkit.cfg.values.protocols import Code, Narrowed, Renamed, Solved, Tests
     from ptxkit.instruction import Guard, Operand
 
-    #: An abstract value (`ptxkit.cfg.values.values`): the atoms it may be.
-    Value = tuple[Atom, ...]
+    from ptxkit.cfg.values.values import Value
     #: ``(block, position)``: where an instruction is.
     Site = tuple[int, int]
     #: Where a register's version is read: an instruction's `Site`, or a branch's or a

@@ -43,9 +43,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
-    from ptxkit.cfg.values.conditions import Point, Site, Value
+    from ptxkit.cfg.values.conditions import Point, Site
     from ptxkit.cfg.values.idioms import Code as IdiomCode, Linear, Remainder, Rounding
     from ptxkit.cfg.values.protocols import Counting, Solving
+    from ptxkit.cfg.values.values import Value
     from ptxkit.instruction import Operand
     from ptxkit.syntax import Instruction
 

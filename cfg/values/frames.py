@@ -38,12 +38,10 @@ if TYPE_CHECKING:
     from collections.abc import Hashable, Iterable, Iterator, Mapping, Set
 
     from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple, Site
-    from ptxkit.cfg.values.values import Atom
+    from ptxkit.cfg.values.values import Atom, Value
     from ptxkit.instruction import Operand
     from ptxkit.syntax import Instruction
 
-    #: An abstract value (`ptxkit.cfg.values.values`): the atoms it may be.
-    Value = tuple[Atom, ...]
     #: Bytes of a frame that one access addresses exactly: ``(region name, offset, width)``.
     Cell = tuple[str, int, int]
     #: A cell within its frame: ``(offset, width)``.

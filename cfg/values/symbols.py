@@ -25,8 +25,7 @@ if TYPE_CHECKING:
     from ptxkit.cfg.flow.graph import FlowGraph
     from ptxkit.syntax import Module, Node
 
-    #: An abstract value (`ptxkit.cfg.values.values`): the atoms it may be.
-    Value = tuple[Atom, ...]
+    from ptxkit.cfg.values.values import Value
     #: Name -> the value of the variable's address, or None for a register declared without ``%``.
     SymbolTable = dict[str, Value | None]
 
