@@ -127,3 +127,12 @@ def test_a_selected_step_is_found_whichever_source_of_the_add_it_is():
     # the other source must be the compared register itself (or a part of it): a copy is not followed
     other = swapped.replace("add.s32 %r1, %r2, %r1", "mov.u32 %r5, %r1;\n\tadd.s32 %r1, %r2, %r5")
     assert value_at(other, "%r1") == "top"
+
+
+def test_a_float_test_selecting_a_constant_is_not_a_ring():
+    """``selp`` on a float ``setp`` of a register holding a float's bits (-1.0 < 0.5 is
+    true: 16): the comparison is not the integers' (0xBF800000 is no number below 0.5), so
+    it refines nothing and both arms stay."""
+    body = ("\tmov.b32 %f1, 0xBF800000;\n\tsetp.lt.f32 %p1, %f1, 0f3F000000;\n"
+            "\tselp.b32 %r2, 16, 32, %p1;\n")
+    assert value_at(body, "%r2") == "[16, 32] step 16"

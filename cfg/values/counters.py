@@ -999,8 +999,7 @@ def ring_refinement(analysis: Counting, block: int, position: int, operands: Seq
     if test is None:
         return None
     x, bound, comparison, kind = test
-    if isinstance(bound, int):
-        analysis.thresholds.update((bound - 1, bound, bound + 1))
+    analysis.thresholds.update((bound - 1, bound, bound + 1))
     sides = []
     for operand, holds in ((operands[1], not predicate.negated), (operands[2], predicate.negated)):
         side = _ring_side(analysis, block, position, operand, x)
@@ -1017,7 +1016,7 @@ def ring_refinement(analysis: Counting, block: int, position: int, operands: Seq
             return [()]  # not evaluated yet
         x_value = view(x_value)
         for value, offset, holds in sides:  # a side only where the comparison can come out its way
-            kept = refine(x_value, comparison, bound, holds, unsigned)  # type: ignore[arg-type]  # a float's test too
+            kept = refine(x_value, comparison, bound, holds, unsigned)
             if value is not None:
                 out = join(out, value) if kept or not x_value else out
             else:
@@ -1028,10 +1027,11 @@ def ring_refinement(analysis: Counting, block: int, position: int, operands: Seq
 
 
 def _ring_test(analysis: Counting, block: int, position: int,
-               predicate: str) -> tuple[str, int | float | None, str, str] | None:
-    """``(x, C, comparison, type)`` of the ``setp p, x, C`` that sets `predicate` for the
-    ``selp`` at `position` (`ring_refinement`): earlier in `block`, unguarded, x not set
-    again before the ``selp``; or in another block (`ptxkit.cfg.values.conditions.paired_setp`)."""
+               predicate: str) -> tuple[str, int, str, str] | None:
+    """``(x, C, comparison, type)`` of the integer ``setp p, x, C`` that sets `predicate`
+    for the ``selp`` at `position` (`ring_refinement`): earlier in `block`, unguarded, x not
+    set again before the ``selp``; or in another block (`ptxkit.cfg.values.conditions.paired_setp`).
+    A float comparison is none: the values here are integers, not what a float register holds."""
     instructions, heads = analysis.flow.blocks[block].instructions, analysis.flow.blocks[block].heads
     setp_at = analysis.last_definition(block, position, predicate)
     compare: Sequence[Operand]
@@ -1046,12 +1046,13 @@ def _ring_test(analysis: Counting, block: int, position: int,
         compare = instructions[setp_at].operands
         parts = heads[setp_at][1].split(".")
         comparison, kind = parts[1], parts[-1]
-    if len(compare) < 3 or compare[1].kind != "register" or compare[2].kind != "immediate":
+    if (len(compare) < 3 or compare[1].kind != "register" or compare[2].kind != "immediate"
+            or kind not in INTEGER_TYPES or not isinstance(bound := compare[2].value, int)):
         return None
     x = register_name(compare[1])
     if setp_at is not None and analysis.redefined(block, setp_at + 1, position, x):
         return None
-    return x, compare[2].value, comparison, kind
+    return x, bound, comparison, kind
 
 
 def _ring_side(analysis: Counting, block: int, position: int, operand: Operand,
