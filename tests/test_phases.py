@@ -320,9 +320,10 @@ _KERNEL = (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.p
            "\tmov.u32 %r0, %tid.x;\n")
 
 
-def _partition(body: list) -> str:
-    """The dispatch loop of `DISPATCH` with `body` as partition 0's code."""
-    return (_KERNEL + "\tmov.u32 %r8, 0;\nROUND:\n\tbar.sync 1;\n\tadd.s32 %r8, %r8, 1;\n"
+def _partition(body: list, round_sync: str = "\tbar.sync 1;\n") -> str:
+    """The dispatch loop of `DISPATCH` with `body` as partition 0's code, each round begun
+    with `round_sync`."""
+    return (_KERNEL + "\tmov.u32 %r8, 0;\nROUND:\n" + round_sync + "\tadd.s32 %r8, %r8, 1;\n"
             "\tld.shared.u32 %r3, [%r0];\n\tsetp.eq.u32 %p1, %r3, 0;\n\t@%p1 bra PART;\n"
             "\tsetp.eq.u32 %p1, %r3, 2;\n\t@%p1 bra DONE;\n\tbra.uni ROUND;\nPART:\n"
             + _body_lines(body) + "\tbra.uni ROUND;\nDONE:\n\tret;\n}\n")
@@ -378,14 +379,71 @@ def _assert_never_meet(body: list, runs: list[list[int]], pairs: set, ids: list[
        st.sets(st.integers(1, 3), min_size=1))
 def test_syncs_kept_apart_in_a_partition_never_meet(body, params, rounds_0, rounds_1):
     """Two threads of the partition (thread index 0 and 1) each visit it in some rounds of
-    the dispatch loop; the k-th sync of one meets the k-th of the other. No pair that
+    the dispatch loop. The CTA-wide ``bar.sync 1`` that begins each round holds the rounds
+    in step: a phase begun in a round completes in it (no thread passes the next round's
+    ``bar.sync 1`` before), so in each round both visit, the k-th sync of one meets the
+    k-th of the other, and a round whose runs differ in length hangs there. No pair that
     `separate_phases` keeps apart may meet, whatever the parameters and the rounds."""
     pairs, ids = _apart_and_sync_ids(_partition(body), "bar.sync 2, 128")
+    for round_ in sorted(rounds_0 & rounds_1):
+        runs = [_run(body, {"p0": params[0], "p1": params[1], "round": round_, "tid": thread}) for thread in (0, 1)]
+        if len(runs[0]) != len(runs[1]):
+            break  # the kernel hangs in this round: no later one runs
+        _assert_never_meet(body, runs, pairs, ids)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_BODY, st.lists(st.integers(0, 2), min_size=2, max_size=2), st.sets(st.integers(1, 3), min_size=1),
+       st.sets(st.integers(1, 3), min_size=1))
+def test_syncs_kept_apart_in_a_partition_without_a_round_barrier_never_meet(body, params, rounds_0, rounds_1):
+    """The same dispatch loop with no ``bar.sync 1`` at the top of its rounds: nothing
+    holds one thread's round beside the other's, so the k-th sync of one thread's visits,
+    one after the other, meets the k-th of the other's."""
+    pairs, ids = _apart_and_sync_ids(_partition(body, round_sync=""), "bar.sync 2, 128")
     runs = []
     for thread, rounds in ((0, rounds_0), (1, rounds_1)):
         runs.append([op for round_ in sorted(rounds) for op in _run(body, {
             "p0": params[0], "p1": params[1], "round": round_, "tid": thread})])
     _assert_never_meet(body, runs, pairs, ids)
+
+
+#: A dispatch loop whose partition 0 runs a loop of two syncs as often as the round's
+#: number: a thread that visits in rounds 1 and 2 arrives a, b, a, b, a, b and one that
+#: visits in round 3 only a, b, a, b, a, b too, unless a barrier every thread passes at
+#: the top of each round holds them in the same round.
+ROUNDS = (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{\n.reg .b32 %r<16>;\n"
+          ".reg .pred %p<4>;\n\tmov.u32 %r0, %tid.x;\n\tmov.u32 %r8, 0;\nROUND:\n{top}\tadd.s32 %r8, %r8, 1;\n"
+          "\tld.shared.u32 %r3, [%r0];\n\tsetp.eq.u32 %p1, %r3, 0;\n\t@%p1 bra PART;\n"
+          "\tsetp.eq.u32 %p1, %r3, 2;\n\t@%p1 bra DONE;\n\tbra.uni ROUND;\n"
+          "PART:\n\tmov.u32 %r9, 0;\nL0:\n\tbar.sync 2, 128;\n\tbar.sync 2, 128;\n\tadd.s32 %r9, %r9, 1;\n"
+          "\tsetp.lt.u32 %p2, %r9, %r8;\n\t@%p2 bra L0;\n\tmov.u32 %r9, 0;\nL1:\n\tbar.sync 2, 128;\n"
+          "\tadd.s32 %r9, %r9, 1;\n\tsetp.lt.u32 %p2, %r9, %r8;\n\t@%p2 bra L1;\n\tbra.uni ROUND;\n"
+          "DONE:\n\tret;\n}\n")
+
+
+def test_a_loop_in_rounds_a_cta_barrier_holds_in_step_keeps_its_syncs_apart():
+    """With ``bar.sync 1`` at the top of each round, threads blocked in L0 are in the same
+    round and go round it as often: its two syncs never meet. Without it, a thread that
+    visited in rounds 1 and 2 arrives L0's first, L0's second, L1's, L0's first ... and one
+    that visits in round 3 only L0's first, L0's second, L0's first, L0's second ...: the
+    fourth phase holds L0's first and L0's second (the hypothesis example that found it)."""
+    pairs, (first, second, _) = _apart_and_sync_ids(ROUNDS.replace("{top}", "\tbar.sync 1;\n"), "bar.sync 2, 128")
+    assert {(first, second), (second, first)} <= pairs
+    for top in ("", "\tbar.sync 1, 64;\n", "\t@%p1 bar.sync 1;\n", "\tbar.arrive 1, 128;\n"):
+        pairs, (first, second, _) = _apart_and_sync_ids(ROUNDS.replace("{top}", top), "bar.sync 2, 128")
+        assert (first, second) not in pairs and (second, first) not in pairs, top
+
+
+def test_a_loop_some_threads_visit_in_a_uniform_loop_does_not_keep_its_syncs_apart():
+    """The rounds counted to a parameter (a CTA-uniform exit) but partition 0 chosen by
+    each thread in each round: a thread that visits in rounds 1 and 2 and one that visits
+    in round 3 meet as without a barrier at the top of the rounds."""
+    uniform = ROUNDS.replace("{top}", "").replace("k()", "k(.param .u32 n)").replace(
+        "\tsetp.eq.u32 %p1, %r3, 2;\n\t@%p1 bra DONE;\n\tbra.uni ROUND;\n", "\tbra.uni NEXT;\n").replace(
+        "\tbra.uni ROUND;\nDONE:\n", "NEXT:\n\tld.param.u32 %r10, [n];\n\tsetp.lt.u32 %p1, %r8, %r10;\n"
+        "\t@%p1 bra ROUND;\nDONE:\n")
+    pairs, (first, second, _) = _apart_and_sync_ids(uniform, "bar.sync 2, 128")
+    assert (first, second) not in pairs and (second, first) not in pairs
 
 
 SKIPPED = "\tbar.sync 0;\n\tld.param.u32 %r1, [n];\n\tsetp.eq.u32 %p1, {}, 0;\n\t@%p1 bra SKIP;\n" \

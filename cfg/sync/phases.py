@@ -242,8 +242,8 @@ def _around_uniform_loops(flow: FlowGraph, named: Named, matches: Matches, fores
         if not syncs:
             continue
         exit_edge = _uniform_exit(flow, loop, threads.defined)
-        if exit_edge is None:
-            continue
+        if exit_edge is None or not _visits_in_step(flow, named, loop, forest, threads):
+            continue  # threads may meet in it from different rounds of a loop around it
         # run by the threads that run the loop, in the rounds the CTA-uniform branches in it choose
         inside = [e for block, e in syncs if threads.same(block, loop.header)]
         if not inside:
@@ -261,6 +261,61 @@ def _around_uniform_loops(flow: FlowGraph, named: Named, matches: Matches, fores
                 pairs.add((id(inner), id(event)))
                 pairs.add((id(event), id(inner)))
     return pairs
+
+
+def _visits_in_step(flow: FlowGraph, named: Named, loop: Loop, forest: LoopForest, threads: _Threads) -> bool:
+    """Whether threads that meet on a barrier in `loop` (a loop with a CTA-uniform exit)
+    are in the same round of every loop around it, so that a value the CTA shares (a
+    round counter) is the same in both and they run the loop alike: each loop around
+    it run alike by its threads, which visit the next one in every round
+    (`_runs_alike`); or, inside the outermost, loops left by CTA-uniform exits the threads
+    that enter take, and the outermost's rounds held in step by a CTA-wide barrier
+    (`_rounds_in_step`). Otherwise one thread's visit in one round may meet another's in
+    a later round, whose counts differ (docs/fence.md §4.2: Triton's dispatch loop
+    without its ``bar.sync 1`` at the top of each round)."""
+    chain = [loop, *loop.enclosing()]
+    outermost = chain[-1]
+    if all(_runs_alike(flow, inner, outer, threads) for inner, outer in zip(chain, chain[1:])) \
+            and _left_alike(flow, outermost, threads):
+        return True
+    return all(_left_alike(flow, around, threads) for around in chain[1:-1]) \
+        and _rounds_in_step(flow, named, outermost, loop, forest, threads)
+
+
+def _left_alike(flow: FlowGraph, loop: Loop, threads: _Threads) -> bool:
+    """`loop` has one CTA-uniform exit, taken by the threads that enter it."""
+    exit_edge = _uniform_exit(flow, loop, threads.defined)
+    return exit_edge is not None and threads.same(loop.header, exit_edge[1])
+
+
+def _rounds_in_step(flow: FlowGraph, named: Named, outer: Loop, loop: Loop, forest: LoopForest,
+                    threads: _Threads) -> bool:
+    """Whether two threads blocked on a barrier in `loop` are always in the same round of
+    `outer` (a loop in no other): some barrier that only unguarded ``bar.sync`` of its id
+    alone with no thread count use (each phase holds one arrival of every thread not
+    exited, `_in_step_op`) is passed by every thread as often, `c` times, before it enters
+    `outer`, `m` >= 1 times in each round of it, and at least once in a round before
+    `loop`. A thread in round `r` has then passed it `c + (r-1)m + a` times (1 <= a <=
+    m) and one in an earlier round at most `c + (r-1)m`: the first completed a phase the
+    second has not arrived at, which cannot be (Triton's dispatch loop syncs the CTA at
+    the top of each round, docs/fence.md §4.2)."""
+    dominators = threads.dominators
+    for barrier, on in _by_barrier(named).items():  # `on` holds every operation that may be on it
+        if not all(event.sync[1] == frozenset({barrier}) and _in_step_op(flow, block, event)
+                   for block, events in on.items() for event in events):
+            continue
+        counts = _count(flow, on, barrier, forest, dominators, threads)[1]
+        entering = _join([counts.get(p) for p in flow.pred[outer.header] if p not in outer.blocks], outer.header,
+                         threads)
+        # counted from the top of a round: `m` where it goes round, `a` where it enters `loop`
+        rounds = _count(flow, on, barrier, forest, dominators, threads, outer.header, frozenset(outer.blocks))[1]
+        per_round = {rounds.get(latch) for latch in outer.latches}
+        at_loop = rounds.get(loop.header)
+        if entering is not None and len(per_round) == 1 and at_loop is not None and not at_loop[1]:
+            step = per_round.pop()
+            if step is not None and not step[1] and 1 <= at_loop[0] <= step[0]:
+                return True
+    return False
 
 
 def _in_step_op(flow: FlowGraph, block: int, event: NamedBarrierOp) -> bool:
@@ -535,8 +590,9 @@ def _count(flow: FlowGraph, on: dict[int, list[NamedBarrierOp]], barrier: int, f
     the barrier, from the kernel's entry or from block `entry` through the blocks
     `within` (the loops wholly inside them), and the count at the end of each block
     (None where the ways disagree)."""
+    # a loop whose header is the entry is counted one round at a time: the round's blocks
     looping = {loop for loop in forest.loops if any(b in on for b in loop.blocks)
-               and (within is None or loop.blocks <= within)}
+               and (within is None or loop.blocks <= within) and loop.header != entry}
     outermost = [loop for loop in looping if not _inside_any(loop, looping)]
     owner = {block: loop for loop in outermost for block in loop.blocks}
     start = entry if entry is not None else flow.start
