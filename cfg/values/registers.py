@@ -85,7 +85,7 @@ from ptxkit.cfg.values.values import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable, Iterable, Mapping
+    from collections.abc import Hashable, Iterable, Mapping, MutableMapping
     from typing import Any, Literal, TypeAlias
 
     from ptxkit.cfg.flow.graph import FlowGraph
@@ -150,9 +150,9 @@ class RegisterAnswers(Record):
     threads whose ``%tid.x`` (or `register`, such as ``%laneid``) lies in ``[low, high]``,
     or None where it does not depend on it (docs/fence.md §3.6)."""
 
-    values: Answers
+    values: "Answers"
     dead: set[int]
-    by_thread: ByThread
+    by_thread: "ByThread"
 
 
 def analyse_registers(flow: FlowGraph, queries: Queries, max_cluster: int = PORTABLE_CLUSTER,
@@ -221,6 +221,10 @@ class _Overlay(dict[str, "Value"]):
     """The values one thread range gives the definitions it evaluates again; every
     other version reads through to `base`, the fixpoint's values for all threads.
 
+    Where one may be held, the type is a `Mapping`, not a ``dict``: compiled by mypyc, a
+    ``dict``'s ``get`` is a C call that skips this one (the overlay then read as empty, and
+    the per-thread addresses of five CUTLASS sm100 builds were lost).
+
     >>> overlay = _Overlay({"a": 1, "b": 2})
     >>> overlay["b"] = 3
     >>> overlay.get("a"), overlay.get("b"), overlay.get("c", 0)
@@ -229,7 +233,7 @@ class _Overlay(dict[str, "Value"]):
 
     __slots__ = ("base",)
 
-    def __init__(self, base: dict[str, Value]) -> None:
+    def __init__(self, base: Mapping[str, Value]) -> None:
         super().__init__()
         self.base = base
 
@@ -448,7 +452,7 @@ class _Analysis:
             if any(k in seen for k in keys):
                 self.slice(definitions, set(keys) - seen, rules, seen)
         self.dominators = DominatorTree.of(self.flow)
-        self.values: dict[str, Value] = {}
+        self.values: MutableMapping[str, Value] = {}  # an `_Overlay` during `by_thread`
         self.updates: dict[str, int] = {}
         self.thresholds_sorted = sorted(self.thresholds)
         phis = self._rename(definitions, rules, queries, conditions, seen)
