@@ -135,4 +135,4 @@ def test_reverse_postorder_on_a_deep_chain_does_not_recurse():
     n = 50_000
     succ = [[i + 1] for i in range(n)] + [[]]
     assert reverse_postorder(succ, 0)[:3] == [0, 1, 2]
-    assert reverse_postorder({"a": ["b", "c"], "b": ["d"], "c": ["d"], "d": []}, "a") == ["a", "c", "b", "d"]
+    assert reverse_postorder({7: [8, 9], 8: [6], 9: [6], 6: []}, 7) == [7, 9, 8, 6]

@@ -84,15 +84,19 @@ def test_a_partly_overlapping_store_is_not_exact():
     assert not model.loads and not model.exact and ("__local_depot0", 8, 8) in model.unknown
 
 
+#: two words of the stack, as cells are written: (region, offset, width)
+A, B = ("a", 0, 8), ("b", 0, 8)
+
+
 def test_loads_are_followed_before_stores_grow():
     load, store = (0, 3), (0, 4)
     model = StackModel({}, {}, {})
-    found = StackModel({store: frozenset({"a", "b"})}, {}, {load: ("a", 0, 8)})
+    found = StackModel({store: frozenset({A, B})}, {}, {load: (A, 0, 8)})
     step = model.advance(found)
-    assert step.loads == {load: ("a", 0, 8)} and step.stores == {}
+    assert step.loads == {load: (A, 0, 8)} and step.stores == {}
     assert step.advance(found) == found and found.settled(found)
-    assert not found.holds_for(StackModel({}, {}, {load: ("b", 0, 8)}))  # the load reads elsewhere now
-    exact = StackModel({store: frozenset({"a"})}, {store: (0, 4)}, {})
+    assert not found.holds_for(StackModel({}, {}, {load: (B, 0, 8)}))  # the load reads elsewhere now
+    exact = StackModel({store: frozenset({A})}, {store: (0, 4)}, {})
     assert not exact.holds_for(exact._replace(exact={store: (4, 4)}))  # the store writes another part now
 
 
@@ -101,7 +105,7 @@ def test_a_load_no_run_reaches_agrees_with_any_model():
     follows, and the analysis counts its block dead. No run reaches it while the model
     holds, so it asks nothing: the model still holds and keeps following it."""
     load = (2, 0)
-    model = StackModel({}, {}, {load: ("a", 0, 8)})
+    model = StackModel({}, {}, {load: (A, 0, 8)})
     unreached = StackModel({}, {}, {}, frozenset({load}))
     assert model.holds_for(unreached) and model.settled(unreached) and model.matches(unreached)
     assert model.advance(unreached).loads == model.loads

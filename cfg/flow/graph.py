@@ -167,16 +167,13 @@ class FlowGraph:
         >>> len(made), made.succ, made.pred[1], flow.succ
         (3, [[2], [1], [1]], [1, 2], [[1], [1]])
         """
-        made = FlowGraph.__new__(FlowGraph)
-        made.function, made.label_blocks, made.calls = self.function, self.label_blocks, self.calls
-        made.start = self.start
-        made.blocks = list(self.blocks)
+        # through __init__, not FlowGraph.__new__: compiled by mypyc, __new__ runs __init__ too
+        made = FlowGraph(self.function, list(self.blocks), [], self.label_blocks)
+        made.calls, made.start = self.calls, self.start
         made.succ = [list(s) for s in self.succ]
         made.pred = [list(p) for p in self.pred]
         made.exits = list(self.exits)
         made.kinds = kinds = dict(self.kinds)
-        made._rpo = None
-        made.derived = {}
         for header, entries in places:
             new = len(made.blocks)
             made.blocks.append(BasicBlock(new))
