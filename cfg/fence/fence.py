@@ -484,7 +484,7 @@ class FunctionResult(Record):
     plans: list[PlannedFence]
     sites: list[FenceSite]
     warnings: list[FenceWarning]
-    edits: list[Edit]
+    edits: "list[Edit]"
 
     def planned_graph(self) -> tuple[FlowGraph, list[int], list[int], list[int]]:
         """The function's graph as its edits leave it, for the drawings (``ptxkit cfg``,

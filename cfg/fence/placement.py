@@ -133,10 +133,10 @@ class PlannedFence(Record):
     block: int
     position: int
     cover: int
-    guard: Guard | None = None
+    guard: "Guard | None" = None
     needs: tuple[Need, ...] = ()
-    witnesses: tuple[list[Step], ...] = ()
-    anchor: Instruction | None = None
+    witnesses: "tuple[list[Step], ...]" = ()
+    anchor: "Instruction | None" = None
     loop: Loop | None = None
     preheader: Preheader | None = None
     releases_inits: bool = False

@@ -183,8 +183,8 @@ class Need(Record):
 
     block: int
     event: Event
-    instruction: Instruction
-    guard: Guard | None
+    instruction: "Instruction"
+    guard: "Guard | None"
     pending: int
     cover: int
     hazard: Hazard

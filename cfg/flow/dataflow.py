@@ -43,8 +43,8 @@ class DataflowResult(Record):
     """
 
     # a state per node; Any, as a record cannot be generic in its lattice
-    ins: list[Any]
-    outs: list[Any]
+    ins: "list[Any]"
+    outs: "list[Any]"
 
 
 def solve_forward(graph: ForwardGraph, transfer: Callable[[int, State], State], *, entry: State, bottom: State,

@@ -250,8 +250,8 @@ class Preheader(Record):
 
     loop: Loop
     block: int | None = None
-    before: Label | None = None
-    retarget: Sequence[int] = ()
+    before: "Label | None" = None
+    retarget: "Sequence[int]" = ()
 
     @property
     def needs_label(self) -> bool:
@@ -333,8 +333,8 @@ class BranchRegion(Record):
     """
 
     branch: int
-    join: EdgeEnd
-    arms: list[EdgeEnd]
+    join: "EdgeEnd"
+    arms: "list[EdgeEnd]"
     blocks: set[int]
 
 

@@ -127,14 +127,14 @@ class Event(Record):
 
     position: int
     kind: Kind
-    guard: Guard | None = None
+    guard: "Guard | None" = None
     locations: tuple[Location, ...] = ()
     writes: tuple[Location, ...] = ()
     mbarrier: Location | None = None
     spaces: int = 0
-    sync: SyncKey | None = None
+    sync: "SyncKey | None" = None
     cross: bool = False
-    detail: Detail = None
+    detail: "Detail" = None
 
 
 def on_a_named_barrier(event: Event) -> TypeGuard[NamedBarrierOp]:
@@ -178,9 +178,9 @@ class Events(Record):
     thread (None: it does not follow the thread index; docs/fence.md §3.6)."""
 
     by_block: list[list[Event]]
-    warnings: list[tuple[Instruction, str]]
+    warnings: "list[tuple[Instruction, str]]"
     dead: set[int]
-    touches: Touches
+    touches: "Touches"
 
 
 def describe(event: Event) -> str:
@@ -225,9 +225,9 @@ class _Access(Record):
 
     position: int
     kind: Kind
-    guard: Guard | None
-    address: Query
-    width: Width
+    guard: "Guard | None"
+    address: "Query"
+    width: "Width"
     named: int
     generic: bool
     pointer: str | None

@@ -120,9 +120,9 @@ class Refinements(Record):
     definition; and key -> the keys whose narrowings read it (the solver reevaluates what
     reads them when it changes)."""
 
-    narrowing: dict[int, Narrowings]
-    edge_narrowing: dict[tuple[int, int], Narrowings]
-    site_of: dict[str, Point]
+    narrowing: "dict[int, Narrowings]"
+    edge_narrowing: "dict[tuple[int, int], Narrowings]"
+    site_of: "dict[str, Point]"
     depends: dict[str, set[str]]
 
 

@@ -67,8 +67,8 @@ class Access(Record):
     position: int
     kind: str
     width: int
-    memory: Operand
-    direct: Cell | None
+    memory: "Operand"
+    direct: "Cell | None"
 
 
 class Frames(Record):
@@ -158,10 +158,10 @@ class StackModel(Record):
     one word; `unreached`: the loads the values say no run reaches (a block a branch
     condition rules out under this model), which agree with any model."""
 
-    stores: dict[Site, frozenset[Cell]]
-    exact: dict[Site, Shape]
-    loads: dict[Site, tuple[Cell, int, int]]
-    unreached: frozenset[Site] = frozenset()
+    stores: "dict[Site, frozenset[Cell]]"
+    exact: "dict[Site, Shape]"
+    loads: "dict[Site, tuple[Cell, int, int]]"
+    unreached: "frozenset[Site]" = frozenset()
 
     @property
     def unknown(self) -> frozenset[Cell]:

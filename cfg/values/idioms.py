@@ -102,7 +102,7 @@ class Remainder(Record):
     so the remainder has the sign of `x`)."""
 
     x: str
-    bias: Operand | None
+    bias: "Operand | None"
     modulus: int
     kind: str
     limit: int | None = None
@@ -643,7 +643,7 @@ class Linear(Record):
 
     terms: dict[str, int]
     constant: int
-    crossed: tuple[Crossing, ...] = ()
+    crossed: "tuple[Crossing, ...]" = ()
     repeats: bool = True  # some register met more than once (or a coefficient cancelled)
 
 
