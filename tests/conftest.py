@@ -3,6 +3,9 @@
 - ``ptxas``: needs a ptxas binary (found the way `ptxkit.ptxas.find_ptxas` looks).
 - ``nvcc``: needs the nvcc compiler driver on PATH.
 - ``gpu``: needs an NVIDIA GPU usable through cuda-python.
+- ``pure``: patches or inspects the interpreted core, so it runs only where the core is
+  not compiled (setup.py): compiled code calls its functions directly, past a patched
+  attribute, and its classes have no ``__dict__`` and take no weak references.
 """
 
 from __future__ import annotations
@@ -64,11 +67,21 @@ def gpu_available() -> bool:
     return probe()
 
 
+@functools.cache
+def core_compiled() -> bool:
+    """Whether the fence pass's core was imported compiled (the second run of .ci/run)."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    from ptxkit.cfg.values import registers
+    return registers.__file__.endswith(tuple(EXTENSION_SUFFIXES))
+
+
 def pytest_collection_modifyitems(config, items):
     reasons = {
         "ptxas": (ptxas_available, "no ptxas found (install the CUDA toolkit or `pip install ptxkit[toolkit]`)"),
         "nvcc": (lambda: shutil.which("nvcc") is not None, "nvcc is not on PATH"),
         "gpu": (gpu_available, "no NVIDIA GPU usable through cuda-python"),
+        "pure": (lambda: not core_compiled(), "the core is compiled: the test patches or inspects interpreted code"),
     }
     for item in items:
         for marker, (available, reason) in reasons.items():

@@ -190,6 +190,7 @@ def test_values_kept_in_a_debug_build_stack_frame(body, shown):
     assert value_at(FRAME + body, "%rd5") == shown
 
 
+@pytest.mark.pure
 def test_a_second_analysis_of_a_graph_starts_from_the_stack_model_the_first_settled_on(monkeypatch):
     """The tensor copies' pre-pass and the main analysis both probe every stack access;
     the second starts from the model the first settled on, so it solves once where the
@@ -245,6 +246,7 @@ def _chain_and_ring(monkeypatch, solves: list, made: list | None = None):
     return analyse_registers(flow, queries), flow, queries
 
 
+@pytest.mark.pure
 def test_the_rounds_of_a_debug_build_make_each_rule_once_and_solve_as_anew(monkeypatch):
     """The rounds of a -G build share one analysis: an instruction's rule is made once,
     a stack access's once for each cell it is followed to, and every round finds what a
@@ -266,6 +268,7 @@ def test_the_rounds_of_a_debug_build_make_each_rule_once_and_solve_as_anew(monke
         assert anew.solve(asked) == (values, dead)
 
 
+@pytest.mark.pure
 def test_an_earlier_rounds_answer_comes_back_with_its_values_by_thread(monkeypatch):
     """When the last round that held is not the last solved, the analysis takes that
     round's solution back: its values, and its values for a range of threads."""
@@ -289,6 +292,7 @@ def test_an_earlier_rounds_answer_comes_back_with_its_values_by_thread(monkeypat
     assert answer.by_thread("%rd5", 0, 31) == first.by_thread("%rd5", 0, 31) != last.by_thread("%rd5", 0, 31)
 
 
+@pytest.mark.pure
 @pytest.mark.nvcc
 def test_the_rounds_on_nvcc_debug_build_output_solve_as_anew(monkeypatch, tmp_path):
     """nvcc -G keeps a struct and the shared-memory pointer in it in stack frames: each
@@ -989,7 +993,7 @@ def test_only_joins_widen_early():
     analysis.thresholds_sorted = [99]
     analysis._self_fed = frozenset({"%r3"})
     for step in range(_PATIENCE + 2):
-        analysis.assign(("phi", "s@join1"), "s@join1", number(0, step), True, versioned=True)
+        analysis.assign(("phi", "s@join1", 1), "s@join1", number(0, step), True, versioned=True)
         analysis.assign((0, 0), "%r2", number(0, step * 16384, 16384), True)
         analysis.assign((0, 1), "%r3", number(0, step), True)
     assert show(analysis.values["s@join1"]) == "[0, 99]"
@@ -1275,6 +1279,7 @@ def test_where_a_block_last_writes_a_register_is_what_a_scan_of_its_instructions
                         last = position
 
 
+@pytest.mark.pure
 def test_a_solution_keeps_every_attribute_a_solved_analysis_has():
     """`_Analysis.solution` names what it keeps (a class mypyc compiles has no ``__dict__``):
     the names are every attribute the analysis has once it has solved, and `restore` puts

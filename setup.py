@@ -1,0 +1,115 @@
+"""The build: pure Python, or with ``PTXKIT_COMPILE=1`` the typed core compiled by mypyc.
+
+pyproject.toml declares the project; this file only adds the compiled modules
+(docs/architecture.md §5). ``pip install -e ".[dev]"`` and a plain ``pip install .`` stay
+pure Python and need no C compiler. ``PTXKIT_COMPILE=1 pip install .`` (or ``pip wheel``)
+compiles `COMPILED_MODULES` (the build backend, build_backend.py, asks for mypy, which
+carries mypyc); the ``.py`` files ship beside the extension modules, which Python imports
+first. ``PTXKIT_COMPILE_JOBS`` sets how many C files are compiled at once (default: all
+cores). An editable install is never compiled.
+
+mypyc names a module after its path, and the source tree is not laid out as the package
+(``ptxkit.cfg`` lives in ``cfg/``, pyproject's ``package-dir``), so the sources are copied
+into ``build/compiled-src``, laid out as the installed package, and compiled from there.
+
+>>> "ptxkit.cfg.values.registers" in COMPILED_MODULES, "ptxkit.cfg.fence.fence" in COMPILED_MODULES
+(True, False)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tomllib
+from pathlib import Path
+
+from setuptools import Distribution, Extension, setup
+from setuptools.command.build_ext import build_ext
+
+REPO = Path(__file__).resolve().parent
+#: Where a compiled build lays out its sources, and mypyc writes its C.
+STAGED = REPO / "build" / "compiled-src"
+COMPILING = os.environ.get("PTXKIT_COMPILE") == "1"
+#: The setup.py commands that build extension modules (pip runs ``bdist_wheel``).
+BUILDS = {"build", "build_ext", "bdist_wheel", "install"}
+
+#: The modules a compiled build compiles: the core's modules that pass ``mypy --strict``
+#: (tests/test_typing.py), less those that stay interpreted: ``ptxkit._records`` (its run-time
+#: half is the ``else`` of ``if TYPE_CHECKING``), the protocols modules and the packages'
+#: ``__init__`` (nothing runs there), ``cfg.fence.fence`` (`FenceOptions` subclasses a record,
+#: which mypyc cannot compile) and ``cfg.fence.dot`` (drawings, not the pass).
+COMPILED_MODULES = (
+    "ptxkit.isa", "ptxkit.isa_eval",
+    "ptxkit.cfg.flow.graph", "ptxkit.cfg.flow.inline", "ptxkit.cfg.flow.dominance", "ptxkit.cfg.flow.loops",
+    "ptxkit.cfg.flow.dataflow", "ptxkit.cfg.flow.ssa", "ptxkit.cfg.flow.operands",
+    "ptxkit.cfg.values.values", "ptxkit.cfg.values.arithmetic", "ptxkit.cfg.values.idioms",
+    "ptxkit.cfg.values.frames", "ptxkit.cfg.values.symbols", "ptxkit.cfg.values.specials",
+    "ptxkit.cfg.values.escape", "ptxkit.cfg.values.divergence", "ptxkit.cfg.values.thread_sets",
+    "ptxkit.cfg.values.conditions", "ptxkit.cfg.values.counters", "ptxkit.cfg.values.registers",
+    "ptxkit.cfg.sync.locations", "ptxkit.cfg.sync.events", "ptxkit.cfg.sync.phases", "ptxkit.cfg.sync.once",
+    "ptxkit.cfg.sync.armed",
+    "ptxkit.cfg.fence.options", "ptxkit.cfg.fence.proxy", "ptxkit.cfg.fence.placement",
+)
+
+
+def staged_tree(root: Path) -> Path:
+    """A copy of every package's ``.py`` files under `root`, each at its dotted name's place.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     tree = staged_tree(Path(folder))
+    ...     (tree / "ptxkit/cfg/values/registers.py").read_bytes() == (REPO / "cfg/values/registers.py").read_bytes()
+    True
+    """
+    setuptools_table = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = setuptools_table["package-dir"]
+    shutil.rmtree(root, ignore_errors=True)
+    for package in setuptools_table["packages"]:
+        parent = max((name for name in folders if package == name or package.startswith(name + ".")), key=len)
+        source = REPO / folders[parent] / package[len(parent) + 1:].replace(".", "/")
+        place = root.joinpath(*package.split("."))
+        place.mkdir(parents=True, exist_ok=True)
+        for file in source.glob("*.py"):
+            shutil.copy2(file, place / file.name)
+    return root
+
+
+def compiled_extensions() -> list[Extension]:
+    """mypyc's extension modules for `COMPILED_MODULES`, compiled from a `staged_tree`."""
+    from mypyc.build import mypycify
+
+    paths = [name.replace(".", "/") + ".py" for name in COMPILED_MODULES]
+    os.chdir(staged_tree(STAGED))  # mypy then finds the package there, not this tree's ptxkit/
+    try:  # separate=True: a C file per module, compiled in parallel, not one huge one
+        extensions = mypycify(["--strict", "--follow-imports", "silent", *paths], separate=True,
+                              target_dir=str(STAGED / "c"))
+    finally:
+        os.chdir(REPO)
+    for extension in extensions:  # absolute: setuptools compiles from REPO
+        extension.sources = [str(STAGED / source) for source in extension.sources]
+        extension.include_dirs = [str(STAGED / folder) for folder in extension.include_dirs]
+    return extensions
+
+
+class CompilingDistribution(Distribution):
+    """Has extension modules when compiling, before they are made: the wheel is then
+    tagged for this platform, and ``build_ext`` runs."""
+
+    def has_ext_modules(self) -> bool:
+        return COMPILING or super().has_ext_modules()
+
+
+class CompilingBuildExt(build_ext):
+    """Makes the extension modules when the command builds, not when pip only asks for the
+    requirements or the metadata (which finalizes this command too): by then the build
+    backend has installed mypy."""
+
+    def finalize_options(self) -> None:
+        if COMPILING and BUILDS & set(self.distribution.commands) and not self.distribution.ext_modules:
+            self.distribution.ext_modules = compiled_extensions()
+            self.parallel = self.parallel or int(os.environ.get("PTXKIT_COMPILE_JOBS", os.cpu_count() or 1))
+        super().finalize_options()
+
+
+if __name__ == "__main__":  # setuptools runs this file as __main__; tests import it
+    setup(distclass=CompilingDistribution, cmdclass={"build_ext": CompilingBuildExt})
