@@ -550,3 +550,12 @@ def test_cluster_barrier_counts_a_loop_or_a_guard_leaves_open():
 def test_cluster_barrier_code_that_breaks_the_alternation_keeps_every_pair():
     pairs, _ = cluster_ops("\tbarrier.cluster.wait;\n" + PAIR)
     assert pairs == set()
+
+
+def test_a_loop_bound_set_apart_by_the_thread_index_is_no_uniform_bound():
+    """Threads below 64 go round twice, the others once: the loop's syncs may meet the
+    one after it (the bound %r1 is 1 or 2 by thread, though each write is a constant)."""
+    pairs, _ = syncs("\tmov.u32 %r3, %tid.x;\n\tsetp.lt.u32 %p0, %r3, 64;\n\t@%p0 bra A;\n\tmov.u32 %r1, 1;\n"
+                     "\tbra.uni J;\nA:\n\tmov.u32 %r1, 2;\nJ:\n\tmov.u32 %r2, 0;\nLOOP:\n\tbar.sync 1;\n\tbar.sync 1;\n"
+                     "\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra LOOP;\n\tbar.sync 1;\n")
+    assert pairs == set()

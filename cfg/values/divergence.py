@@ -18,19 +18,23 @@ from __future__ import annotations
 from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import derived
+from ptxkit.cfg.flow.loops import loop_forest
 from ptxkit.cfg.flow.operands import destinations
 from ptxkit.isa import CTA_UNIFORM_SPECIALS, PURE_OPCODES, STATE_SPACES, THREAD_INDEX_SPECIALS, is_special_register
 
 if TYPE_CHECKING:
     from typing import Literal
 
+    from collections.abc import Iterable, Sequence
+
     from ptxkit.cfg.flow.graph import EdgeEnd, FlowGraph, Site
+    from ptxkit.cfg.flow.loops import Loop
     from ptxkit.syntax import Instruction
 
     #: Register (`qualified`) -> the sites that write it (`definitions`).
     Definitions = dict[str, list[Site]]
 
-__all__ = ["cta_uniform", "definitions", "guard_of", "qualified", "thread_meets", "thread_only"]
+__all__ = ["cta_uniform", "deciding_branches", "definitions", "guard_of", "qualified", "thread_meets", "thread_only"]
 
 
 
@@ -114,7 +118,10 @@ def cta_uniform(register: str, definitions: Definitions, flow: FlowGraph, seen: 
     as ``-G`` builds do, through a generic pointer made by ``cvta.param``), read-only
     global data (``ld.global.nc``) at such an address, CTA-wide special registers,
     symbols' addresses and constants, through pure opcodes; a register defined in a loop
-    counts when all its definitions do (docs/fence.md §4.2).
+    counts when all its definitions do, and a register written in several places only when
+    every branch that may decide which of its writes a thread sees tests a CTA-uniform
+    predicate too (`deciding_branches`: different constants on the two sides of a branch on
+    ``%tid`` differ by thread) (docs/fence.md §4.2).
 
     >>> cta_uniform("%ctaid.x", {}, None), cta_uniform("%tid.x", {}, None)
     (True, False)
@@ -156,7 +163,166 @@ def cta_uniform(register: str, definitions: Definitions, flow: FlowGraph, seen: 
                 if part.kind not in ("register", "special") or part.name is None \
                         or not cta_uniform(qualified(flow, block, part.name), definitions, flow, seen):
                     return False
-    return True
+    return all(cta_uniform(guard, definitions, flow, seen) for branch in deciding_branches(flow, register, where)
+               if (guard := guard_of(flow, branch)) is not None)
+
+
+def deciding_branches(flow: FlowGraph, register: str, sites: Sequence[Site]) -> frozenset[int]:
+    """The conditional branches that may decide which of the writes of `register` (at
+    `sites`) a thread sees (sync dependence): a branch whose two sides bring different
+    writes to a block where they meet, or a branch in a loop that writes `register` whose
+    one side leaves the loop while the other goes round again (the threads that leave hold
+    the value of an earlier round). Threads that do not reach the block do not matter: a
+    counter written before a loop and in it depends on the loop's test alone. Computed once
+    per register and graph.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.flow.inline import inlined_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .b32 %r<3>;\\n.reg .pred %p<2>;\\n\\tmov.u32 %r2, %tid.x;\\n\\tsetp.lt.u32 %p1, %r2, 64;\\n"
+    ...     "\\t@%p1 bra A;\\n\\tmov.u32 %r1, 1;\\n\\tbra.uni J;\\nA:\\n\\tmov.u32 %r1, 2;\\nJ:\\n"
+    ...     "\\tadd.s32 %r2, %r1, 1;\\n\\tret;\\n}\\n")
+    >>> flow = inlined_graph(m.function("k"))
+    >>> [flow.blocks[b].instructions[-1].text.strip() for b in deciding_branches(flow, "%r1", definitions(flow)["%r1"])]
+    ['@%p1 bra A;']
+    """
+    cache: dict[str, frozenset[int]] = derived(flow, "deciding branches", dict)
+    if register not in cache:
+        cache[register] = frozenset(_deciding(flow, sites, register))
+    return cache[register]
+
+
+def _deciding(flow: FlowGraph, sites: Sequence[Site], register: str) -> list[int]:
+    """`deciding_branches`, computed: only a branch that reaches a write may decide it,
+    and only where `register` is live (read before it is written again)."""
+    written = {block for block, _ in sites}
+    unguarded = {block for block, position in sites if flow.blocks[block].heads[position][0] is None}
+    live = _live(flow, register, unguarded)
+    if not live:
+        return []
+    before, after = _reached(flow.pred, written), _reached(flow.succ, written)
+    post = DominatorTree.post_of(flow).idom
+    innermost = loop_forest(flow).innermost()
+    found = []
+    for branch in sorted(before):
+        if not conditional(flow, branch):
+            continue
+        loop = innermost.get(branch)
+        loops = [loop, *loop.enclosing()] if loop is not None else []
+        if _sides_differ(flow, branch, (written, unguarded, live), post.get(branch), branch in after) \
+                or any(_leaves_apart(flow, branch, around, live) for around in loops if written & around.blocks):
+            found.append(branch)
+    return found
+
+
+def _live(flow: FlowGraph, register: str, killing: set[int]) -> set[int]:
+    """The blocks at whose start `register` is live: some path from there reads it before
+    an unguarded write (in `killing` blocks) replaces it."""
+    live = set(_exposed_reads(flow).get(register, ()))
+    stack = list(live)
+    while stack:
+        for previous in flow.pred[stack.pop()]:
+            if previous not in live and previous not in killing:
+                live.add(previous)
+                stack.append(previous)
+    return live
+
+
+def _exposed_reads(flow: FlowGraph) -> dict[str, set[int]]:
+    """register -> the blocks that read it before writing it (its guard, its sources, an
+    address it writes through, and the accumulator of a ``wgmma``), qualified by inlined
+    copy; computed once per graph."""
+    def scan() -> dict[str, set[int]]:
+        found: dict[str, set[int]] = {}
+        for block in flow.blocks:
+            prefix = block.context.prefix if block.context is not None else ""
+            written: set[str] = set()
+            for instruction, head in zip(block.instructions, block.heads):
+                reads = [head[0].register] if head[0] is not None else []
+                for index, operand in enumerate(instruction.operands):
+                    if index > 0 or operand.kind == "memory" or head[2].startswith("wgmma"):
+                        reads += [e.name for e in (operand, *operand.elements) if e.kind == "register" and e.name]
+                for name in reads:
+                    if name not in written:
+                        found.setdefault(name if is_special_register(name) else prefix + name, set()).add(block.index)
+                if head[0] is None:
+                    written.update(destinations(instruction, head, frozenset()))
+        return found
+
+    return derived(flow, "exposed reads", scan)
+
+
+def _reached(adjacency: Sequence[Sequence[int]], starts: Iterable[int]) -> set[int]:
+    """The blocks reachable from `starts` along `adjacency`, `starts` included."""
+    seen = set(starts)
+    stack = list(seen)
+    while stack:
+        for next_block in adjacency[stack.pop()]:
+            if next_block not in seen:
+                seen.add(next_block)
+                stack.append(next_block)
+    return seen
+
+
+def _sides_differ(flow: FlowGraph, branch: int, blocks: tuple[set[int], set[int], set[int]], meet: EdgeEnd | None,
+                  defined: bool) -> bool:
+    """Whether two paths from different sides of `branch` bring different writes (by
+    block; -1: the value `branch` saw, `defined` when some write reaches it) to a block
+    where the register is live. `blocks`: those that write it, unguarded, and where it is
+    live; past `meet`, where all paths from the branch meet (its post-dominator), every
+    path carries the same write unless they differ there already."""
+    written, unguarded, live = blocks
+    labels: dict[int, set[tuple[int, int]]] = {}
+    work = []
+    for side in set(flow.succ[branch]) - {branch}:
+        labels[side] = {(side, -1)}
+        work.append(side)
+    while work:
+        block = work.pop()
+        into = labels[block]
+        differ = any(side != other and write != seen and (defined or -1 not in (write, seen))
+                     for side, write in into for other, seen in into)
+        if differ and block in live:
+            return True
+        if block == meet and not differ:
+            continue
+        out = into if block not in written else {(side, block) for side, _ in into}
+        if block in written and block not in unguarded:
+            out = out | into  # guarded writes only: the guard decides, cta_uniform checks it
+        for next_block in flow.succ[block]:
+            have = labels.setdefault(next_block, set())
+            if next_block != branch and not out <= have:
+                have |= out
+                work.append(next_block)
+    return False
+
+
+def _leaves_apart(flow: FlowGraph, branch: int, loop: Loop, live: set[int]) -> bool:
+    """Whether one side of `branch` (in `loop`) leaves the loop in this round for a block
+    where the register is `live` while another side goes round again: the threads that
+    left hold a write of an earlier round than those still in the loop. A side that comes
+    straight back to `branch` (a wait loop) stays in `loop` only when `branch` is its header."""
+    leaves, stays = set(), set()
+    for side in set(flow.succ[branch]):
+        if side == branch:
+            if branch == loop.header:
+                stays.add(side)
+            continue
+        seen, stack = {side}, [side]
+        while stack:
+            block = stack.pop()
+            if block == loop.header:
+                stays.add(side)
+                continue
+            if block not in loop.blocks:
+                if block in live:
+                    leaves.add(side)
+                continue
+            for next_block in flow.succ[block]:
+                if next_block != branch and next_block not in seen:
+                    seen.add(next_block)
+                    stack.append(next_block)
+    return any(side != other for side in leaves for other in stays)
 
 
 def _read_only(opcode: str) -> bool:
