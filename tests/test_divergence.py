@@ -133,6 +133,14 @@ TWO_SIDES = "\t@%p0 bra A;\n\tmov.u32 %r1, 1;\n\tbra.uni J;\nA:\n\tmov.u32 %r1, 
     ("\tmov.u32 %r1, 0;\nL:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p2, [%r4], 0;\n\t@!%p2 bra L2;\n"
      "\tadd.s32 %r1, %r1, 1;\n\tsetp.lt.u32 %p1, %r1, 9;\n\t@%p1 bra L;\n\tbra.uni DONE;\nL2:\n"
      "\tmbarrier.try_wait.parity.shared::cta.b64 %p2, [%r4], 0;\n\t@!%p2 bra L2;\n\tbra.uni L;\nDONE:\n", True),
+    # a split in a round whose sides meet again before the loop's test: the same round on
+    # both sides, the uniform test decides who leaves (Triton's elected MMA issue)
+    (SPLIT + "\tmov.u32 %r1, 0;\nL:\n\tbar.sync 0;\nW:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p3, [%r4], 0;\n\t@!%p3 bra W;\n"
+     "\tadd.s32 %r1, %r1, 1;\n\t@%p0 bra S;\n\tadd.s32 %r5, %r1, 4;\nS:\n"
+     "\tbar.sync 0;\n\tsetp.lt.u32 %p2, %r1, 8;\n\t@%p2 bra L;\n\tsetp.lt.u32 %p1, %r1, 9;\n", True),
+    # ... but one side going round again before the sides meet: a round more for those threads
+    (SPLIT + "\tmov.u32 %r1, 0;\nL:\n\tadd.s32 %r1, %r1, 1;\n\t@%p0 bra L;\n"
+     "\tbar.sync 0;\n\tsetp.lt.u32 %p2, %r1, 8;\n\t@%p2 bra L;\n\tsetp.lt.u32 %p1, %r1, 9;\n", False),
 ])
 def test_cta_uniform_sees_which_write_a_thread_reads(body, expected):
     flow = flow_of(body + "\tret;\n")

@@ -128,7 +128,7 @@ def cta_uniform(register: str, definitions: Definitions, flow: FlowGraph, seen: 
     """
     if register.startswith(CTA_UNIFORM_SPECIALS):
         return True
-    if register.startswith(("%tid.", "%laneid", "%warpid")) or len(seen) > 24:
+    if register.startswith(("%tid.", "%laneid", "%warpid")) or len(seen) > 240:
         return False
     if register in seen:
         return True  # a loop-carried value: uniform when its other definitions are
@@ -210,7 +210,8 @@ def _deciding(flow: FlowGraph, sites: Sequence[Site], register: str) -> list[int
         loop = innermost.get(branch)
         loops = [loop, *loop.enclosing()] if loop is not None else []
         if _sides_differ(flow, branch, (written, unguarded, live), post.get(branch), branch in after) \
-                or any(_leaves_apart(flow, branch, around, live) for around in loops if written & around.blocks):
+                or any(_leaves_apart(flow, branch, around, live, post.get(branch)) for around in loops
+                       if written & around.blocks):
             found.append(branch)
     return found
 
@@ -297,11 +298,14 @@ def _sides_differ(flow: FlowGraph, branch: int, blocks: tuple[set[int], set[int]
     return False
 
 
-def _leaves_apart(flow: FlowGraph, branch: int, loop: Loop, live: set[int]) -> bool:
+def _leaves_apart(flow: FlowGraph, branch: int, loop: Loop, live: set[int], meet: EdgeEnd | None) -> bool:
     """Whether one side of `branch` (in `loop`) leaves the loop in this round for a block
     where the register is `live` while another side goes round again: the threads that
     left hold a write of an earlier round than those still in the loop. A side that comes
-    straight back to `branch` (a wait loop) stays in `loop` only when `branch` is its header."""
+    straight back to `branch` (a wait loop) stays in `loop` only when `branch` is its header.
+    When every path from every side meets again in `loop` (at `meet`, the branch's
+    post-dominator) before reaching its header or leaving it, the threads are in the same
+    round there: a later branch decides who leaves, not this one."""
     leaves, stays = set(), set()
     for side in set(flow.succ[branch]):
         if side == branch:
@@ -314,6 +318,8 @@ def _leaves_apart(flow: FlowGraph, branch: int, loop: Loop, live: set[int]) -> b
             if block == loop.header:
                 stays.add(side)
                 continue
+            if block == meet and block in loop.blocks:
+                continue
             if block not in loop.blocks:
                 if block in live:
                     leaves.add(side)
@@ -322,6 +328,10 @@ def _leaves_apart(flow: FlowGraph, branch: int, loop: Loop, live: set[int]) -> b
                 if next_block != branch and next_block not in seen:
                     seen.add(next_block)
                     stack.append(next_block)
+    if meet is not None and not leaves and not stays:
+        return False  # every path from both sides meets again in this round
+    if meet is not None:
+        return _leaves_apart(flow, branch, loop, live, None)
     return any(side != other for side in leaves for other in stays)
 
 
