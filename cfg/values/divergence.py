@@ -15,6 +15,8 @@ that skipped it.
 
 from __future__ import annotations
 
+from heapq import heapify, heappop, heappush
+
 from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import derived
@@ -25,7 +27,7 @@ from ptxkit.isa import CTA_UNIFORM_SPECIALS, PURE_OPCODES, STATE_SPACES, THREAD_
 if TYPE_CHECKING:
     from typing import Literal
 
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
 
     from ptxkit.cfg.flow.graph import EdgeEnd, FlowGraph, Site
     from ptxkit.cfg.flow.loops import Loop
@@ -112,7 +114,7 @@ def _thread_only(register: str, definitions: Definitions, flow: FlowGraph, depth
     return result
 
 
-def cta_uniform(register: str, definitions: Definitions, flow: FlowGraph, seen: frozenset[str] = frozenset()) -> bool:
+def cta_uniform(register: str, definitions: Definitions, flow: FlowGraph) -> bool:
     """True when every thread of a CTA computes the same value for `register` (a name
     `qualified` by its inlined copy): from kernel parameters (loaded with ``ld.param`` or,
     as ``-G`` builds do, through a generic pointer made by ``cvta.param``), read-only
@@ -121,50 +123,111 @@ def cta_uniform(register: str, definitions: Definitions, flow: FlowGraph, seen: 
     counts when all its definitions do, and a register written in several places only when
     every branch that may decide which of its writes a thread sees tests a CTA-uniform
     predicate too (`deciding_branches`: different constants on the two sides of a branch on
-    ``%tid`` differ by thread) (docs/fence.md §4.2).
+    ``%tid`` differ by thread) (docs/fence.md §4.2). The greatest fixpoint of that rule:
+    uniform unless some register it rests on (`_needs`, through any chain, loops
+    included) fails on its own; answers are kept per graph and `definitions`.
 
     >>> cta_uniform("%ctaid.x", {}, None), cta_uniform("%tid.x", {}, None)
     (True, False)
     """
+    known = _known(register)
+    if known is not None:
+        return known
+    table: dict[int, tuple[Definitions, dict[str, bool]]] = derived(flow, "cta uniform", dict)
+    if id(definitions) not in table:  # the entry keeps `definitions` alive: its id is not reused
+        table[id(definitions)] = (definitions, {})
+    memo = table[id(definitions)][1]
+    if register not in memo:
+        _settle(register, definitions, flow, memo)
+    return memo[register]
+
+
+def _known(register: str) -> bool | None:
+    """The answer for a special register that needs no definitions, else None."""
     if register.startswith(CTA_UNIFORM_SPECIALS):
         return True
-    if register.startswith(("%tid.", "%laneid", "%warpid")) or len(seen) > 240:
+    if register.startswith(("%tid.", "%laneid", "%warpid")):
         return False
-    if register in seen:
-        return True  # a loop-carried value: uniform when its other definitions are
+    return None
+
+
+def _settle(root: str, definitions: Definitions, flow: FlowGraph, memo: dict[str, bool]) -> None:
+    """Answers `root` into `memo`: a depth-first walk over `_needs` that finds the
+    registers it rests on, component by strongly connected component (Tarjan). A
+    register that fails on its own, or one answered False already, makes every register
+    on the walk's path to it non-uniform (each rests on it); a component finished
+    without one is uniform, loops included (the optimistic start a loop-carried value
+    needs). Registers left undecided when the walk stops are not kept."""
+    order: dict[str, int] = {root: 0}
+    low = {root: 0}
+    component = [root]  # registers visited whose component is not finished yet
+    path: list[tuple[str, Iterator[str | None]]] = [(root, _needs(root, definitions, flow))]
+    while path:
+        register, needs = path[-1]
+        for need in needs:
+            answer = None if need is None else memo.get(need, _known(need))
+            if need is None or answer is False:
+                memo.update((on_path, False) for on_path, _ in path)
+                return
+            if answer is None and need not in order:
+                order[need] = low[need] = len(order)
+                component.append(need)
+                path.append((need, _needs(need, definitions, flow)))
+                break
+            if answer is None:  # visited, its component not finished: the same component
+                low[register] = min(low[register], order[need])
+        else:
+            path.pop()
+            if path:
+                low[path[-1][0]] = min(low[path[-1][0]], low[register])
+            if low[register] == order[register]:
+                while True:
+                    done = component.pop()
+                    memo[done] = True
+                    if done == register:
+                        break
+
+
+def _needs(register: str, definitions: Definitions, flow: FlowGraph) -> Iterator[str | None]:
+    """The registers `register` is CTA-uniform only with, in the order the rule checks
+    them: each definition's guard, the base registers of an ``ld``'s address, the sources
+    of a pure opcode (a vector: each part), then the guards of `deciding_branches`; None
+    (and nothing more) where a definition fails on its own: no definition at all, an
+    opcode neither pure nor an ``ld`` of kernel parameters or read-only data, an ``ld`` in
+    an inlined callee, or a source that is no register."""
     where = definitions.get(register)
     if not where:
-        return False
-    seen = seen | {register}
+        yield None
+        return
     for block, position in where:
         head = flow.blocks[block].heads[position]
-        if head[0] is not None and not cta_uniform(qualified(flow, block, head[0].register), definitions, flow,
-                                                   seen):
-            return False
+        if head[0] is not None:
+            yield qualified(flow, block, head[0].register)
         instruction = flow.blocks[block].instructions[position]
         if head[2] == "ld":  # a kernel parameter or read-only data, at an address the same in every thread
             context = flow.blocks[block].context
-            if context is not None and context.parent is not None:
-                return False
-            if ".param" not in head[1] and not _read_only(head[1]) and \
+            if context is not None and context.parent is not None or ".param" not in head[1] and \
+                    not _read_only(head[1]) and \
                     not _reads_kernel_parameters(flow, block, head[1], instruction, definitions):
-                return False
-            bases = [e for operand in instruction.operands[1:] for e in operand.elements if e.kind == "register"]
-            if not all(cta_uniform(qualified(flow, block, base.name), definitions, flow, seen) for base in bases):
-                return False
+                yield None
+                return
+            yield from (qualified(flow, block, base.name) for operand in instruction.operands[1:]
+                        for base in operand.elements if base.kind == "register")
             continue
         if head[2] not in PURE_OPCODES and head[2] != "selp":
-            return False
+            yield None
+            return
         targets = set(destinations(instruction, head, frozenset()))
         for operand in instruction.operands[1:]:  # the sources (a vector: each part)
             for part in operand.elements if operand.kind == "vector" else (operand,):
                 if part.kind in ("immediate", "symbol") or part.name in targets:
                     continue  # a symbol's address is the same in every thread of a CTA
-                if part.kind not in ("register", "special") or part.name is None \
-                        or not cta_uniform(qualified(flow, block, part.name), definitions, flow, seen):
-                    return False
-    return all(cta_uniform(guard, definitions, flow, seen) for branch in deciding_branches(flow, register, where)
-               if (guard := guard_of(flow, branch)) is not None)
+                if part.kind not in ("register", "special") or part.name is None:
+                    yield None
+                    return
+                yield qualified(flow, block, part.name)
+    yield from (guard for branch in sorted(deciding_branches(flow, register, where))
+                if (guard := guard_of(flow, branch)) is not None)
 
 
 def deciding_branches(flow: FlowGraph, register: str, sites: Sequence[Site]) -> frozenset[int]:
@@ -201,6 +264,7 @@ def _deciding(flow: FlowGraph, sites: Sequence[Site], register: str) -> list[int
     if not live:
         return []
     before, after = _reached(flow.pred, written), _reached(flow.succ, written)
+    toward = _reached(flow.pred, live)  # a walk past these blocks reaches no read
     post = DominatorTree.post_of(flow).idom
     innermost = loop_forest(flow).innermost()
     found = []
@@ -209,7 +273,7 @@ def _deciding(flow: FlowGraph, sites: Sequence[Site], register: str) -> list[int
             continue
         loop = innermost.get(branch)
         loops = [loop, *loop.enclosing()] if loop is not None else []
-        if _sides_differ(flow, branch, (written, unguarded, live), post.get(branch), branch in after) \
+        if _sides_differ(flow, branch, (written, unguarded, live, toward), post.get(branch), branch in after) \
                 or any(_leaves_apart(flow, branch, around, live, post.get(branch)) for around in loops
                        if written & around.blocks):
             found.append(branch)
@@ -265,37 +329,66 @@ def _reached(adjacency: Sequence[Sequence[int]], starts: Iterable[int]) -> set[i
     return seen
 
 
-def _sides_differ(flow: FlowGraph, branch: int, blocks: tuple[set[int], set[int], set[int]], meet: EdgeEnd | None,
-                  defined: bool) -> bool:
+def _sides_differ(flow: FlowGraph, branch: int, blocks: tuple[set[int], set[int], set[int], set[int]],
+                  meet: EdgeEnd | None, defined: bool) -> bool:
     """Whether two paths from different sides of `branch` bring different writes (by
     block; -1: the value `branch` saw, `defined` when some write reaches it) to a block
-    where the register is live. `blocks`: those that write it, unguarded, and where it is
-    live; past `meet`, where all paths from the branch meet (its post-dominator), every
-    path carries the same write unless they differ there already."""
-    written, unguarded, live = blocks
-    labels: dict[int, set[tuple[int, int]]] = {}
-    work = []
-    for side in set(flow.succ[branch]) - {branch}:
-        labels[side] = {(side, -1)}
-        work.append(side)
+    where the register is live. `blocks`: those that write it, unguarded, where it is
+    live, and those from which a live one is reached (the walk goes no further); past
+    `meet`, where all paths from the branch meet (its post-dominator), every path carries
+    the same write unless they differ there already."""
+    written, unguarded, live, toward = blocks
+    sides = (set(flow.succ[branch]) - {branch}) & toward
+    if len(sides) < 2 or not defined and len(written) < 2:
+        return False  # one side alone, or one write and no value from before: never two ways
+    order = _rpo_positions(flow)  # labels grow to the same end in any order: this one re-visits least
+    labels: dict[int, set[tuple[int, int]]] = {side: {(side, -1)} for side in sides}
+    work = [(order.get(side, len(order) + side), side) for side in sides]
+    heapify(work)
+    pending = set(sides)
     while work:
-        block = work.pop()
+        block = heappop(work)[1]
+        pending.discard(block)
         into = labels[block]
-        differ = any(side != other and write != seen and (defined or -1 not in (write, seen))
-                     for side, write in into for other, seen in into)
-        if differ and block in live:
-            return True
-        if block == meet and not differ:
-            continue
+        if block in live or block == meet:
+            differ = _two_ways(into, defined)
+            if differ and block in live:
+                return True
+            if block == meet and not differ:
+                continue
         out = into if block not in written else {(side, block) for side, _ in into}
         if block in written and block not in unguarded:
             out = out | into  # guarded writes only: the guard decides, cta_uniform checks it
         for next_block in flow.succ[block]:
+            if next_block == branch or next_block not in toward:
+                continue
             have = labels.setdefault(next_block, set())
-            if next_block != branch and not out <= have:
+            if not out <= have:
                 have |= out
-                work.append(next_block)
+                if next_block not in pending:
+                    pending.add(next_block)
+                    heappush(work, (order.get(next_block, len(order) + next_block), next_block))
     return False
+
+
+def _rpo_positions(flow: FlowGraph) -> dict[int, int]:
+    """block -> its place in the graph's reverse post-order; computed once per graph."""
+    return derived(flow, "rpo positions", lambda: {block: place for place, block in enumerate(flow.rpo)})
+
+
+def _two_ways(labels: set[tuple[int, int]], defined: bool) -> bool:
+    """Whether two of `labels` (side, write) differ in both side and write (-1, the value
+    before the branch, counts only when `defined`): so exactly when the labels, those -1
+    dropped unless `defined`, hold two sides and two writes (with two writes and two
+    sides, a pair sharing its write has a third label differing from one of them in both).
+
+    >>> _two_ways({(1, 5), (2, 5), (1, 6)}, True), _two_ways({(1, 5), (1, 6)}, True)
+    (True, False)
+    >>> _two_ways({(1, -1), (2, 5)}, False), _two_ways({(1, -1), (2, 5)}, True)
+    (False, True)
+    """
+    counted = labels if defined else {label for label in labels if label[1] != -1}
+    return len({side for side, _ in counted}) > 1 and len({write for _, write in counted}) > 1
 
 
 def _leaves_apart(flow: FlowGraph, branch: int, loop: Loop, live: set[int], meet: EdgeEnd | None) -> bool:
