@@ -108,3 +108,40 @@ def test_a_register_of_an_inlined_function_is_not_the_callers():
     defined = definitions(flow)
     assert cta_uniform("%p1", defined, flow)
     assert len(defined["%r1"]) == 1 and sum(key.endswith(":%r1") for key in defined) == 1
+
+
+SPLIT = "\tmov.u32 %r3, %tid.x;\n\tsetp.lt.u32 %p0, %r3, 64;\n"
+PARAM_SPLIT = "\tld.param.u32 %r3, [n];\n\tsetp.lt.u32 %p0, %r3, 64;\n"
+TWO_SIDES = "\t@%p0 bra A;\n\tmov.u32 %r1, 1;\n\tbra.uni J;\nA:\n\tmov.u32 %r1, 2;\nJ:\n"
+
+
+@pytest.mark.parametrize("body, expected", [
+    # which write reaches the read depends on the thread index: different values by thread
+    (SPLIT + TWO_SIDES + "\tsetp.lt.u32 %p1, %r1, 2;\n", False),
+    (PARAM_SPLIT + TWO_SIDES + "\tsetp.lt.u32 %p1, %r1, 2;\n", True),  # the whole CTA goes one way
+    # the split decides nothing the threads after it read: each side reads its own write
+    (SPLIT + "\t@%p0 bra A;\n\tmov.u32 %r1, 1;\n\tsetp.lt.u32 %p1, %r1, 9;\n\tbra.uni J;\nA:\n\tmov.u32 %r1, 2;\n"
+     "\tsetp.lt.u32 %p1, %r1, 9;\nJ:\n", True),
+    # a count of the rounds that took the thread's side: per thread
+    (SPLIT + "\tmov.u32 %r1, 0;\n\tmov.u32 %r2, 0;\nROUND:\n\t@%p0 bra SKIP;\n\tadd.s32 %r1, %r1, 1;\nSKIP:\n"
+     "\tbar.sync 0;\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p2, %r2, 8;\n\t@%p2 bra ROUND;\n"
+     "\tsetp.lt.u32 %p1, %r1, 3;\n", False),
+    # a counter read after a loop that each thread leaves in its own round
+    (SPLIT + "\tmov.u32 %r1, 0;\nL:\n\tadd.s32 %r1, %r1, 1;\n\tsetp.lt.u32 %p2, %r1, %r3;\n\t@%p2 bra L;\n"
+     "\tsetp.lt.u32 %p1, %r1, 9;\n", False),
+    # a wait loop in a counted loop: every thread leaves it, and the count stays the CTA's
+    ("\tmov.u32 %r1, 0;\nL:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p2, [%r4], 0;\n\t@!%p2 bra L2;\n"
+     "\tadd.s32 %r1, %r1, 1;\n\tsetp.lt.u32 %p1, %r1, 9;\n\t@%p1 bra L;\n\tbra.uni DONE;\nL2:\n"
+     "\tmbarrier.try_wait.parity.shared::cta.b64 %p2, [%r4], 0;\n\t@!%p2 bra L2;\n\tbra.uni L;\nDONE:\n", True),
+    # a split in a round whose sides meet again before the loop's test: the same round on
+    # both sides, the uniform test decides who leaves (Triton's elected MMA issue)
+    (SPLIT + "\tmov.u32 %r1, 0;\nL:\n\tbar.sync 0;\nW:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p3, [%r4], 0;\n\t@!%p3 bra W;\n"
+     "\tadd.s32 %r1, %r1, 1;\n\t@%p0 bra S;\n\tadd.s32 %r5, %r1, 4;\nS:\n"
+     "\tbar.sync 0;\n\tsetp.lt.u32 %p2, %r1, 8;\n\t@%p2 bra L;\n\tsetp.lt.u32 %p1, %r1, 9;\n", True),
+    # ... but one side going round again before the sides meet: a round more for those threads
+    (SPLIT + "\tmov.u32 %r1, 0;\nL:\n\tadd.s32 %r1, %r1, 1;\n\t@%p0 bra L;\n"
+     "\tbar.sync 0;\n\tsetp.lt.u32 %p2, %r1, 8;\n\t@%p2 bra L;\n\tsetp.lt.u32 %p1, %r1, 9;\n", False),
+])
+def test_cta_uniform_sees_which_write_a_thread_reads(body, expected):
+    flow = flow_of(body + "\tret;\n")
+    assert cta_uniform("%p1", definitions(flow), flow) is expected

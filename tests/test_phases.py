@@ -552,8 +552,6 @@ def test_cluster_barrier_code_that_breaks_the_alternation_keeps_every_pair():
     assert pairs == set()
 
 
-@pytest.mark.xfail(strict=True, reason="docs/fence.md §8: a register written differently on the two sides of a "
-                   "thread-dependent branch is taken for CTA-uniform")
 def test_a_loop_bound_set_apart_by_the_thread_index_is_no_uniform_bound():
     """Threads below 64 go round twice, the others once: the loop's syncs may meet the
     one after it (the bound %r1 is 1 or 2 by thread, though each write is a constant)."""

@@ -15,22 +15,28 @@ that skipped it.
 
 from __future__ import annotations
 
+from heapq import heapify, heappop, heappush
+
 from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import derived
+from ptxkit.cfg.flow.loops import loop_forest
 from ptxkit.cfg.flow.operands import destinations
 from ptxkit.isa import CTA_UNIFORM_SPECIALS, PURE_OPCODES, STATE_SPACES, THREAD_INDEX_SPECIALS, is_special_register
 
 if TYPE_CHECKING:
     from typing import Literal
 
+    from collections.abc import Iterable, Iterator, Sequence
+
     from ptxkit.cfg.flow.graph import EdgeEnd, FlowGraph, Site
+    from ptxkit.cfg.flow.loops import Loop
     from ptxkit.syntax import Instruction
 
     #: Register (`qualified`) -> the sites that write it (`definitions`).
     Definitions = dict[str, list[Site]]
 
-__all__ = ["cta_uniform", "definitions", "guard_of", "qualified", "thread_meets", "thread_only"]
+__all__ = ["cta_uniform", "deciding_branches", "definitions", "guard_of", "qualified", "thread_meets", "thread_only"]
 
 
 
@@ -108,55 +114,318 @@ def _thread_only(register: str, definitions: Definitions, flow: FlowGraph, depth
     return result
 
 
-def cta_uniform(register: str, definitions: Definitions, flow: FlowGraph, seen: frozenset[str] = frozenset()) -> bool:
+def cta_uniform(register: str, definitions: Definitions, flow: FlowGraph) -> bool:
     """True when every thread of a CTA computes the same value for `register` (a name
     `qualified` by its inlined copy): from kernel parameters (loaded with ``ld.param`` or,
     as ``-G`` builds do, through a generic pointer made by ``cvta.param``), read-only
     global data (``ld.global.nc``) at such an address, CTA-wide special registers,
     symbols' addresses and constants, through pure opcodes; a register defined in a loop
-    counts when all its definitions do (docs/fence.md §4.2).
+    counts when all its definitions do, and a register written in several places only when
+    every branch that may decide which of its writes a thread sees tests a CTA-uniform
+    predicate too (`deciding_branches`: different constants on the two sides of a branch on
+    ``%tid`` differ by thread) (docs/fence.md §4.2). The greatest fixpoint of that rule:
+    uniform unless some register it rests on (`_needs`, through any chain, loops
+    included) fails on its own; answers are kept per graph and `definitions`.
 
     >>> cta_uniform("%ctaid.x", {}, None), cta_uniform("%tid.x", {}, None)
     (True, False)
     """
+    known = _known(register)
+    if known is not None:
+        return known
+    table: dict[int, tuple[Definitions, dict[str, bool]]] = derived(flow, "cta uniform", dict)
+    if id(definitions) not in table:  # the entry keeps `definitions` alive: its id is not reused
+        table[id(definitions)] = (definitions, {})
+    memo = table[id(definitions)][1]
+    if register not in memo:
+        _settle(register, definitions, flow, memo)
+    return memo[register]
+
+
+def _known(register: str) -> bool | None:
+    """The answer for a special register that needs no definitions, else None."""
     if register.startswith(CTA_UNIFORM_SPECIALS):
         return True
-    if register.startswith(("%tid.", "%laneid", "%warpid")) or len(seen) > 24:
+    if register.startswith(("%tid.", "%laneid", "%warpid")):
         return False
-    if register in seen:
-        return True  # a loop-carried value: uniform when its other definitions are
+    return None
+
+
+def _settle(root: str, definitions: Definitions, flow: FlowGraph, memo: dict[str, bool]) -> None:
+    """Answers `root` into `memo`: a depth-first walk over `_needs` that finds the
+    registers it rests on, component by strongly connected component (Tarjan). A
+    register that fails on its own, or one answered False already, makes every register
+    on the walk's path to it non-uniform (each rests on it); a component finished
+    without one is uniform, loops included (the optimistic start a loop-carried value
+    needs). Registers left undecided when the walk stops are not kept."""
+    order: dict[str, int] = {root: 0}
+    low = {root: 0}
+    component = [root]  # registers visited whose component is not finished yet
+    path: list[tuple[str, Iterator[str | None]]] = [(root, _needs(root, definitions, flow))]
+    while path:
+        register, needs = path[-1]
+        for need in needs:
+            answer = None if need is None else memo.get(need, _known(need))
+            if need is None or answer is False:
+                memo.update((on_path, False) for on_path, _ in path)
+                return
+            if answer is None and need not in order:
+                order[need] = low[need] = len(order)
+                component.append(need)
+                path.append((need, _needs(need, definitions, flow)))
+                break
+            if answer is None:  # visited, its component not finished: the same component
+                low[register] = min(low[register], order[need])
+        else:
+            path.pop()
+            if path:
+                low[path[-1][0]] = min(low[path[-1][0]], low[register])
+            if low[register] == order[register]:
+                while True:
+                    done = component.pop()
+                    memo[done] = True
+                    if done == register:
+                        break
+
+
+def _needs(register: str, definitions: Definitions, flow: FlowGraph) -> Iterator[str | None]:
+    """The registers `register` is CTA-uniform only with, in the order the rule checks
+    them: each definition's guard, the base registers of an ``ld``'s address, the sources
+    of a pure opcode (a vector: each part), then the guards of `deciding_branches`; None
+    (and nothing more) where a definition fails on its own: no definition at all, an
+    opcode neither pure nor an ``ld`` of kernel parameters or read-only data, an ``ld`` in
+    an inlined callee, or a source that is no register."""
     where = definitions.get(register)
     if not where:
-        return False
-    seen = seen | {register}
+        yield None
+        return
     for block, position in where:
         head = flow.blocks[block].heads[position]
-        if head[0] is not None and not cta_uniform(qualified(flow, block, head[0].register), definitions, flow,
-                                                   seen):
-            return False
+        if head[0] is not None:
+            yield qualified(flow, block, head[0].register)
         instruction = flow.blocks[block].instructions[position]
         if head[2] == "ld":  # a kernel parameter or read-only data, at an address the same in every thread
             context = flow.blocks[block].context
-            if context is not None and context.parent is not None:
-                return False
-            if ".param" not in head[1] and not _read_only(head[1]) and \
+            if context is not None and context.parent is not None or ".param" not in head[1] and \
+                    not _read_only(head[1]) and \
                     not _reads_kernel_parameters(flow, block, head[1], instruction, definitions):
-                return False
-            bases = [e for operand in instruction.operands[1:] for e in operand.elements if e.kind == "register"]
-            if not all(cta_uniform(qualified(flow, block, base.name), definitions, flow, seen) for base in bases):
-                return False
+                yield None
+                return
+            yield from (qualified(flow, block, base.name) for operand in instruction.operands[1:]
+                        for base in operand.elements if base.kind == "register")
             continue
         if head[2] not in PURE_OPCODES and head[2] != "selp":
-            return False
+            yield None
+            return
         targets = set(destinations(instruction, head, frozenset()))
         for operand in instruction.operands[1:]:  # the sources (a vector: each part)
             for part in operand.elements if operand.kind == "vector" else (operand,):
                 if part.kind in ("immediate", "symbol") or part.name in targets:
                     continue  # a symbol's address is the same in every thread of a CTA
-                if part.kind not in ("register", "special") or part.name is None \
-                        or not cta_uniform(qualified(flow, block, part.name), definitions, flow, seen):
-                    return False
-    return True
+                if part.kind not in ("register", "special") or part.name is None:
+                    yield None
+                    return
+                yield qualified(flow, block, part.name)
+    yield from (guard for branch in sorted(deciding_branches(flow, register, where))
+                if (guard := guard_of(flow, branch)) is not None)
+
+
+def deciding_branches(flow: FlowGraph, register: str, sites: Sequence[Site]) -> frozenset[int]:
+    """The conditional branches that may decide which of the writes of `register` (at
+    `sites`) a thread sees (sync dependence): a branch whose two sides bring different
+    writes to a block where they meet, or a branch in a loop that writes `register` whose
+    one side leaves the loop while the other goes round again (the threads that leave hold
+    the value of an earlier round). Threads that do not reach the block do not matter: a
+    counter written before a loop and in it depends on the loop's test alone. Computed once
+    per register and graph.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.flow.inline import inlined_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .b32 %r<3>;\\n.reg .pred %p<2>;\\n\\tmov.u32 %r2, %tid.x;\\n\\tsetp.lt.u32 %p1, %r2, 64;\\n"
+    ...     "\\t@%p1 bra A;\\n\\tmov.u32 %r1, 1;\\n\\tbra.uni J;\\nA:\\n\\tmov.u32 %r1, 2;\\nJ:\\n"
+    ...     "\\tadd.s32 %r2, %r1, 1;\\n\\tret;\\n}\\n")
+    >>> flow = inlined_graph(m.function("k"))
+    >>> [flow.blocks[b].instructions[-1].text.strip() for b in deciding_branches(flow, "%r1", definitions(flow)["%r1"])]
+    ['@%p1 bra A;']
+    """
+    cache: dict[str, frozenset[int]] = derived(flow, "deciding branches", dict)
+    if register not in cache:
+        cache[register] = frozenset(_deciding(flow, sites, register))
+    return cache[register]
+
+
+def _deciding(flow: FlowGraph, sites: Sequence[Site], register: str) -> list[int]:
+    """`deciding_branches`, computed: only a branch that reaches a write may decide it,
+    and only where `register` is live (read before it is written again)."""
+    written = {block for block, _ in sites}
+    unguarded = {block for block, position in sites if flow.blocks[block].heads[position][0] is None}
+    live = _live(flow, register, unguarded)
+    if not live:
+        return []
+    before, after = _reached(flow.pred, written), _reached(flow.succ, written)
+    toward = _reached(flow.pred, live)  # a walk past these blocks reaches no read
+    post = DominatorTree.post_of(flow).idom
+    innermost = loop_forest(flow).innermost()
+    found = []
+    for branch in sorted(before):
+        if not conditional(flow, branch):
+            continue
+        loop = innermost.get(branch)
+        loops = [loop, *loop.enclosing()] if loop is not None else []
+        if _sides_differ(flow, branch, (written, unguarded, live, toward), post.get(branch), branch in after) \
+                or any(_leaves_apart(flow, branch, around, live, post.get(branch)) for around in loops
+                       if written & around.blocks):
+            found.append(branch)
+    return found
+
+
+def _live(flow: FlowGraph, register: str, killing: set[int]) -> set[int]:
+    """The blocks at whose start `register` is live: some path from there reads it before
+    an unguarded write (in `killing` blocks) replaces it."""
+    live = set(_exposed_reads(flow).get(register, ()))
+    stack = list(live)
+    while stack:
+        for previous in flow.pred[stack.pop()]:
+            if previous not in live and previous not in killing:
+                live.add(previous)
+                stack.append(previous)
+    return live
+
+
+def _exposed_reads(flow: FlowGraph) -> dict[str, set[int]]:
+    """register -> the blocks that read it before writing it (its guard, its sources, an
+    address it writes through, and the accumulator of a ``wgmma``), qualified by inlined
+    copy; computed once per graph."""
+    def scan() -> dict[str, set[int]]:
+        found: dict[str, set[int]] = {}
+        for block in flow.blocks:
+            prefix = block.context.prefix if block.context is not None else ""
+            written: set[str] = set()
+            for instruction, head in zip(block.instructions, block.heads):
+                reads = [head[0].register] if head[0] is not None else []
+                for index, operand in enumerate(instruction.operands):
+                    if index > 0 or operand.kind == "memory" or head[2].startswith("wgmma"):
+                        reads += [e.name for e in (operand, *operand.elements) if e.kind == "register" and e.name]
+                for name in reads:
+                    if name not in written:
+                        found.setdefault(name if is_special_register(name) else prefix + name, set()).add(block.index)
+                if head[0] is None:
+                    written.update(destinations(instruction, head, frozenset()))
+        return found
+
+    return derived(flow, "exposed reads", scan)
+
+
+def _reached(adjacency: Sequence[Sequence[int]], starts: Iterable[int]) -> set[int]:
+    """The blocks reachable from `starts` along `adjacency`, `starts` included."""
+    seen = set(starts)
+    stack = list(seen)
+    while stack:
+        for next_block in adjacency[stack.pop()]:
+            if next_block not in seen:
+                seen.add(next_block)
+                stack.append(next_block)
+    return seen
+
+
+def _sides_differ(flow: FlowGraph, branch: int, blocks: tuple[set[int], set[int], set[int], set[int]],
+                  meet: EdgeEnd | None, defined: bool) -> bool:
+    """Whether two paths from different sides of `branch` bring different writes (by
+    block; -1: the value `branch` saw, `defined` when some write reaches it) to a block
+    where the register is live. `blocks`: those that write it, unguarded, where it is
+    live, and those from which a live one is reached (the walk goes no further); past
+    `meet`, where all paths from the branch meet (its post-dominator), every path carries
+    the same write unless they differ there already."""
+    written, unguarded, live, toward = blocks
+    sides = (set(flow.succ[branch]) - {branch}) & toward
+    if len(sides) < 2 or not defined and len(written) < 2:
+        return False  # one side alone, or one write and no value from before: never two ways
+    order = _rpo_positions(flow)  # labels grow to the same end in any order: this one re-visits least
+    labels: dict[int, set[tuple[int, int]]] = {side: {(side, -1)} for side in sides}
+    work = [(order.get(side, len(order) + side), side) for side in sides]
+    heapify(work)
+    pending = set(sides)
+    while work:
+        block = heappop(work)[1]
+        pending.discard(block)
+        into = labels[block]
+        if block in live or block == meet:
+            differ = _two_ways(into, defined)
+            if differ and block in live:
+                return True
+            if block == meet and not differ:
+                continue
+        out = into if block not in written else {(side, block) for side, _ in into}
+        if block in written and block not in unguarded:
+            out = out | into  # guarded writes only: the guard decides, cta_uniform checks it
+        for next_block in flow.succ[block]:
+            if next_block == branch or next_block not in toward:
+                continue
+            have = labels.setdefault(next_block, set())
+            if not out <= have:
+                have |= out
+                if next_block not in pending:
+                    pending.add(next_block)
+                    heappush(work, (order.get(next_block, len(order) + next_block), next_block))
+    return False
+
+
+def _rpo_positions(flow: FlowGraph) -> dict[int, int]:
+    """block -> its place in the graph's reverse post-order; computed once per graph."""
+    return derived(flow, "rpo positions", lambda: {block: place for place, block in enumerate(flow.rpo)})
+
+
+def _two_ways(labels: set[tuple[int, int]], defined: bool) -> bool:
+    """Whether two of `labels` (side, write) differ in both side and write (-1, the value
+    before the branch, counts only when `defined`): so exactly when the labels, those -1
+    dropped unless `defined`, hold two sides and two writes (with two writes and two
+    sides, a pair sharing its write has a third label differing from one of them in both).
+
+    >>> _two_ways({(1, 5), (2, 5), (1, 6)}, True), _two_ways({(1, 5), (1, 6)}, True)
+    (True, False)
+    >>> _two_ways({(1, -1), (2, 5)}, False), _two_ways({(1, -1), (2, 5)}, True)
+    (False, True)
+    """
+    counted = labels if defined else {label for label in labels if label[1] != -1}
+    return len({side for side, _ in counted}) > 1 and len({write for _, write in counted}) > 1
+
+
+def _leaves_apart(flow: FlowGraph, branch: int, loop: Loop, live: set[int], meet: EdgeEnd | None) -> bool:
+    """Whether one side of `branch` (in `loop`) leaves the loop in this round for a block
+    where the register is `live` while another side goes round again: the threads that
+    left hold a write of an earlier round than those still in the loop. A side that comes
+    straight back to `branch` (a wait loop) stays in `loop` only when `branch` is its header.
+    When every path from every side meets again in `loop` (at `meet`, the branch's
+    post-dominator) before reaching its header or leaving it, the threads are in the same
+    round there: a later branch decides who leaves, not this one."""
+    leaves, stays = set(), set()
+    for side in set(flow.succ[branch]):
+        if side == branch:
+            if branch == loop.header:
+                stays.add(side)
+            continue
+        seen, stack = {side}, [side]
+        while stack:
+            block = stack.pop()
+            if block == loop.header:
+                stays.add(side)
+                continue
+            if block == meet and block in loop.blocks:
+                continue
+            if block not in loop.blocks:
+                if block in live:
+                    leaves.add(side)
+                continue
+            for next_block in flow.succ[block]:
+                if next_block != branch and next_block not in seen:
+                    seen.add(next_block)
+                    stack.append(next_block)
+    if meet is not None and not leaves and not stays:
+        return False  # every path from both sides meets again in this round
+    if meet is not None:
+        return _leaves_apart(flow, branch, loop, live, None)
+    return any(side != other for side in leaves for other in stays)
 
 
 def _read_only(opcode: str) -> bool:
