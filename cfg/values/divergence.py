@@ -27,7 +27,7 @@ from ptxkit.isa import CTA_UNIFORM_SPECIALS, PURE_OPCODES, STATE_SPACES, THREAD_
 if TYPE_CHECKING:
     from typing import Literal
 
-    from collections.abc import Iterable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
     from ptxkit.cfg.flow.graph import EdgeEnd, FlowGraph, Site
     from ptxkit.cfg.flow.loops import Loop
@@ -161,7 +161,7 @@ def _settle(root: str, definitions: Definitions, flow: FlowGraph, memo: dict[str
     order: dict[str, int] = {root: 0}
     low = {root: 0}
     component = [root]  # registers visited whose component is not finished yet
-    path: list[tuple[str, Iterator[str | None]]] = [(root, _needs(root, definitions, flow))]
+    path: list[tuple[str, Iterator[str | None]]] = [(root, _needs(root, definitions, flow, memo))]
     while path:
         register, needs = path[-1]
         for need in needs:
@@ -172,7 +172,7 @@ def _settle(root: str, definitions: Definitions, flow: FlowGraph, memo: dict[str
             if answer is None and need not in order:
                 order[need] = low[need] = len(order)
                 component.append(need)
-                path.append((need, _needs(need, definitions, flow)))
+                path.append((need, _needs(need, definitions, flow, memo)))
                 break
             if answer is None:  # visited, its component not finished: the same component
                 low[register] = min(low[register], order[need])
@@ -188,10 +188,12 @@ def _settle(root: str, definitions: Definitions, flow: FlowGraph, memo: dict[str
                         break
 
 
-def _needs(register: str, definitions: Definitions, flow: FlowGraph) -> Iterator[str | None]:
+def _needs(register: str, definitions: Definitions, flow: FlowGraph, memo: dict[str, bool]) -> Iterator[str | None]:
     """The registers `register` is CTA-uniform only with, in the order the rule checks
     them: each definition's guard, the base registers of an ``ld``'s address, the sources
-    of a pure opcode (a vector: each part), then the guards of `deciding_branches`; None
+    of a pure opcode (a vector: each part), then the guards of `deciding_branches`, found
+    as they are asked for (a branch whose guard is uniform already, or asked for already,
+    adds nothing: it is not examined, so the walk costs only what `_settle` reads); None
     (and nothing more) where a definition fails on its own: no definition at all, an
     opcode neither pure nor an ``ld`` of kernel parameters or read-only data, an ``ld`` in
     an inlined callee, or a source that is no register."""
@@ -226,8 +228,17 @@ def _needs(register: str, definitions: Definitions, flow: FlowGraph) -> Iterator
                     yield None
                     return
                 yield qualified(flow, block, part.name)
-    yield from (guard for branch in sorted(deciding_branches(flow, register, where))
-                if (guard := guard_of(flow, branch)) is not None)
+    asked: set[str] = set()  # the guards yielded already
+
+    def adds_nothing(branch: int) -> bool:  # its guard asked for already, or known uniform
+        guard = guard_of(flow, branch)
+        return guard is None or guard in asked or memo.get(guard, _known(guard)) is True
+
+    for branch in _deciding(flow, where, register, adds_nothing):
+        guard = guard_of(flow, branch)
+        if guard is not None:
+            asked.add(guard)
+            yield guard
 
 
 def deciding_branches(flow: FlowGraph, register: str, sites: Sequence[Site]) -> frozenset[int]:
@@ -236,8 +247,8 @@ def deciding_branches(flow: FlowGraph, register: str, sites: Sequence[Site]) -> 
     writes to a block where they meet, or a branch in a loop that writes `register` whose
     one side leaves the loop while the other goes round again (the threads that leave hold
     the value of an earlier round). Threads that do not reach the block do not matter: a
-    counter written before a loop and in it depends on the loop's test alone. Computed once
-    per register and graph.
+    counter written before a loop and in it depends on the loop's test alone. Each branch
+    is examined once per register and graph.
 
     >>> import ptxkit
     >>> from ptxkit.cfg.flow.inline import inlined_graph
@@ -249,35 +260,50 @@ def deciding_branches(flow: FlowGraph, register: str, sites: Sequence[Site]) -> 
     >>> [flow.blocks[b].instructions[-1].text.strip() for b in deciding_branches(flow, "%r1", definitions(flow)["%r1"])]
     ['@%p1 bra A;']
     """
-    cache: dict[str, frozenset[int]] = derived(flow, "deciding branches", dict)
-    if register not in cache:
-        cache[register] = frozenset(_deciding(flow, sites, register))
-    return cache[register]
+    return frozenset(_deciding(flow, sites, register, lambda branch: False))
 
 
-def _deciding(flow: FlowGraph, sites: Sequence[Site], register: str) -> list[int]:
-    """`deciding_branches`, computed: only a branch that reaches a write may decide it,
-    and only where `register` is live (read before it is written again)."""
+def _deciding(flow: FlowGraph, sites: Sequence[Site], register: str, skip: Callable[[int], bool]) -> Iterator[int]:
+    """`deciding_branches` one by one in block order, but for those `skip` names (not
+    examined, so that `cta_uniform` walks no branch whose guard it knows uniform, and
+    stops at the first that fails): only a branch that reaches a write may decide it,
+    and only where `register` is live (read before it is written again). Each branch's
+    verdict is kept per register and graph."""
+    table: dict[str, dict[int, bool]] = derived(flow, "deciding verdicts", dict)
+    verdicts = table.setdefault(register, {})
     written = {block for block, _ in sites}
     unguarded = {block for block, position in sites if flow.blocks[block].heads[position][0] is None}
     live = _live(flow, register, unguarded)
     if not live:
-        return []
+        return
     before, after = _reached(flow.pred, written), _reached(flow.succ, written)
     toward = _reached(flow.pred, live)  # a walk past these blocks reaches no read
-    post = DominatorTree.post_of(flow).idom
-    innermost = loop_forest(flow).innermost()
-    found = []
     for branch in sorted(before):
-        if not conditional(flow, branch):
+        if not conditional(flow, branch) or skip(branch):
             continue
-        loop = innermost.get(branch)
-        loops = [loop, *loop.enclosing()] if loop is not None else []
-        if _sides_differ(flow, branch, (written, unguarded, live, toward), post.get(branch), branch in after) \
-                or any(_leaves_apart(flow, branch, around, live, post.get(branch)) for around in loops
-                       if written & around.blocks):
-            found.append(branch)
-    return found
+        if branch not in verdicts:
+            verdicts[branch] = _decides(flow, branch, (written, unguarded, live, toward), branch in after)
+        if verdicts[branch]:
+            yield branch
+
+
+def _decides(flow: FlowGraph, branch: int, blocks: tuple[set[int], set[int], set[int], set[int]],
+             defined: bool) -> bool:
+    """Whether `branch` decides which write a thread sees: its sides differ
+    (`_sides_differ`, with `blocks` and `defined`), or it leaves a loop that writes the
+    register apart (`_leaves_apart`)."""
+    written, _, live, _ = blocks
+    meet = DominatorTree.post_of(flow).idom.get(branch)
+    if _sides_differ(flow, branch, blocks, meet, defined):
+        return True
+    loop = _innermost_loops(flow).get(branch)
+    loops = [loop, *loop.enclosing()] if loop is not None else []
+    return any(_leaves_apart(flow, branch, around, live, meet) for around in loops if written & around.blocks)
+
+
+def _innermost_loops(flow: FlowGraph) -> dict[int, Loop]:
+    """block -> the innermost loop holding it; computed once per graph."""
+    return derived(flow, "innermost loops", lambda: loop_forest(flow).innermost())
 
 
 def _live(flow: FlowGraph, register: str, killing: set[int]) -> set[int]:
