@@ -309,7 +309,7 @@ def _innermost_loops(flow: FlowGraph) -> dict[int, Loop]:
 def _live(flow: FlowGraph, register: str, killing: set[int]) -> set[int]:
     """The blocks at whose start `register` is live: some path from there reads it before
     an unguarded write (in `killing` blocks) replaces it."""
-    live = set(_exposed_reads(flow).get(register, ()))
+    live = set(_exposed_reads(flow, register))
     stack = list(live)
     while stack:
         for previous in flow.pred[stack.pop()]:
@@ -319,28 +319,75 @@ def _live(flow: FlowGraph, register: str, killing: set[int]) -> set[int]:
     return live
 
 
-def _exposed_reads(flow: FlowGraph) -> dict[str, set[int]]:
-    """register -> the blocks that read it before writing it (its guard, its sources, an
-    address it writes through, and the accumulator of a ``wgmma``), qualified by inlined
-    copy; computed once per graph."""
-    def scan() -> dict[str, set[int]]:
-        found: dict[str, set[int]] = {}
+def _exposed_reads(flow: FlowGraph, register: str) -> set[int]:
+    """The blocks that read `register` (qualified) before writing it; kept per register
+    and graph. A block whose text does not hold the register's name neither reads nor
+    writes it: only the instructions that hold it are parsed (in a large kernel, many
+    are parsed by nothing else).
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.flow.inline import inlined_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .b32 %r<12>;\\n\\tmov.u32 %r11, 1;\\nL:\\n\\tadd.s32 %r11, %r1, 1;\\n\\tmov.u32 %r1, 2;\\n"
+    ...     "\\tbra.uni L;\\n}\\n")
+    >>> flow = inlined_graph(m.function("k"))
+    >>> [flow.blocks[b].name for b in _exposed_reads(flow, "%r1")], _exposed_reads(flow, "%r11")
+    (['L'], set())
+    """
+    table: dict[str, set[int]] = derived(flow, "exposed reads", dict)
+    if register not in table:
+        found: set[int] = set()
+        for prefix, texts in _texts_by_copy(flow).items():
+            name = _local_name(register, prefix)
+            if name is not None:
+                found.update(block for block, text in texts if name in text and _reads_first(flow, block, name))
+        table[register] = found
+    return table[register]
+
+
+def _texts_by_copy(flow: FlowGraph) -> dict[str, list[tuple[int, str]]]:
+    """The prefix of each inlined copy (`qualified`) -> its blocks, each with its text;
+    computed once per graph."""
+    def scan() -> dict[str, list[tuple[int, str]]]:
+        found: dict[str, list[tuple[int, str]]] = {}
         for block in flow.blocks:
-            prefix = block.context.prefix if block.context is not None else ""
-            written: set[str] = set()
-            for instruction, head in zip(block.instructions, block.heads):
-                reads = [head[0].register] if head[0] is not None else []
-                for index, operand in enumerate(instruction.operands):
-                    if index > 0 or operand.kind == "memory" or head[2].startswith("wgmma"):
-                        reads += [e.name for e in (operand, *operand.elements) if e.kind == "register" and e.name]
-                for name in reads:
-                    if name not in written:
-                        found.setdefault(name if is_special_register(name) else prefix + name, set()).add(block.index)
-                if head[0] is None:
-                    written.update(destinations(instruction, head, frozenset()))
+            text = "\n".join(instruction.text for instruction in block.instructions)
+            found.setdefault(block.context.prefix if block.context is not None else "", []).append((block.index, text))
         return found
 
-    return derived(flow, "exposed reads", scan)
+    return derived(flow, "texts by copy", scan)
+
+
+def _local_name(register: str, prefix: str) -> str | None:
+    """The name by which the blocks of the inlined copy with `prefix` read `register`
+    (`qualified`, undone), or None where they cannot.
+
+    >>> _local_name("%tid.x", "3:"), _local_name("3:%r1", "3:"), _local_name("3:%r1", "4:")
+    ('%tid.x', '%r1', None)
+    """
+    if is_special_register(register):
+        return register
+    if not register.startswith(prefix) or is_special_register(register[len(prefix):]):
+        return None
+    return register[len(prefix):]
+
+
+def _reads_first(flow: FlowGraph, block: int, name: str) -> bool:
+    """Whether `block` reads register `name` (its guard, its sources, an address it
+    writes through, and the accumulator of a ``wgmma``) before an unguarded write
+    replaces it."""
+    for instruction, head in zip(flow.blocks[block].instructions, flow.blocks[block].heads):
+        if name not in instruction.text:
+            continue
+        if head[0] is not None and head[0].register == name:
+            return True
+        for index, operand in enumerate(instruction.operands):
+            if (index > 0 or operand.kind == "memory" or head[2].startswith("wgmma")) and \
+                    any(e.kind == "register" and e.name == name for e in (operand, *operand.elements)):
+                return True
+        if head[0] is None and name in destinations(instruction, head, frozenset()):
+            return False
+    return False
 
 
 def _reached(adjacency: Sequence[Sequence[int]], starts: Iterable[int]) -> set[int]:
