@@ -23,7 +23,7 @@ from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import EXIT, derived
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Container, Hashable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Mapping, Sequence
     from typing import TypeVar
 
     from ptxkit.cfg.flow.graph import EdgeEnd, FlowGraph
@@ -185,32 +185,45 @@ def reachable(adjacency: Sequence[Sequence[int]] | Mapping[int, Sequence[int]], 
 
 def on_cycles(graph: Mapping[GraphNode, Sequence[GraphNode]]) -> frozenset[GraphNode]:
     """The nodes of `graph` (node -> successors) that lie on a cycle: in a strongly
-    connected component of more than one node, or with an edge to themselves
-    (Tarjan's algorithm, without recursion).
+    connected component of more than one node, or with an edge to themselves.
 
     >>> sorted(on_cycles({"a": ["b"], "b": ["a", "c"], "c": [], "d": ["d"]}))
     ['a', 'b', 'd']
     """
+    return frozenset(node for component in strongly_connected(graph, lambda node: graph.get(node, ()))
+                     for node in component if len(component) > 1 or node in graph.get(node, ()))
+
+
+def strongly_connected(roots: Iterable[GraphNode],
+                       successors: Callable[[GraphNode], Iterable[GraphNode]]) -> Iterator[list[GraphNode]]:
+    """The strongly connected components of the graph that `successors` gives (called
+    once for each node, when the walk first reaches it), of the nodes reachable from
+    `roots`, each as soon as the walk finishes it: after every component it reaches
+    (Tarjan's algorithm, without recursion). A caller may stop early: the walk has
+    gone no further than the components it yielded and the nodes it has reached.
+
+    >>> list(strongly_connected("a", {"a": ["b"], "b": ["a", "c"], "c": []}.__getitem__))
+    [['c'], ['b', 'a']]
+    """
     index: dict[GraphNode, int] = {}
     low: dict[GraphNode, int] = {}
-    stack: list[GraphNode] = []
+    stack: list[GraphNode] = []  # the nodes reached whose component is not finished yet
     on_stack: set[GraphNode] = set()
-    found: set[GraphNode] = set()
-    for root in graph:
+    for root in roots:
         if root in index:
             continue
-        work = [(root, iter(graph.get(root, ())))]
         index[root] = low[root] = len(index)
         stack.append(root)
         on_stack.add(root)
+        work = [(root, iter(successors(root)))]
         while work:
-            node, successors = work[-1]
-            for successor in successors:
+            node, nexts = work[-1]
+            for successor in nexts:
                 if successor not in index:
                     index[successor] = low[successor] = len(index)
                     stack.append(successor)
                     on_stack.add(successor)
-                    work.append((successor, iter(graph.get(successor, ()))))
+                    work.append((successor, iter(successors(successor))))
                     break
                 if successor in on_stack:
                     low[node] = min(low[node], index[successor])
@@ -220,15 +233,10 @@ def on_cycles(graph: Mapping[GraphNode, Sequence[GraphNode]]) -> frozenset[Graph
                     low[work[-1][0]] = min(low[work[-1][0]], low[node])
                 if low[node] == index[node]:
                     component: list[GraphNode] = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    if len(component) > 1 or node in graph.get(node, ()):
-                        found.update(component)
-    return frozenset(found)
+                    while not component or component[-1] != node:
+                        component.append(stack.pop())
+                        on_stack.discard(component[-1])
+                    yield component
 
 
 # -- preheaders -------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from heapq import heapify, heappop, heappush
 from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import derived
-from ptxkit.cfg.flow.loops import loop_forest
+from ptxkit.cfg.flow.loops import loop_forest, strongly_connected
 from ptxkit.cfg.flow.operands import destinations
 from ptxkit.isa import CTA_UNIFORM_SPECIALS, PURE_OPCODES, STATE_SPACES, THREAD_INDEX_SPECIALS, is_special_register
 
@@ -153,39 +153,32 @@ def _known(register: str) -> bool | None:
 
 def _settle(root: str, definitions: Definitions, flow: FlowGraph, memo: dict[str, bool]) -> None:
     """Answers `root` into `memo`: a depth-first walk over `_needs` that finds the
-    registers it rests on, component by strongly connected component (Tarjan). A
-    register that fails on its own, or one answered False already, makes every register
-    on the walk's path to it non-uniform (each rests on it); a component finished
-    without one is uniform, loops included (the optimistic start a loop-carried value
-    needs). Registers left undecided when the walk stops are not kept."""
-    order: dict[str, int] = {root: 0}
-    low = {root: 0}
-    component = [root]  # registers visited whose component is not finished yet
-    path: list[tuple[str, Iterator[str | None]]] = [(root, _needs(root, definitions, flow, memo))]
-    while path:
-        register, needs = path[-1]
-        for need in needs:
+    registers it rests on, component by strongly connected component. A component
+    finished without a register that fails on its own (or one answered False already)
+    is uniform, loops included (the optimistic start a loop-carried value needs); at
+    the first such register the walk stops, and every register it reached whose
+    component is not finished rests on it (each reaches the walk's path to it): they
+    are non-uniform."""
+    reached: list[str] = []
+
+    def undecided_needs(register: str) -> Iterator[str]:
+        reached.append(register)
+        for need in _needs(register, definitions, flow, memo):
             answer = None if need is None else memo.get(need, _known(need))
             if need is None or answer is False:
-                memo.update((on_path, False) for on_path, _ in path)
-                return
-            if answer is None and need not in order:
-                order[need] = low[need] = len(order)
-                component.append(need)
-                path.append((need, _needs(need, definitions, flow, memo)))
-                break
-            if answer is None:  # visited, its component not finished: the same component
-                low[register] = min(low[register], order[need])
-        else:
-            path.pop()
-            if path:
-                low[path[-1][0]] = min(low[path[-1][0]], low[register])
-            if low[register] == order[register]:
-                while True:
-                    done = component.pop()
-                    memo[done] = True
-                    if done == register:
-                        break
+                raise _Fails
+            if answer is None:
+                yield need
+
+    try:
+        for component in strongly_connected((root,), undecided_needs):
+            memo.update((register, True) for register in component)
+    except _Fails:
+        memo.update((register, False) for register in reached if register not in memo)
+
+
+class _Fails(Exception):
+    """A register that `_settle`'s walk reached fails on its own."""
 
 
 def _needs(register: str, definitions: Definitions, flow: FlowGraph, memo: dict[str, bool]) -> Iterator[str | None]:
