@@ -1297,3 +1297,17 @@ def test_a_solution_keeps_every_attribute_a_solved_analysis_has():
     assert analysis.values is not kept["values"]
     analysis.restore(kept)
     assert all(getattr(analysis, name) is value for name, value in kept.items())
+
+
+def test_a_debug_kernel_that_exits_first_is_analysed():
+    """A -G kernel whose first statement is ``exit``: every definition is dead, the
+    fixpoint runs no rule, and the stack rounds still keep the solution (found by the
+    fence fuzz test: the analysis raised AttributeError)."""
+    from ptxkit.cfg.fence.fence import fence_module
+
+    sample = pathlib.Path(__file__).parent.parent / "samples" / "fence" / "h21a_debug_descriptor_from_template.ptx"
+    text = sample.read_text()
+    exited = text.replace("{\n", "{\n\texit;\n", 1)
+    assert exited != text
+    report = fence_module(ptxkit.parse(exited, "h21a.ptx"), rewrite=False)
+    assert report.fences == [] and report.missing == []

@@ -484,6 +484,7 @@ class _Analysis:
                 readers.setdefault(x_key, []).extend(readers.get(source, ()))
         work: list[Point] = [*reversed(joins), *reversed(sites)]  # the sites in order, then the joins
         queued = set(work)
+        self.dirty = []  # set even where nothing is to run: `solution` keeps it
         while work:
             item = work.pop()
             queued.discard(item)
