@@ -6,8 +6,8 @@ hazard classes it silences, with an optional reason after ``--``::
     // ptxkit: ignore[war] -- the consumers' reads are done before the arrive (reviewed)
     @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], ...
 
-The classes are the rules' last names (`CLASSES`): ``raw``, ``war``, ``mbarrier-init``
-and ``mbarrier-init-cluster`` for a missing fence, ``in-flight`` and ``unknown-opcode``
+The classes are the rules' last names (`CLASSES`): ``raw``, ``war`` and
+``mbarrier-init-cluster`` for a missing fence, ``in-flight`` and ``unknown-opcode``
 for the pass's warnings; the full rule id (``ptxkit.fence.war``) works too. A ``/* … */``
 comment works as ``//`` does. docs/report-format.md says how reports carry them.
 
@@ -23,7 +23,7 @@ from ptxkit._records import Record
 from ptxkit._regex import compile as compile_pattern
 
 #: Hazard classes, as the rule ids end (``ptxkit.fence.<class>``).
-CLASSES = ("raw", "war", "mbarrier-init", "mbarrier-init-cluster", "in-flight", "unknown-opcode")
+CLASSES = ("raw", "war", "mbarrier-init-cluster", "in-flight", "unknown-opcode")
 
 _RULE_PREFIX = "ptxkit.fence."
 _SUPPRESSION = compile_pattern(r"(?://|/\*)[ \t]*ptxkit:[ \t]*ignore[ \t]*\[([^\]\n]*)\]"

@@ -6,17 +6,19 @@ import pytest
 
 from ptxkit.cfg.fence.fence import fence_text
 
-#: Triton's prologue (docs/fence.md §4.6): two stage barriers initialised, the first armed
-#: with 4 KB, one fence, ``bar.sync 0``, the first stage's copy; a thread that waits on
-#: the first stage then issues the copy of the second, which completes on the second
-#: barrier. The second init reaches that thread only through the first stage's phase,
-#: which no thread passes before the copy issued after the ``bar.sync``: no fence needed.
+#: Triton's prologue (docs/fence.md §4.6): two stage barriers initialised, a generic store
+#: into the second stage's bytes, the first barrier armed with 4 KB, one fence, ``bar.sync
+#: 0``, the first stage's copy; a thread that waits on the first stage then issues the copy
+#: of the second stage, over the stored bytes. The store reaches that thread only through
+#: the first stage's phase, which no thread passes before the copy issued after the
+#: ``bar.sync``: no fence needed. (The inits need none: the copies reach their barriers
+#: through the generic proxy, PTX ISA, ``cp.async.bulk.tensor``.)
 PROLOGUE = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 s[];\n"
             ".visible .entry k(.param .u64 k_map, .param .u32 k_n)\n{{\n.reg .b32 %r<8>;\n.reg .b64 %rd<2>;\n"
             ".reg .pred %p<4>;\n\tmov.u32 %r1, s;\n\tld.param.u64 %rd1, [k_map];\n\tld.param.u32 %r3, [k_n];\n"
             "\tmov.u32 %r2, %tid.x;\n\tsetp.eq.u32 %p2, %r2, 0;\n"
             "\t@%p2 mbarrier.init.shared.b64 [%r1+8192], 1;\n\t@%p2 mbarrier.init.shared.b64 [%r1+8200], 1;\n"
-            "{before}\t@%p2 mbarrier.arrive.expect_tx.shared.b64 _, [%r1+8192], {bytes};\n{fence}\t{sync};\n"
+            "\t@%p2 st.shared.u32 [%r1+4096], %r3;\n{before}\t@%p2 mbarrier.arrive.expect_tx.shared.b64 _, [%r1+8192], {bytes};\n{fence}\t{sync};\n"
             "{copy}\tmbarrier.try_wait.parity.shared.b64 %p1, [%r1+8192], 0;\n"
             "\t@%p2 cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes"
             " [%r1+4096], [%rd1, {{%r2}}], [%r1+8200];\n\tret;\n}}\n")
@@ -33,7 +35,7 @@ def fences(text: str) -> list[int]:
     return [fence.line for fence in fence_text(text, "k.ptx", placement="inline")[1].fences]
 
 
-def test_an_init_fenced_before_the_sync_every_copy_waits_behind_needs_nothing():
+def test_a_store_fenced_before_the_sync_every_copy_waits_behind_needs_nothing():
     assert fences(program()) == []
 
 
@@ -46,15 +48,14 @@ def test_an_init_fenced_before_the_sync_every_copy_waits_behind_needs_nothing():
     dict(before=FIRST_COPY, copy=""),
     # a bar.sync of 128 threads: the threads that made the inits need not be among them
     dict(sync="bar.sync 0, 128"),
-    # a way round the fence: a thread that skips it reaches the bar.sync with its init unfenced
+    # a way round the fence: a thread that skips it reaches the bar.sync with its store unfenced
     dict(fence="\t@%p3 bra SKIP;\n" + FENCE + "SKIP:\n"),
 ])
-def test_the_waiter_still_gets_the_init_where_a_copy_may_come_first(change):
-    """Each variant lets some thread pass the first stage's phase with the second init
-    not fenced on any path to it, so the second copy needs the fence (and the first
-    one too, where it is issued before the fence or on a way round it)."""
+def test_the_waiter_still_gets_the_store_where_a_copy_may_come_first(change):
+    """Each variant lets some thread pass the first stage's phase with the store not
+    fenced on any path to it, so the second copy needs the fence."""
     text = program(**change)
-    second = next(number for number, line in enumerate(text.splitlines(), 1) if "[%r1+4096]" in line)
+    second = next(number for number, line in enumerate(text.splitlines(), 1) if "[%r1+4096], [%rd1" in line)
     assert second in fences(text)
 
 
@@ -76,24 +77,24 @@ def test_a_cp_async_write_fenced_without_its_wait_is_still_handed_over():
     assert second in fences(text)
 
 
-#: After the second copy every thread passes ``bar.sync 0``, thread 0 initialises the
-#: second barrier again and fences, and every thread passes ``bar.sync 0`` once more.
-AGAIN = ("\tbar.sync 0;\n\t@%p2 mbarrier.init.shared.b64 [%r1+8200], 1;\n" + FENCE + "\tbar.sync 0;\n\tret;\n")
+#: After the second copy every thread passes ``bar.sync 0``, thread 0 stores into the
+#: second stage again and fences, and every thread passes ``bar.sync 0`` once more.
+AGAIN = ("\tbar.sync 0;\n\t@%p2 st.shared.u32 [%r1+4096], %r3;\n" + FENCE + "\tbar.sync 0;\n\tret;\n")
 
 
-def test_an_init_made_again_after_the_arrive_is_not_pending_there():
-    """The second init of the same barrier comes after the armed arrive on every path and
+def test_a_store_made_again_after_the_arrive_is_not_pending_there():
+    """The second store to the same bytes comes after the armed arrive on every path and
     no hand-off leads back: only the first can be pending there, and it is fenced before
     the ``bar.sync`` every copy comes after (docs/fence.md §4.6)."""
     assert fences(program().replace("\tret;\n", AGAIN)) == []
 
 
-def test_an_init_that_comes_round_to_the_arrive_still_counts():
-    """In a loop, the init made again after the copies reaches the armed arrive of the
+def test_a_store_that_comes_round_to_the_arrive_still_counts():
+    """In a loop, the store made again after the copies reaches the armed arrive of the
     next round, and on the way out of the loop no fence and no ``bar.sync`` follow it:
     the arrive hands it over, and the second copy needs the fence."""
     looped = program().replace("\t@%p2 mbarrier.arrive.expect_tx", "AGAIN:\n\t@%p2 mbarrier.arrive.expect_tx").replace(
-        "\tret;\n", "\t@%p2 mbarrier.init.shared.b64 [%r1+8200], 1;\n\tsetp.ne.u32 %p3, %r3, 0;\n"
+        "\tret;\n", "\t@%p2 st.shared.u32 [%r1+4096], %r3;\n\tsetp.ne.u32 %p3, %r3, 0;\n"
                    "\t@%p3 bra AGAIN;\n\tret;\n")
     second = next(number for number, line in enumerate(looped.splitlines(), 1) if "[%r1+4096], [%rd1" in line)
     assert second in fences(looped)

@@ -1,6 +1,6 @@
 """``ptxkit fence`` reports: suppressions, baselines, --strict, --quiet, GitHub
 annotations, colour, on samples/fence/x23 (three missing fences: (1) a raw before a TMA
-store, (2) a war before a TMA load, suppressed in the sample, (3) an mbarrier-init)."""
+store, (2) a war before a TMA load, suppressed in the sample, (3) an mbarrier-init-cluster)."""
 
 from __future__ import annotations
 
@@ -37,16 +37,16 @@ def kernels(tmp_path, monkeypatch):
     return tmp_path
 
 
-def with_fence_before(text: str, line: int) -> str:
+def with_fence_before(text: str, line: int, fence: str = "fence.proxy.async.shared::cta;") -> str:
     lines = text.splitlines(keepends=True)
-    lines.insert(line - 1, "\tfence.proxy.async.shared::cta;\n")
+    lines.insert(line - 1, f"\t{fence}\n")
     return "".join(lines)
 
 
 def test_the_inline_suppression_silences_its_report(capsys):
     status, _, err = check(capsys, THREE)
     assert status == 1
-    assert errors(err) == [f"{RAW_STORE} [ptxkit.fence.raw]", f"{INIT_LOAD} [ptxkit.fence.mbarrier-init]"]
+    assert errors(err) == [f"{RAW_STORE} [ptxkit.fence.raw]", f"{INIT_LOAD} [ptxkit.fence.mbarrier-init-cluster]"]
     assert main(["fence", "--check", "--format", "json", str(THREE)]) == 1
     report = json.loads(capsys.readouterr().out)
     assert [fence["status"] for fence in report["fences"]] == ["reported", "suppressed", "reported"]
@@ -66,13 +66,13 @@ def test_one_suppressed_one_in_the_baseline_the_third_fails(kernels, capsys):
     (kernels / "kernels" / "k.ptx").write_text(with_fence_before(source, 52))
     assert main(["fence", "--check", "--write-baseline", "ptxkit-baseline.json", "kernels"]) == 0
     err = capsys.readouterr().err  # what is recorded is shown, then where
-    assert errors(err) == ["59:2 [ptxkit.fence.mbarrier-init]"]
+    assert errors(err) == ["59:2 [ptxkit.fence.mbarrier-init-cluster]"]
     assert err.endswith("\nptxkit fence: 1 report recorded in ptxkit-baseline.json\n")
     (entry,) = json.loads((kernels / "ptxkit-baseline.json").read_text())["reports"]
     assert (entry["file"], entry["function"], entry["hazard"], entry["count"]) == ("kernels/k.ptx", "k",
-                                                                                 "mbarrier-init", 1)
-    assert entry["instruction"] == ("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                                    "[%r3], [%rd1, {%r6}], [%r5];")
+                                                                                 "mbarrier-init-cluster", 1)
+    assert entry["instruction"] == ("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                    ".multicast::cluster [%r3], [%rd1, {%r6}], [%r5], %rs1;")
 
     (kernels / "kernels" / "k.ptx").write_text(source)
     status, _, err = check(capsys, "--baseline", "ptxkit-baseline.json", "kernels")
@@ -85,10 +85,10 @@ def test_one_suppressed_one_in_the_baseline_the_third_fails(kernels, capsys):
     status, _, err = check(capsys, "--baseline", "ptxkit-baseline.json", "kernels")
     assert status == 1 and errors(err) == ["55:2 [ptxkit.fence.raw]"]  # three lines further down
 
-    changed = shifted.replace("[%r3], [%rd1, {%r6}], [%r5];", "[%r3], [%rd1, {%r7}], [%r5];")
+    changed = shifted.replace("[%r3], [%rd1, {%r6}], [%r5], %rs1;", "[%r3], [%rd1, {%r7}], [%r5], %rs1;")
     (kernels / "kernels" / "k.ptx").write_text(changed)
     status, _, err = check(capsys, "--baseline", "ptxkit-baseline.json", "kernels")
-    assert errors(err) == ["55:2 [ptxkit.fence.raw]", "61:2 [ptxkit.fence.mbarrier-init]"]
+    assert errors(err) == ["55:2 [ptxkit.fence.raw]", "61:2 [ptxkit.fence.mbarrier-init-cluster]"]
 
     (kernels / "kernels" / "k.ptx").write_text(with_fence_before(shifted, 55))  # (1) fixed: nothing new
     status, _, err = check(capsys, "--baseline", "ptxkit-baseline.json", "kernels")
@@ -103,7 +103,7 @@ def test_the_summary_counts_what_was_silenced_and_what_the_baseline_no_longer_ne
     assert status == 0 and err == ("ptxkit fence: 2 files, 0 with missing fences (0 fences), 2 suppressed, "
                                    "4 in the baseline\n")
     (kernels / "kernels" / "other.ptx").write_text(
-        with_fence_before(with_fence_before(THREE.read_text(), 58), 52))  # both fixed in other.ptx
+        with_fence_before(with_fence_before(THREE.read_text(), 58, "fence.mbarrier_init.release.cluster;"), 52))
     status, _, err = check(capsys, "--baseline", "all.json", "kernels")
     assert status == 0 and err.endswith(", 2 baseline entries no longer reported (--write-baseline drops them)\n")
 
@@ -137,8 +137,8 @@ def test_github_annotations(capsys, kernels):
     lines = out.splitlines()
     assert [line.split("::")[1] for line in lines] == [
         "error file=kernels/k.ptx,line=52,col=2,title=missing fence.proxy.async.shared%3A%3Acta [ptxkit.fence.raw]",
-        "error file=kernels/k.ptx,line=58,col=2,title=missing fence.proxy.async.shared%3A%3Acta "
-        "[ptxkit.fence.mbarrier-init]"]
+        "error file=kernels/k.ptx,line=58,col=2,title=missing fence.mbarrier_init.release.cluster "
+        "[ptxkit.fence.mbarrier-init-cluster]"]
     assert lines[0].split("::", 2)[2].startswith("generic-proxy write at line 51 (st.shared.u32) of shared::cta")
     assert "%0Apath: line 51 (st.shared.u32) -> line 52" in lines[0]
     bad = kernels / "kernels" / "bad.ptx"

@@ -60,7 +60,7 @@ def test_findings_validate_and_carry_rule_location_and_code_flow(capsys, schema,
     assert status == 1 and "error: missing fence.proxy.async" in err
     (run,) = log["runs"]
     assert [rule["id"] for rule in run["tool"]["driver"]["rules"]] == [
-        "ptxkit.fence.raw", "ptxkit.fence.war", "ptxkit.fence.mbarrier-init", "ptxkit.fence.mbarrier-init-cluster",
+        "ptxkit.fence.raw", "ptxkit.fence.war", "ptxkit.fence.mbarrier-init-cluster",
         "ptxkit.fence.in-flight", "ptxkit.fence.unknown-opcode", "ptxkit.suppression.unused",
         "ptxkit.suppression.unknown-class"]
     assert run["originalUriBaseIds"] == {"%SRCROOT%": {"uri": SAMPLES.parent.as_uri() + "/"}}

@@ -42,14 +42,15 @@ once all its threads, both roles here, have arrived), and an ``mbarrier.arrive``
 phase it completed. A thread's n-th operation on an object belongs to the object's
 n-th phase (the roles keep them in step), and a wait hears only the arrives of its
 phase. So the fence may sit in the writer after the access and before
-its arrive, or in the issuer after its wait and before the op. ``fence.mbarrier_init``
-orders earlier ``mbarrier.init`` operations (the ISA's idiom before async ops complete
-on an mbarrier).
+its arrive, or in the issuer after its wait and before the op. An ``mbarrier.init``
+is a generic write of the barrier, and a TMA load reaches the barrier it completes on
+through the generic proxy too (PTX ISA, ``cp.async.bulk.tensor``: it "accesses its
+mbarrier operand using generic-proxy"), so an init is no proxy hazard.
 
 Hazards, at an async op Y in thread T, over the accesses W that precede Y in base
 causality order with a proxy fence on no such path (T's own, or another thread's
 handed to T): RAW, W writes a buffer Y reads or writes; WAR, W reads a buffer Y writes (a TMA
-load); INIT, W initialises the mbarrier Y completes on. Accesses of the other role
+load). Accesses of the other role
 that never precede Y in causality order are a data race of the program itself, not a
 missing proxy fence: they are ignored. With ``war=False`` WAR is not counted.
 
@@ -378,8 +379,7 @@ _COMPARE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": opera
 
 class Access(NamedTuple):
     """A generic access: by role `thread` at statement `index` in round `round` of its
-    loop, of `kind` ``write``, ``read`` or ``init``, to `target` (a buffer, or an
-    mbarrier as ``bars+16``)."""
+    loop, of `kind` ``write`` or ``read``, to `target` (a buffer)."""
 
     thread: int
     index: int
@@ -391,8 +391,8 @@ class Access(NamedTuple):
 class Effect(NamedTuple):
     """What a statement does: `kind` and its operands.
 
-    ``write``/``read``/``init``: `target`; ``async``: `reads`, `writes`, `target` (the
-    mbarrier it completes on); ``fence``/``init_fence``; ``arrive``/``sync``
+    ``write``/``read``: `target`; ``async``: `reads`, `writes`, `target` (the
+    mbarrier it completes on); ``fence``; ``arrive``/``sync``
     (arrive then wait)/``try_wait``: `target` (the object), ``try_wait`` sets
     `predicate`; ``setp``: `predicate` and `test` (a function of %tid.x and the
     registers a loop counts with, or None when the value is unknown); ``count``: `target`
@@ -415,7 +415,7 @@ class Violation(NamedTuple):
 
     role: str
     statement: str
-    hazard: str  # raw | war | mbarrier-init (the pass's names)
+    hazard: str  # raw | war (the pass's names)
 
 
 class Kernel(NamedTuple):
@@ -478,8 +478,8 @@ def effect(statement: str, origins) -> Effect:
         return Effect("write", operands[0])
     if opcode.startswith("ld.shared"):
         return Effect("read", operands[0])
-    if opcode.startswith("mbarrier.init"):
-        return Effect("init", operands[0])
+    if opcode.startswith(("mbarrier.init", "fence.mbarrier_init")):
+        return Effect("none")  # a write of a barrier, which the copies reach through the generic proxy too
     if opcode.startswith("wgmma.mma_async"):
         descriptors = statement.split("}")[1].split(",")[1:3]
         return Effect("async", reads=frozenset(origins[d.strip()][0] for d in descriptors))
@@ -489,8 +489,6 @@ def effect(statement: str, origins) -> Effect:
         return Effect("async", reads=frozenset(operands))
     if opcode.startswith("fence.proxy.async"):
         return Effect("none" if opcode.endswith(".global") else "fence")
-    if opcode.startswith("fence.mbarrier_init"):
-        return Effect("init_fence")
     if opcode in ("bar.arrive", "barrier.arrive"):
         return Effect("arrive", f"barrier {statement.split()[1].rstrip(',;')}")
     if opcode in ("bar.sync", "barrier.sync"):
@@ -553,10 +551,9 @@ class Memory(NamedTuple):
     def after_access(self, access: Access) -> "Memory":
         return Memory(self.view | {access}, self.fenced, self.per_path | {access})
 
-    def after_fence(self, kinds: tuple[str, ...]) -> "Memory":
-        """After a fence ordering the accesses of these kinds."""
-        ordered = frozenset(a for a in self.view if a.kind in kinds)
-        return Memory(self.view, self.fenced | ordered, self.per_path - ordered)
+    def after_fence(self) -> "Memory":
+        """After a proxy fence, which orders every access in view."""
+        return Memory(self.view, self.fenced | self.view, self.per_path - self.view)
 
     def merged(self, other: "Memory") -> "Memory":
         return Memory(self.view | other.view, self.fenced | other.fenced, self.per_path | other.per_path)
@@ -653,12 +650,11 @@ def step(kernel: Kernel, tids: tuple, index: int, thread: Thread, arrivals: froz
         action = Effect("none")
     at = lambda **changes: thread._replace(pc=pc + 1, **changes)
     kind = action.kind
-    if kind in ("write", "read", "init"):
+    if kind in ("write", "read"):
         access = Access(index, pc, kind, action.target, (registers.get(COUNTER, 0), registers.get(INNER, 0)))
         return [(at(memory=memory.after_access(access)), arrivals, set())]
-    if kind in ("fence", "init_fence"):
-        kinds = ("init",) if kind == "init_fence" else ("write", "read", "init")
-        return [(at(memory=memory.after_fence(kinds)), arrivals, set())]
+    if kind == "fence":
+        return [(at(memory=memory.after_fence()), arrivals, set())]
     if kind == "async":
         found = {("isa", v) for v in hazards(memory.pending, action, ROLES[index], statement)}
         found |= {("per-path", v) for v in hazards(memory.per_path, action, ROLES[index], statement)}
@@ -721,8 +717,6 @@ def hazards(pending: frozenset, op: Effect, role: str, statement: str) -> set[Vi
             found.add(Violation(role, statement, "raw"))
         elif access.kind == "read" and access.target in op.writes:
             found.add(Violation(role, statement, "war"))
-        elif access.kind == "init" and access.target == op.target:
-            found.add(Violation(role, statement, "mbarrier-init"))
     return found
 
 
@@ -739,8 +733,7 @@ def fenced_on_one_path_only(exploration: Exploration, war: bool) -> bool:
     holds a proxy fence (docs/fence.md §8, a fence on one causality path). The ISA orders it (a fence on *a* path
     W -> F -> Y suffices); the pass unions what each path leaves pending and fences.
     Here: A's accesses that go to B and come back while A (or B) fenced them on one of
-    the ways, and unfenced inits that reach B through ``bar.sync 0`` and, fenced by A,
-    through the forward hand-off."""
+    the ways."""
     return counted(exploration.violations, war) != counted(exploration.per_path_violations, war)
 
 
@@ -920,8 +913,8 @@ EXAMPLES = {
                  ev("wgmma", "X", "X")),
                 (ev("st", "X"), ("wait", "forward", "named"), ("arrive", "backward", "named"))),
         {("A", "raw")}, 1, 1),
-    "unfenced mbarrier.init | TMA load": (
-        Program((), (ev("tma_load", "Y"),), init_fenced=False), {("B", "mbarrier-init")}, 1, 1),
+    "unfenced mbarrier.init | TMA load: the copy reaches its barrier through the generic proxy": (
+        Program((), (ev("tma_load", "Y"),), init_fenced=False), set(), 0, 0),
     "rounds of: bar, fence, bar, TMA load X | st X, bar, bar: A's fence comes before this round's write": (
         Program((("arrive", "forward", "named"), ev("fence"), ("wait", "backward", "named"), ev("tma_load", "X")),
                 (ev("st", "X"), ("wait", "forward", "named"), ("arrive", "backward", "named")), rounds=True),
@@ -957,8 +950,6 @@ FENCED_ON_ONE_PATH = {
         (("wait", "forward", "named"), ev("fence"), ("arrive", "backward", "named"))),
     "A fences its own write, which also comes back through B": Program(
         (ev("st", "X"), FORWARD, ev("fence"), BACKWARD, ev("wgmma", "X", "X")), BACK_TO_A),
-    "A fences the inits B also got from bar.sync 0": Program(
-        (ev("fence"), FORWARD), (("wait", "forward", "named"), ev("tma_load", "X")), init_fenced=False),
 }
 
 

@@ -162,15 +162,17 @@ def test_a_tensor_load_writes_no_more_than_the_armed_bytes():
     assert needs(kernel(producer.replace("2048;", "4096;"), consumer))[0][1] == "war"
 
 
-def test_mbarrier_init_before_an_async_op_that_completes_on_it():
+def test_an_init_only_the_cta_uses_needs_no_fence():
+    """PTX ISA, ``cp.async.bulk.tensor``: the copy "accesses its mbarrier operand using
+    generic-proxy", so an init and the copy's complete-tx are two generic accesses of the
+    barrier, ordered by program order or by the barrier that hands the init on
+    (docs/fence.md §1): no proxy fence, in the initialising thread or in another."""
     init = "\tmbarrier.init.shared::cta.b64 [%r3], 1;\n"
-    text = kernel(init + "\tbar.arrive 1, 256;\n", "\tbar.sync 1, 256;\n" + TMA)
-    assert needs(text) == [(line_of(text, "cp.async.bulk"), "mbarrier-init", "shared::cta")]
-    assert needs(kernel(init + "\tfence.mbarrier_init.release.cluster;\n\tbar.arrive 1, 256;\n",
-                        "\tbar.sync 1, 256;\n" + TMA)) == []
-    assert needs(kernel(init + "\tfence.proxy.async.shared::cta;\n" + TMA, "")) == []
-    # another mbarrier's init is not this one's
-    assert needs(kernel("\tmbarrier.init.shared::cta.b64 [%r4], 1;\n" + TMA, "")) == []
+    assert needs(kernel(init + "\tbar.arrive 1, 256;\n", "\tbar.sync 1, 256;\n" + TMA)) == []
+    assert needs(kernel(init + TMA, "")) == []
+    # the init is no write of the copy's bytes: a store to them still needs the fence
+    text = kernel(init + "\tst.shared.b16 [%r1], %h0;\n" + TMA, "")
+    assert needs(text) == [(line_of(text, "cp.async.bulk"), "raw", "shared::cta")]
 
 
 
@@ -273,13 +275,13 @@ def test_a_fence_under_a_data_dependent_branch_credits_nothing():
     ("\tbar.arrive 2, 256;\n", "\tbar.sync 2, 256;\n", False),
 ])
 def test_a_thread_is_credited_its_own_access_only_through_a_named_barrier(back, wait, needed):
-    """The producer's inits reach the consumer, which fences them and answers. A named
+    """The producer's store reaches the consumer, which fences it and answers. A named
     barrier's wait sees that answer; an mbarrier parity wait passes at once on the phase
     before the first, before any consumer fenced anything."""
     inits = "\tmbarrier.init.shared::cta.b64 [%r3], 1;\n\tmbarrier.init.shared::cta.b64 [%r4], 1;\n"
-    producer = inits + "\tbar.arrive 1, 256;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 2048;\n" + wait + TMA
+    producer = inits + "\tst.shared.b16 [%r1], %h0;\n\tbar.arrive 1, 256;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 2048;\n" + wait + TMA
     text = kernel(producer, "\tbar.sync 1, 256;\n\tfence.proxy.async.shared::cta;\n" + back)
-    expected = [(line_of(text, "cp.async.bulk.tensor"), "mbarrier-init", "shared::cta")] if needed else []
+    expected = [(line_of(text, "cp.async.bulk.tensor"), "raw", "shared::cta")] if needed else []
     assert needs(text) == expected
 
 
@@ -312,25 +314,25 @@ def test_a_thread_is_not_credited_its_own_access_made_again_in_a_loop():
 
 
 def roles_in_sequence(role_a: str, role_b: str) -> str:
-    """Thread 0 initialises `full`, the CTA meets at bar.sync 0, then threads 0-127 run
+    """Thread 0 writes `tile`, the CTA meets at bar.sync 0, then threads 0-127 run
     `role_a` and the others `role_b`, written one after the other (``if (A) {...}
     if (!A) {...}``): the two branches on the same predicate meet between the roles."""
     return (f"{HEAD}.visible .entry k()\n{{\n{REGS}\tsetp.eq.u32 %p1, %r5, 0;\n"
-            "\t@%p1 mbarrier.init.shared::cta.b64 [%r3], 1;\n\tbar.sync 0;\n\tsetp.lt.u32 %p5, %r5, 128;\n"
+            "\t@%p1 st.shared.b16 [%r1], %h0;\n\tbar.sync 0;\n\tsetp.lt.u32 %p5, %r5, 128;\n"
             f"\t@!%p5 bra END_A;\n{role_a}END_A:\n\t@%p5 bra END_B;\n{role_b}END_B:\n\tret;\n}}\n")
 
 
 def test_a_fence_is_not_credited_to_code_no_fencing_thread_runs():
     """A fences after its arrive on barrier 1, the one barrier B waits on before its copy
     completes on `full`: B may issue the copy before A fences, so no fence lies on a
-    causality path from thread 0's init to it (PTX ISA, memory consistency model: proxy
+    causality path from thread 0's write to it (PTX ISA, memory consistency model: proxy
     fences order along causality order), and it needs one. Where A's branch rejoins, A's
-    fence credits the init to the threads after the meet, B's too; but no thread that ran
+    fence credits the write to the threads after the meet, B's too; but no thread that ran
     the fence runs B's code, and B's own arrive on barrier 1 carried that credit back to B.
     Found by the hand-off property test (seed 606)."""
     role_b = "\tbar.arrive 2, 256;\n\tbar.sync 1, 256;\n" + TMA
     text = roles_in_sequence("\tbar.arrive 1, 256;\n\tbar.sync 2, 256;\n\tfence.proxy.async.shared::cta;\n", role_b)
-    assert needs(text) == [(line_of(text, "[%r1], [%rd9"), "mbarrier-init", "shared::cta")]
+    assert needs(text) == [(line_of(text, "[%r1], [%rd9"), "raw", "shared::cta")]
     # A fencing before its arrive on barrier 1: B's wait hears the arrive after the fence
     assert needs(roles_in_sequence("\tfence.proxy.async.shared::cta;\n\tbar.arrive 1, 256;\n\tbar.sync 2, 256;\n",
                                    role_b)) == []
@@ -453,7 +455,7 @@ MULTICAST = TMA.replace("complete_tx::bytes", "complete_tx::bytes.multicast::clu
     ("\tfence.proxy.async.shared::cta;\n\tbarrier.cluster.arrive.relaxed;\n", ["mbarrier-init-cluster"]),
     ("\tfence.proxy.async.shared::cta;\n\tbarrier.cluster.arrive;\n", []),
     ("\tfence.mbarrier_init.release.cluster;\n\tbarrier.cluster.arrive.relaxed;\n", []),
-    ("\tbarrier.cluster.arrive;\n", ["mbarrier-init"]),  # released, but not ordered for the async proxy
+    ("\tbarrier.cluster.arrive;\n", []),
 ])
 def test_an_init_other_ctas_use_is_released_at_cluster_scope(publish, needed):
     """docs/fence.md §4.7: a CTA-scope proxy fence alone does not publish an init that

@@ -10,8 +10,8 @@ from ptxkit.suppressions import CLASSES, Suppression, find_suppressions
 @pytest.mark.parametrize("comment, classes, unknown, reason", [
     ("// ptxkit: ignore[war]", ("war",), (), None),
     ("//ptxkit:ignore[war,raw]", ("war", "raw"), (), None),
-    ("// ptxkit: ignore[ war , mbarrier-init ] -- the init is published by the cluster barrier",
-     ("war", "mbarrier-init"), (), "the init is published by the cluster barrier"),
+    ("// ptxkit: ignore[ war , mbarrier-init-cluster ] -- the init is released by the cluster barrier",
+     ("war", "mbarrier-init-cluster"), (), "the init is released by the cluster barrier"),
     ("/* ptxkit: ignore[in-flight] -- waited for in the caller */", ("in-flight",), (), "waited for in the caller"),
     ("// ptxkit: ignore[ptxkit.fence.raw, wat]", ("raw",), ("wat",), None),
     ("// ptxkit: ignore[] -- nothing named", (), (), "nothing named"),
@@ -30,7 +30,7 @@ def test_text_that_is_no_suppression_is_not_one():
 def test_it_covers_its_own_line_and_the_next_only():
     suppression = Suppression(10, 2, ("war", "raw"))
     assert [line for line in range(8, 13) if suppression.covers(line, "war")] == [10, 11]
-    assert not suppression.covers(11, "mbarrier-init") and not suppression.covers(None, "war")
+    assert not suppression.covers(11, "mbarrier-init-cluster") and not suppression.covers(None, "war")
 
 
 def test_several_comments_in_order_with_their_lines():

@@ -150,10 +150,10 @@ class AccessPair(Record):
     """One (generic access, async operation) pair a fence orders, with its witness.
 
     `hazard`: ``raw`` (a generic write reaches an async-proxy access of its bytes),
-    ``war`` (a generic read reaches an async-proxy write of its bytes),
-    ``mbarrier-init`` (an ``mbarrier.init`` reaches an async op completing on that
-    mbarrier) or ``mbarrier-init-cluster`` (the same, for an mbarrier that other CTAs of
-    the cluster use, with no release of the init at cluster scope). `access`: the
+    ``war`` (a generic read reaches an async-proxy write of its bytes) or
+    ``mbarrier-init-cluster`` (an ``mbarrier.init`` of a barrier that other CTAs of the
+    cluster use reaches an async op completing on it, with no release of the init at
+    cluster scope). `access`: the
     generic access (None when the witness could not name one); `op`: the async op, of
     `op_kind` ``async`` or ``extern`` (a call that may start async ops, under
     ``--extern-policy strict``); `spaces`: the memory the access leaves pending;
@@ -182,23 +182,20 @@ class AccessPair(Record):
             target = f"the extern call at {self.op}, which may start async-proxy operations (extern policy strict)"
         elif self.hazard == Hazard.WAR.value:
             target = f"the async-proxy write at {self.op}"
-        elif self.hazard == Hazard.INIT.value:
-            target = f"the async-proxy operation at {self.op}, which completes on that mbarrier"
         elif self.hazard == Hazard.INIT_CLUSTER.value:
             target = (f"the async-proxy operation at {self.op}, which completes on that mbarrier, also in "
                       "other CTAs of the cluster, which use it")
         else:
             target = f"the async-proxy access at {self.op}"
         access = {Hazard.RAW.value: "generic-proxy write", Hazard.WAR.value: "generic-proxy read",
-                  Hazard.INIT.value: "mbarrier.init", Hazard.INIT_CLUSTER.value: "mbarrier.init"}[self.hazard]
+                  Hazard.INIT_CLUSTER.value: "mbarrier.init"}[self.hazard]
         source = f"{access} at {self.access}" if self.access else f"a {access}"
         handed = ""
         if self.handoff:
             arrive, wait = (*self.handoff, None)[:2]
             handed = f", handed to the issuing thread through {arrive}" + (f" and {wait}" if wait else "")
-        fence = {Hazard.INIT.value: "no fence.proxy.async or fence.mbarrier_init",
-                 Hazard.INIT_CLUSTER.value: "no fence.mbarrier_init.release.cluster or releasing cluster barrier",
-                 }.get(self.hazard, "no proxy fence")
+        fence = "no fence.mbarrier_init.release.cluster or releasing cluster barrier" \
+            if self.hazard == Hazard.INIT_CLUSTER.value else "no proxy fence"
         return f"{source} of {self.spaces} may reach {target}{handed} with {fence} in between"
 
     def path_text(self) -> str:

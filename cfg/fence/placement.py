@@ -100,7 +100,7 @@ class Placement(enum.Enum):
     """
 
     INLINE = "inline"  # right before the async op
-    INIT = "init"  # right after the mbarrier.init that is all the op waits for
+    INIT = "init"  # right after mbarrier.inits other CTAs use: a fence.mbarrier_init.release.cluster
     CALL = "call"  # before the call of an inlined function whose body needs it
     WRITER = "writer"  # before an arrive that hands a pending access to the op's thread
     ACCESS = "access"  # right after the accesses, where one fence there replaces several
@@ -179,8 +179,8 @@ def plan_fences(analysis: KernelAnalysis, placement: str = "hoist", fence_side: 
     placed: list[_Placed] = []
     needs = analysis.needs()
     released = analysis.hazard_mask(Hazard.INIT_CLUSTER)
-    if needs and (placement == "hoist" or any(need.pending & released for need in needs)):
-        placed += _after_inits(analysis, needs, hoist=placement == "hoist")
+    if any(need.pending & released for need in needs):
+        placed += _after_inits(analysis, needs)
         needs = analysis.needs()
     if fence_side == "writer" and needs:
         placed += _writer_side(analysis, needs)
@@ -327,7 +327,7 @@ def _runs_in(plan: PlannedFence, loop: Loop) -> bool:
 def _orderable_at_the_access(analysis: KernelAnalysis, need: Need) -> bool:
     """Whether a fence right after the accesses of `need` would order them: reads and
     writes of this CTA's threads, done when made, in the kernel's own code."""
-    if need.pending & (analysis.hazard_mask(Hazard.INIT) | analysis.hazard_mask(Hazard.INIT_CLUSTER)):
+    if need.pending & analysis.hazard_mask(Hazard.INIT_CLUSTER):
         return False
     if analysis.crossing(need.event, need.state):
         return False  # another CTA's access: only the issuer's fence orders it (docs/fence.md §4.3)
@@ -386,43 +386,36 @@ def _group_ends(events: list[Event], inits: set[int]) -> list[int]:
     return ends + ([last] if last is not None else [])
 
 
-def _after_inits(analysis: KernelAnalysis, needs: list[Need], hoist: bool = True) -> list[_Put]:
-    """For the async ops that need a fence only because of an ``mbarrier.init``: one
-    fence right after the last initialisation of each block that makes them (the CUDA
-    programming guide's placement: once, at the start, instead of before every copy that
-    completes on the barriers, some of them in loops). Where the block hands some inits
-    on before its last one (Triton publishes each init with a ``bar.sync``), that one
-    fence still serves when every thread they were handed to passes it too; when the
-    analysis, solved again, says it does not, the block gets one fence after each run of
-    the inits the needs wait on that no arrive separates. Inits inside inlined functions
-    keep their fences at the ops.
-
-    Inits that other CTAs of the cluster use and that nothing releases at cluster scope
-    get ``fence.mbarrier_init.release.cluster`` there, whatever the placement (without
-    `hoist`, only those): it orders only its own thread's inits (docs/fence.md §4.7)."""
-    released = analysis.hazard_mask(Hazard.INIT_CLUSTER)
-    inits = analysis.hazard_mask(Hazard.INIT) | released
-    served = [n for n in needs if n.pending & released or hoist and n.pending and not n.pending & ~inits]
+def _after_inits(analysis: KernelAnalysis, needs: list[Need]) -> list[_Put]:
+    """For the async ops that complete on an mbarrier other CTAs of the cluster use and
+    whose ``mbarrier.init`` nothing releases at cluster scope: one
+    ``fence.mbarrier_init.release.cluster`` right after the last initialisation of each
+    block that makes those inits, whatever the placement (it orders only its own
+    thread's inits, docs/fence.md §4.7), instead of a fence before every copy that
+    completes on the barriers. Where the block hands some inits on before its last one,
+    that one fence still serves when every thread they were handed to passes it too;
+    when the analysis, solved again, says it does not, the block gets one fence after
+    each run of the inits the needs wait on that no arrive separates. Inits inside
+    inlined functions keep their fences at the ops."""
+    inits = analysis.hazard_mask(Hazard.INIT_CLUSTER)
+    served = [n for n in needs if n.pending & inits]
     if not served:
         return []
     flow = analysis.flow
     wanted: dict[int, set[int]] = {}  # block -> positions of the inits a served need waits on
-    releasing: set[int] = set()  # the blocks whose inits other CTAs need released
     for need in served:
-        for fact in analysis.fact_list(need.pending & (inits if hoist else released)):
+        for fact in analysis.fact_list(need.pending & inits):
             for block, event in fact.origins:
                 context = flow.blocks[block].context
                 if context is None or context.parent is None:
                     wanted.setdefault(block, set()).add(event.position)
-                    if fact.hazard is Hazard.INIT_CLUSTER:
-                        releasing.add(block)
     last: dict[int, int] = {}  # block -> the position of its last init
     for fact in analysis.fact_list(inits):
         for block, event in fact.origins:
             if block in wanted:
                 last[block] = max(last.get(block, event.position), event.position)
     cover = analysis.spaces_of(inits)
-    placed = [_init_fence(analysis, served, cover, block, last[block], block in releasing) for block in sorted(wanted)]
+    placed = [_init_fence(analysis, served, cover, block, last[block]) for block in sorted(wanted)]
     analysis.solve()
     split = {plan.block for plan, _ in placed if _still_waits_on_inits(analysis, inits, plan.block)}
     if split:  # one fence at the end is not enough there: one after each run of inits
@@ -432,7 +425,7 @@ def _after_inits(analysis: KernelAnalysis, needs: list[Need], hoist: bool = True
         placed = [(plan, event) for plan, event in placed if plan.block not in split]
         for block in sorted(split):
             ends = _group_ends(analysis.events[block], wanted[block])
-            placed += [_init_fence(analysis, served, cover, block, position, block in releasing) for position in ends]
+            placed += [_init_fence(analysis, served, cover, block, position) for position in ends]
         analysis.solve()
     return _without_idle_init_fences(analysis, inits, placed)
 
@@ -461,15 +454,13 @@ def _waiting_on_inits(analysis: KernelAnalysis, inits: int) -> dict[int, int]:
     return {id(need.event): need.pending & inits for need in analysis.needs() if need.pending & inits}
 
 
-def _init_fence(analysis: KernelAnalysis, served: list[Need], cover: int, block: int, position: int,
-                releases: bool) -> _Put:
-    """The fence after the init at (block, position), added to the analysis's events."""
+def _init_fence(analysis: KernelAnalysis, served: list[Need], cover: int, block: int, position: int) -> _Put:
+    """The ``fence.mbarrier_init.release.cluster`` after the init at (block, position),
+    added to the analysis's events."""
     users = [_init_part(analysis, n) for n in served if any(b == block and e.position <= position
                                                             for f in analysis.fact_list(n.pending) for b, e in f.origins)]
-    if releases:  # the witness names an init that other CTAs need released
-        users.sort(key=lambda n: not n.pending & analysis.hazard_mask(Hazard.INIT_CLUSTER))
     plan = PlannedFence(Placement.INIT, block, position + 1, cover, None, tuple(users),
-                        witnesses=tuple(_witnesses(analysis, users)), releases_inits=releases)
+                        witnesses=tuple(_witnesses(analysis, users)), releases_inits=True)
     return plan, _place(analysis, plan)
 
 
@@ -477,12 +468,11 @@ def _init_part(analysis: KernelAnalysis, need: Need) -> Need:
     """`need` as far as a fence after the inits serves it, for its report: its init facts
     alone, so that the witness names an init. An op that also waits on other accesses (a
     read before a TMA load into the same stage) keeps those for a fence of its own."""
-    released = analysis.hazard_mask(Hazard.INIT_CLUSTER)
-    pending = need.pending & (analysis.hazard_mask(Hazard.INIT) | released)
-    hazard = Hazard.INIT_CLUSTER if pending & released else Hazard.INIT
-    if pending == need.pending and hazard is need.hazard:
+    pending = need.pending & analysis.hazard_mask(Hazard.INIT_CLUSTER)
+    if pending == need.pending and need.hazard is Hazard.INIT_CLUSTER:
         return need
-    return Need(need.block, need.event, need.instruction, need.guard, pending, need.cover, hazard, need.state)
+    return Need(need.block, need.event, need.instruction, need.guard, pending, need.cover, Hazard.INIT_CLUSTER,
+                need.state)
 
 
 def _still_waits_on_inits(analysis: KernelAnalysis, inits: int, block: int) -> bool:

@@ -113,15 +113,13 @@ class Hazard(enum.Enum):
 
     RAW = "raw"  # a generic write reaches an async-proxy access of the same bytes
     WAR = "war"  # a generic read reaches an async-proxy write of the same bytes
-    INIT = "mbarrier-init"  # an mbarrier.init reaches an async op completing on that mbarrier
     # an mbarrier.init of a barrier that other CTAs of the cluster use reaches an async op
-    # completing on it without a release at cluster scope (docs/fence.md §4.7)
+    # completing on it without a release at cluster scope (docs/fence.md §4.7); an init
+    # that only the CTA's own threads and copies use needs no fence (docs/fence.md §1)
     INIT_CLUSTER = "mbarrier-init-cluster"
 
 
-_INITS = frozenset((Hazard.INIT, Hazard.INIT_CLUSTER))
-_ACCESS = {Hazard.RAW: "generic-proxy write", Hazard.WAR: "generic-proxy read", Hazard.INIT: "mbarrier.init",
-           Hazard.INIT_CLUSTER: "mbarrier.init"}
+_ACCESS = {Hazard.RAW: "generic-proxy write", Hazard.WAR: "generic-proxy read", Hazard.INIT_CLUSTER: "mbarrier.init"}
 
 
 class AnalysisOptions(Record):
@@ -163,7 +161,7 @@ class AnalysisOptions(Record):
 
 class Fact:
     """One pending-access class: its `hazard` kind (RAW for writes, WAR for reads,
-    INIT for mbarrier.init), `location` (one space) and the events that make it,
+    INIT_CLUSTER for an mbarrier.init other CTAs use), `location` (one space) and the events that make it,
     ``(block, event)`` pairs, added as they are found."""
 
     __slots__ = ("index", "hazard", "location", "origins")
@@ -177,7 +175,7 @@ class Need(Record):
     """An async op (or, under the strict extern policy, a call) that needs a fence.
 
     `pending`: the mask of facts that overlap it; `cover`: the spaces the fence must
-    order; `hazard`: the most serious kind among them (RAW, then WAR, then INIT);
+    order; `hazard`: the most serious kind among them (RAW, then WAR, then INIT_CLUSTER);
     `state`: the state just before it.
     """
 
@@ -378,7 +376,7 @@ class KernelAnalysis:
             counts: dict[Hazard, int] = {}
             for i in _bits(mask):
                 counts[self.facts[i].hazard] = counts.get(self.facts[i].hazard, 0) + 1
-            kinds = ", ".join(f"{n} {_ACCESS[h].split()[-1] if h not in _INITS else 'init'}"
+            kinds = ", ".join(f"{n} {_ACCESS[h].split()[-1] if h is not Hazard.INIT_CLUSTER else 'init'}"
                               f"{'s' * (n != 1)}" for h, n in counts.items())
             parts.append(f"{kinds} {name} ({spaces_text(self.spaces_of(mask))})")
         return "; ".join(parts) if parts else "nothing pending"
@@ -391,8 +389,7 @@ class KernelAnalysis:
         wants_inits = any(e.mbarrier is not None for e in asyncs)
         writes = (Hazard.RAW,) if wants_writes else ()
         reads = (Hazard.WAR,) if wants_reads else ()
-        hazards_of = {Kind.WRITE: writes, Kind.CP_ASYNC: writes, Kind.READ: reads, Kind.EXTERN: writes + reads,
-                      Kind.INIT: (Hazard.INIT,) if wants_inits else ()}
+        hazards_of = {Kind.WRITE: writes, Kind.CP_ASYNC: writes, Kind.READ: reads, Kind.EXTERN: writes + reads}
         shared_with_the_cluster = self._cluster_barriers() if wants_inits else ()
         index: dict[tuple[Hazard, Location], Fact] = {}
         made: list[tuple[Event, int, bool]] = []
@@ -432,7 +429,7 @@ class KernelAnalysis:
         # and not yet handed across the cluster for shared accesses (mbarrier.init aside:
         # fence.mbarrier_init.release.cluster publishes it from the writer's side)
         shareable = sum(1 << f.index for f in self.facts
-                        if f.location.space & SHARED and f.hazard not in _INITS)
+                        if f.location.space & SHARED and f.hazard is not Hazard.INIT_CLUSTER)
         self.generated: dict[int, int] = {}
         for event, mask, in_flight in made:
             self.generated[id(event)] = (self.put(mask, LOCAL) | self.put(mask if in_flight else 0, IN_FLIGHT)
@@ -576,11 +573,10 @@ class KernelAnalysis:
     def _need_mask(self, event: Event) -> int:
         """The facts that, pending at `event`, make it need a fence."""
         if event.kind is Kind.EXTERN:
-            return self._full & ~self._hazard_masks[Hazard.INIT] & ~self._hazard_masks[Hazard.INIT_CLUSTER]
+            return self._full & ~self._hazard_masks[Hazard.INIT_CLUSTER]
         mask = self._overlapping_facts(Hazard.RAW, _at_risk(event, Hazard.RAW))
         mask |= self._overlapping_facts(Hazard.WAR, _at_risk(event, Hazard.WAR))
         if event.mbarrier is not None:
-            mask |= self._overlapping_facts(Hazard.INIT, (event.mbarrier,))
             mask |= self._overlapping_facts(Hazard.INIT_CLUSTER, (event.mbarrier,))
         return mask
 
@@ -629,13 +625,10 @@ class KernelAnalysis:
         return mask
 
     def _fence_kill(self, event: Event) -> int:
-        """The state bits a fence event clears: ``fence.mbarrier_init`` orders the inits
-        (and releases at cluster scope those its own thread made, docs/fence.md §4.7), a proxy fence
-        its spaces."""
+        """The state bits a fence event clears: ``fence.mbarrier_init`` releases at cluster
+        scope the inits its own thread made (docs/fence.md §4.7), a proxy fence orders its spaces."""
         if event.kind is Kind.INIT_FENCE or event.detail == RELEASES_INITS:
-            init = self._hazard_masks[Hazard.INIT]
-            return self.put(init, LOCAL) | self.put(init, IMPORTED) | self.put(init, CROSSED) \
-                | self.put(self._hazard_masks[Hazard.INIT_CLUSTER], LOCAL)
+            return self.put(self._hazard_masks[Hazard.INIT_CLUSTER], LOCAL)
         return self.kill_mask(event.spaces)
 
     # -- planned fences (hoisted, writer side) --------------------------------------------------
@@ -1075,7 +1068,7 @@ class KernelAnalysis:
         for key, (pending, _, _) in found.items():
             event = events[key]
             mask, crossed = self._need_masks[key]
-            for index in _bits(pending & ~self._hazard_masks[Hazard.INIT] & ~whole):
+            for index in _bits(pending & ~whole):
                 fact = self.facts[index]
                 targets = _at_risk(event, fact.hazard)
                 if any(covers(target, fact.location) for target in targets):
@@ -1114,7 +1107,7 @@ class KernelAnalysis:
         return found
 
     def _hazard(self, pending: int) -> Hazard:
-        for hazard in (Hazard.RAW, Hazard.WAR, Hazard.INIT_CLUSTER, Hazard.INIT):
+        for hazard in (Hazard.RAW, Hazard.WAR, Hazard.INIT_CLUSTER):
             if pending & self._hazard_masks[hazard]:
                 return hazard
         return Hazard.RAW

@@ -43,21 +43,20 @@ def fenced_before_copies(flow: FlowGraph, events: list[list[Event]], facts: Sequ
     arrive need not hand over; `killed(fence event)` is the mask of facts a fence
     orders; `hears` maps a wait (its id) to the arrives (their ids) it may hear.
     Only the accesses that may be pending at the arrive count: those from which it can
-    be reached, along the code and through the hand-offs of `hears` (an mbarrier
-    initialised again after the arrive, as Triton's attention does for its second
-    loop, leaves the first init's fence enough).
+    be reached, along the code and through the hand-offs of `hears` (an access made
+    again after the arrive leaves the first one's fence enough).
 
     >>> from ptxkit.cfg.fence.fence import fence_text
     >>> text = (".version 8.0\\n.target sm_90a\\n.address_size 64\\n.extern .shared .align 1024 .b8 s[];\\n"
     ...     ".visible .entry k(.param .u64 k_map)\\n{\\n.reg .b32 %r<4>;\\n.reg .b64 %rd<2>;\\n.reg .pred %p<2>;\\n"
     ...     "\\tmov.u32 %r1, s;\\n\\tld.param.u64 %rd1, [k_map];\\n\\tmbarrier.init.shared.b64 [%r1+8192], 1;\\n"
-    ...     "\\tmbarrier.init.shared.b64 [%r1+8200], 1;\\n"
+    ...     "\\tmbarrier.init.shared.b64 [%r1+8200], 1;\\n\\tst.shared.u32 [%r1+4096], 0;\\n"
     ...     "\\tmbarrier.arrive.expect_tx.shared.b64 _, [%r1+8192], 4096;\\n\\tfence.proxy.async.shared::cta;\\n"
     ...     "\\tbar.sync 0;\\n\\tcp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes"
     ...     " [%r1], [%rd1, {%r2}], [%r1+8192];\\n\\tmbarrier.try_wait.parity.shared.b64 %p1, [%r1+8192], 0;\\n"
     ...     "\\tcp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes"
     ...     " [%r1+4096], [%rd1, {%r2}], [%r1+8200];\\n\\tret;\\n}\\n")
-    >>> fence_text(text, "k.ptx")[1].fences  # the init of +8200 reaches the waiter only through the copy
+    >>> fence_text(text, "k.ptx")[1].fences  # the store reaches the waiter only through the first copy
     []
     """
     armed = [(block, event) for block, found in enumerate(events) for event in found

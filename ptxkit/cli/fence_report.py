@@ -34,8 +34,8 @@ _SILENCED = ("baselined", "suppressed")
 def rule_id(hazard: str) -> str:
     """``ptxkit.fence.<hazard>``: the rule of a hazard class or warning kind.
 
-    >>> rule_id("mbarrier-init"), rule_id("in-flight")
-    ('ptxkit.fence.mbarrier-init', 'ptxkit.fence.in-flight')
+    >>> rule_id("mbarrier-init-cluster"), rule_id("in-flight")
+    ('ptxkit.fence.mbarrier-init-cluster', 'ptxkit.fence.in-flight')
     """
     return f"ptxkit.fence.{hazard}"
 

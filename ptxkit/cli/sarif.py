@@ -2,7 +2,7 @@
 reads.
 
 One rule per hazard class (``ptxkit.fence.raw``, ``ptxkit.fence.war``,
-``ptxkit.fence.mbarrier-init``, ``ptxkit.fence.mbarrier-init-cluster``), per warning
+``ptxkit.fence.mbarrier-init-cluster``), per warning
 kind (``ptxkit.fence.in-flight``, ``ptxkit.fence.unknown-opcode``) and for suppressions
 (`ptxkit.cli.fence_report`). One result per reported fence, at the statement the fence
 goes before or after, with one code flow per (access, async op) pair it orders (the
@@ -44,10 +44,6 @@ RULES = {
         "MissingProxyFenceAfterGenericRead", "error",
         "A generic-proxy read of shared memory may be followed by an async-proxy write of it (a TMA load) "
         "with no fence.proxy.async in between."),
-    rule_id("mbarrier-init"): (
-        "MissingProxyFenceAfterMbarrierInit", "error",
-        "An mbarrier.init may reach an async-proxy use of the barrier (TMA completion, tcgen05.commit) with no "
-        "fence making the initialisation visible to the async proxy."),
     rule_id("mbarrier-init-cluster"): (
         "MissingClusterReleaseOfMbarrierInit", "error",
         "An mbarrier.init of a barrier that other CTAs of the cluster use (a multicast copy completes on it, a "
