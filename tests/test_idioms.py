@@ -11,7 +11,7 @@ from ptxkit.cfg.values.idioms import Linear, Remainder, _alignment_mask, _divide
 
 def block_of(body: str):
     text = (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{\n"
-            f".reg .b32 %r<16>;\n.reg .b64 %rd<8>;\n{body}\tret;\n}}\n")
+            f".reg .b32 %r<16>;\n.reg .b64 %rd<8>;\n.reg .b16 %rs<8>;\n{body}\tret;\n}}\n")
     return flow_graph(ptxkit.parse(text).function("k")).blocks[0]
 
 
@@ -54,6 +54,26 @@ def test_a_signed_division_by_a_magic_number():
     # a magic number one off is no division by 3
     block = block_of(SIGNED_THIRD.replace("1431655766", "1431655765"))
     assert remainder(block.instructions, block.heads, 4, frozenset()) is None
+
+
+#: TileLang's ``k % 3`` on a 16-bit stage counter: ``k * 0xAAAB >> 17`` by ``mul.wide.u16``
+#: (the immediate read at 16 bits), then ``k - 3 * (k / 3)`` in ``.s16``
+SIXTEEN_BIT_THIRD = ("\tcvt.u16.u32 %rs1, %r1;\n\tand.b16 %rs2, %rs1, 255;\n\tmul.wide.u16 %r2, %rs2, -21845;\n"
+                     "\tshr.u32 %r3, %r2, 17;\n\tcvt.u16.u32 %rs3, %r3;\n\tmul.lo.s16 %rs4, %rs3, 3;\n"
+                     "\tsub.s16 %rs5, %rs2, %rs4;\n")
+
+
+def test_a_16_bit_division_by_a_magic_number():
+    """The check divides 16-bit dividends where the subtraction is 16-bit: the sequence is
+    ``x // 3`` for every 16-bit x, and not for 32-bit ones (the multiply reads 16 bits)."""
+    block = block_of(SIXTEEN_BIT_THIRD)
+    assert remainder(block.instructions, block.heads, 6, frozenset()) == Remainder("%rs2", None, 3, "division")
+    used: list = []
+    tree = _tree(block.instructions, block.heads, 5, "%rs3", "%rs2", used, 0)
+    assert _divides(tree, 3, bits=16) and not _divides(tree, 3) and not _divides(tree, 5, bits=16)
+    # one off in the magic number: wrong for some 16-bit dividend
+    block = block_of(SIXTEEN_BIT_THIRD.replace("-21845", "-21846"))
+    assert remainder(block.instructions, block.heads, 6, frozenset()) is None
 
 
 def test_the_division_check_is_exact():

@@ -1311,3 +1311,21 @@ def test_a_debug_kernel_that_exits_first_is_analysed():
     assert exited != text
     report = fence_module(ptxkit.parse(exited, "h21a.ptx"), rewrite=False)
     assert report.fences == [] and report.missing == []
+
+
+def test_a_16_bit_remainder_bounds_a_stage_offset():
+    """TileLang's stage index ``k % 3`` computed in 16 bits (``mul.wide.u16`` by the magic
+    number, ``sub.s16``): the offset ``4096 * (k % 3)`` stays within three stages (it
+    was any 16-bit multiple of 4096, and a TileLang GEMM got two false WAR reports)."""
+    body = ("\tmov.u32 %r1, %tid.x;\n\tcvt.u16.u32 %rs1, %r1;\n\tand.b16 %rs2, %rs1, 255;\n"
+            "\tmul.wide.u16 %r2, %rs2, -21845;\n\tshr.u32 %r3, %r2, 17;\n\tcvt.u16.u32 %rs3, %r3;\n"
+            "\tmul.lo.s16 %rs4, %rs3, 3;\n\tsub.s16 %rs5, %rs2, %rs4;\n\tmul.wide.u16 %r4, %rs5, 4096;\n"
+            "\tmov.u32 %r5, %r4;\n")
+    text = (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{\n.reg .b32 %r<8>;\n"
+            f".reg .b16 %rs<8>;\n{body}\tret;\n}}\n")
+    flow = flow_graph(ptxkit.parse(text).function("k"))
+    block = flow.blocks[0]
+    position = len(block.instructions) - 2  # the mov reading the offset
+    assert show(register_values(flow, {"q": (0, position, block.instructions[position].operands[1])})["q"]) == \
+        "[0, 8192] step 4096"
+

@@ -87,7 +87,6 @@ if TYPE_CHECKING:
     #: `linear`'s ``defining(code, position, register)``: where the code last defines a register before a position.
     Defining = Callable[[Code, int, str], "int | None"]
 
-_MASK32 = (1 << 32) - 1
 #: Opcodes a division sequence is built from (each evaluated on concrete integers by
 #: `ptxkit.isa_eval`).
 _ARITHMETIC = frozenset("mul mad shr shl add sub cvt mov div and".split())
@@ -139,6 +138,7 @@ def remainder(instructions: Instructions, heads: Heads, position: int, plain: Co
     operands = instructions[position].operands
     if head[0] is not None:
         return None
+    bits = 16 if head[1].endswith("16") else 32  # the width x is read at
     if head[2] == "sub" and len(operands) == 3 and operands[1].kind == "register" and operands[2].kind == "register":
         x, y = operands[1].name, operands[2].name
         at = _defining(instructions, heads, position, y, plain)
@@ -149,10 +149,10 @@ def remainder(instructions: Instructions, heads: Heads, position: int, plain: Co
             return found
         if heads[at][2] == "mul" and ".lo" in heads[at][1]:
             factors = instructions[at].operands[1:]
-            return _division(instructions, heads, at, x, factors, 1, position, plain)
+            return _division(instructions, heads, at, x, factors, 1, position, plain, bits)
         return None
     if head[2] == "mad" and ".lo" in head[1] and len(operands) == 4 and operands[3].kind == "register":
-        return _division(instructions, heads, position, operands[3].name, operands[1:3], -1, position, plain)
+        return _division(instructions, heads, position, operands[3].name, operands[1:3], -1, position, plain, bits)
     return None
 
 
@@ -205,11 +205,12 @@ def _alignment_mask(mask: int | float) -> tuple[int, int | None] | None:
 
 
 def _division(instructions: Instructions, heads: Heads, at: int, x: str, factors: Sequence[Operand], sign: int,
-              position: int, plain: Container[str]) -> Remainder | None:
+              position: int, plain: Container[str], bits: int = 32) -> Remainder | None:
     """``x - (x / C) * C``, or ``x - (z / D) * (k * D)`` where the division reads another
     register `z` (LLVM keeps ``x = k * z`` as a counter of its own, Gluon's ``8 * (i % 3)``):
     the remainder of `z` scaled by `k`, which holds when `x` is `k` times `z` (the caller
-    checks, `Remainder.counter`)."""
+    checks, `Remainder.counter`). `bits`: the width the subtraction reads `x` at (a 16-bit
+    ``sub.s16`` divides only 16-bit dividends: TileLang's ``k % 3`` by ``mul.wide.u16``)."""
     if len(factors) != 2:
         return None
     for q, c in (factors, factors[::-1]):
@@ -226,10 +227,10 @@ def _division(instructions: Instructions, heads: Heads, at: int, x: str, factors
                    for index in (_defining(instructions, heads, position, name, plain) for name in {x, z})):
                 continue  # x or z changed between the division and the subtraction
             for signed in (False, True):
-                if z == x and _divides(tree, total, signed):
+                if z == x and _divides(tree, total, signed, bits):
                     return Remainder(x, None, total, "division", signed=signed)
                 for divisor in _divisors(total) if z != x else ():
-                    if 1 < divisor < total and _divides(tree, divisor, signed):
+                    if 1 < divisor < total and _divides(tree, divisor, signed, bits):
                         return Remainder(x, None, divisor, "division", counter=z, scale=total // divisor,
                                          signed=signed)
     return None
@@ -374,12 +375,12 @@ PROBES = 256
 
 
 @functools.lru_cache(maxsize=256)
-def _divides(tree: Tree, divisor: int, signed: bool = False) -> bool:
-    """True when `tree` computes ``x // divisor`` on every probe value of x: the small
-    ones, the ones around the last few multiples of `divisor` below 2**31 and 2**32,
-    and evenly spread ones. `signed`: x is a signed 32-bit integer and the quotient
-    truncates towards zero (C's ``/``, LLVM's ``sdiv`` by a constant: ``mul.hi.s32``,
-    then adding the sign bit).
+def _divides(tree: Tree, divisor: int, signed: bool = False, bits: int = 32) -> bool:
+    """True when `tree` computes ``x // divisor`` on every probe value of x, an integer
+    of `bits` bits (32 or 16): the small ones, the ones around the last few multiples of
+    `divisor` below 2**(bits-1) and 2**bits, and evenly spread ones (every one for 16
+    bits). `signed`: x is a signed integer and the quotient truncates towards zero (C's
+    ``/``, LLVM's ``sdiv`` by a constant: ``mul.hi.s32``, then adding the sign bit).
 
     >>> third = ("add.s32", ("mul.hi.s32", ("x",), ("imm", 1431655766)),
     ...          ("shr.u32", ("mul.hi.s32", ("x",), ("imm", 1431655766)), ("imm", 31)))
@@ -387,17 +388,18 @@ def _divides(tree: Tree, divisor: int, signed: bool = False) -> bool:
     (False, True)
     """
     values = set(range(0, 2 * divisor + 2))
-    for top in (1 << 31, 1 << 32):
+    for top in (1 << (bits - 1), 1 << bits):
         last = top - 1 - (top - 1) % divisor
         for k in range(4):
             values.update(range(max(last - k * divisor - 1, 0), min(last - k * divisor + 2, top)))
         values.update(range(top - 4, top))
-    values.update(range(0, 1 << 32, (1 << 32) // PROBES + 1))
+    values.update(range(0, 1 << bits, 1 if bits <= 16 else (1 << bits) // PROBES + 1))
     function = _compile(tree)
+    mask = (1 << bits) - 1
     if not signed:
-        return all((y := function(x)) is not None and y & _MASK32 == x // divisor for x in values)
-    as_signed = (x - (1 << 32) if x >> 31 else x for x in values)
-    return all((y := function(x & _MASK32)) is not None and y & _MASK32 == _truncated(x, divisor) & _MASK32
+        return all((y := function(x)) is not None and y & mask == x // divisor for x in values)
+    as_signed = (x - (1 << bits) if x >> (bits - 1) else x for x in values)
+    return all((y := function(x & mask)) is not None and y & mask == _truncated(x, divisor) & mask
                for x in as_signed)
 
 
