@@ -555,20 +555,28 @@ def test_state_text():
 def test_witness_of_an_access_handed_on_twice_names_the_access():
     """Warpgroup 0 writes and arrives on barrier 1; warpgroup 1 waits there and arrives
     on barrier 2; warpgroup 2 waits on barrier 2 and runs the wgmma. The witness shows
-    the write and the last hand-off."""
+    the write and both hand-offs, in order (it showed only the last: a reader saw one
+    thread arrive and wait at the same bar.sync, FlashInfer's paged prefill)."""
     head, _, rest = kernel("", "").partition("\tsetp.lt.u32")
     body = ("\tshr.u32 %r6, %r5, 7;\n\tsetp.eq.u32 %p1, %r6, 0;\n\t@%p1 bra WRITER;\n\tsetp.eq.u32 %p2, %r6, 1;\n"
             "\t@%p2 bra RELAY;\n\tbar.sync 2, 256;\n" + WG + "\tbra.uni DONE;\n"
             "WRITER:\n\tst.shared.b16 [%r1+64], %h0;\n\tbar.arrive 1, 256;\n\tbra.uni DONE;\n"
             "RELAY:\n\tbar.sync 1, 256;\n\tbar.arrive 2, 256;\nDONE:\n\tret;\n}\n")
     text = head + body
-    assert witness(text) == ["origin: st.shared.b16", "arrive: bar.arrive", "wait: bar.sync",
+    assert witness(text) == ["generic-proxy write: st.shared.b16", "arrive: bar.arrive", "wait: bar.sync",
+                             "arrive: bar.arrive", "wait: bar.sync",
                              "op: wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"]
     site, = fence_text(text, "k.ptx", rewrite=False)[1].missing
     (pair,) = site.pairs
     assert pair.access.line == line_of(text, "st.shared.b16")
-    assert "generic-proxy write at line" in site.message() and pair.path_text().startswith("line ")
-    assert "st.shared" not in pair.path_text()  # its way to the relay's arrive is not traced
+    first, second = (line_of(text, "bar.arrive 1"), line_of(text, "bar.sync 1")), \
+        (line_of(text, "bar.arrive 2"), line_of(text, "bar.sync 2"))
+    assert [place.line for place in pair.handoff] == [*first, *second]
+    assert pair.path_text().startswith(f"line {pair.access.line} (st.shared.b16) -> line {first[0]}")
+    assert pair.path_text().count(" => ") == 2
+    assert f"through line {first[0]} (bar.arrive) and line {first[1]} (bar.sync), then line {second[0]}" \
+        in site.message()
+    assert "thread B waits at line" in site.explain() and "thread C waits at line" in site.explain()
 
 
 @pytest.mark.parametrize("fenced_first", [True, False])

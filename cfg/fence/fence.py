@@ -190,21 +190,36 @@ class AccessPair(Record):
         access = {Hazard.RAW.value: "generic-proxy write", Hazard.WAR.value: "generic-proxy read",
                   Hazard.INIT_CLUSTER.value: "mbarrier.init"}[self.hazard]
         source = f"{access} at {self.access}" if self.access else f"a {access}"
-        handed = ""
-        if self.handoff:
-            arrive, wait = (*self.handoff, None)[:2]
-            handed = f", handed to the issuing thread through {arrive}" + (f" and {wait}" if wait else "")
+        hops = [f"{arrive}" + (f" and {wait}" if wait else "") for arrive, wait in self._hops()]
+        handed = f", handed to the issuing thread through {', then '.join(hops)}" if hops else ""
         fence = "no fence.mbarrier_init.release.cluster or releasing cluster barrier" \
             if self.hazard == Hazard.INIT_CLUSTER.value else "no proxy fence"
         return f"{source} of {self.spaces} may reach {target}{handed} with {fence} in between"
 
+    def _hops(self) -> list[tuple[Place, Place | None]]:
+        """The hand-offs, earliest first: (arrive, wait), the wait None when the witness
+        names only an arrive."""
+        return [(self.handoff[i], self.handoff[i + 1] if i + 1 < len(self.handoff) else None)
+                for i in range(0, len(self.handoff), 2)]
+
     def path_text(self) -> str:
-        """The witness path; ``=>`` marks the hand-off from one thread to another."""
+        """The witness path; ``=>`` marks each hand-off from one thread to another."""
+        waits = {id(wait) for _, wait in self._hops() if wait is not None}
         out: list[str] = []
         for place in self.path:
-            joint = " => " if out and self.handoff and place is self.handoff[-1] and len(self.handoff) > 1 else " -> "
+            joint = " => " if out and id(place) in waits else " -> "
             out.append((joint if out else "") + str(place))
         return "".join(out)
+
+    def threads_text(self) -> str:
+        """Who does what along a hand-off: thread A makes the access and arrives, each
+        next thread waits (and arrives again), the last issues the async operation."""
+        hops = self._hops()
+        parts = [f"thread A makes the access and arrives at {hops[0][0]}"]
+        for number, ((_, wait), (arrive, _)) in enumerate(zip(hops, hops[1:]), 1):
+            parts.append(f"thread {chr(65 + number)} waits at {wait} and arrives at {arrive}")
+        parts.append(f"thread {chr(65 + len(hops))} waits at {hops[-1][1]} and issues the async operation")
+        return "; ".join(parts)
 
     def to_json(self) -> Json:
         return {**self._asdict(), "access": self.access._asdict() if self.access is not None else None,
@@ -288,9 +303,8 @@ class FenceSite(Record):
             lead = f"{text}: " if len(self.pairs) == 1 else f"    ({number}) "
             lines.append(f"{lead}{'the ' if pair.access else ''}{pair.reason()}.")
             lines.append(f"    path: {pair.path_text()}")
-            if pair.handoff and len(pair.handoff) == 2:
-                lines.append(f"    thread A makes the access and arrives at {pair.handoff[0]}; thread B waits at "
-                             f"{pair.handoff[1]} and issues the async operation")
+            if pair.handoff and len(pair.handoff) % 2 == 0:
+                lines.append(f"    {pair.threads_text()}")
         return "\n".join(lines)
 
     def to_json(self) -> Json:

@@ -198,14 +198,19 @@ class Step:
     (`what`), at `instruction` in `block`, with the blocks passed since the last stop
     in `via`, and the thread (1: the one that made the access, 2: the one that waited);
     `explain` fills `via` and `thread` as it traces the path back. An access handed on
-    through more threads than the witness follows is an ``origin``: its path to the
-    arrive is not shown."""
+    through more hand-offs than the witness follows (`_MOST_HOPS`) is an ``origin``:
+    its path to the first arrive shown is not shown."""
 
     __slots__ = ("what", "block", "instruction", "thread", "via")
 
     def __init__(self, what: str, block: int, instruction: Instruction, thread: int = 1) -> None:
         self.what, self.block, self.instruction, self.thread = what, block, instruction, thread
         self.via: list[int] = []
+
+
+#: The most hand-offs a witness follows back from the async op (a relay through more
+#: threads names the access without its path).
+_MOST_HOPS = 8
 
 
 class _FactIndex:
@@ -1179,23 +1184,52 @@ class KernelAnalysis:
                 if path is None:
                     continue
                 (wait_block, wait_event), target.via = path
-                wait = Step("wait", wait_block, self.flow.blocks[wait_block].instructions[wait_event.position], 2)
-                for arrive_block, arrive_event, plane in self._arrivals(wait_event, fact, which):
-                    arrive = Step("arrive", arrive_block,
-                                  self.flow.blocks[arrive_block].instructions[arrive_event.position])
-                    if plane in (IMPORTED, CROSSED):  # handed on again: the access, then the last hand-off
-                        origins = self.facts[fact].origins
-                        if not origins:
-                            return [arrive, wait, target]
-                        access = self._access_step(self._unfenced_origin(fact) or origins[0], fact)
-                        access.what = "origin"
-                        return [access, arrive, wait, target]
-                    traced = self._trace(self._bit(plane, fact), arrive_block, arrive_event)
-                    if traced is not None:
-                        origin, arrive.via = traced
-                        return [self._access_step(origin, fact), arrive, wait, target]
-                return [wait, target]
+                return [*self._handed_to(wait_block, wait_event, fact, which), target]
         return [target]
+
+    def _handed_to(self, block: int, wait_event: Event, fact: int, which: int) -> list[Step]:
+        """The witness up to the wait `wait_event` of `block` that imported `fact` into
+        plane `which`: the access, then each arrive and wait that handed it on, earliest
+        first, by the fewest hand-offs that lead back to the access (a relay: a producer's
+        mbarrier to one consumer, its ``bar.sync`` to the next), searched breadth first up
+        to `_MOST_HOPS`. Where none does, the access is an ``origin`` before the last
+        hand-off, its path not shown; the wait alone where no arrive hands `fact` on."""
+        last = Step("wait", block, self.flow.blocks[block].instructions[wait_event.position], 2)
+        frontier: list[tuple[Event, int, list[Step]]] = [(wait_event, which, [last])]
+        seen = {id(wait_event)}
+        fallback: list[Step] | None = None
+        for _ in range(_MOST_HOPS):
+            following: list[tuple[Event, int, list[Step]]] = []
+            for wait, plane_in, tail in frontier:
+                for arrive_block, arrive_event, plane in self._arrivals(wait, fact, plane_in):
+                    instruction = self.flow.blocks[arrive_block].instructions[arrive_event.position]
+                    arrive = Step("arrive", arrive_block, instruction)
+                    traced = self._trace(self._bit(plane, fact), arrive_block, arrive_event)
+                    if plane not in (IMPORTED, CROSSED):
+                        if traced is not None:
+                            origin, arrive.via = traced
+                            return [self._access_step(origin, fact), arrive, *tail]
+                        continue
+                    if fallback is None and tail[0] is last:
+                        fallback = [*self._origin(fact), Step("arrive", arrive_block, instruction), *tail]
+                    if traced is not None and id(traced[0][1]) not in seen:  # handed on again: the one before
+                        (earlier_block, earlier_wait), arrive.via = traced
+                        seen.add(id(earlier_wait))
+                        earlier = Step("wait", earlier_block,
+                                       self.flow.blocks[earlier_block].instructions[earlier_wait.position], 2)
+                        following.append((earlier_wait, plane, [earlier, arrive, *tail]))
+            frontier = following
+        return fallback or [last]
+
+    def _origin(self, fact: int) -> list[Step]:
+        """The access of `fact` a witness names without its path (an ``origin``): one still
+        pending at an arrive of its own thread, else the first; none for a fact of none."""
+        origins = self.facts[fact].origins
+        if not origins:
+            return []
+        access = self._access_step(self._unfenced_origin(fact) or origins[0], fact)
+        access.what = "origin"
+        return [access]
 
     def _unfenced_origin(self, fact: int) -> Origin | None:
         """An access of `fact` still pending in its own thread at an arrive, which hands
