@@ -196,15 +196,14 @@ class Need(Record):
 class Step:
     """One stop of a witness path: an access, an arrive, a wait or the async op
     (`what`), at `instruction` in `block`, with the blocks passed since the last stop
-    in `via`, and the thread (1: the one that made the access, 2: the one that waited);
-    `explain` fills `via` and `thread` as it traces the path back. An access handed on
-    through more hand-offs than the witness follows (`_MOST_HOPS`) is an ``origin``:
-    its path to the first arrive shown is not shown."""
+    in `via`; `explain` fills `via` as it traces the path back. An access the witness
+    cannot trace back through every hand-off (more than `_MOST_HOPS`) is an ``origin``,
+    named without its path."""
 
-    __slots__ = ("what", "block", "instruction", "thread", "via")
+    __slots__ = ("what", "block", "instruction", "via")
 
-    def __init__(self, what: str, block: int, instruction: Instruction, thread: int = 1) -> None:
-        self.what, self.block, self.instruction, self.thread = what, block, instruction, thread
+    def __init__(self, what: str, block: int, instruction: Instruction) -> None:
+        self.what, self.block, self.instruction = what, block, instruction
         self.via: list[int] = []
 
 
@@ -1169,12 +1168,11 @@ class KernelAnalysis:
         """A witness for `need`: the access, (for a hand-off) the arrive and the wait,
         and the async op, each with the blocks passed to get there."""
         pending = need.pending & self._hazard_masks[need.hazard] or need.pending
-        target = Step("op", need.block, need.instruction, 2)
+        target = Step("op", need.block, need.instruction)
         for fact in _precise_first(pending & self.plane(need.state, LOCAL), self.facts):
             path = self._trace(self._bit(LOCAL, fact), need.block, need.event)
             if path is not None:
                 origin, target.via = path
-                target.thread = 1
                 return [self._access_step(origin, fact), target]
         for fact in _precise_first(pending, self.facts):
             for which in (IMPORTED, CROSSED):
@@ -1194,7 +1192,7 @@ class KernelAnalysis:
         mbarrier to one consumer, its ``bar.sync`` to the next), searched breadth first up
         to `_MOST_HOPS`. Where none does, the access is an ``origin`` before the last
         hand-off, its path not shown; the wait alone where no arrive hands `fact` on."""
-        last = Step("wait", block, self.flow.blocks[block].instructions[wait_event.position], 2)
+        last = Step("wait", block, self.flow.blocks[block].instructions[wait_event.position])
         frontier: list[tuple[Event, int, list[Step]]] = [(wait_event, which, [last])]
         seen = {id(wait_event)}
         fallback: list[Step] | None = None
@@ -1216,7 +1214,7 @@ class KernelAnalysis:
                         (earlier_block, earlier_wait), arrive.via = traced
                         seen.add(id(earlier_wait))
                         earlier = Step("wait", earlier_block,
-                                       self.flow.blocks[earlier_block].instructions[earlier_wait.position], 2)
+                                       self.flow.blocks[earlier_block].instructions[earlier_wait.position])
                         following.append((earlier_wait, plane, [earlier, arrive, *tail]))
             frontier = following
         return fallback or [last]
