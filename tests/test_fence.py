@@ -595,6 +595,69 @@ def test_a_fence_after_the_inits_names_the_init_it_orders():
         ("@%p1 " + CTA, [("war", "ld.shared.u32", 47)])]
 
 
+#: 128 threads store their word of `buf` and meet at bar.sync 0; threads 0, 32 and 64, each
+#: in its own branch, TMA-store the buffer, and thread 0 first stores `other` and then
+#: TMA-stores it too, after its copy of `buf`.
+THREE_ISSUERS_AND_OTHER = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .align 64 .b8 k_tmap[128])
+.reqntid 128, 1, 1
+{
+.reg .pred %p<4>;
+.reg .b32 %r<16>;
+.reg .b64 %rd<4>;
+.shared .align 128 .b8 buf[2048];
+.shared .align 128 .b8 other[128];
+\tmov.u32 %r1, %tid.x;
+\tmov.u32 %r2, buf;
+\tshl.b32 %r3, %r1, 4;
+\tadd.s32 %r4, %r2, %r3;
+\tmov.u32 %r6, 0;
+\tst.shared.v4.b32 [%r4], {%r6, %r6, %r6, %r6};
+\tbar.sync 0;
+\tmov.u64 %rd1, k_tmap;
+\tmov.u32 %r7, other;
+\tsetp.eq.u32 %p1, %r1, 0;
+\t@!%p1 bra NOT0;
+\tst.shared.u32 [%r7], %r6;
+\tcp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r6, 0}], [%r2];
+\tcp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r6, 96}], [%r7];
+\tbra.uni DONE;
+NOT0:
+\tsetp.eq.u32 %p2, %r1, 32;
+\t@!%p2 bra NOT32;
+\tcp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r6, 32}], [%r2];
+\tbra.uni DONE;
+NOT32:
+\tsetp.eq.u32 %p3, %r1, 64;
+\t@!%p3 bra DONE;
+\tcp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r6, 64}], [%r2];
+DONE:
+\tret;
+}
+"""
+
+
+@pytest.mark.ptxas
+def test_fences_after_the_accesses_serve_what_the_issuer_fences_ordered_on_the_way():
+    """docs/fence.md §6.2: the three issuers' fences give way to one after the stores of
+    `buf`; but thread 0's fence also ordered its store of `other` before its copy of
+    `other` (it lies on the way), so that store gets a fence after it too, serving that
+    copy: two fences, not three (three before: the copy of `other` was not asked about)."""
+    from ptxkit.ptxas import assemble
+
+    fenced, report = fence_text(THREE_ISSUERS_AND_OTHER, "k.ptx")
+    lines = THREE_ISSUERS_AND_OTHER.splitlines()
+    buf_stores, other_store = lines.index("\tst.shared.v4.b32 [%r4], {%r6, %r6, %r6, %r6};") + 1, \
+        lines.index("\tst.shared.u32 [%r7], %r6;") + 1
+    assert [(site.placement, site.where, site.line, len(site.pairs)) for site in report.fences] == [
+        ("access", "after", buf_stores, 3), ("access", "after", other_store, 1)]
+    assert report.fences[1].pairs[0].op.line == other_store + 2  # the copy of `other`
+    assert not fence_text(fenced, "k.ptx", rewrite=False)[1].missing
+    assemble(fenced, arch="sm_90a")
+
+
 def test_a_writer_side_fence_before_a_guarded_arrive_is_unguarded():
     """h08b with the consumer's tile offset left undefined (found by the fuzz test): its
     wgmma may read the producer's scale stage, which threads 0-63 store and hand over at

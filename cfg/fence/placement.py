@@ -253,7 +253,11 @@ def _fewer_after_the_accesses(analysis: KernelAnalysis, placed: list[_Placed]) -
     of their own); kept only when the analysis, solved with the new fences instead of the
     old, needs nothing more than the inline fences it leaves in place, the new fences are
     fewer, and every loop that holds a new fence holds one of the fences it replaces
-    (docs/fence.md §6.2)."""
+    (docs/fence.md §6.2). An op that a replaced fence ordered on the way to its own (it
+    lies between the fence and the op) may wait on accesses none of the planned ops does:
+    the runs are then made again with those accesses too, `_RUN_ROUNDS` times at most
+    (FlashInfer's fp8 prefill: five fences after its V transposes, not eight before the
+    MMAs and copies)."""
     movable = [(plan, event) for plan, event in placed if plan.placement in _MOVABLE
                and all(_orderable_at_the_access(analysis, need) for need in plan.needs)]
     if len(movable) < 2:
@@ -263,31 +267,58 @@ def _fewer_after_the_accesses(analysis: KernelAnalysis, placed: list[_Placed]) -
         for need in plan.needs:
             facts |= need.pending
     runs = _access_runs(analysis, facts)
-    if len(runs) >= len(movable) or not _runs_no_more_often(analysis, runs, [plan for plan, _ in movable]):
+    replaced = [plan for plan, _ in movable]
+    if len(runs) >= len(movable) or not _runs_no_more_often(analysis, runs, replaced):
         return placed
     moving = {id(plan) for plan, _ in movable}
     in_events: list[_Put] = [(plan, event) for plan, event in movable if event is not None]  # inline ones: in the solve
     for plan, event in in_events:
         analysis.remove_event(plan.block, event)
-    tried: list[_Put] = []
     pairs = [(need, witness) for plan, _ in movable for need, witness in zip(plan.needs, plan.witnesses)]
+    kept = {id(need.event) for plan, _ in placed if plan.placement is Placement.INLINE and id(plan) not in moving
+            for need in plan.needs}
+    for _ in range(_RUN_ROUNDS):
+        tried = _fences_after_runs(analysis, runs, pairs)
+        analysis.solve()
+        left = [need for need in analysis.needs() if id(need.event) not in kept]
+        if not left and all(plan.needs for plan, _ in tried):
+            return [(plan, event) for plan, event in placed if id(plan) not in moving] + tried
+        witnessed = [(need, analysis.explain(need)) for need in left]  # traced while the new fences stand
+        for plan, event in tried:
+            analysis.remove_event(plan.block, event)
+        more = 0
+        for need in left:
+            more |= need.pending
+        if not more & ~facts or not all(_orderable_at_the_access(analysis, need) for need in left):
+            break
+        facts |= more
+        pairs += witnessed  # the ops the new fences must now serve as well
+        runs = _access_runs(analysis, facts)
+        if len(runs) >= len(movable) or not _runs_no_more_often(analysis, runs, replaced):
+            break
+    for plan, event in in_events:
+        _restore(analysis, plan, event)
+    analysis.solve()
+    return placed
+
+
+def _fences_after_runs(analysis: KernelAnalysis, runs: list[tuple[int, int, int, int]],
+                       pairs: list[tuple[Need, list[Step]]]) -> list[_Put]:
+    """A fence right after each run of accesses, in the analysis's events, serving the
+    (need, witness) `pairs` whose accesses the run makes."""
+    tried: list[_Put] = []
     for block, position, cover, made in runs:
         served = [(need, witness) for need, witness in pairs if need.pending & made]
         anchor = analysis.flow.blocks[block].instructions[position]
         plan = PlannedFence(Placement.ACCESS, block, position + 1, cover, None, tuple(n for n, _ in served),
                             anchor=anchor, witnesses=tuple(w for _, w in served))
         tried.append((plan, analysis.add_fence(block, position + 1, cover)))
-    analysis.solve()
-    kept = {id(need.event) for plan, _ in placed if plan.placement is Placement.INLINE and id(plan) not in moving
-            for need in plan.needs}
-    if all(id(need.event) in kept for need in analysis.needs()):
-        return [(plan, event) for plan, event in placed if id(plan) not in moving] + tried
-    for plan, event in tried:
-        analysis.remove_event(plan.block, event)
-    for plan, event in in_events:
-        _restore(analysis, plan, event)
-    analysis.solve()
-    return placed
+    return tried
+
+
+#: how many times `_fewer_after_the_accesses` makes the runs again for the ops the replaced
+#: fences ordered on the way
+_RUN_ROUNDS = 3
 
 
 #: the placements `_fewer_after_the_accesses` may replace
