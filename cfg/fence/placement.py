@@ -266,9 +266,9 @@ def _fewer_after_the_accesses(analysis: KernelAnalysis, placed: list[_Placed]) -
     for plan, _ in movable:
         for need in plan.needs:
             facts |= need.pending
-    runs = _access_runs(analysis, facts)
     replaced = [plan for plan, _ in movable]
-    if len(runs) >= len(movable) or not _runs_no_more_often(analysis, runs, replaced):
+    runs = _fewer_runs(analysis, facts, replaced)  # made with the fences to replace still in the events
+    if runs is None:
         return placed
     moving = {id(plan) for plan, _ in movable}
     in_events: list[_Put] = [(plan, event) for plan, event in movable if event is not None]  # inline ones: in the solve
@@ -293,13 +293,23 @@ def _fewer_after_the_accesses(analysis: KernelAnalysis, placed: list[_Placed]) -
             break
         facts |= more
         pairs += witnessed  # the ops the new fences must now serve as well
-        runs = _access_runs(analysis, facts)
-        if len(runs) >= len(movable) or not _runs_no_more_often(analysis, runs, replaced):
+        runs = _fewer_runs(analysis, facts, replaced)
+        if runs is None:
             break
     for plan, event in in_events:
         _restore(analysis, plan, event)
     analysis.solve()
     return placed
+
+
+def _fewer_runs(analysis: KernelAnalysis, facts: int,
+                replaced: list[PlannedFence]) -> list[tuple[int, int, int, int]] | None:
+    """The runs of accesses that make `facts` (`_access_runs`), when a fence after each
+    would be fewer fences than `replaced` and run no more often; else None."""
+    runs = _access_runs(analysis, facts)
+    if len(runs) >= len(replaced) or not _runs_no_more_often(analysis, runs, replaced):
+        return None
+    return runs
 
 
 def _fences_after_runs(analysis: KernelAnalysis, runs: list[tuple[int, int, int, int]],
