@@ -144,6 +144,25 @@ def test_offsets_added_and_taken_back_cancel():
     assert linear(block.instructions, block.heads, 6, frozenset()) == Linear({}, 164096)
 
 
+def test_a_sum_keeps_whole_the_remainders_its_caller_names():
+    """x % 7 plus 7 * (x / 7) is a sum of the remainder and the quotient: the remainder's
+    own range is tighter. `linear` asks the caller's `remainders` where one is given (the
+    register analysis keeps what it found at each site), the same answer as its own."""
+    block = block_of(MAGIC_7 + "\tmul.lo.s32 %r7, %r6, 7;\n\tsub.s32 %r8, %r1, %r7;\n\tadd.s32 %r9, %r8, %r7;\n")
+    kept = Linear({"%r8": 1, "%r6": 7}, 0, repeats=False)
+    assert linear(block.instructions, block.heads, 9, frozenset()) == kept
+    asked = []
+
+    def found(code, at):
+        asked.append(at)
+        return remainder(code[0], code[1], at, frozenset())
+
+    assert linear(block.instructions, block.heads, 9, frozenset(), remainders=found) == kept and 8 in asked
+    # named no remainder, it expands x - 7 * (x / 7) + 7 * (x / 7) to x
+    assert linear(block.instructions, block.heads, 9, frozenset(), remainders=lambda code, at: None) == \
+        Linear({"%r1": 1}, 0)
+
+
 @pytest.mark.parametrize("body, position", [
     (MOVED.replace("\tadd.s32 %r4", "\t@%p1 add.s32 %r4").replace("\tmul.lo.s32 %r5", "\t@%p1 mul.lo.s32 %r5")
      .replace("\tadd.s32 %r6", "\t@%p1 add.s32 %r6"), 4),  # guarded definitions: the old value may stay

@@ -18,6 +18,7 @@ from ptxkit.cfg.flow.graph import flow_graph
 from ptxkit.cfg.flow.inline import inlined_graph
 from ptxkit.cfg.flow.operands import destinations
 from ptxkit.cfg.values import registers
+from ptxkit.cfg.values.idioms import remainder
 from ptxkit.cfg.values.registers import analyse_registers, register_values
 from ptxkit.cfg.values.values import number, show
 from ptxkit.isa import NO_DESTINATION
@@ -1253,6 +1254,25 @@ def test_where_a_block_writes_a_register_counts_only_instructions_with_a_destina
     assert analysis.last_definition(0, 6, "%r1") == 0  # not the store's address, nor the barrier's count
     assert analysis.redefined(0, 1, 7, "%r1") and not analysis.redefined(0, 1, 6, "%r1")
     assert not analysis.redefined(0, 4, 4, "%p1") and analysis.redefined(0, 4, 5, "%p1")
+
+
+def test_an_analysis_keeps_the_remainders_and_quotients_it_finds_each_under_its_own_site():
+    """`remainder_at` and `quotient_at` answer what the idioms find (found once: asked
+    again, the same object); two sites, or two registers read at one, share no answer."""
+    text = f"{HEAD}.visible .entry k(.param .u32 n)\n{{\n{REGS}{SCALED}\tret;\n}}\n"
+    flow = flow_graph(ptxkit.parse(text).function("k"))
+    analysis = registers._Analysis(flow)
+    loop = flow.blocks[1]
+    for position in range(len(loop.instructions)):
+        found = analysis.remainder_at(1, position)
+        assert found == remainder(loop.instructions, loop.heads, position, frozenset())
+        assert analysis.remainder_at(1, position) is found
+    first, second = analysis.remainder_at(1, 3), analysis.remainder_at(1, 5)  # 8 * (i % 3), 32768 * (i % 3)
+    assert (first.x, first.scale, second.x, second.scale) == ("%r9", 8, "%r8", 32768)
+    quotient = analysis.quotient_at(1, 2, "%r3")  # i / 3
+    assert quotient[0] == "%r10" and quotient[1](3) and not quotient[1](5)
+    assert analysis.quotient_at(1, 2, "%r3") is quotient
+    assert analysis.quotient_at(1, 2, "%r1") is None  # n: read, not computed in the block
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "samples" / "fence").glob("*.ptx")), ids=lambda p: p.name)

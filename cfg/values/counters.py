@@ -33,7 +33,7 @@ from ptxkit.cfg.flow.ssa import version_name
 from ptxkit.cfg.values.arithmetic import compared_as, cvt_reading, rounded_up_to
 from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.values.conditions import blocks_on_ways, only_site, paired_setp, register_name, unwritten_between
-from ptxkit.cfg.values.idioms import align_up, constant_operand, linear, quotient_of, remainder
+from ptxkit.cfg.values.idioms import align_up, constant_operand, linear
 from ptxkit.cfg.values.values import (
     INF, NUM, TOP, add, constant, field, join, mul, number, refine, refine_by, shl, unpack,
 )
@@ -137,14 +137,17 @@ def linear_sum(analysis: Counting, block: int, position: int, plain: frozenset[s
     def alike(reading: int | None, at: int, found: Remainder) -> bool:
         return reading is not None and counts_alike(analysis, reading, at, found)
 
+    def remainders(code: IdiomCode, at: int) -> Remainder | None:
+        return None if code[2] is None else analysis.remainder_at(code[2], at)
+
     for _ in range(3):
-        found = linear(instructions, heads, position, plain, offer, block, defining, alike)
+        found = linear(instructions, heads, position, plain, offer, block, defining, alike, remainders)
         bad = {register for reading, there, read, register in (found.crossed if found is not None else ())
                if reading is None or not unwritten_between(analysis, there, reading, read)}
         if not bad:
             return found
         declined |= bad
-    return linear(instructions, heads, position, plain, None, block, defining, alike)
+    return linear(instructions, heads, position, plain, None, block, defining, alike, remainders)
 
 
 def counter_remainder(analysis: Counting, block: int, position: int, found: Linear) -> Refined | None:
@@ -164,8 +167,7 @@ def counter_remainder(analysis: Counting, block: int, position: int, found: Line
         site = only_site(analysis, prefix, q)
         if site is None:
             continue
-        code = analysis.flow.blocks[site[0]]
-        division = quotient_of(code.instructions, code.heads, site[1] + 1, q)
+        division = analysis.quotient_at(site[0], site[1] + 1, q)
         if division is None or not _kept_between(analysis, prefix + division[0], site, (block, position)):
             continue
         z, divides = division
@@ -673,12 +675,12 @@ def _wrapped_remainder(analysis: Counting, block: int, position: int, register: 
     """``(compute, sources)`` of an alignment remainder last defined in `block` before
     `position` into `register`, up to a multiple of its mask's limit, where
     `vanishes(limit)` says the reader drops such multiples; None otherwise."""
-    instructions, heads = analysis.flow.blocks[block].instructions, analysis.flow.blocks[block].heads
+    heads = analysis.flow.blocks[block].heads
     plain = analysis.plain(block)
     at = analysis.last_definition(block, position, register)
     if at is None or heads[at][2] != "sub" or heads[at][0] is not None:
         return None
-    found = remainder(instructions, heads, at, plain)
+    found = analysis.remainder_at(block, at)
     if found is None or found.kind != "alignment" or found.limit is None or not vanishes(found.limit):
         return None
     bias = found.bias

@@ -86,6 +86,10 @@ if TYPE_CHECKING:
     Outside = Callable[[int | None, str], "tuple[Instructions, Heads, int, int] | None"]
     #: `linear`'s ``defining(code, position, register)``: where the code last defines a register before a position.
     Defining = Callable[[Code, int, str], "int | None"]
+    #: `linear`'s ``remainders(code, position)``: the `remainder` the code computes at a position.
+    Remainders = Callable[[Code, int], "Remainder | None"]
+    #: What `quotient_of` finds: ``(z, divides)``.
+    Quotient = tuple[str, Callable[[int], bool]]
 
 #: Opcodes a division sequence is built from (each evaluated on concrete integers by
 #: `ptxkit.isa_eval`).
@@ -236,8 +240,7 @@ def _division(instructions: Instructions, heads: Heads, at: int, x: str, factors
     return None
 
 
-def quotient_of(instructions: Instructions, heads: Heads, position: int,
-                register: str) -> tuple[str, Callable[[int], bool]] | None:
+def quotient_of(instructions: Instructions, heads: Heads, position: int, register: str) -> Quotient | None:
     """``(z, divides)`` when `register`, as the instruction at `position` reads it, is
     computed in the block from one register `z` alone (not set again since), by a
     sequence `divides(D)` says is the unsigned ``z // D`` (`_divides`); else None.
@@ -651,7 +654,8 @@ class Linear(Record):
 
 def linear(instructions: Instructions, heads: Heads, position: int, plain: Container[str],
            outside: Outside | None = None, block: int | None = None, defining: Defining | None = None,
-           holds: Callable[[int | None, int, Remainder], bool] | None = None) -> Linear | None:
+           holds: Callable[[int | None, int, Remainder], bool] | None = None,
+           remainders: Remainders | None = None) -> Linear | None:
     """The instruction at `position` as a `Linear` sum over the definitions earlier in
     its block (None when it is no sum); `Linear.repeats` says whether that sum names
     some register fewer times than the instruction's own operands and the definitions
@@ -664,6 +668,8 @@ def linear(instructions: Instructions, heads: Heads, position: int, plain: Conta
     position (else the block's instructions are scanned). `holds(block, position,
     found)`, when given, says whether a `Remainder` that scales another register's
     quotient holds there (`Remainder.counter`); one that does not is expanded as a sum.
+    `remainders(code, position)`, when given, answers what `remainder` finds there (a
+    caller that expands many sums keeps them).
 
     >>> from ptxkit import parse
     >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
@@ -676,7 +682,7 @@ def linear(instructions: Instructions, heads: Heads, position: int, plain: Conta
     """
     if heads[position][0] is not None or not _word(heads[position]):
         return None
-    expansion = _Expansion(plain, outside, defining, holds)
+    expansion = _Expansion(plain, outside, defining, holds, remainders)
     found = expansion.expand((instructions, heads, block), position, position, _LINEAR_DEPTH)
     if found is None:
         return None
@@ -724,10 +730,12 @@ class _Expansion:
     expanded from other blocks."""
 
     def __init__(self, plain: Container[str], outside: Outside | None, defining: Defining | None,
-                 holds: Callable[[int | None, int, Remainder], bool] | None = None) -> None:
-        self.plain, self.outside, self.holds = plain, outside, holds
+                 holds: Callable[[int | None, int, Remainder], bool] | None = None,
+                 remainders: Remainders | None = None) -> None:
+        self.outside, self.holds = outside, holds
         self.defining: Defining = defining or (lambda code, at, register: _defining(code[0], code[1], at, register,
                                                                                     plain))
+        self.remainders: Remainders = remainders or (lambda code, at: remainder(code[0], code[1], at, plain))
         self.counted = 0
         self.crossed: list[Crossing] = []
         self.budget = _LINEAR_BUDGET
@@ -784,7 +792,7 @@ class _Expansion:
         heads = code[1]
         if heads[where][0] is not None or not _word(heads[where]):
             return None
-        idiom = remainder(code[0], heads, where, self.plain)
+        idiom = self.remainders(code, where)
         if idiom is not None and (idiom.counter is None or self.holds is None or self.holds(code[2], where, idiom)):
             return None  # a remainder: its own range is tighter than any sum of what it reads
         counted, crossed = self.counted, len(self.crossed)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ptxkit.cfg.flow.dominance import DominatorTree
     from ptxkit.cfg.flow.graph import FlowGraph
     from ptxkit.cfg.values.conditions import Definitions, Narrowings, Point
+    from ptxkit.cfg.values.idioms import Quotient, Remainder
     from ptxkit.cfg.values.values import Value
     from ptxkit.instruction import Operand
 
@@ -95,6 +96,8 @@ class Counting(Code, Protocol):
     def plain(self, block: int) -> frozenset[str]: ...
     @property
     def thresholds(self) -> set[int]: ...
+    def remainder_at(self, block: int, position: int) -> Remainder | None: ...
+    def quotient_at(self, block: int, position: int, register: str) -> Quotient | None: ...
 
 
 class Solving(Protocol):

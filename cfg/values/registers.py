@@ -72,7 +72,7 @@ from ptxkit.cfg.values.counters import (
     slice_offset, stepped_past, twin_of,
 )
 from ptxkit.cfg.values.frames import Frames, StackModel, observed, stack_frames
-from ptxkit.cfg.values.idioms import SUM_OPCODES, remainder, rounding_add
+from ptxkit.cfg.values.idioms import SUM_OPCODES, quotient_of, remainder, rounding_add
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER, special_ranges
 from ptxkit.cfg.values.symbols import PLAIN_KEY, symbol_regions, template_load, templates
 from ptxkit.isa import (
@@ -91,6 +91,7 @@ if TYPE_CHECKING:
     from ptxkit.cfg.flow.graph import FlowGraph
     from ptxkit.cfg.values.conditions import Condition, Definitions, Narrow, Point, Site
     from ptxkit.cfg.values.counters import Compute
+    from ptxkit.cfg.values.idioms import Quotient, Remainder
     from ptxkit.cfg.values.protocols import ByThread, Solving
     from ptxkit.cfg.values.values import Region, Value
     from ptxkit.instruction import Operand
@@ -252,6 +253,10 @@ class _Analysis:
         self.aligned = aligned or {}
         # `_rule_key` -> (`rule`, the thresholds making it added)
         self._rules: dict[RuleKey, tuple[SourcedRule, frozenset[int]]] = {}
+        # the idioms found at a site, which depend on the graph alone: the rules of the
+        # instructions that extend a sum or read a quotient ask for the same ones again
+        self._remainders: dict[Site, Remainder | None] = {}
+        self._quotients: dict[tuple[int, int, str], Quotient | None] = {}
         self.follow(stack)
         self.special: dict[str, tuple[int, int]] = special_ranges(flow.function, max_cluster)
         self.symbols: dict[int, SymbolTable] = {}  # context id -> symbol values
@@ -277,7 +282,8 @@ class _Analysis:
     #: Every attribute an analysis has once it has solved (tests/test_registers.py checks
     #: the list against one): what `solution` keeps and `restore` puts back. Named, not
     #: read from ``__dict__``, which a class compiled by mypyc does not have.
-    _STATE = ("_by_thread", "_cones", "_memo", "_rank", "_rules", "_self_fed", "_site_of", "_taken", "_with_cells",
+    _STATE = ("_by_thread", "_cones", "_memo", "_quotients", "_rank", "_remainders", "_rules", "_self_fed", "_site_of",
+              "_taken", "_with_cells",
               "aligned", "defined", "defs", "depends", "dirty", "dominators", "edge_narrowing", "flow", "kept",
               "narrowing", "queries", "returning", "rules", "special", "stack", "symbols", "thresholds",
               "thresholds_sorted", "unknown_cells", "updates", "uses", "values")
@@ -377,6 +383,26 @@ class _Analysis:
         positions = self.written_at(block, register)
         found = bisect_left(positions, start)
         return found < len(positions) and positions[found] < stop
+
+    def remainder_at(self, block: int, position: int) -> Remainder | None:
+        """`ptxkit.cfg.values.idioms.remainder` of the instruction at (block, position),
+        found once per analysis."""
+        site = (block, position)
+        if site in self._remainders:
+            return self._remainders[site]
+        code = self.flow.blocks[block]
+        found = self._remainders[site] = remainder(code.instructions, code.heads, position, self.plain(block))
+        return found
+
+    def quotient_at(self, block: int, position: int, register: str) -> Quotient | None:
+        """`ptxkit.cfg.values.idioms.quotient_of` `register` as the instruction at
+        (block, position) reads it, found once per analysis."""
+        key = (block, position, register)
+        if key in self._quotients:
+            return self._quotients[key]
+        code = self.flow.blocks[block]
+        found = self._quotients[key] = quotient_of(code.instructions, code.heads, position, register)
+        return found
 
     def _definitions(self) -> dict[str, list[Site]]:
         found: dict[str, list[tuple[int, int]]] = {}
@@ -945,7 +971,7 @@ class _Analysis:
         plain = self.plain(block)
         compute = plain_compute = self.computation(block, opcode, base, modifiers, operands, targets)
         if base in ("sub", "mad"):
-            found = remainder(self.flow.blocks[block].instructions, self.flow.blocks[block].heads, position, plain)
+            found = self.remainder_at(block, position)
             if found is not None and (found.counter is None or counts_alike(self, block, position, found)):
                 compute = remainder_range(self, block, found)
                 sources.append(prefix + found.x)
