@@ -251,6 +251,11 @@ class _Analysis:
                  stack: StackModel | None = None) -> None:
         self.flow = flow
         self.aligned = aligned or {}
+        # each block's inlined copy's prefix to register names, and the graph's register
+        # definitions (`definitions`, `written_at`) once taken from its `derived` cache
+        self._prefixes = [block.context.prefix if block.context is not None else "" for block in flow.blocks]
+        self._registers: dict[str, list[Site]] | None = None
+        self._written: dict[tuple[int, str], list[int]] | None = None
         # `_rule_key` -> (`rule`, the thresholds making it added)
         self._rules: dict[RuleKey, tuple[SourcedRule, frozenset[int]]] = {}
         # the idioms found at a site, which depend on the graph alone: the rules of the
@@ -282,8 +287,8 @@ class _Analysis:
     #: Every attribute an analysis has once it has solved (tests/test_registers.py checks
     #: the list against one): what `solution` keeps and `restore` puts back. Named, not
     #: read from ``__dict__``, which a class compiled by mypyc does not have.
-    _STATE = ("_by_thread", "_cones", "_memo", "_quotients", "_rank", "_remainders", "_rules", "_self_fed", "_site_of",
-              "_taken", "_with_cells",
+    _STATE = ("_by_thread", "_cones", "_memo", "_prefixes", "_quotients", "_rank", "_registers", "_remainders", "_rules",
+              "_self_fed", "_site_of", "_taken", "_with_cells", "_written",
               "aligned", "defined", "defs", "depends", "dirty", "dominators", "edge_narrowing", "flow", "kept",
               "narrowing", "queries", "returning", "rules", "special", "stack", "symbols", "thresholds",
               "thresholds_sorted", "unknown_cells", "updates", "uses", "values")
@@ -309,8 +314,7 @@ class _Analysis:
 
     # -- names ----------------------------------------------------------------------------
     def prefix(self, block: int) -> str:
-        context = self.flow.blocks[block].context
-        return context.prefix if context is not None else ""
+        return self._prefixes[block]
 
     def plain(self, block: int) -> frozenset[str]:
         """Registers declared without ``%`` in the block's function (inline assembly)."""
@@ -353,7 +357,9 @@ class _Analysis:
         """key -> the ``(block, position)`` of every instruction defining it (registers
         by context, call arguments and results, the stack cells the model follows);
         the registers' computed once per graph."""
-        found = derived(self.flow, "register definitions", self._definitions)
+        found = self._registers
+        if found is None:
+            found = self._registers = derived(self.flow, "register definitions", self._definitions)
         if self.stack is None or not self.stack.exact:
             return found
         if self._with_cells is None:
@@ -367,9 +373,12 @@ class _Analysis:
         """The positions, in order, of the instructions of `block` that write `register`
         (named as the block's code names it): the registers' `definitions` by block, once
         per graph."""
-        by_position = derived(self.flow, "register definitions by block",
-                              lambda: by_block(derived(self.flow, "register definitions", self._definitions)))
-        return by_position.get((block, self.prefix(block) + register), ())
+        by_position = self._written
+        if by_position is None:
+            by_position = self._written = derived(
+                self.flow, "register definitions by block",
+                lambda: by_block(derived(self.flow, "register definitions", self._definitions)))
+        return by_position.get((block, self._prefixes[block] + register), ())
 
     def last_definition(self, block: int, position: int, register: str) -> int | None:
         """The position of the last instruction of `block` before `position` that writes
