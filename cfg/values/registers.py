@@ -902,10 +902,8 @@ class _Analysis:
         prefix = self.prefix(block)
         operands = instruction.operands
         modifiers = opcode.split(".")[1:]
-        sources: list[str] = []
         plain = self.plain(block)
-        for operand in operands[1:]:
-            sources.extend(prefix + name for name in operand_reads(operand, plain))
+        sources = [prefix + name for operand in operands[1:] for name in operand_reads(operand, plain)]
         stack = self.stack
         if stack is not None and (block, position) in stack.exact:  # a store of a followed stack word
             return self._stack_store_rule(stack, block, position, operands[1], sources)
@@ -1378,7 +1376,10 @@ def _operand_values(block: int, base: str, modifiers: list[str], args: Sequence[
 
 def _signed_type(modifiers: list[str]) -> bool:
     """True where the modifiers name a signed integer type."""
-    return any(m[:1] == "s" and m[1:] in TYPE_BITS for m in modifiers)
+    for m in modifiers:  # a loop, not any() over a generator: asked for every rule made
+        if m[:1] == "s" and m[1:] in TYPE_BITS:
+            return True
+    return False
 
 
 def _reading(width: int, signed_type: bool) -> View:
