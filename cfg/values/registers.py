@@ -254,6 +254,7 @@ class _Analysis:
         # each block's inlined copy's prefix to register names, and the graph's register
         # definitions (`definitions`, `written_at`) once taken from its `derived` cache
         self._prefixes = [block.context.prefix if block.context is not None else "" for block in flow.blocks]
+        self._plains: list[frozenset[str] | None] = [None] * len(flow.blocks)  # `plain`
         self._registers: dict[str, list[Site]] | None = None
         self._written: dict[tuple[int, str], list[int]] | None = None
         # `_rule_key` -> (`rule`, the thresholds making it added)
@@ -287,8 +288,8 @@ class _Analysis:
     #: Every attribute an analysis has once it has solved (tests/test_registers.py checks
     #: the list against one): what `solution` keeps and `restore` puts back. Named, not
     #: read from ``__dict__``, which a class compiled by mypyc does not have.
-    _STATE = ("_by_thread", "_cones", "_memo", "_prefixes", "_quotients", "_rank", "_registers", "_remainders", "_rules",
-              "_self_fed", "_site_of", "_taken", "_with_cells", "_written",
+    _STATE = ("_by_thread", "_cones", "_memo", "_plains", "_prefixes", "_quotients", "_rank", "_registers",
+              "_remainders", "_rules", "_self_fed", "_site_of", "_taken", "_with_cells", "_written",
               "aligned", "defined", "defs", "depends", "dirty", "dominators", "edge_narrowing", "flow", "kept",
               "narrowing", "queries", "returning", "rules", "special", "stack", "symbols", "thresholds",
               "thresholds_sorted", "unknown_cells", "updates", "uses", "values")
@@ -317,11 +318,15 @@ class _Analysis:
         return self._prefixes[block]
 
     def plain(self, block: int) -> frozenset[str]:
-        """Registers declared without ``%`` in the block's function (inline assembly)."""
-        table = self.symbol_values(block)
-        names: frozenset[str] | None = table.get(PLAIN_KEY)
+        """Registers declared without ``%`` in the block's function (inline assembly),
+        kept by block: every rule asks."""
+        names = self._plains[block]
         if names is None:
-            names = table[PLAIN_KEY] = frozenset(name for name, value in table.items() if value is None)
+            table = self.symbol_values(block)
+            names = table.get(PLAIN_KEY)
+            if names is None:
+                names = table[PLAIN_KEY] = frozenset(name for name, value in table.items() if value is None)
+            self._plains[block] = names
         return names
 
     def symbol_values(self, block: int) -> SymbolTable:
