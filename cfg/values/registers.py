@@ -1081,18 +1081,18 @@ class _Analysis:
         """`computation` on abstract values alone; the operand values that `values` reads
         go to ``read[0]`` when `read` is given."""
         args = operands[1:]
-        values = _operand_values(block, base, modifiers, args, read)
-        moved = self._moved_value(block, opcode, base, modifiers, operands, len(targets), values)
+        width, signed_type = type_width(modifiers), _signed_type(modifiers)  # read from the modifiers once
+        values = _operand_values(block, base, modifiers, args, read, width, signed_type)
+        moved = self._moved_value(block, opcode, base, modifiers, operands, len(targets), values, width)
         if moved is not None:
             return moved
-        return self._operation(block, base, modifiers, args, len(targets), values)
+        return self._operation(block, base, modifiers, args, len(targets), values, width, signed_type)
 
     def _moved_value(self, block: int, opcode: str, base: str, modifiers: list[str], operands: Sequence[Operand],
-                     count: int, values: Compute) -> Compute | None:
+                     count: int, values: Compute, width: int) -> Compute | None:
         """`_abstract_computation` of an instruction that moves, converts or loads a value
-        (``mov shfl cvt cvta mapa ld``), else None."""
+        (``mov shfl cvt cvta mapa ld``) of `width` bits, else None."""
         args = operands[1:]
-        width = type_width(modifiers)
         if base in ("mov", "shfl") and args:
             source = args[0]
             if base == "mov" and source.kind == "vector" and count == 1:
@@ -1124,11 +1124,10 @@ class _Analysis:
         return None
 
     def _operation(self, block: int, base: str, modifiers: list[str], args: Sequence[Operand], count: int,
-                   values: Compute) -> Compute:
+                   values: Compute, width: int, signed_type: bool) -> Compute:
         """`_abstract_computation` of the other instructions: arithmetic, selection,
-        comparison and bit fields (top where it knows none)."""
-        width = type_width(modifiers)
-        signed_type = _signed_type(modifiers)
+        comparison and bit fields (top where it knows none), of `width` bits, of a signed
+        type or not."""
         binary = BINARY.get(base)
         if binary is not None and base == "shr" and len(args) == 2 and args[1].kind == "immediate" \
                 and isinstance(args[1].value, int) \
@@ -1350,11 +1349,10 @@ def _folded(found: Operation, block: int, args: Sequence[Operand], compute: Comp
 
 
 def _operand_values(block: int, base: str, modifiers: list[str], args: Sequence[Operand],
-                    read: list[list[Value] | None] | None) -> Compute:
-    """``values(a, at)``: the values of the operands `args` of an instruction of `block`,
-    each as the instruction reads it; also kept in ``read[0]`` when `read` is given."""
-    width = type_width(modifiers)
-    signed_type = _signed_type(modifiers)
+                    read: list[list[Value] | None] | None, width: int, signed_type: bool) -> Compute:
+    """``values(a, at)``: the values of the operands `args` of an instruction of `block`
+    (`width` bits, of a signed type or not), each as the instruction reads it; also kept
+    in ``read[0]`` when `read` is given."""
     if base in SIGN_READING or base in ("mul", "mad") and ("hi" in modifiers or "wide" in modifiers) \
             or "sat" in modifiers and base != "cvt":  # a saturating sum too
         views = [_reading(width, signed_type)] * len(args)
