@@ -559,3 +559,44 @@ def test_a_loop_bound_set_apart_by_the_thread_index_is_no_uniform_bound():
                      "\tbra.uni J;\nA:\n\tmov.u32 %r1, 2;\nJ:\n\tmov.u32 %r2, 0;\nLOOP:\n\tbar.sync 1;\n\tbar.sync 1;\n"
                      "\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra LOOP;\n\tbar.sync 1;\n")
     assert pairs == set()
+
+
+def _threads_of(body: str):
+    """A kernel's `_Threads`, with its loop forest."""
+    from ptxkit.cfg.flow.dominance import DominatorTree
+    from ptxkit.cfg.flow.loops import find_loops
+    from ptxkit.cfg.sync.phases import _Threads
+
+    flow = inlined_graph(ptxkit.parse(HEAD + body + "\tret;\n}\n").function("k"))
+    dominators = DominatorTree.of(flow)
+    forest = find_loops(flow, dominators)
+    return flow, forest, _Threads(flow, dominators, forest.innermost())
+
+
+THREAD_LOOP = ("\tmov.u32 %r1, %tid.x;\nLOOP:\n\tbar.sync 0;\n\tadd.u32 %r1, %r1, 1;\n"
+               "\tsetp.lt.u32 %p1, %r1, 32;\n\t@%p1 bra LOOP;\n\tbar.sync 0;\n")
+
+
+@pytest.mark.parametrize("body", [LOOP, THREAD_LOOP])
+def test_the_answers_kept_per_loop_and_block_are_those_worked_out_each_time(body):
+    """`_Threads` keeps each loop's uniform exit and each block's control dependences:
+    asked twice, the same answer as a fresh computation."""
+    from ptxkit.cfg.sync.phases import _uniform_exit
+
+    flow, forest, threads = _threads_of(body)
+    for loop in forest.loops:
+        fresh = _uniform_exit(flow, loop, _threads_of(body)[2])
+        assert threads.uniform_exit(loop) == fresh == threads.uniform_exit(loop)
+    for block in range(len(flow)):
+        fresh = _threads_of(body)[2]._find_control_dependences(block)
+        assert threads._control_dependences(block) == fresh == threads._control_dependences(block)
+
+
+def test_a_loop_answer_is_not_shared_between_two_kernels():
+    """The same loop header in two kernels: one bound is the whole CTA's, the other the
+    thread's; each kernel's `_Threads` answers for its own graph."""
+    flow, forest, uniform = _threads_of(LOOP)
+    other_flow, other_forest, by_thread = _threads_of(THREAD_LOOP)
+    (loop,), (other,) = forest.loops, other_forest.loops
+    assert loop.header == other.header
+    assert uniform.uniform_exit(loop) is not None and by_thread.uniform_exit(other) is None

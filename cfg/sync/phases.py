@@ -241,7 +241,7 @@ def _around_uniform_loops(flow: FlowGraph, named: Named, matches: Matches, fores
                  and e.guard is None]
         if not syncs:
             continue
-        exit_edge = _uniform_exit(flow, loop, threads.defined)
+        exit_edge = threads.uniform_exit(loop)
         if exit_edge is None or not _visits_in_step(flow, named, loop, forest, threads):
             continue  # threads may meet in it from different rounds of a loop around it
         # run by the threads that run the loop, in the rounds the CTA-uniform branches in it choose
@@ -284,7 +284,7 @@ def _visits_in_step(flow: FlowGraph, named: Named, loop: Loop, forest: LoopFores
 
 def _left_alike(flow: FlowGraph, loop: Loop, threads: _Threads) -> bool:
     """`loop` has one CTA-uniform exit, taken by the threads that enter it."""
-    exit_edge = _uniform_exit(flow, loop, threads.defined)
+    exit_edge = threads.uniform_exit(loop)
     return exit_edge is not None and threads.same(loop.header, exit_edge[1])
 
 
@@ -355,7 +355,7 @@ def _in_step(flow: FlowGraph, block: int, event: NamedBarrierOp, barrier: int, t
         return False
     loop = threads.innermost.get(block)
     for around in ([loop, *loop.enclosing()] if loop is not None else []):
-        exit_edge = _uniform_exit(flow, around, threads.defined)
+        exit_edge = threads.uniform_exit(around)
         if exit_edge is None or not threads.same(around.header, exit_edge[1]):
             return False
     return True
@@ -434,7 +434,7 @@ def _in_step_inner_loops(flow: FlowGraph, named: Named, loop: Loop, threads: _Th
 def _runs_alike(flow: FlowGraph, nested: Loop, loop: Loop, threads: _Threads) -> bool:
     """`nested` (inside `loop`) is entered by the threads that run `loop` and left by one
     CTA-uniform exit that they all take: each of them runs it as often."""
-    exit_edge = _uniform_exit(flow, nested, threads.defined)
+    exit_edge = threads.uniform_exit(nested)
     return exit_edge is not None and threads.same(nested.header, exit_edge[1]) \
         and threads.same(nested.header, loop.header)
 
@@ -474,6 +474,8 @@ class _Threads:
         self._post_dominators: DominatorTree | None = None
         self._branches: list[int] | None = None
         self._uniform: dict[int, bool] = {}
+        self._dependences: dict[int, list[tuple[int, int]] | None] = {}  # block -> `_control_dependences`
+        self._exits: dict[Loop, tuple[int, int] | None] = {}  # loop -> `uniform_exit`
 
     @property
     def defined(self) -> Definitions:
@@ -514,7 +516,13 @@ class _Threads:
 
     def _control_dependences(self, block: int) -> list[tuple[int, int]] | None:
         """The edges `block` is control dependent on, less the uniform back edges of the
-        loops around it; None when it cannot reach the exit."""
+        loops around it; None when it cannot reach the exit. Kept per block: `same`
+        asks again for the blocks of every barrier operation and loop header."""
+        if block not in self._dependences:
+            self._dependences[block] = self._find_control_dependences(block)
+        return self._dependences[block]
+
+    def _find_control_dependences(self, block: int) -> list[tuple[int, int]] | None:
         post = self.post_dominators
         if block not in post:
             return None
@@ -549,6 +557,13 @@ class _Threads:
             return False
         return any(branch in loop.blocks and successor in loop.blocks
                    and any(other not in loop.blocks for other in self.flow.succ[branch]) for loop in around)
+
+    def uniform_exit(self, loop: Loop) -> tuple[int, int] | None:
+        """The one exit edge of `loop` when its branch tests a CTA-uniform predicate;
+        kept per loop (asked for each loop around every ``bar.sync`` and barrier)."""
+        if loop not in self._exits:
+            self._exits[loop] = _uniform_exit(self.flow, loop, self)
+        return self._exits[loop]
 
     def uniform_branch(self, branch: int) -> bool:
         if branch not in self._uniform:
@@ -827,7 +842,7 @@ def _alike(flow: FlowGraph, loop: Loop, on: dict[int, list[NamedBarrierOp]], bar
     """Whether every thread entering `loop` runs it alike: one exit on a CTA-uniform
     test, taken by the threads that enter it, and every operation on `barrier` in it
     unguarded and run once in every iteration."""
-    exit_edge = _uniform_exit(flow, loop, threads.defined)
+    exit_edge = threads.uniform_exit(loop)
     if exit_edge is None or not threads.same(loop.header, exit_edge[1]):
         return False
     innermost = threads.innermost
@@ -836,10 +851,10 @@ def _alike(flow: FlowGraph, loop: Loop, on: dict[int, list[NamedBarrierOp]], bar
                for block in loop.blocks for event in on.get(block, ()))
 
 
-def _uniform_exit(flow: FlowGraph, loop: Loop, defined: Definitions) -> tuple[int, int] | None:
-    """The one exit edge of `loop` when its branch tests a CTA-uniform predicate."""
+def _uniform_exit(flow: FlowGraph, loop: Loop, threads: _Threads) -> tuple[int, int] | None:
+    """The one exit edge of `loop` when its branch tests a CTA-uniform predicate
+    (`_Threads.uniform_branch`)."""
     exits = [(u, v) for u in loop.blocks for v in flow.succ[u] if v not in loop.blocks]
     if len(exits) != 1 or any(u in flow.exits for u in loop.blocks) or len(flow.succ[exits[0][0]]) != 2:
         return None
-    guard = guard_of(flow, exits[0][0])
-    return exits[0] if guard is not None and cta_uniform(guard, defined, flow) else None
+    return exits[0] if threads.uniform_branch(exits[0][0]) else None
