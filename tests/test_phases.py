@@ -600,3 +600,13 @@ def test_a_loop_answer_is_not_shared_between_two_kernels():
     (loop,), (other,) = forest.loops, other_forest.loops
     assert loop.header == other.header
     assert uniform.uniform_exit(loop) is not None and by_thread.uniform_exit(other) is None
+
+
+@pytest.mark.parametrize("state", [None, (0, frozenset()), (3, frozenset({4, 9}))])
+def test_one_way_in_gives_the_count_two_equal_ways_give(state):
+    """`_join` of one count is that count: what the general rule gives for two ways that
+    bring the same count (no loop skipped, so no block's threads are asked about)."""
+    from ptxkit.cfg.sync.phases import _join
+
+    _, _, threads = _threads_of(LOOP)
+    assert _join([state], 0, threads) == _join([state, state], 0, threads) == state

@@ -825,7 +825,10 @@ def _inside_any(loop: Loop, loops: set[Loop]) -> bool:
 
 def _join(states: list[Count | None], block: int, threads: _Threads) -> Count | None:
     """The count where `states` meet: one count; a loop that some ways skip only when
-    the threads that run it are those that run `block` (the skip is the whole CTA's)."""
+    the threads that run it are those that run `block` (the skip is the whole CTA's).
+    One way in gives its own count (most blocks, in `_count`'s walk over every block)."""
+    if len(states) == 1:
+        return states[0]
     known = [state for state in states if state is not None]
     if not known or len(known) < len(states) or len({n for n, _ in known}) != 1:
         return None
