@@ -344,7 +344,7 @@ def _texts_by_copy(flow: FlowGraph) -> dict[str, list[tuple[int, str]]]:
     def scan() -> dict[str, list[tuple[int, str]]]:
         found: dict[str, list[tuple[int, str]]] = {}
         for block in flow.blocks:
-            text = "\n".join(instruction.text for instruction in block.instructions)
+            text = "\n".join([instruction.text for instruction in block.instructions])  # a list: no call per line
             found.setdefault(block.context.prefix if block.context is not None else "", []).append((block.index, text))
         return found
 
@@ -376,7 +376,7 @@ def _reads_first(flow: FlowGraph, block: int, name: str) -> bool:
             return True
         for index, operand in enumerate(instruction.operands):
             if (index > 0 or operand.kind == "memory" or head[2].startswith("wgmma")) and \
-                    any(e.kind == "register" and e.name == name for e in (operand, *operand.elements)):
+                    name in [e.name for e in (operand, *operand.elements) if e.kind == "register"]:
                 return True
         if head[0] is None and name in destinations(instruction, head, frozenset()):
             return False
