@@ -595,3 +595,42 @@ def test_witness_of_an_access_handed_on_twice_names_an_unfenced_one(fenced_first
     text = head + body
     site, = fence_text(text, "k.ptx", rewrite=False)[1].missing
     assert site.pairs[0].access.line == line_of(text, "%h1;")
+
+
+# -- the fixpoint's transfer steps ----------------------------------------------------------
+
+
+def _stepped(analysis: KernelAnalysis, block: int, state: int) -> int:
+    for event in analysis.events[block]:
+        state = analysis._step(event, state)
+    return state
+
+
+def _applied(analysis: KernelAnalysis, block: int, state: int) -> int:
+    for event, adds in analysis._transfer_steps()[block]:
+        state = analysis._step(event, state) if event is not None else state | adds
+    return state
+
+
+def test_the_transfer_steps_give_each_block_what_its_events_give_one_by_one():
+    """`_fixpoint` applies each block's events as `_transfer_steps` groups them (runs of
+    accesses and async ops as the bits they add): from every state of the solution, the
+    same state as `_step` on each event; without fences the async op joins a run, with
+    the fence planned before it (a kill) it is stepped alone, so the steps are made again
+    for each fixpoint and never shared between two."""
+    text = kernel("\tst.shared.b16 [%r1+64], %h0;\n\tst.shared.b16 [%r1+96], %h0;\n" + WG
+                  + "\tst.shared.b16 [%r1+128], %h0;\n\tbar.arrive 1, 256;\n", "\tbar.sync 1, 256;\n" + WG)
+    analysis = KernelAnalysis(ptxkit.parse(text, "k.ptx").function("k"), AnalysisOptions())
+    analysis.solve()
+    assert analysis.needy  # the wgmma after the stores gets a fence: a kill before it
+    with_fences = analysis._transfer_steps()
+    stepped_alone = {id(event) for steps in with_fences for event, _ in steps if event is not None}
+    assert set(analysis.needy) <= stepped_alone
+    for block, state in enumerate(analysis.ins):
+        assert _applied(analysis, block, state) == _stepped(analysis, block, state)
+    analysis._kills = {}
+    without = analysis._transfer_steps()
+    assert without != with_fences
+    assert not set(analysis.needy) & {id(event) for steps in without for event, _ in steps if event is not None}
+    for block, state in enumerate(analysis.ins):
+        assert _applied(analysis, block, state) == _stepped(analysis, block, state)

@@ -820,7 +820,7 @@ class KernelAnalysis:
         exports: dict[int, Export] = {}
         self.exports = exports
         dead = self.dead
-        events_of = self.events
+        steps_of = self._transfer_steps()
         step = self._step
         foreign = self._foreign()
 
@@ -828,8 +828,8 @@ class KernelAnalysis:
             if block in dead:
                 return 0
             state &= ~foreign[block]
-            for event in events_of[block]:
-                state = step(event, state)
+            for event, adds in steps_of[block]:
+                state = step(event, state) if event is not None else state | adds
             return state
 
         audiences: dict[tuple[int, ...], list[int]] = {}  # waits that hear the same arrives share one union
@@ -875,6 +875,32 @@ class KernelAnalysis:
                 return
         assert result is not None  # the loop solved at least once
         self.ins, self.outs = [state & ~foreign[block] for block, state in enumerate(result.ins)], result.outs
+
+    def _transfer_steps(self) -> list[list[tuple[Event | None, int]]]:
+        """Block -> its events as `_fixpoint` applies them under the current kills: each
+        run of events that only add state bits, with no fence planned before them (an
+        access adds its facts, `generated`; an async op adds nothing), as one ``(None,
+        the bits)``; any other event as ``(event, 0)``, for `_step`. Made once per
+        fixpoint, not at every visit of a block."""
+        kills, generated = self._kills, self.generated
+        table: list[list[tuple[Event | None, int]]] = []
+        for events in self.events:
+            steps: list[tuple[Event | None, int]] = []
+            run: int | None = None  # the bits of the run of adding events so far
+            for event in events:
+                adds = generated.get(id(event))
+                if (adds is not None or event.kind is Kind.ASYNC) and not (
+                        event.guard is None and kills.get(id(event))):  # `_step` kills before it adds
+                    run = (run or 0) | (adds or 0)
+                    continue
+                if run:
+                    steps.append((None, run))
+                run = None
+                steps.append((event, 0))
+            if run:
+                steps.append((None, run))
+            table.append(steps)
+        return table
 
     def _step(self, event: Event, state: int) -> int:
         """One event's effect on a state; an arrive also records what it exports."""
