@@ -364,3 +364,32 @@ def test_a_shared_access_through_a_generic_address_lands_on_its_window_bytes():
     out = np.zeros(256, np.uint32)
     kernel.launch(runtime.Out(out), grid=1, block=256, shared_mem=8192)
     assert (out == np.arange(256) + 7).all()
+
+
+@pytest.mark.parametrize("sample", ["h02_mbarrier_handoff_to_wgmma.ptx", "08_shared_barrier_ops.ptx",
+                                    "06b_tma_store_after_shared_store.ptx"])
+def test_the_opcodes_run_skips_are_those_that_make_no_event(sample):
+    """`run` passes over the instructions of `_quiet_opcodes`, found once per graph: each
+    is an opcode the per-instruction test found to make nothing (no proxy effect, no
+    hand-off, none of `_OTHER_EVENTS`), every other opcode of the graph is classified,
+    and no event sits on a skipped instruction; the set holds this graph's opcodes only."""
+    from pathlib import Path
+
+    from ptxkit.cfg.sync.events import _OTHER_EVENTS, _quiet_opcodes
+    from ptxkit.isa import Effect, proxy_effect, sync_effect
+
+    module = ptxkit.parse((Path(__file__).parent.parent / "samples" / "fence" / sample).read_text())
+    for function in module.functions:
+        if function.is_declaration:
+            continue
+        flow = inlined_graph(function)
+        quiet = _quiet_opcodes(flow)
+        opcodes = {head[1] for block in flow.blocks for head in block.heads}
+        assert quiet <= opcodes
+        for opcode in opcodes:
+            makes_nothing = proxy_effect(opcode).kind is Effect.NONE and sync_effect(opcode) is None \
+                and not opcode.startswith(_OTHER_EVENTS)
+            assert (opcode in quiet) == makes_nothing
+        found = classify(flow, EventOptions(SHARED)).by_block
+        assert not any(flow.blocks[block].heads[event.position][1] in quiet
+                       for block, events_here in enumerate(found) for event in events_here)

@@ -268,8 +268,11 @@ class _Classifier:
         flow = self.flow
         builders: list[list[Builder]] = [[] for _ in flow.blocks]
         self.siblings = _tensor_load_siblings(flow)
+        quiet = _quiet_opcodes(flow)
         for block in flow.blocks:
             for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
+                if head[1] in quiet:
+                    continue  # most instructions: no operand is looked at
                 builder = self.classify(block.index, position, instruction, head)
                 if builder is not None:
                     builders[block.index].append(builder)
@@ -376,12 +379,11 @@ class _Classifier:
 
     # -- one instruction --------------------------------------------------------------------
     def classify(self, block: int, position: int, instruction: Instruction, head: HeadTuple) -> Builder | None:
+        """What one instruction makes (`run` passes none of the `_quiet_opcodes`)."""
         guard, opcode, base, _ = head
         effect = proxy_effect(opcode)
         kind = effect.kind
         sync = sync_effect(opcode)
-        if kind is Effect.NONE and sync is None and not opcode.startswith(_OTHER_EVENTS):
-            return None  # most instructions: no operand is looked at
         operands = instruction.operands
         modifiers = opcode.split(".")[1:]
         tracked = self.options.tracked
@@ -875,6 +877,25 @@ def _address_lanes(base: str, modifiers: list[str]) -> int | None:
 
 #: Opcodes with an event beside their proxy effect and hand-off (see `classify`).
 _OTHER_EVENTS = ("tcgen05.commit", "mbarrier.arrive.expect_tx", "mbarrier.expect_tx", "st.async", "red.async")
+
+
+def _quiet_opcodes(flow: FlowGraph) -> set[str]:
+    """The opcodes of `flow` that make no event: no proxy effect, no part in a hand-off,
+    none of `_OTHER_EVENTS` (most instructions); each opcode is examined once per graph,
+    not at each of its instructions.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.flow.inline import inlined_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .b32 %r<3>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tadd.s32 %r2, %r1, 1;\\n\\tst.shared.u32 [%r1], %r2;\\n"
+    ...     "\\tbar.sync 0;\\n\\tret;\\n}\\n")
+    >>> sorted(_quiet_opcodes(inlined_graph(m.function("k"))))
+    ['add.s32', 'mov.u32', 'ret']
+    """
+    opcodes = {head[1] for block in flow.blocks for head in block.heads}
+    return {opcode for opcode in opcodes if proxy_effect(opcode).kind is Effect.NONE and sync_effect(opcode) is None
+            and not opcode.startswith(_OTHER_EVENTS)}
+
 
 class Box(Record):
     """`Event.detail` of a tensor copy: the most bytes its box may have (the armed
