@@ -362,9 +362,7 @@ class _Analysis:
         """key -> the ``(block, position)`` of every instruction defining it (registers
         by context, call arguments and results, the stack cells the model follows);
         the registers' computed once per graph."""
-        found = self._registers
-        if found is None:
-            found = self._registers = derived(self.flow, "register definitions", self._definitions)
+        found = self._register_definitions()
         if self.stack is None or not self.stack.exact:
             return found
         if self._with_cells is None:
@@ -380,10 +378,17 @@ class _Analysis:
         per graph."""
         by_position = self._written
         if by_position is None:
-            by_position = self._written = derived(
-                self.flow, "register definitions by block",
-                lambda: by_block(derived(self.flow, "register definitions", self._definitions)))
+            by_position = self._written = derived(self.flow, "register definitions by block",
+                                                  lambda: by_block(self._register_definitions()))
         return by_position.get((block, self._prefixes[block] + register), ())
+
+    def _register_definitions(self) -> dict[str, list[Site]]:
+        """The registers' `definitions` (no stack cells): the graph's, taken from its
+        cache once per analysis."""
+        found = self._registers
+        if found is None:
+            found = self._registers = derived(self.flow, "register definitions", self._definitions)
+        return found
 
     def last_definition(self, block: int, position: int, register: str) -> int | None:
         """The position of the last instruction of `block` before `position` that writes
