@@ -354,14 +354,85 @@ def test_planning_leaves_the_graph_as_built():
     flow = analysis.flow
     shape, dominators = ([list(s) for s in flow.succ], [list(p) for p in flow.pred], dict(flow.kinds)), \
         DominatorTree.of(flow)
-    (plan,) = plan_fences(analysis)
+    (plan,), solution = plan_fences(analysis)
     assert plan.placement is Placement.LOOP and plan.on_entry_edges and plan.block == plan.loop.header
     assert ([list(s) for s in flow.succ], [list(p) for p in flow.pred], dict(flow.kinds)) == shape
     assert len(flow.blocks) == len(analysis.events) == 4 and DominatorTree.of(flow) is dominators
-    before, after = analysis.edge_states(plan.block)
+    before, after = solution.edge_states(plan.block)
     assert analysis.pending(before) and not analysis.pending(after)  # the writes before the loop, then fenced
     with pytest.raises(AttributeError):
         plan.block = 0
+
+
+def _analyses(name: str, **override):
+    """The analysis of each kernel of sample `name` (its calls inlined), and the options
+    the sample asks for, with `override`."""
+    from ptxkit.cfg.fence.proxy import KernelAnalysis
+    from ptxkit.cfg.flow.inline import inlined_graph
+
+    text = sample(name)
+    options = options_of(text)._replace(**override)
+    module = ptxkit.parse(text, f"{name}.ptx")
+    functions = {f.name: f for f in module.functions if not f.is_declaration}
+    return [KernelAnalysis(f, options.analysis, flow=inlined_graph(f, functions))
+            for f in functions.values() if f.kind == "entry"], options
+
+
+def _what_it_is(analysis) -> tuple:
+    """The analysis's events (each block's list, its events by identity) and fact tables."""
+    return ([(id(events), [id(event) for event in events]) for events in analysis.events],
+            [(fact.index, fact.hazard, fact.location, list(fact.origins)) for fact in analysis.facts],
+            dict(analysis.generated), dict(analysis._need_masks), dict(analysis._space_masks),
+            dict(analysis._hazard_masks), analysis._crediting_ids, dict(analysis._export_limits),
+            dict(analysis._fenced_before_copies), dict(analysis._hearers))
+
+
+#: samples whose planning adds and drops fences: a preheader the edits create, a loop and a
+#: branch hoist, init fences, fences after the accesses replacing hoisted ones, a call site,
+#: writer-side fences
+PLANNED = [("x16_created_preheader", {}), ("14b_hoist_out_of_loop", {}), ("13_hoist_out_of_if", {}),
+           ("h29a_cluster_mbarrier_init_unreleased", {}), ("x23_three_reports_one_suppressed", {}),
+           ("h14b_one_thread_fences_only_sometimes", {}), ("x06_call_func_that_starts_with_wgmma", {}),
+           ("h08b_stage_ring_separate_area", {"fence_side": "writer"})]
+
+
+@pytest.mark.parametrize("name, override", PLANNED)
+def test_planning_leaves_the_analysis_as_built(name, override):
+    """What the function is stays as construction made it while planning solves with
+    fences added and dropped: the planned fences live in the solutions (docs/fence.md §6.4)."""
+    from ptxkit.cfg.fence.placement import plan_fences
+
+    analyses, options = _analyses(name, **override)
+    for analysis in analyses:
+        before = _what_it_is(analysis)
+        plan_fences(analysis, options.placement, options.fence_side)
+        assert _what_it_is(analysis) == before
+
+
+def _solved_state(solution) -> tuple:
+    return (solution.fences, list(solution.ins), list(solution.outs), dict(solution.needy),
+            dict(solution.imports), dict(solution.exports), dict(solution._reasons), dict(solution._need_masks),
+            [[id(event) for event in events] for events in solution.events],
+            {header: list(on_edges) for header, on_edges in solution.edge_fences.items()},
+            [(need.block, id(need.event), need.pending, need.cover, need.state) for need in solution.needs()])
+
+
+@pytest.mark.parametrize("name, override", PLANNED)
+def test_solving_with_the_same_fences_gives_the_same_solution(name, override):
+    """A solve returns a new solution and leaves the one it started from as it was:
+    solving twice with the planned fences gives equal solutions, and the solution
+    without fences, and the plan's own, are what they were."""
+    from ptxkit.cfg.fence.placement import plan_fences
+
+    analyses, options = _analyses(name, **override)
+    for analysis in analyses:
+        bare = analysis.solve()
+        _, final = plan_fences(analysis, options.placement, options.fence_side)
+        bare_state, final_state = _solved_state(bare), _solved_state(final)
+        once, twice = analysis.solve(final.fences), analysis.solve(final.fences)
+        assert _solved_state(once) == _solved_state(twice)
+        assert bare.with_fences(final.fences).needs() == once.needs()
+        assert (_solved_state(bare), _solved_state(final)) == (bare_state, final_state)
 
 
 def test_the_drawing_shows_the_preheader_the_edits_create():

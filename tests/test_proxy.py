@@ -8,7 +8,7 @@ import pytest
 
 import ptxkit
 from ptxkit.cfg.fence.fence import FenceOptions, analyse_module, fence_text
-from ptxkit.cfg.fence.proxy import AnalysisOptions, Hazard, KernelAnalysis
+from ptxkit.cfg.fence.proxy import AnalysisOptions, Hazard, KernelAnalysis, Solution
 from ptxkit.cfg.sync.locations import spaces_text
 
 HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.shared .align 1024 .b8 tile[8192];\n"
@@ -34,15 +34,13 @@ def kernel(producer: str, consumer: str, extra: str = "") -> str:
 def needs(text: str, **options) -> list[tuple[int, str, str]]:
     """(line, hazard, cover) of every fence the analysis wants."""
     analysis = KernelAnalysis(ptxkit.parse(text, "k.ptx").function("k"), AnalysisOptions(**options))
-    analysis.solve()
-    return [(n.instruction.line, n.hazard.value, spaces_text(n.cover)) for n in analysis.needs()]
+    return [(n.instruction.line, n.hazard.value, spaces_text(n.cover)) for n in analysis.solve().needs()]
 
 
 def witness(text: str) -> list[str]:
-    analysis = KernelAnalysis(ptxkit.parse(text, "k.ptx").function("k"), AnalysisOptions())
-    analysis.solve()
-    need, = analysis.needs()
-    return [f"{step.what}: {step.instruction.text.split()[0]}" for step in analysis.explain(need)]
+    solution = KernelAnalysis(ptxkit.parse(text, "k.ptx").function("k"), AnalysisOptions()).solve()
+    need, = solution.needs()
+    return [f"{step.what}: {step.instruction.text.split()[0]}" for step in solution.explain(need)]
 
 
 def line_of(text: str, fragment: str, occurrence: int = 0) -> int:
@@ -545,11 +543,11 @@ def test_witness_follows_the_back_edge():
 def test_state_text():
     text = kernel("\tst.shared.b16 [%r1], %h0;\n\tld.shared.b16 %h1, [%r2];\n\tbar.arrive 1, 256;\n", WG)
     analysis = KernelAnalysis(ptxkit.parse(text).function("k"), AnalysisOptions())
-    analysis.solve()
+    solution = analysis.solve()
     last = max(analysis.flow.rpo)
     assert analysis.state_text(0) == "nothing pending"
-    assert "1 write made here (shared::cta)" in analysis.state_text(analysis.outs[analysis.flow.start + 1])
-    assert Hazard.RAW.value == "raw" and analysis.state_text(analysis.ins[last]) != ""
+    assert "1 write made here (shared::cta)" in analysis.state_text(solution.outs[analysis.flow.start + 1])
+    assert Hazard.RAW.value == "raw" and analysis.state_text(solution.ins[last]) != ""
 
 
 def test_witness_of_an_access_handed_on_twice_names_the_access():
@@ -600,15 +598,15 @@ def test_witness_of_an_access_handed_on_twice_names_an_unfenced_one(fenced_first
 # -- the fixpoint's transfer steps ----------------------------------------------------------
 
 
-def _stepped(analysis: KernelAnalysis, block: int, state: int) -> int:
-    for event in analysis.events[block]:
-        state = analysis._step(event, state)
+def _stepped(solution: Solution, block: int, state: int) -> int:
+    for event in solution.events[block]:
+        state = solution._step(event, state)
     return state
 
 
-def _applied(analysis: KernelAnalysis, block: int, state: int) -> int:
-    for event, adds in analysis._transfer_steps()[block]:
-        state = analysis._step(event, state) if event is not None else state | adds
+def _applied(solution: Solution, block: int, state: int) -> int:
+    for event, adds in solution._transfer_steps()[block]:
+        state = solution._step(event, state) if event is not None else state | adds
     return state
 
 
@@ -620,17 +618,16 @@ def test_the_transfer_steps_give_each_block_what_its_events_give_one_by_one():
     for each fixpoint and never shared between two."""
     text = kernel("\tst.shared.b16 [%r1+64], %h0;\n\tst.shared.b16 [%r1+96], %h0;\n" + WG
                   + "\tst.shared.b16 [%r1+128], %h0;\n\tbar.arrive 1, 256;\n", "\tbar.sync 1, 256;\n" + WG)
-    analysis = KernelAnalysis(ptxkit.parse(text, "k.ptx").function("k"), AnalysisOptions())
-    analysis.solve()
-    assert analysis.needy  # the wgmma after the stores gets a fence: a kill before it
-    with_fences = analysis._transfer_steps()
+    solution = KernelAnalysis(ptxkit.parse(text, "k.ptx").function("k"), AnalysisOptions()).solve()
+    assert solution.needy  # the wgmma after the stores gets a fence: a kill before it
+    with_fences = solution._transfer_steps()
     stepped_alone = {id(event) for steps in with_fences for event, _ in steps if event is not None}
-    assert set(analysis.needy) <= stepped_alone
-    for block, state in enumerate(analysis.ins):
-        assert _applied(analysis, block, state) == _stepped(analysis, block, state)
-    analysis._kills = {}
-    without = analysis._transfer_steps()
+    assert set(solution.needy) <= stepped_alone
+    for block, state in enumerate(solution.ins):
+        assert _applied(solution, block, state) == _stepped(solution, block, state)
+    solution._kills = {}  # as a fixpoint without fences before ops makes them
+    without = solution._transfer_steps()
     assert without != with_fences
-    assert not set(analysis.needy) & {id(event) for steps in without for event, _ in steps if event is not None}
-    for block, state in enumerate(analysis.ins):
-        assert _applied(analysis, block, state) == _stepped(analysis, block, state)
+    assert not set(solution.needy) & {id(event) for steps in without for event, _ in steps if event is not None}
+    for block, state in enumerate(solution.ins):
+        assert _applied(solution, block, state) == _stepped(solution, block, state)

@@ -21,7 +21,6 @@ import subprocess
 
 from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.graph import ENTRY, EXIT
-from ptxkit.cfg.sync.events import Kind
 
 if TYPE_CHECKING:
     from ptxkit.cfg.fence.fence import FenceOptions, FenceSite, FunctionResult
@@ -135,10 +134,7 @@ def _title_of(block: BasicBlock) -> str:
 
 
 def _statements(block: BasicBlock, events: list[Event], inserted: list[Inserted]) -> list[str]:
-    marks: dict[int, str] = {}
-    for event in events:
-        if event.kind is not Kind.INSERTED:
-            marks[event.position] = f"[{event.kind.value}]"
+    marks = {event.position: f"[{event.kind.value}]" for event in events}  # the kernel's own: no planned fence
     lines = []
     for position, instruction in enumerate(block.instructions):
         for at, site in inserted:

@@ -37,7 +37,7 @@ from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.fence.options import EXTERN_POLICIES, FENCE_SIDES, PLACEMENTS, check_target
 from ptxkit.cfg.fence.placement import RELEASE_INITS, VARIANTS, Placement, PlannedFence, fence_text_for, plan_fences
-from ptxkit.cfg.fence.proxy import AnalysisOptions, Hazard, KernelAnalysis
+from ptxkit.cfg.fence.proxy import AnalysisOptions, Hazard, KernelAnalysis, Solution
 from ptxkit.cfg.sync.locations import spaces_text
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER
 from ptxkit.isa import may_need_fence
@@ -482,8 +482,9 @@ def fence_text(text: str, filename: str = "<input>", rewrite: bool = True,
 
 
 class FunctionResult(Record):
-    """One function's analysis (solved with its planned fences), its plan, report
-    entries and the edits that apply it.
+    """One function's analysis, its plan, the solution with every planned fence in place
+    (whose states the reports, explanations and drawings read), report entries and the
+    edits that apply the plan.
 
     >>> import ptxkit
     >>> result, = analyse_module(ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx"))
@@ -492,6 +493,7 @@ class FunctionResult(Record):
     """
 
     analysis: KernelAnalysis
+    solution: Solution
     plans: list[PlannedFence]
     sites: list[FenceSite]
     warnings: list[FenceWarning]
@@ -512,16 +514,16 @@ class FunctionResult(Record):
         """
         from ptxkit.cfg.fence.placement import entry_edges
 
-        analysis = self.analysis
-        flow = analysis.flow
+        solution = self.solution
+        flow = self.analysis.flow
         created = [(plan, preheader) for plan in self.plans if (preheader := _created_preheader(plan)) is not None]
         if not created:
-            return flow, analysis.ins, analysis.outs, [plan.block for plan in self.plans]
+            return flow, solution.ins, solution.outs, [plan.block for plan in self.plans]
         graph = flow.with_blocks_before([(plan.block, entry_edges(flow, preheader.loop))
                                          for plan, preheader in created])
-        ins, outs = list(analysis.ins), list(analysis.outs)
+        ins, outs = list(solution.ins), list(solution.outs)
         for plan, _ in created:
-            before, after = analysis.edge_states(plan.block)
+            before, after = solution.edge_states(plan.block)
             ins.append(before)
             outs.append(after)
         new = iter(range(len(flow), len(graph)))
@@ -563,11 +565,11 @@ def analyse_module(module: Module, options: FenceOptions | None = None,
     used_labels: set[str] = set()
     for function in roots:
         analysis = KernelAnalysis(function, options.analysis, flow=inlined_graph(function, functions))
-        plans = plan_fences(analysis, options.placement, options.fence_side)
+        plans, solution = plan_fences(analysis, options.placement, options.fence_side)
         warnings = [FenceWarning.of("unknown-opcode", node, message) for node, message in analysis.warnings]
-        warnings += [FenceWarning.of("in-flight", node, message) for node, message in analysis.in_flight()]
+        warnings += [FenceWarning.of("in-flight", node, message) for node, message in solution.in_flight()]
         sites, edits = _sites_and_edits(analysis, plans, options, used_labels)
-        results.append(FunctionResult(analysis, plans, sites, warnings, edits))
+        results.append(FunctionResult(analysis, solution, plans, sites, warnings, edits))
     return results
 
 

@@ -28,10 +28,16 @@
 5. Every op that still needs a fence gets one immediately before it, carrying the
    op's guard.
 
-A `PlannedFence` is a frozen record; which event of the analysis stands for it is
-planning's own bookkeeping. Every planned fence goes into the analysis
-(`KernelAnalysis.add_fence`, on the entry edges for a preheader still to be made) and
-the analysis is solved again, so the final states describe the fenced function.
+The flow is facts -> solve(fences) -> `Solution` -> plan -> edits (docs/fence.md §6.4). The
+analysis (`KernelAnalysis`: the function's events, facts and hand-offs) is made once and
+never changes. Planning threads solutions: a fence is added by solving with one more
+planned fence (a `PlacedFence`: its event in its block, or on the entry edges of a loop
+whose preheader is still to be made) and dropped by solving with one fewer; each solve
+returns a new `Solution` and leaves the one it started from as it was. A `PlannedFence`
+is a frozen record; which `PlacedFence` stands for it is planning's own bookkeeping. The
+last solution, with every planned fence, describes the fenced function; the edits
+(`ptxkit.cfg.fence.fence`) apply the plans to the text, and only they make the
+preheaders blocks.
 
 >>> from ptxkit.cfg.sync.locations import CTA, CLUSTER, GLOBAL
 >>> fence_text_for(CTA), fence_text_for(CTA | CLUSTER), fence_text_for(CTA | GLOBAL)
@@ -44,7 +50,8 @@ import enum
 
 from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.cfg.fence.options import FENCE_SIDES, FENCE_VARIANTS, PLACEMENTS
-from ptxkit.cfg.fence.proxy import CROSSED, IMPORTED, IN_FLIGHT, LOCAL, Hazard, KernelAnalysis, Need
+from ptxkit.cfg.fence.proxy import (CROSSED, IMPORTED, IN_FLIGHT, LOCAL, Hazard, KernelAnalysis, Need, PlacedFence,
+                                    fence_event)
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import ENTRY, EXIT
 from ptxkit.cfg.flow.loops import Loop, Preheader, branch_region, find_loops, find_preheader, loop_forest
@@ -60,18 +67,18 @@ VARIANTS = dict(zip(FENCE_VARIANTS, (SHARED, SHARED, SHARED | GLOBAL)))
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from ptxkit.cfg.fence.proxy import AnalysisOptions, Step
+    from ptxkit.cfg.fence.proxy import AnalysisOptions, Fences, Solution, Step
     from ptxkit.cfg.flow.graph import EdgeStart, FlowGraph
     from ptxkit.cfg.flow.inline import Context
     from ptxkit.cfg.flow.loops import BranchRegion
     from ptxkit.instruction import Guard
     from ptxkit.syntax import Instruction
 
-    #: A planned fence and its event in the analysis: planning's own bookkeeping, kept
+    #: A planned fence and where the solves apply it: planning's own bookkeeping, kept
     #: out of the frozen plan. None for an inline fence, which the solve itself puts
     #: before its op (`_Placed`).
-    _Put = tuple["PlannedFence", Event]
-    _Placed = tuple["PlannedFence", Event | None]
+    _Put = tuple["PlannedFence", PlacedFence]
+    _Placed = tuple["PlannedFence", PlacedFence | None]
 
 
 def fence_text_for(cover: int, forced: str | None = None) -> str:
@@ -124,7 +131,7 @@ class PlannedFence(Record):
 
     >>> import ptxkit
     >>> m = ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx")
-    >>> plan, = plan_fences(KernelAnalysis(m.function("k"), _options()))
+    >>> (plan,), _ = plan_fences(KernelAnalysis(m.function("k"), _options()))
     >>> plan.placement.value, plan.block, plan.loop.header, fence_text_for(plan.cover), plan.needs[0].instruction.line
     ('loop', 0, 1, 'fence.proxy.async.shared::cta', 36)
     """
@@ -147,7 +154,7 @@ class PlannedFence(Record):
 
         >>> import ptxkit
         >>> m = ptxkit.parse_file("samples/fence/x16_created_preheader.ptx")
-        >>> plans = plan_fences(KernelAnalysis(m.function("k"), _options()))
+        >>> plans, _ = plan_fences(KernelAnalysis(m.function("k"), _options()))
         >>> [(p.on_entry_edges, p.block == p.loop.header) for p in plans]
         [(True, True)]
         """
@@ -163,59 +170,81 @@ def _options() -> AnalysisOptions:
     return AnalysisOptions()
 
 
-def plan_fences(analysis: KernelAnalysis, placement: str = "hoist", fence_side: str = "issuer") -> list[PlannedFence]:
-    """Decide every fence of one function. The analysis ends up solved with all the
-    planned fences in its events, so its states describe the fenced function.
+def plan_fences(analysis: KernelAnalysis, placement: str = "hoist",
+                fence_side: str = "issuer") -> tuple[list[PlannedFence], Solution]:
+    """Decide every fence of one function; with them, the solution with all of them in
+    place, whose states describe the fenced function. The analysis stays as it was.
 
     >>> import ptxkit
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     ".reg .pred %p<2>;\\n.reg .b32 %r<2>;\\n.reg .b64 %rd<3>;\\n.reg .f32 %f<5>;\\n\\tst.shared.u32 [%r1], 0;\\n"
     ...     "L:\\n\\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %p1,"
     ...     " 1, 1, 0, 0;\\n\\t@%p1 bra L;\\n\\tret;\\n}\\n")
-    >>> [(p.placement.value, p.block) for p in plan_fences(KernelAnalysis(m.function("k"), _options()))]
-    [('loop', 0)]
+    >>> plans, solution = plan_fences(KernelAnalysis(m.function("k"), _options()))
+    >>> [(p.placement.value, p.block) for p in plans], len(solution.fences), solution.needs()
+    ([('loop', 0)], 1, [])
     """
-    analysis.solve()
+    solution = analysis.solve()
     placed: list[_Placed] = []
-    needs = analysis.needs()
+    needs = solution.needs()
     released = analysis.hazard_mask(Hazard.INIT_CLUSTER)
     if any(need.pending & released for need in needs):
-        placed += _after_inits(analysis, needs)
-        needs = analysis.needs()
+        puts, solution = _after_inits(solution, needs)
+        placed += puts
+        needs = solution.needs()
     if fence_side == "writer" and needs:
-        placed += _writer_side(analysis, needs)
-        needs = analysis.needs()
+        puts, solution = _writer_side(solution, needs)
+        placed += puts
+        needs = solution.needs()
     if needs:
-        placed += _at_call_sites(analysis, needs)
-        needs = analysis.needs()
+        puts, solution = _at_call_sites(solution, needs)
+        placed += puts
+        needs = solution.needs()
     if placement == "hoist" and needs:
-        hoisted = [(hoist, _place(analysis, hoist)) for hoist in _choose_hoists(analysis, needs)]
+        hoisted = [(hoist, _placed(analysis.flow, hoist)) for hoist in _choose_hoists(solution, needs)]
         if hoisted:
-            analysis.solve()
-            useful = [(hoist, event) for hoist, event in hoisted if _orders_something(analysis, hoist, event)]
-            if len(useful) < len(hoisted):
-                kept = {id(event) for _, event in useful}
-                for hoist, event in hoisted:
-                    if id(event) not in kept:
-                        analysis.remove_event(hoist.block, event)
-                analysis.solve()
-            placed += useful
-            needs = analysis.needs()
+            puts, solution = _useful_hoists(solution, hoisted)
+            placed += puts
+            needs = solution.needs()
     for need in needs:
         placed.append((PlannedFence(Placement.INLINE, need.block, need.event.position, need.cover, need.guard, (need,),
-                                    witnesses=tuple(_witnesses(analysis, [need]))), None))
+                                    witnesses=tuple(_witnesses(solution, [need]))), None))
     if placement == "hoist":
-        placed = _fewer_after_the_accesses(analysis, placed)
-    return [plan for plan, _ in placed]
+        placed, solution = _fewer_after_the_accesses(solution, placed)
+    return [plan for plan, _ in placed], solution
 
 
-def _place(analysis: KernelAnalysis, plan: PlannedFence) -> Event:
-    """Put a planned fence into the analysis's events: at its position, or for a loop
-    with no preheader yet on the loop's entry edges."""
+def _placed(flow: FlowGraph, plan: PlannedFence) -> PlacedFence:
+    """Where the solves apply a planned fence: at its position, or for a loop with no
+    preheader yet on the loop's entry edges."""
+    event = fence_event(plan.position, plan.cover, plan.releases_inits)
     if plan.on_entry_edges:
         assert plan.loop is not None
-        return analysis.add_fence(plan.block, plan.position, plan.cover, entries=entry_edges(analysis.flow, plan.loop))
-    return analysis.add_fence(plan.block, plan.position, plan.cover, releases_inits=plan.releases_inits)
+        return PlacedFence(plan.block, event, frozenset(entry_edges(flow, plan.loop)))
+    return PlacedFence(plan.block, event)
+
+
+def _with(fences: Fences, puts: Iterable[_Put]) -> Fences:
+    """`fences` and then the fences of `puts`, planned after them."""
+    return fences + tuple(fence for _, fence in puts)
+
+
+def _without(fences: Fences, puts: Iterable[_Put]) -> Fences:
+    """`fences` less those of `puts`, the others in their order."""
+    gone = {id(fence.event) for _, fence in puts}
+    return tuple(fence for fence in fences if id(fence.event) not in gone)
+
+
+def _useful_hoists(solution: Solution, hoisted: list[_Put]) -> tuple[list[_Put], Solution]:
+    """The hoisted fences that order something with all of them in place (an earlier
+    hoist may have ordered everything a later one would), and the solution with those."""
+    solution = solution.with_fences(_with(solution.fences, hoisted))
+    useful = [(hoist, fence) for hoist, fence in hoisted if _orders_something(solution, hoist, fence)]
+    if len(useful) < len(hoisted):
+        kept = {id(fence.event) for _, fence in useful}
+        solution = solution.with_fences(_without(solution.fences, [put for put in hoisted
+                                                                   if id(put[1].event) not in kept]))
+    return useful, solution
 
 
 def entry_edges(flow: FlowGraph, loop: Loop) -> list[EdgeStart]:
@@ -242,7 +271,7 @@ _RUN_ENDS = frozenset((Kind.ARRIVE, Kind.ARRIVE_WAIT, Kind.WAIT, Kind.ASYNC, Kin
                        Kind.CP_ASYNC_WAIT, Kind.INIT_FENCE))
 
 
-def _fewer_after_the_accesses(analysis: KernelAnalysis, placed: list[_Placed]) -> list[_Placed]:
+def _fewer_after_the_accesses(solution: Solution, placed: list[_Placed]) -> tuple[list[_Placed], Solution]:
     """Where fences before several async ops (inline or hoisted) serve the same generic
     accesses, one fence right after each run of those accesses may do instead: the
     expert's placement (FlashAttention-3 fences once after its epilogue's ``stmatrix``,
@@ -258,55 +287,51 @@ def _fewer_after_the_accesses(analysis: KernelAnalysis, placed: list[_Placed]) -
     the runs are then made again with those accesses too, `_RUN_ROUNDS` times at most
     (FlashInfer's fp8 prefill: five fences after its V transposes, not eight before the
     MMAs and copies)."""
-    movable = [(plan, event) for plan, event in placed if plan.placement in _MOVABLE
-               and all(_orderable_at_the_access(analysis, need) for need in plan.needs)]
+    movable = [(plan, fence) for plan, fence in placed if plan.placement in _MOVABLE
+               and all(_orderable_at_the_access(solution, need) for need in plan.needs)]
     if len(movable) < 2:
-        return placed
+        return placed, solution
+    analysis = solution.analysis
     facts = 0
     for plan, _ in movable:
         for need in plan.needs:
             facts |= need.pending
     replaced = [plan for plan, _ in movable]
-    runs = _fewer_runs(analysis, facts, replaced)  # made with the fences to replace still in the events
+    runs = _fewer_runs(analysis, solution.events, facts, replaced)  # made with the fences to replace still in
     if runs is None:
-        return placed
+        return placed, solution
     moving = {id(plan) for plan, _ in movable}
-    in_events: list[_Put] = [(plan, event) for plan, event in movable if event is not None]  # inline ones: in the solve
-    for plan, event in in_events:
-        analysis.remove_event(plan.block, event)
+    in_events: list[_Put] = [(plan, fence) for plan, fence in movable if fence is not None]  # inline ones: in the solve
+    others = _without(solution.fences, in_events)
     pairs = [(need, witness) for plan, _ in movable for need, witness in zip(plan.needs, plan.witnesses)]
     kept = {id(need.event) for plan, _ in placed if plan.placement is Placement.INLINE and id(plan) not in moving
             for need in plan.needs}
     for _ in range(_RUN_ROUNDS):
         tried = _fences_after_runs(analysis, runs, pairs)
-        analysis.solve()
-        left = [need for need in analysis.needs() if id(need.event) not in kept]
+        solution = solution.with_fences(_with(others, tried))
+        left = [need for need in solution.needs() if id(need.event) not in kept]
         if not left and all(plan.needs for plan, _ in tried):
-            return [(plan, event) for plan, event in placed if id(plan) not in moving] + tried
-        witnessed = [(need, analysis.explain(need)) for need in left]  # traced while the new fences stand
-        for plan, event in tried:
-            analysis.remove_event(plan.block, event)
+            return [(plan, fence) for plan, fence in placed if id(plan) not in moving] + tried, solution
+        witnessed = [(need, solution.explain(need)) for need in left]  # traced while the new fences stand
         more = 0
         for need in left:
             more |= need.pending
-        if not more & ~facts or not all(_orderable_at_the_access(analysis, need) for need in left):
+        if not more & ~facts or not all(_orderable_at_the_access(solution, need) for need in left):
             break
         facts |= more
         pairs += witnessed  # the ops the new fences must now serve as well
-        runs = _fewer_runs(analysis, facts, replaced)
+        runs = _fewer_runs(analysis, analysis.events_with(others), facts, replaced)
         if runs is None:
             break
-    for plan, event in in_events:
-        _restore(analysis, plan, event)
-    analysis.solve()
-    return placed
+    return placed, solution.with_fences(_with(others, in_events))  # the fences to replace, planned again
 
 
-def _fewer_runs(analysis: KernelAnalysis, facts: int,
+def _fewer_runs(analysis: KernelAnalysis, events: list[list[Event]], facts: int,
                 replaced: list[PlannedFence]) -> list[tuple[int, int, int, int]] | None:
-    """The runs of accesses that make `facts` (`_access_runs`), when a fence after each
-    would be fewer fences than `replaced` and run no more often; else None."""
-    runs = _access_runs(analysis, facts)
+    """The runs of accesses that make `facts` among `events` (`_access_runs`), when a
+    fence after each would be fewer fences than `replaced` and run no more often; else
+    None."""
+    runs = _access_runs(analysis, events, facts)
     if len(runs) >= len(replaced) or not _runs_no_more_often(analysis, runs, replaced):
         return None
     return runs
@@ -314,15 +339,15 @@ def _fewer_runs(analysis: KernelAnalysis, facts: int,
 
 def _fences_after_runs(analysis: KernelAnalysis, runs: list[tuple[int, int, int, int]],
                        pairs: list[tuple[Need, list[Step]]]) -> list[_Put]:
-    """A fence right after each run of accesses, in the analysis's events, serving the
-    (need, witness) `pairs` whose accesses the run makes."""
+    """A fence right after each run of accesses, serving the (need, witness) `pairs`
+    whose accesses the run makes."""
     tried: list[_Put] = []
     for block, position, cover, made in runs:
         served = [(need, witness) for need, witness in pairs if need.pending & made]
         anchor = analysis.flow.blocks[block].instructions[position]
         plan = PlannedFence(Placement.ACCESS, block, position + 1, cover, None, tuple(n for n, _ in served),
                             anchor=anchor, witnesses=tuple(w for _, w in served))
-        tried.append((plan, analysis.add_fence(block, position + 1, cover)))
+        tried.append((plan, _placed(analysis.flow, plan)))
     return tried
 
 
@@ -333,12 +358,6 @@ _RUN_ROUNDS = 3
 
 #: the placements `_fewer_after_the_accesses` may replace
 _MOVABLE = frozenset((Placement.INLINE, Placement.LOOP, Placement.BRANCH))
-
-
-def _restore(analysis: KernelAnalysis, plan: PlannedFence, event: Event) -> None:
-    """Put back a fence `_place` put in and `remove_event` took out."""
-    entries = entry_edges(analysis.flow, plan.loop) if plan.on_entry_edges and plan.loop is not None else None
-    analysis.restore_event(plan.block, event, entries)
 
 
 def _runs_no_more_often(analysis: KernelAnalysis, runs: list[tuple[int, int, int, int]],
@@ -365,12 +384,13 @@ def _runs_in(plan: PlannedFence, loop: Loop) -> bool:
     return plan.block in loop.blocks
 
 
-def _orderable_at_the_access(analysis: KernelAnalysis, need: Need) -> bool:
+def _orderable_at_the_access(solution: Solution, need: Need) -> bool:
     """Whether a fence right after the accesses of `need` would order them: reads and
     writes of this CTA's threads, done when made, in the kernel's own code."""
+    analysis = solution.analysis
     if need.pending & analysis.hazard_mask(Hazard.INIT_CLUSTER):
         return False
-    if analysis.crossing(need.event, need.state):
+    if solution.crossing(need.event, need.state):
         return False  # another CTA's access: only the issuer's fence orders it (docs/fence.md §4.3)
     flow = analysis.flow
     for fact in analysis.fact_list(need.pending):
@@ -382,10 +402,11 @@ def _orderable_at_the_access(analysis: KernelAnalysis, need: Need) -> bool:
     return True
 
 
-def _access_runs(analysis: KernelAnalysis, facts: int) -> list[tuple[int, int, int, int]]:
+def _access_runs(analysis: KernelAnalysis, events: list[list[Event]], facts: int) -> list[tuple[int, int, int, int]]:
     """``(block, position of the last access, spaces, facts it makes)`` for each run of
-    accesses that make `facts`, in block order: a run ends at whatever hands the
-    accesses on or meets them (`_RUN_ENDS`)."""
+    accesses that make `facts`, in block order, among `events` (the kernel's with some
+    planned fences): a run ends at whatever hands the accesses on or meets them
+    (`_RUN_ENDS`)."""
     made_at: dict[int, dict[int, int]] = {}  # block -> position -> the facts of `facts` its access makes
     for fact in analysis.fact_list(facts):
         for block, event in fact.origins:
@@ -394,7 +415,7 @@ def _access_runs(analysis: KernelAnalysis, facts: int) -> list[tuple[int, int, i
     runs = []
     for block in sorted(made_at):
         last, made = None, 0
-        for event in analysis.events[block]:
+        for event in events[block]:
             if event.kind in _RUN_ENDS and last is not None:
                 runs.append((block, last, analysis.spaces_of(made), made))
                 last, made = None, 0
@@ -405,10 +426,10 @@ def _access_runs(analysis: KernelAnalysis, facts: int) -> list[tuple[int, int, i
     return runs
 
 
-def _witnesses(analysis: KernelAnalysis, needs: list[Need]) -> list[list[Step]]:
+def _witnesses(solution: Solution, needs: list[Need]) -> list[list[Step]]:
     """A witness for each need a fence serves, taken before the fence is added: each
     (generic access, async op) pair the report lists (docs/fence.md §5.4)."""
-    return [analysis.explain(need) for need in needs]
+    return [solution.explain(need) for need in needs]
 
 
 # -- writer side and call sites ---------------------------------------------------------------
@@ -427,7 +448,7 @@ def _group_ends(events: list[Event], inits: set[int]) -> list[int]:
     return ends + ([last] if last is not None else [])
 
 
-def _after_inits(analysis: KernelAnalysis, needs: list[Need]) -> list[_Put]:
+def _after_inits(solution: Solution, needs: list[Need]) -> tuple[list[_Put], Solution]:
     """For the async ops that complete on an mbarrier other CTAs of the cluster use and
     whose ``mbarrier.init`` nothing releases at cluster scope: one
     ``fence.mbarrier_init.release.cluster`` right after the last initialisation of each
@@ -438,10 +459,11 @@ def _after_inits(analysis: KernelAnalysis, needs: list[Need]) -> list[_Put]:
     when the analysis, solved again, says it does not, the block gets one fence after
     each run of the inits the needs wait on that no arrive separates. Inits inside
     inlined functions keep their fences at the ops."""
+    analysis = solution.analysis
     inits = analysis.hazard_mask(Hazard.INIT_CLUSTER)
     served = [n for n in needs if n.pending & inits]
     if not served:
-        return []
+        return [], solution
     flow = analysis.flow
     wanted: dict[int, set[int]] = {}  # block -> positions of the inits a served need waits on
     for need in served:
@@ -456,53 +478,69 @@ def _after_inits(analysis: KernelAnalysis, needs: list[Need]) -> list[_Put]:
             if block in wanted:
                 last[block] = max(last.get(block, event.position), event.position)
     cover = analysis.spaces_of(inits)
-    placed = [_init_fence(analysis, served, cover, block, last[block]) for block in sorted(wanted)]
-    analysis.solve()
-    split = {plan.block for plan, _ in placed if _still_waits_on_inits(analysis, inits, plan.block)}
+    at = [(block, last[block]) for block in sorted(wanted)]
+    placed = _init_fences(solution, solution.fences, served, cover, at)
+    solution = solution.with_fences(_with(solution.fences, placed))
+    split = {plan.block for plan, _ in placed if _still_waits_on_inits(solution, inits, plan.block)}
     if split:  # one fence at the end is not enough there: one after each run of inits
-        for plan, event in placed:
-            if plan.block in split:
-                analysis.remove_event(plan.block, event)
-        placed = [(plan, event) for plan, event in placed if plan.block not in split]
-        for block in sorted(split):
-            ends = _group_ends(analysis.events[block], wanted[block])
-            placed += [_init_fence(analysis, served, cover, block, position) for position in ends]
-        analysis.solve()
-    return _without_idle_init_fences(analysis, inits, placed)
+        others = _without(solution.fences, [put for put in placed if put[0].block in split])
+        at = [(block, position) for block in sorted(split)
+              for position in _group_ends(analysis.events[block], wanted[block])]
+        added = _init_fences(solution, others, served, cover, at)
+        placed = [put for put in placed if put[0].block not in split] + added
+        solution = solution.with_fences(_with(others, added))
+    return _without_idle_init_fences(solution, inits, placed)
 
 
-def _without_idle_init_fences(analysis: KernelAnalysis, inits: int, placed: list[_Put]) -> list[_Put]:
+def _init_fences(solution: Solution, fences: Fences, served: list[Need], cover: int,
+                 at: list[tuple[int, int]]) -> list[_Put]:
+    """An init fence after each init at ``(block, position)`` of `at`, planned in turn
+    after `fences`: the witnesses of each are taken with the fences before it in the
+    events (`Solution.seen_with`), so that they name an init those leave pending."""
+    placed: list[_Put] = []
+    for block, position in at:
+        seen = solution if fences is solution.fences else solution.seen_with(fences)
+        put = _init_fence(seen, served, cover, block, position)
+        placed.append(put)
+        fences += (put[1],)
+    return placed
+
+
+def _without_idle_init_fences(solution: Solution, inits: int, placed: list[_Put]) -> tuple[list[_Put], Solution]:
     """`placed` less the init fences no op needs, each tried in turn: taken out, the
     analysis solved again leaves no async op waiting on more inits than with it in. A
     fact stands for every init of one barrier, so a barrier initialised again (Triton's
     causal attention between its two loops) gets a fence planned after each of its inits,
-    and the first inits may be fenced already (docs/fence.md §6.2)."""
+    and the first inits may be fenced already (docs/fence.md §6.2). A fence kept is
+    planned again, after the others."""
     if len(placed) < 2:
-        return placed
-    waiting = _waiting_on_inits(analysis, inits)
+        return placed, solution
+    waiting = _waiting_on_inits(solution, inits)
     kept = []
-    for plan, event in placed:
-        analysis.remove_event(plan.block, event)
-        analysis.solve()
-        if _waiting_on_inits(analysis, inits) != waiting:
-            kept.append((plan, _place(analysis, plan)))
-    analysis.solve()
-    return kept
+    fences = solution.fences
+    for put in placed:
+        fences = _without(fences, [put])
+        solution = solution.with_fences(fences)
+        if _waiting_on_inits(solution, inits) != waiting:
+            kept.append(put)
+            fences += (put[1],)
+    return kept, solution.with_fences(fences)
 
 
-def _waiting_on_inits(analysis: KernelAnalysis, inits: int) -> dict[int, int]:
-    """id(async op) -> the inits it waits on, in the solved analysis."""
-    return {id(need.event): need.pending & inits for need in analysis.needs() if need.pending & inits}
+def _waiting_on_inits(solution: Solution, inits: int) -> dict[int, int]:
+    """id(async op) -> the inits it waits on, in `solution`."""
+    return {id(need.event): need.pending & inits for need in solution.needs() if need.pending & inits}
 
 
-def _init_fence(analysis: KernelAnalysis, served: list[Need], cover: int, block: int, position: int) -> _Put:
+def _init_fence(solution: Solution, served: list[Need], cover: int, block: int, position: int) -> _Put:
     """The ``fence.mbarrier_init.release.cluster`` after the init at (block, position),
-    added to the analysis's events."""
+    its witnesses taken in `solution`."""
+    analysis = solution.analysis
     users = [_init_part(analysis, n) for n in served if any(b == block and e.position <= position
                                                             for f in analysis.fact_list(n.pending) for b, e in f.origins)]
     plan = PlannedFence(Placement.INIT, block, position + 1, cover, None, tuple(users),
-                        witnesses=tuple(_witnesses(analysis, users)), releases_inits=True)
-    return plan, _place(analysis, plan)
+                        witnesses=tuple(_witnesses(solution, users)), releases_inits=True)
+    return plan, _placed(analysis.flow, plan)
 
 
 def _init_part(analysis: KernelAnalysis, need: Need) -> Need:
@@ -516,26 +554,27 @@ def _init_part(analysis: KernelAnalysis, need: Need) -> Need:
                 need.state)
 
 
-def _still_waits_on_inits(analysis: KernelAnalysis, inits: int, block: int) -> bool:
-    """True when some async op, in the solved analysis, still needs a fence for an
+def _still_waits_on_inits(solution: Solution, inits: int, block: int) -> bool:
+    """True when some async op, in `solution`, still needs a fence for an
     ``mbarrier.init`` of `block`."""
-    return any(origin == block for need in analysis.needs() if need.pending & inits
-               for fact in analysis.fact_list(need.pending & inits) for origin, _ in fact.origins)
+    return any(origin == block for need in solution.needs() if need.pending & inits
+               for fact in solution.analysis.fact_list(need.pending & inits) for origin, _ in fact.origins)
 
 
-def _writer_side(analysis: KernelAnalysis, needs: list[Need]) -> list[_Put]:
+def _writer_side(solution: Solution, needs: list[Need]) -> tuple[list[_Put], Solution]:
     """Fences before the arrives that hand a need's pending accesses over inside the
     CTA: a need's facts in the imported plane, except those that also crossed CTAs
     (the issuer must fence them) and cp.async writes still in flight at the arrive (a
     fence there would not order them). A writer fence that, with the others in
     place, has nothing pending before it is dropped again."""
+    analysis = solution.analysis
     wanted: dict[int, tuple[int, Event, int, list[Need]]] = {}  # id(arrive) -> (block, event, cover, needs)
     handed = 0
     for need in needs:
         handed |= analysis.plane(need.state, IMPORTED) & need.pending & ~analysis.plane(need.state, CROSSED)
     if not handed:
-        return []
-    for block, state, event in analysis.walk():
+        return [], solution
+    for block, state, event in solution.walk():
         if event.kind not in (Kind.ARRIVE, Kind.ARRIVE_WAIT) or event.detail == "completion":
             continue
         local = analysis.plane(state, LOCAL) & ~analysis.plane(state, IN_FLIGHT) & handed
@@ -549,23 +588,22 @@ def _writer_side(analysis: KernelAnalysis, needs: list[Need]) -> list[_Put]:
         # unguarded, as the analysis models it: a guarded fence orders nothing where its
         # guard is false, and what a guarded arrive exports is not credited to it
         plans.append(PlannedFence(Placement.WRITER, block, event.position, cover, None, tuple(served), anchor=anchor,
-                                  witnesses=tuple(_witnesses(analysis, served))))
-    placed = [(plan, _place(analysis, plan)) for plan in plans]
+                                  witnesses=tuple(_witnesses(solution, served))))
+    placed = [(plan, _placed(analysis.flow, plan)) for plan in plans]
     if not placed:
-        return placed
-    analysis.solve()
-    busy = [(plan, event) for plan, event in placed if analysis.pending_before(plan.block, event) & handed]
-    if len(busy) < len(placed):
-        kept = {id(event) for _, event in busy}
-        for plan, event in placed:  # ordering nothing in the fixpoint, removing it leaves the fixpoint as it is
-            if id(event) not in kept:
-                analysis.remove_event(plan.block, event)
-        analysis.solve()
-    return busy
+        return placed, solution
+    solution = solution.with_fences(_with(solution.fences, placed))
+    busy = [(plan, fence) for plan, fence in placed if solution.pending_before(plan.block, fence.event) & handed]
+    if len(busy) < len(placed):  # ordering nothing in the fixpoint, dropping them leaves the fixpoint as it is
+        kept = {id(fence.event) for _, fence in busy}
+        solution = solution.with_fences(_without(solution.fences, [put for put in placed
+                                                                   if id(put[1].event) not in kept]))
+    return busy, solution
 
 
-def _at_call_sites(analysis: KernelAnalysis, needs: list[Need]) -> list[_Put]:
+def _at_call_sites(solution: Solution, needs: list[Need]) -> tuple[list[_Put], Solution]:
     """Fences before calls whose inlined body needs one only because of the caller."""
+    analysis = solution.analysis
     flow = analysis.flow
     sites: dict[int, tuple[int, Context, list[Need]]] = {}  # id(callee context) -> call block, context, needs
     for need in needs:
@@ -590,11 +628,11 @@ def _at_call_sites(analysis: KernelAnalysis, needs: list[Need]) -> list[_Put]:
             cover |= need.cover
         plans.append(PlannedFence(Placement.CALL, call_block, len(flow.blocks[call_block].instructions) - 1, cover,
                                   None, tuple(served), anchor=outer.call,
-                                  witnesses=tuple(_witnesses(analysis, served))))
-    placed = [(plan, _place(analysis, plan)) for plan in plans]
+                                  witnesses=tuple(_witnesses(solution, served))))
+    placed = [(plan, _placed(flow, plan)) for plan in plans]
     if placed:
-        analysis.solve()
-    return placed
+        solution = solution.with_fences(_with(solution.fences, placed))
+    return placed, solution
 
 
 def _entry_of(flow: FlowGraph, context: Context) -> int:
@@ -604,10 +642,10 @@ def _entry_of(flow: FlowGraph, context: Context) -> int:
 # -- hoisting ------------------------------------------------------------------------------
 
 
-def _choose_hoists(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedFence]:
+def _choose_hoists(solution: Solution, needs: list[Need]) -> list[PlannedFence]:
     """The loop and branch hoists (docs/fence.md §6.1), outer and earlier regions
-    first; none of them is in the analysis yet."""
-    flow = analysis.flow
+    first; none of them is in `solution` yet."""
+    flow = solution.analysis.flow
     dominators = DominatorTree.of(flow)
     forest = find_loops(flow, dominators)
     rank = {block: i for i, block in enumerate(flow.rpo)}
@@ -615,12 +653,12 @@ def _choose_hoists(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedF
     needs_in: dict[int, list[Need]] = {}
     for need in needs:
         needs_in.setdefault(need.block, []).append(need)
-    generated = [analysis.generated_spaces(block) for block in range(len(flow.blocks))]
+    generated = [solution.generated_spaces(block) for block in range(len(flow.blocks))]
     candidates: list[tuple[int, int, Loop | int]] = [(rank[loop.header], 0, loop) for loop in forest.loops
                                                      if loop.blocks <= root]
     for block in flow.rpo:
-        if block in root and len(flow.succ[block]) + (block in flow.exits) >= 2 and analysis.pending(
-                analysis.outs[block]):
+        if block in root and len(flow.succ[block]) + (block in flow.exits) >= 2 and solution.analysis.pending(
+                solution.outs[block]):
             candidates.append((rank[block], 1, block))
     candidates.sort(key=lambda c: (c[0], c[1]))
     satisfied: set[int] = set()
@@ -628,11 +666,11 @@ def _choose_hoists(analysis: KernelAnalysis, needs: list[Need]) -> list[PlannedF
     hoists = []
     for _, _, item in candidates:
         if isinstance(item, Loop):
-            hoist = _loop_hoist(analysis, item, needs_in, satisfied, generated, forest.irreducible)
+            hoist = _loop_hoist(solution, item, needs_in, satisfied, generated, forest.irreducible)
         else:
             if post_dominators is None:
                 post_dominators = DominatorTree.post_of(flow)
-            hoist = _branch_hoist(analysis, item, dominators, post_dominators, needs_in, satisfied, generated,
+            hoist = _branch_hoist(solution, item, dominators, post_dominators, needs_in, satisfied, generated,
                                   forest.irreducible, root)
         if hoist is not None:
             satisfied.update(id(n) for n in hoist.needs)
@@ -644,11 +682,11 @@ def _open_needs(blocks: Iterable[int], needs_in: dict[int, list[Need]], satisfie
     return [n for b in blocks for n in needs_in.get(b, ()) if id(n) not in satisfied]
 
 
-def _loop_hoist(analysis: KernelAnalysis, loop: Loop, needs_in: dict[int, list[Need]], satisfied: set[int],
+def _loop_hoist(solution: Solution, loop: Loop, needs_in: dict[int, list[Need]], satisfied: set[int],
                 generated: list[int], irreducible: set[int]) -> PlannedFence | None:
     """One fence for the loop's open needs: at the end of its preheader, or on its
     entry edges when it has none yet."""
-    flow = analysis.flow
+    flow = solution.analysis.flow
     if loop.blocks & irreducible:
         return None
     inside = _open_needs(sorted(loop.blocks), needs_in, satisfied)
@@ -669,18 +707,19 @@ def _loop_hoist(analysis: KernelAnalysis, loop: Loop, needs_in: dict[int, list[N
         block = preheader.block
         position = len(flow.blocks[block].instructions) - (flow.blocks[block].terminator is not None)
     return PlannedFence(Placement.LOOP, block, position, cover, None, tuple(inside), loop=loop, preheader=preheader,
-                        witnesses=tuple(_witnesses(analysis, inside)))
+                        witnesses=tuple(_witnesses(solution, inside)))
 
 
-def _branch_hoist(analysis: KernelAnalysis, branch: int, dominators: DominatorTree, post_dominators: DominatorTree,
+def _branch_hoist(solution: Solution, branch: int, dominators: DominatorTree, post_dominators: DominatorTree,
                   needs_in: dict[int, list[Need]], satisfied: set[int], generated: list[int],
                   irreducible: set[int], root: set[int]) -> PlannedFence | None:
     """One fence before the branch for the open needs of its region."""
+    analysis = solution.analysis
     flow = analysis.flow
     join = post_dominators.idom.get(branch)
     if join is None or join in flow.succ[branch] or branch in flow.exits:
         return None  # an empty arm (an if without else, an early exit): never hoisted, and cheap to see
-    reach = alias(analysis.spaces_of(analysis.pending(analysis.outs[branch])))
+    reach = alias(analysis.spaces_of(analysis.pending(solution.outs[branch])))
     region = branch_region(flow, branch, dominators, post_dominators,
                            reject=lambda b: bool(generated[b] & reach) or b in irreducible or b not in root)
     if region is None:
@@ -697,7 +736,7 @@ def _branch_hoist(analysis: KernelAnalysis, branch: int, dominators: DominatorTr
     terminator = flow.blocks[branch].terminator
     position = len(flow.blocks[branch].instructions) - (terminator is not None)
     return PlannedFence(Placement.BRANCH, branch, position, cover, None, tuple(inside),
-                        witnesses=tuple(_witnesses(analysis, inside)))
+                        witnesses=tuple(_witnesses(solution, inside)))
 
 
 def _every_path_blocked(flow: FlowGraph, region: BranchRegion, blockers: set[int]) -> bool:
@@ -724,7 +763,7 @@ def _every_path_blocked(flow: FlowGraph, region: BranchRegion, blockers: set[int
     return True
 
 
-def _orders_something(analysis: KernelAnalysis, hoist: PlannedFence, event: Event) -> bool:
+def _orders_something(solution: Solution, hoist: PlannedFence, fence: PlacedFence) -> bool:
     """False when an earlier hoist already ordered everything this one would."""
-    pending = analysis.pending_before(hoist.block, event)
-    return bool(analysis.spaces_of(pending) & alias(hoist.cover))
+    pending = solution.pending_before(hoist.block, fence.event)
+    return bool(solution.analysis.spaces_of(pending) & alias(hoist.cover))

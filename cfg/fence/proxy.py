@@ -26,8 +26,13 @@ overlapping what it reads or writes (RAW), a read overlapping what it writes (WA
 unless `war` is off), an ``mbarrier.init`` of the mbarrier it completes on. The
 fence the pass puts before a needy op orders its whole space, so it kills every
 pending fact there; which ops get fences therefore feeds back into the states. The
-pass starts from the largest needy set (no planned fences) and shrinks it while the
-result stays sound (`solve`).
+solve starts from the largest needy set (no fences before ops) and shrinks it while
+the result stays sound.
+
+**Facts and solutions.** What the function is (its events, facts, hand-offs and masks)
+is found once, in `KernelAnalysis`. What a set of planned fences makes of it is a
+`Solution`: ``analysis.solve(fences)`` returns a new one and changes neither the
+analysis nor a solution it started from (docs/fence.md §6.4).
 
 >>> import ptxkit
 >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
@@ -36,8 +41,8 @@ result stays sound (`solve`).
 ...     "\\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %p1, 1, 1, 0, 0;\\n"
 ...     "\\tret;\\n}\\n")
 >>> analysis = KernelAnalysis(m.function("k"), AnalysisOptions())
->>> analysis.solve()
->>> [(need.instruction.line, need.hazard.value, spaces_text(need.cover)) for need in analysis.needs()]
+>>> solution = analysis.solve()
+>>> [(need.instruction.line, need.hazard.value, spaces_text(need.cover)) for need in solution.needs()]
 [(12, 'raw', 'shared::cta')]
 """
 
@@ -89,6 +94,9 @@ if TYPE_CHECKING:
     Merge = Callable[[dict[int, int]], int]
     #: Planned fences on a loop header's entry edges: the entry blocks, and one fence.
     EdgeFence = tuple[frozenset[EdgeStart], Event]
+    #: The planned fences a solve applies (`KernelAnalysis.solve`), in the order they were
+    #: planned (`_events_with`).
+    Fences = tuple["PlacedFence", ...]
     #: `KernelAnalysis._handoffs`: the wait events, the ids of the arrives each wait
     #: (by id) hears, and the block of each wait (by id).
     Handoffs = tuple[list[Event], dict[int, list[int]], dict[int, int]]
@@ -101,7 +109,8 @@ if TYPE_CHECKING:
                  | tuple[Literal[SyncObject.WARP], int]
                  | tuple[Literal[SyncObject.CLUSTER_BARRIER]])
 
-__all__ = ["AnalysisOptions", "Fact", "Hazard", "KernelAnalysis", "Need", "Step", "spaces_text"]
+__all__ = ["NO_FENCES", "AnalysisOptions", "Fact", "Hazard", "KernelAnalysis", "Need", "PlacedFence", "Solution", "Step",
+           "fence_event", "spaces_text"]
 
 
 class Hazard(enum.Enum):
@@ -286,15 +295,45 @@ _NO_EXPORT = (0, 0, 0, 0)
 _NO_IMPORT = (0, 0, 0)
 
 
-class KernelAnalysis:
-    """Facts, hand-offs, fixpoint, needs and witnesses of one function, with the
-    ``.func``s it calls inlined (`ptxkit.cfg.flow.inline`).
+class PlacedFence(Record):
+    """A planned fence as a solve applies it (`KernelAnalysis.solve`): its `event`
+    (`fence_event`) in `block`, before the instruction at the event's position (at the
+    block's end for the block length); or, with `entries`, on the edges from those
+    blocks (and ``ENTRY``, the function's start) into `block`, a loop's header, where
+    the preheader the edits create will hold it (docs/fence.md §6.4).
 
-    After `solve`, `needy` maps each async op that gets a fence (by ``id`` of its
-    event) to the fence's cover, `ins`/`outs` hold the states at block boundaries of
-    the fenced function, and `needs` lists the fences with their reasons. The fences
-    the pass plans elsewhere are events too (`add_fence`): in their blocks, or in
-    `edge_fences` for those on a loop's entry edges; the flow graph never changes.
+    >>> PlacedFence(3, fence_event(0, SHARED)).entries is None
+    True
+    """
+
+    block: int
+    event: Event
+    entries: "frozenset[EdgeStart] | None" = None
+
+
+#: A solve without planned fences.
+NO_FENCES: Fences = ()
+
+
+def fence_event(position: int, cover: int, releases_inits: bool = False) -> Event:
+    """The event of a fence the pass plans before instruction `position` (at the end of
+    its block for the block length): a proxy fence ordering `cover`, or with
+    `releases_inits` a ``fence.mbarrier_init.release.cluster`` (docs/fence.md §4.7).
+
+    >>> fence_event(2, SHARED).kind.value, fence_event(2, SHARED, releases_inits=True).detail == RELEASES_INITS
+    ('inserted fence', True)
+    """
+    return Event(position, Kind.INSERTED, spaces=cover, detail=RELEASES_INITS if releases_inits else None)
+
+
+class KernelAnalysis:
+    """What one function *is*, with the ``.func``s it calls inlined
+    (`ptxkit.cfg.flow.inline`): its events, facts, hand-offs and the masks derived from
+    them, all found once here. `solve` gives what a set of planned fences makes of it,
+    a `Solution`: planning (`ptxkit.cfg.fence.placement`) never changes the analysis,
+    nor the flow graph. What it keeps beyond its construction are caches of functions
+    of the kernel alone (kill masks, `Events.touches` answers, the hand-offs, the
+    foreign bits).
     """
 
     def __init__(self, function: Function, options: AnalysisOptions, flow: FlowGraph | None = None) -> None:
@@ -315,18 +354,6 @@ class KernelAnalysis:
             self._handoffs()[1])
         self._hearers = self._limited_hearers()
         self._crediting_ids = self._crediting_fences()
-        self._meets: dict[int, Merge] = {}  # block -> its merge, where thread-index splits meet (with credit only)
-        self._crediting: dict[int, int] = {}  # id(fence) -> the facts it credits, once `_run` knows them
-        self._own_credit = 0  # the facts a thread may be credited of its own (made once), with credit only
-        self.needy: dict[int, int] = {}
-        #: header -> the planned fences on its entry edges: (the entry blocks, the fence)
-        self.edge_fences: dict[int, list[EdgeFence]] = {}
-        self._kills: dict[int, int] = {}
-        self.ins: list[int] = []
-        self.outs: list[int] = []
-        self.exports: dict[int, Export] = {}
-        self.imports: dict[int, Import] = {}
-        self._reasons: dict[int, int] = {}
         self._touch_answers: dict[tuple[int, int, tuple[Location, ...]], bool | None] = {}  # `_touched`
         self._foreign_bits: list[int] | None = None  # `_foreign`, once computed
 
@@ -489,40 +516,6 @@ class KernelAnalysis:
             return frozenset()
         return fences
 
-    def _imported_before_in_round(self, threads: int) -> dict[int, int]:
-        """block -> the facts imported by the waits on the paths from the entry to it
-        that take no loop's back edge (before it in its round), at waits some of
-        `threads` (a bit set, `ptxkit.cfg.values.thread_sets`) may pass. A fence credits only
-        those: what a wait after it imported in the previous round may come again, a new
-        instance, in the phase where the fencing thread's arrives still carry the old
-        credit; and what a wait none of the fencing threads pass imported reaches the
-        fence only along a path no thread takes (two roles written one after the other,
-        the first role's imports flowing into the second's code; docs/fence.md §4.4). A
-        block reached first over an edge that retreats without being a back edge
-        (irreducible flow) misses those paths' facts, which only credits less."""
-        dominators = DominatorTree.of(self.flow)
-        ran = runners(self.flow)
-        before: dict[int, int] = {}
-        through: dict[int, int] = {}  # block -> what is imported up to its end
-        for block in self.flow.rpo:
-            facts = 0
-            for previous in self.flow.pred[block]:
-                if previous in through and not dominators.dominates(block, previous):
-                    facts |= through[previous]
-            before[block] = facts
-            through[block] = facts | (self._block_imports(block) if ran[block] & threads else 0)
-        return before
-
-    def _block_imports(self, block: int, until: Event | None = None) -> int:
-        """The facts the waits of `block` (before event `until`, when given) import from
-        the same CTA."""
-        facts = 0
-        for event in self.events[block]:
-            if event is until:
-                break
-            facts |= self.imports.get(id(event), _NO_IMPORT)[0]
-        return facts
-
     def _thread_merges(self) -> dict[int, Merge]:
         """The merges at the blocks where thread-index splits meet: there a fact is
         uncredited only where every path from the split left it so (docs/fence.md §4.4)."""
@@ -541,38 +534,6 @@ class KernelAnalysis:
             return state | (split | outside) & plane
 
         return {meet: functools.partial(merge, ends=ends) for meet, ends in thread_meets(self.flow).items()}
-
-    def _credit_merges(self) -> dict[int, Merge]:
-        """The merges of a solution with credit: `_thread_merges`, and at each block that
-        no thread that ran a crediting fence may run, the facts that fence credits
-        uncredited again. A thread-index meet hands a fence's credit to every thread
-        after it, which holds while the fencing threads go on with them (their arrives
-        after the fence complete the same phases); code that only other threads run,
-        such as a second role's after the first role's fence, has no such arrive
-        (docs/fence.md §4.4)."""
-        merges = self._thread_merges()
-        if not merges:  # a credit reaches another thread's code only through a meet
-            return merges
-        threads = runners(self.flow)
-        fencers: dict[int, int] = {}  # the threads of a crediting fence's block -> what such fences credit
-        for block, events in enumerate(self.events):
-            for event in events:
-                credit = self._crediting.get(id(event))
-                if credit:
-                    fencers[threads[block]] = fencers.get(threads[block], 0) | credit
-        stale_for: dict[int, int] = {}  # the threads of a block -> what no fence they may have run credits
-        for block in self.flow.rpo:
-            stale = stale_for.get(threads[block])
-            if stale is None:
-                stale = 0
-                for ran, credit in fencers.items():
-                    if not ran & threads[block]:
-                        stale |= credit
-                stale_for[threads[block]] = stale
-            if stale:
-                inner = merges.get(block)
-                merges[block] = functools.partial(_with_stale, inner, self.put(stale, UNCREDITED))
-        return merges
 
     def _need_mask(self, event: Event) -> int:
         """The facts that, pending at `event`, make it need a fence."""
@@ -599,21 +560,6 @@ class KernelAnalysis:
                     mask |= index.overlapping(location)
         return mask
 
-    def overlapping(self, event: Event, state: int) -> int:
-        """The facts pending in `state` that make `event` need a fence: those of this
-        CTA's threads that it touches, and those handed across CTAs that were writes
-        into the cluster window or that it may touch in another CTA."""
-        mask, crossed = self._need_masks[id(event)]
-        return (self.pending(state) & mask) | (self.plane(state, CROSSED) & crossed)
-
-    def crossing(self, event: Event, state: int) -> bool:
-        """Whether `event` needs a fence for facts of another CTA's threads in `state`:
-        facts handed across CTAs that it may touch there (it reaches other CTAs) or that
-        lie in the cluster window. A fact this CTA's own threads handed over through the
-        cluster barrier is also marked crossed, but for an op of this CTA alone only its
-        own copy counts, which ``.shared::cta`` orders (docs/fence.md §5.3)."""
-        return bool(self.plane(state, CROSSED) & self._need_masks[id(event)][1])
-
     def kill_mask(self, spaces: int) -> int:
         """The facts a proxy fence ordering `spaces` makes no longer pending (every plane
         but in-flight and remote: a fence neither completes a cp.async nor orders a write
@@ -634,93 +580,6 @@ class KernelAnalysis:
         if event.kind is Kind.INIT_FENCE or event.detail == RELEASES_INITS:
             return self.put(self._hazard_masks[Hazard.INIT_CLUSTER], LOCAL)
         return self.kill_mask(event.spaces)
-
-    # -- planned fences (hoisted, writer side) --------------------------------------------------
-    def add_fence(self, block: int, position: int, cover: int, releases_inits: bool = False,
-                  entries: Sequence[EdgeStart] | None = None) -> Event:
-        """Record a fence the pass will insert before instruction `position` of `block`
-        (or at its end, when `position` is the block length): a proxy fence ordering
-        `cover`, or with `releases_inits` a ``fence.mbarrier_init.release.cluster``.
-
-        With `entries` the fence goes on the edges from those blocks (and ``ENTRY``, the
-        function's start) into `block`, a loop's header: where the preheader the edits
-        create will hold it. The graph stays as it is; the solve applies the fence to
-        what those edges carry (`edge_states`).
-        """
-        event = Event(position, Kind.INSERTED, spaces=cover, detail=RELEASES_INITS if releases_inits else None)
-        self.restore_event(block, event, entries)
-        return event
-
-    def restore_event(self, block: int, event: Event, entries: Sequence[EdgeStart] | None = None) -> None:
-        """Put back a planned fence's event that `remove_event` took out (or add a new
-        one), on `entries`' edges into `block` when given (`add_fence`)."""
-        if entries is not None:
-            self.edge_fences.setdefault(block, []).append((frozenset(entries), event))
-            return
-        events = self.events[block]
-        at = 0
-        while at < len(events) and events[at].position < event.position:
-            at += 1
-        events.insert(at, event)
-
-    def remove_event(self, block: int, event: Event) -> None:
-        """Take a planned fence's event out of `block` (or off its entry edges)."""
-        on_edges = self.edge_fences.get(block)
-        if on_edges is not None and any(e is event for _, e in on_edges):
-            on_edges[:] = [(entries, e) for entries, e in on_edges if e is not event]
-            if not on_edges:
-                del self.edge_fences[block]
-            return
-        self.events[block] = [e for e in self.events[block] if e is not event]
-
-    def edge_states(self, header: int) -> tuple[int, int]:
-        """The state on the fenced entry edges into `header` (`add_fence` with
-        `entries`) in the current fixpoint, before and after their fences: what the
-        preheader the edits create starts and ends with. The state entering the
-        function has nothing pending, so only the entries that are blocks count.
-
-        >>> import ptxkit
-        >>> from ptxkit.cfg.fence.placement import plan_fences
-        >>> m = ptxkit.parse_file("samples/fence/x16_created_preheader.ptx")
-        >>> analysis = KernelAnalysis(m.function("k"), AnalysisOptions())
-        >>> plan, = plan_fences(analysis)
-        >>> [analysis.state_text(state) for state in analysis.edge_states(plan.block)]
-        ['2 writes made here (shared::cta)', 'nothing pending']
-        """
-        on_edges = self.edge_fences[header]
-        state = 0
-        for block in on_edges[0][0]:
-            if block != ENTRY:
-                state |= self.outs[block]
-        state &= ~self._foreign()[header]  # the same threads run the preheader and the header
-        before = state
-        for _, event in on_edges:
-            state = self._step(event, state)
-        return before, state
-
-    def _edge_merges(self, merges: dict[int, Merge]) -> dict[int, Merge]:
-        """`merges` with, at each header that has fences on its entry edges, those fences
-        applied to what the entries hand over before the merge."""
-        if not self.edge_fences:
-            return merges
-        merges = dict(merges)
-        step = self._step
-        for header, on_edges in self.edge_fences.items():
-            fenced = on_edges[0][0]
-            events = [event for _, event in on_edges]
-
-            def merge(outs: dict[int, int], inner: Merge | None = merges.get(header),
-                      fenced: frozenset[EdgeStart] = fenced, events: list[Event] = events) -> int:
-                across = {}
-                for block, state in outs.items():
-                    if block in fenced:
-                        for event in events:
-                            state = step(event, state)
-                    across[block] = state
-                return inner(across) if inner is not None else _union(across)
-
-            merges[header] = merge
-        return merges
 
     # -- the fixpoint -----------------------------------------------------------------------
     def _handoffs(self) -> Handoffs:
@@ -751,33 +610,6 @@ class KernelAnalysis:
                                if _matches(sync, _sync_of(a)) and (id(wait), id(a)) not in separate]
         self._hearing = waits, hears, homes
         return self._hearing
-
-    def _run(self, needy: dict[int, int]) -> None:
-        """Solve with fences before the ops in `needy` (id -> cover), hand-offs to a
-        fixpoint; sets `ins`, `outs`, `exports`, `imports`.
-
-        What a crediting fence credits (the accesses other threads handed to it) is
-        taken once from a solution without credit: credit removes hand-offs, and
-        computed inside the same fixpoint it would start from a round with nothing
-        handed over, credit nothing, and let the accesses it should have covered
-        circulate for good (docs/fence.md §4.4)."""
-        if self._crediting_ids:
-            ids, self._crediting_ids = self._crediting_ids, frozenset()
-            self._fixpoint(needy)
-            credits = dict.fromkeys(ids, 0)
-            threads = runners(self.flow)
-            before: dict[int, dict[int, int]] = {}  # the threads of a fence's block -> what was imported before
-            for block, state, event in self.walk(ids):
-                if threads[block] not in before:
-                    before[threads[block]] = self._imported_before_in_round(threads[block])
-                earlier = before[threads[block]][block] | self._block_imports(block, until=event)
-                credits[id(event)] |= self.plane(state & self._fence_kill(event), IMPORTED) & earlier
-            self._crediting = {key: mask for key, mask in credits.items() if mask}
-            if not self._crediting:  # no fence orders another thread's access: this solution stands
-                return
-            self._meets = self._credit_merges()
-            self._own_credit = self._made_once()
-        self._fixpoint(needy)
 
     def _made_once(self) -> int:
         """The facts made by one access outside loops (and irreducible cycles): one
@@ -813,16 +645,335 @@ class KernelAnalysis:
             self._foreign_bits = [by_threads[ran] for ran in threads]
         return self._foreign_bits
 
+    def _cover(self, pending: int, event: Event, crossed: bool) -> int:
+        """The spaces the fence for `pending` facts must order: the spaces of those
+        accesses (a TMA load into this CTA through a ``shared::cluster`` address needs
+        no more than ``.shared::cta`` for a ``st.shared`` before it); the cluster window
+        too when an access of another CTA's threads is ordered (`crossing`); both
+        shared windows before an extern call (docs/fence.md §5.3)."""
+        spaces = self.spaces_of(pending)
+        if event.kind is Kind.EXTERN:
+            return (spaces | SHARED if spaces & SHARED else spaces) & self.options.tracked
+        if spaces & SHARED and crossed:
+            spaces |= CLUSTER
+        return spaces
+
+    def _touched(self, block: int, origin: Event, targets: tuple[Location, ...]) -> bool | None:
+        """`Events.touches`, asked once per access and targets: the same access meets
+        the same bytes of many ops, and again in each round of `solve`."""
+        key = (block, id(origin), targets)
+        answers = self._touch_answers
+        if key not in answers:
+            answers[key] = self._touches(block, origin, targets)
+        return answers[key]
+
+    # -- results --------------------------------------------------------------------------
+    def _hazard(self, pending: int) -> Hazard:
+        for hazard in (Hazard.RAW, Hazard.WAR, Hazard.INIT_CLUSTER):
+            if pending & self._hazard_masks[hazard]:
+                return hazard
+        return Hazard.RAW
+
+    def _bit(self, which: int, fact: int) -> int:
+        return which * self._count + fact
+
+    def _access_step(self, origin: Origin, fact: int) -> Step:
+        block, event = origin
+        what = self.facts[fact].hazard
+        return Step(_ACCESS[what] if event.kind is not Kind.EXTERN else "extern call", block,
+                    self.flow.blocks[block].instructions[event.position])
+
+    # -- solutions ------------------------------------------------------------------------------
+    def solve(self, fences: Fences = NO_FENCES) -> Solution:
+        """The function with the planned `fences` in place, solved (`Solution`): which
+        async ops still get a fence right before them, and the states. Changes neither
+        the analysis nor anything given to it.
+
+        >>> import ptxkit
+        >>> m = ptxkit.parse_file("samples/fence/x16_created_preheader.ptx")
+        >>> analysis = KernelAnalysis(m.function("k"), AnalysisOptions())
+        >>> solution = analysis.solve()
+        >>> [need.instruction.line for need in solution.needs()]
+        [41]
+        >>> fence = PlacedFence(2, fence_event(0, SHARED), frozenset((0, 1)))
+        >>> fenced = solution.with_fences((fence,))
+        >>> fenced.needs(), len(solution.needs()), solution.fences
+        ([], 1, ())
+        """
+        return _solved(self, fences, None)
+
+    def events_with(self, fences: Fences) -> list[list[Event]]:
+        """The events of every block with the `fences` planned in blocks in place
+        (`Solution.events`); the kernel's own lists where a block has none.
+
+        >>> import ptxkit
+        >>> m = ptxkit.parse_file("samples/fence/x16_created_preheader.ptx")
+        >>> analysis = KernelAnalysis(m.function("k"), AnalysisOptions())
+        >>> fence = fence_event(10, SHARED)  # after the write at 9
+        >>> events = analysis.events_with((PlacedFence(0, fence),))
+        >>> [e.kind.value for e in events[0]], events[1] is analysis.events[1], len(analysis.events[0])
+        (['write', 'inserted fence'], True, 1)
+        """
+        return _events_with(self.events, fences)[0]
+
+
+def _events_with(kernel: list[list[Event]], fences: Fences) -> tuple[list[list[Event]], dict[int, list[EdgeFence]]]:
+    """The events of every block with `fences` in place, and the fences on entry edges
+    by header, in the order given. A fence in a block goes before its events at the same
+    position or after it, so of two planned at one position the later comes first."""
+    events = kernel
+    on_edges: dict[int, list[EdgeFence]] = {}
+    copied: set[int] = set()
+    for fence in fences:
+        if fence.entries is not None:
+            on_edges.setdefault(fence.block, []).append((fence.entries, fence.event))
+            continue
+        if fence.block not in copied:
+            if not copied:
+                events = list(kernel)
+            events[fence.block] = list(events[fence.block])
+            copied.add(fence.block)
+        in_block = events[fence.block]
+        at = 0
+        while at < len(in_block) and in_block[at].position < fence.event.position:
+            at += 1
+        in_block.insert(at, fence.event)
+    return events, on_edges
+
+
+def _solved(analysis: KernelAnalysis, fences: Fences, after: Solution | None) -> Solution:
+    solution = Solution(analysis, fences, after)
+    solution._solve()
+    return solution
+
+
+class Solution:
+    """What the planned `fences` make of the analysed function (`KernelAnalysis.solve`):
+    `needy` maps each async op that still gets a fence right before it (by ``id`` of its
+    event) to the fence's cover, `ins`/`outs` hold the states at block boundaries of the
+    fenced function, `needs` lists those fences with their reasons, `explain` traces a
+    witness for each. `events` are the kernel's with the fences planned in blocks,
+    `edge_fences` those on loops' entry edges (header -> (the entry blocks, the fence)).
+
+    A solution is never changed once solved; planning threads them, adding a fence by
+    solving with one more (`with_fences`), dropping one by solving with one fewer
+    (docs/fence.md §6.4). It is also the unit an incremental solve would update: one
+    that resumed from this solution's states where a changed fence cannot reach.
+
+    A solve narrows the facts that make an op needy thread by thread (docs/fence.md
+    §3.6), asked only for the facts it finds (each costs address evaluations), and may
+    give up credit (docs/fence.md §4.4): a solution keeps both, and `with_fences` starts
+    from them.
+    """
+
+    def __init__(self, analysis: KernelAnalysis, fences: Fences, after: Solution | None) -> None:
+        self.analysis = analysis
+        self.fences = fences
+        self.events, self.edge_fences = _events_with(analysis.events, fences)
+        # what a solve learns of the kernel: from `after` when given, else from the start
+        self._need_masks: dict[int, tuple[int, int]] = analysis._need_masks  # copied before a change
+        self._crediting_ids = analysis._crediting_ids  # the fences whose credit is yet to be taken
+        self._crediting: dict[int, int] = {}  # id(fence) -> the facts it credits, once `_run` knows them
+        self._meets: dict[int, Merge] = {}  # block -> its merge, where thread-index splits meet (with credit only)
+        self._own_credit = 0  # the facts a thread may be credited of its own (made once), with credit only
+        if after is not None:
+            self._need_masks, self._crediting_ids = after._need_masks, after._crediting_ids
+            self._crediting, self._meets, self._own_credit = after._crediting, after._meets, after._own_credit
+        self.needy: dict[int, int] = {}
+        self._kills: dict[int, int] = {}
+        self.ins: list[int] = []
+        self.outs: list[int] = []
+        self.exports: dict[int, Export] = {}
+        self.imports: dict[int, Import] = {}
+        self._reasons: dict[int, int] = {}
+
+    def with_fences(self, fences: Fences) -> Solution:
+        """The analysis solved with `fences`, starting from what this solve learnt (the
+        narrowed needs, the credit); this solution stays as it is."""
+        return _solved(self.analysis, fences, self)
+
+    def seen_with(self, fences: Fences) -> Solution:
+        """This solution's states read with the events of `fences` in place of its own,
+        not solved again: the witnesses of each ``mbarrier.init`` fence planned after
+        another one are taken with the earlier ones in the events, and so name an init
+        those leave pending (`ptxkit.cfg.fence.placement`)."""
+        view = Solution(self.analysis, fences, self)
+        view.needy, view._kills, view.ins, view.outs = self.needy, self._kills, self.ins, self.outs
+        view.exports, view.imports, view._reasons = self.exports, self.imports, self._reasons
+        return view
+
+    def _imported_before_in_round(self, threads: int) -> dict[int, int]:
+        """block -> the facts imported by the waits on the paths from the entry to it
+        that take no loop's back edge (before it in its round), at waits some of
+        `threads` (a bit set, `ptxkit.cfg.values.thread_sets`) may pass. A fence credits only
+        those: what a wait after it imported in the previous round may come again, a new
+        instance, in the phase where the fencing thread's arrives still carry the old
+        credit; and what a wait none of the fencing threads pass imported reaches the
+        fence only along a path no thread takes (two roles written one after the other,
+        the first role's imports flowing into the second's code; docs/fence.md §4.4). A
+        block reached first over an edge that retreats without being a back edge
+        (irreducible flow) misses those paths' facts, which only credits less."""
+        analysis = self.analysis
+        dominators = DominatorTree.of(analysis.flow)
+        ran = runners(analysis.flow)
+        before: dict[int, int] = {}
+        through: dict[int, int] = {}  # block -> what is imported up to its end
+        for block in analysis.flow.rpo:
+            facts = 0
+            for previous in analysis.flow.pred[block]:
+                if previous in through and not dominators.dominates(block, previous):
+                    facts |= through[previous]
+            before[block] = facts
+            through[block] = facts | (self._block_imports(block) if ran[block] & threads else 0)
+        return before
+
+    def _block_imports(self, block: int, until: Event | None = None) -> int:
+        """The facts the waits of `block` (before event `until`, when given) import from
+        the same CTA."""
+        facts = 0
+        for event in self.events[block]:
+            if event is until:
+                break
+            facts |= self.imports.get(id(event), _NO_IMPORT)[0]
+        return facts
+
+    def _credit_merges(self) -> dict[int, Merge]:
+        """The merges of a solution with credit: `_thread_merges`, and at each block that
+        no thread that ran a crediting fence may run, the facts that fence credits
+        uncredited again. A thread-index meet hands a fence's credit to every thread
+        after it, which holds while the fencing threads go on with them (their arrives
+        after the fence complete the same phases); code that only other threads run,
+        such as a second role's after the first role's fence, has no such arrive
+        (docs/fence.md §4.4)."""
+        analysis = self.analysis
+        merges = analysis._thread_merges()
+        if not merges:  # a credit reaches another thread's code only through a meet
+            return merges
+        threads = runners(analysis.flow)
+        fencers: dict[int, int] = {}  # the threads of a crediting fence's block -> what such fences credit
+        for block, events in enumerate(self.events):
+            for event in events:
+                credit = self._crediting.get(id(event))
+                if credit:
+                    fencers[threads[block]] = fencers.get(threads[block], 0) | credit
+        stale_for: dict[int, int] = {}  # the threads of a block -> what no fence they may have run credits
+        for block in analysis.flow.rpo:
+            stale = stale_for.get(threads[block])
+            if stale is None:
+                stale = 0
+                for ran, credit in fencers.items():
+                    if not ran & threads[block]:
+                        stale |= credit
+                stale_for[threads[block]] = stale
+            if stale:
+                inner = merges.get(block)
+                merges[block] = functools.partial(_with_stale, inner, analysis.put(stale, UNCREDITED))
+        return merges
+
+    def overlapping(self, event: Event, state: int) -> int:
+        """The facts pending in `state` that make `event` need a fence: those of this
+        CTA's threads that it touches, and those handed across CTAs that were writes
+        into the cluster window or that it may touch in another CTA."""
+        mask, crossed = self._need_masks[id(event)]
+        analysis = self.analysis
+        return (analysis.pending(state) & mask) | (analysis.plane(state, CROSSED) & crossed)
+
+    def crossing(self, event: Event, state: int) -> bool:
+        """Whether `event` needs a fence for facts of another CTA's threads in `state`:
+        facts handed across CTAs that it may touch there (it reaches other CTAs) or that
+        lie in the cluster window. A fact this CTA's own threads handed over through the
+        cluster barrier is also marked crossed, but for an op of this CTA alone only its
+        own copy counts, which ``.shared::cta`` orders (docs/fence.md §5.3)."""
+        return bool(self.analysis.plane(state, CROSSED) & self._need_masks[id(event)][1])
+
+    def edge_states(self, header: int) -> tuple[int, int]:
+        """The state on the fenced entry edges into `header` (a `PlacedFence` with
+        `entries`), before and after their fences: what the preheader the edits create
+        starts and ends with. The state entering the function has nothing pending, so
+        only the entries that are blocks count.
+
+        >>> import ptxkit
+        >>> from ptxkit.cfg.fence.placement import plan_fences
+        >>> m = ptxkit.parse_file("samples/fence/x16_created_preheader.ptx")
+        >>> analysis = KernelAnalysis(m.function("k"), AnalysisOptions())
+        >>> (plan,), solution = plan_fences(analysis)
+        >>> [analysis.state_text(state) for state in solution.edge_states(plan.block)]
+        ['2 writes made here (shared::cta)', 'nothing pending']
+        """
+        on_edges = self.edge_fences[header]
+        state = 0
+        for block in on_edges[0][0]:
+            if block != ENTRY:
+                state |= self.outs[block]
+        state &= ~self.analysis._foreign()[header]  # the same threads run the preheader and the header
+        before = state
+        for _, event in on_edges:
+            state = self._step(event, state)
+        return before, state
+
+    def _edge_merges(self, merges: dict[int, Merge]) -> dict[int, Merge]:
+        """`merges` with, at each header that has fences on its entry edges, those fences
+        applied to what the entries hand over before the merge."""
+        if not self.edge_fences:
+            return merges
+        merges = dict(merges)
+        step = self._step
+        for header, on_edges in self.edge_fences.items():
+            fenced = on_edges[0][0]
+            events = [event for _, event in on_edges]
+
+            def merge(outs: dict[int, int], inner: Merge | None = merges.get(header),
+                      fenced: frozenset[EdgeStart] = fenced, events: list[Event] = events) -> int:
+                across = {}
+                for block, state in outs.items():
+                    if block in fenced:
+                        for event in events:
+                            state = step(event, state)
+                    across[block] = state
+                return inner(across) if inner is not None else _union(across)
+
+            merges[header] = merge
+        return merges
+
+    def _run(self, needy: dict[int, int]) -> None:
+        """Solve with fences before the ops in `needy` (id -> cover), hand-offs to a
+        fixpoint; sets `ins`, `outs`, `exports`, `imports`.
+
+        What a crediting fence credits (the accesses other threads handed to it) is
+        taken once from a solution without credit: credit removes hand-offs, and
+        computed inside the same fixpoint it would start from a round with nothing
+        handed over, credit nothing, and let the accesses it should have covered
+        circulate for good (docs/fence.md §4.4)."""
+        analysis = self.analysis
+        if self._crediting_ids:
+            ids, self._crediting_ids = self._crediting_ids, frozenset()
+            self._fixpoint(needy)
+            credits = dict.fromkeys(ids, 0)
+            threads = runners(analysis.flow)
+            before: dict[int, dict[int, int]] = {}  # the threads of a fence's block -> what was imported before
+            for block, state, event in self.walk(ids):
+                if threads[block] not in before:
+                    before[threads[block]] = self._imported_before_in_round(threads[block])
+                earlier = before[threads[block]][block] | self._block_imports(block, until=event)
+                credits[id(event)] |= analysis.plane(state & analysis._fence_kill(event), IMPORTED) & earlier
+            self._crediting = {key: mask for key, mask in credits.items() if mask}
+            if not self._crediting:  # no fence orders another thread's access: this solution stands
+                return
+            self._meets = self._credit_merges()
+            self._own_credit = analysis._made_once()
+        self._fixpoint(needy)
+
     def _fixpoint(self, needy: dict[int, int]) -> None:
-        waits, hears, homes = self._handoffs()
-        self._kills = {key: self.kill_mask(cover) for key, cover in needy.items()}
+        analysis = self.analysis
+        waits, hears, homes = analysis._handoffs()
+        self._kills = {key: analysis.kill_mask(cover) for key, cover in needy.items()}
         self.imports = imports = {id(w): (0, 0, 0) for w in waits}
         exports: dict[int, Export] = {}
         self.exports = exports
-        dead = self.dead
+        dead = analysis.dead
         steps_of = self._transfer_steps()
         step = self._step
-        foreign = self._foreign()
+        foreign = analysis._foreign()
 
         def transfer(block: int, state: int) -> int:
             if block in dead:
@@ -843,11 +994,11 @@ class KernelAnalysis:
         changed: set[int] = set()
         for _ in range(64):
             if resume and result is not None:
-                result = solve_forward(self.flow, transfer, entry=self.put(self._full, UNCREDITED), bottom=0,
+                result = solve_forward(analysis.flow, transfer, entry=analysis.put(analysis._full, UNCREDITED), bottom=0,
                                        join=int.__or__, merges=merges, since=result, changed=changed)
             else:
                 exports.clear()  # what the arrives hand over under the current imports only
-                result = solve_forward(self.flow, transfer, entry=self.put(self._full, UNCREDITED), bottom=0,
+                result = solve_forward(analysis.flow, transfer, entry=analysis.put(analysis._full, UNCREDITED), bottom=0,
                                        join=int.__or__, merges=merges)
             changed = set()
             for heard, listeners in audiences.items():
@@ -865,7 +1016,7 @@ class KernelAnalysis:
                             resume = False  # an import shrank: the next round starts over
                         imports[wait] = handed
                         changed.add(homes[wait])
-                        changed.update(self._hearers.get(wait, ()))
+                        changed.update(analysis._hearers.get(wait, ()))
             if not changed:
                 break
         else:
@@ -882,7 +1033,7 @@ class KernelAnalysis:
         access adds its facts, `generated`; an async op adds nothing), as one ``(None,
         the bits)``; any other event as ``(event, 0)``, for `_step`. Made once per
         fixpoint, not at every visit of a block."""
-        kills, generated = self._kills, self.generated
+        kills, generated = self._kills, self.analysis.generated
         table: list[list[tuple[Event | None, int]]] = []
         for events in self.events:
             steps: list[tuple[Event | None, int]] = []
@@ -904,48 +1055,49 @@ class KernelAnalysis:
 
     def _step(self, event: Event, state: int) -> int:
         """One event's effect on a state; an arrive also records what it exports."""
+        analysis = self.analysis
         key = id(event)
         strong = event.guard is None
         mask = self._kills.get(key)
         if mask and strong:  # the fence planned before this op
             state &= ~mask
-        gen = self.generated.get(key)
+        gen = analysis.generated.get(key)
         if gen is not None:
             return state | gen
         kind = event.kind
         if kind is Kind.FENCE or kind is Kind.INSERTED or kind is Kind.INIT_FENCE:
             if strong:
-                kill = self._fence_kill(event)
+                kill = analysis._fence_kill(event)
                 credit = self._crediting.get(key)
                 if credit:  # what other threads handed over: their accesses, fenced here
-                    state &= ~self.put(credit, UNCREDITED)
+                    state &= ~analysis.put(credit, UNCREDITED)
                 state &= ~kill
         elif kind is Kind.CP_ASYNC_WAIT:
-            state |= self.plane(state, IN_FLIGHT)
+            state |= analysis.plane(state, IN_FLIGHT)
             if event.detail and strong:
-                state &= ~self.put(self._full, IN_FLIGHT)
+                state &= ~analysis.put(analysis._full, IN_FLIGHT)
         if kind is Kind.ARRIVE and event.detail == RELEASE and strong:
             # a release at cluster scope: every init this thread made or saw is released (docs/fence.md §4.7)
-            state &= ~(self.put(self._hazard_masks[Hazard.INIT_CLUSTER], LOCAL)
-                       | self.put(self._hazard_masks[Hazard.INIT_CLUSTER], IMPORTED))
+            state &= ~(analysis.put(analysis._hazard_masks[Hazard.INIT_CLUSTER], LOCAL)
+                       | analysis.put(analysis._hazard_masks[Hazard.INIT_CLUSTER], IMPORTED))
         if kind is Kind.ARRIVE or kind is Kind.ARRIVE_WAIT:
-            same = self.pending(state)
-            unpublished = same & self.plane(state, UNPUBLISHED)
+            same = analysis.pending(state)
+            unpublished = same & analysis.plane(state, UNPUBLISHED)
             if event.detail == "cp.async":  # writes still in flight: no fence of another thread orders them
-                in_flight = self.plane(state, IN_FLIGHT)
+                in_flight = analysis.plane(state, IN_FLIGHT)
                 same |= in_flight
                 unpublished |= in_flight
-            fenced = self._fenced_before_copies.get(key)
+            fenced = analysis._fenced_before_copies.get(key)
             # every copy the waiters need comes after every thread fenced these (docs/fence.md §4.6)
             if fenced:
                 same &= ~fenced
                 unpublished &= ~fenced
-            crossed = self.plane(state, CROSSED)
+            crossed = analysis.plane(state, CROSSED)
             if event.cross:
-                crossed |= self.plane(state, REMOTE) | same
+                crossed |= analysis.plane(state, REMOTE) | same
                 if strong:
-                    state &= ~self.put(self._full, REMOTE)
-            limit = self._export_limits.get(key)
+                    state &= ~analysis.put(analysis._full, REMOTE)
+            limit = analysis._export_limits.get(key)
             # an arrive before its mbarrier's one completion, or run once (docs/fence.md §4.5)
             if limit is not None:
                 allowed, own, heard = limit
@@ -953,27 +1105,27 @@ class KernelAnalysis:
                     imported = 0
                     for wait in heard:
                         imported |= self.imports.get(wait, _NO_IMPORT)[0]
-                    local, handed = self.plane(state, LOCAL), self.plane(state, IMPORTED)
+                    local, handed = analysis.plane(state, LOCAL), analysis.plane(state, IMPORTED)
                     allowed &= ~((local | handed) & ~(local & own | handed & imported))
                 same &= allowed
                 unpublished &= allowed
             old = self.exports.get(key, _NO_EXPORT)
             self.exports[key] = (old[0] | unpublished, old[1] | crossed, old[2] | same & ~unpublished,
-                                 old[3] | self._full & ~self.plane(state, UNCREDITED))
+                                 old[3] | analysis._full & ~analysis.plane(state, UNCREDITED))
             if strong:  # the threads that wait on this phase now have them in their past
-                state &= ~self.put(self._full, UNPUBLISHED)
+                state &= ~analysis.put(analysis._full, UNPUBLISHED)
         if kind is Kind.WAIT or kind is Kind.ARRIVE_WAIT:
             same, crossed, credited = self.imports.get(key, _NO_IMPORT)
             # this thread's own accesses, handed on and fenced by another thread: only a
             # named barrier's wait is sure to see that thread's arrive (an mbarrier's
             # parity wait passes at once on the phase before the first)
-            own = credited & ~self.plane(state, UNPUBLISHED) & self._own_credit \
+            own = credited & ~analysis.plane(state, UNPUBLISHED) & self._own_credit \
                 if event.sync is not None and event.sync[0] is SyncObject.NAMED_BARRIER else 0
             if own:
-                state &= ~(self.put(own, LOCAL) | self.put(own, IMPORTED))
-            state |= self.put(same, IMPORTED) | self.put(crossed, CROSSED) | self.put(same, UNCREDITED)
+                state &= ~(analysis.put(own, LOCAL) | analysis.put(own, IMPORTED))
+            state |= analysis.put(same, IMPORTED) | analysis.put(crossed, CROSSED) | analysis.put(same, UNCREDITED)
             if kind is Kind.WAIT:
-                state |= self.put(same, UNPUBLISHED)
+                state |= analysis.put(same, UNPUBLISHED)
         return state
 
     def _needs_now(self) -> Found:
@@ -981,7 +1133,7 @@ class KernelAnalysis:
         found: Found = {}
         for block, state, event, pending in self._consumers():
             if pending:
-                found[id(event)] = (pending, self._cover(pending, event, self.crossing(event, state)), block)
+                found[id(event)] = (pending, self.analysis._cover(pending, event, self.crossing(event, state)), block)
         return found
 
     def _consumers(self) -> Iterator[tuple[int, int, Event, int]]:
@@ -990,15 +1142,16 @@ class KernelAnalysis:
         the guard is false, so the states keep what it orders; but a later op under the
         same guard, in the same block with the guard register unchanged, only runs when
         that fence ran: for it, what the fence ordered is not pending."""
+        analysis = self.analysis
         wanted = self._need_masks.keys()
-        for block in self.flow.rpo:
+        for block in analysis.flow.rpo:
             events = self.events[block]
-            if not events or block in self.dead or not any(id(e) in wanted for e in events):
+            if not events or block in analysis.dead or not any(id(e) in wanted for e in events):
                 continue
             state = self.ins[block]
             covered: tuple[Guard, int, int] | None = None  # (guard, killed state bits, position of the fence)
-            instructions = self.flow.blocks[block].instructions
-            heads = self.flow.blocks[block].heads
+            instructions = analysis.flow.blocks[block].instructions
+            heads = analysis.flow.blocks[block].heads
             for event in events:
                 guard = event.guard
                 if covered is not None and (guard is None or guard != covered[0] or _redefines(
@@ -1009,30 +1162,18 @@ class KernelAnalysis:
                     yield block, state, event, self.overlapping(event, seen)
                 if guard is not None:
                     killed = self._kills.get(id(event)) or (
-                        self.kill_mask(event.spaces) if event.kind in (Kind.FENCE, Kind.INSERTED) else 0)
+                        analysis.kill_mask(event.spaces) if event.kind in (Kind.FENCE, Kind.INSERTED) else 0)
                     if killed:
                         covered = (guard, killed | (covered[1] if covered is not None else 0), event.position)
                 state = self._step(event, state)
 
-    def _cover(self, pending: int, event: Event, crossed: bool) -> int:
-        """The spaces the fence for `pending` facts must order: the spaces of those
-        accesses (a TMA load into this CTA through a ``shared::cluster`` address needs
-        no more than ``.shared::cta`` for a ``st.shared`` before it); the cluster window
-        too when an access of another CTA's threads is ordered (`crossing`); both
-        shared windows before an extern call (docs/fence.md §5.3)."""
-        spaces = self.spaces_of(pending)
-        if event.kind is Kind.EXTERN:
-            return (spaces | SHARED if spaces & SHARED else spaces) & self.options.tracked
-        if spaces & SHARED and crossed:
-            spaces |= CLUSTER
-        return spaces
-
     def walk(self, wanted: Collection[int] | None = None) -> Iterator[tuple[int, int, Event]]:
         """Yield ``(block, state before, event)`` for every event (or the events whose
         id is in `wanted`) of the reachable blocks, in the current fixpoint."""
-        for block in self.flow.rpo:
+        analysis = self.analysis
+        for block in analysis.flow.rpo:
             events = self.events[block]
-            if not events or block in self.dead:
+            if not events or block in analysis.dead:
                 continue
             if wanted is not None and not any(id(e) in wanted for e in events):
                 continue
@@ -1042,10 +1183,11 @@ class KernelAnalysis:
                     yield block, state, event
                 state = self._step(event, state)
 
-    def solve(self) -> None:
-        """Find which async ops get a fence and the states of the fenced function.
+    def _solve(self) -> None:
+        """Find which async ops get a fence right before them and the states of the
+        function with those and the planned fences.
 
-        With no planned fences the needy set is the largest it can be, and fencing all
+        With no fences before ops the needy set is the largest it can be, and fencing all
         of it is sound (each fence only removes pending facts). Then try the ops that
         are still needy with those fences in place, and keep the last set whose own
         needs it covers: a fence before one op can make a later op's fence
@@ -1091,19 +1233,21 @@ class KernelAnalysis:
         interval of a fact joins every thread's address, so two terms that follow the
         same thread-index bit may add up to bytes no thread touches; this is asked only
         for the facts behind a fence the pass would add."""
+        analysis = self.analysis
         events = {id(event): event for block in {block for _, _, block in found.values()}
                   for event in self.events[block]}
         whole = 0  # facts with an access that does not follow the thread index: they stay
         changed = False
+        masks = dict(self._need_masks)  # the earlier solution's stay as they are
         for key, (pending, _, _) in found.items():
             event = events[key]
-            mask, crossed = self._need_masks[key]
+            mask, crossed = masks[key]
             for index in _bits(pending & ~whole):
-                fact = self.facts[index]
+                fact = analysis.facts[index]
                 targets = _at_risk(event, fact.hazard)
                 if any(covers(target, fact.location) for target in targets):
                     continue  # every access the fact stands for lies in the op's bytes
-                answers = (self._touched(block, origin, targets) for block, origin in fact.origins)
+                answers = (analysis._touched(block, origin, targets) for block, origin in fact.origins)
                 kept = next((answer for answer in answers if answer is not False), False)
                 if kept is None:
                     whole |= 1 << index
@@ -1111,44 +1255,31 @@ class KernelAnalysis:
                     mask &= ~(1 << index)
                     crossed &= ~(1 << index)
                     changed = True
-            self._need_masks[key] = (mask, crossed)
+            masks[key] = (mask, crossed)
+        self._need_masks = masks
         return changed
 
-    def _touched(self, block: int, origin: Event, targets: tuple[Location, ...]) -> bool | None:
-        """`Events.touches`, asked once per access and targets: the same access meets
-        the same bytes of many ops, and again in each round of `solve`."""
-        key = (block, id(origin), targets)
-        answers = self._touch_answers
-        if key not in answers:
-            answers[key] = self._touches(block, origin, targets)
-        return answers[key]
-
-    # -- results --------------------------------------------------------------------------
     def needs(self) -> list[Need]:
-        """The fences the solved analysis puts before async ops, in block order."""
+        """The fences this solution puts right before async ops, in block order."""
+        analysis = self.analysis
         found = []
         for block, state, event, pending in self._consumers():
             if id(event) not in self.needy:
                 continue
             pending = pending or self._reasons.get(id(event), 0)
-            instruction = self.flow.blocks[block].instructions[event.position]
+            instruction = analysis.flow.blocks[block].instructions[event.position]
             found.append(Need(block, event, instruction, event.guard, pending, self.needy[id(event)],
-                              self._hazard(pending), state))
+                              analysis._hazard(pending), state))
         return found
-
-    def _hazard(self, pending: int) -> Hazard:
-        for hazard in (Hazard.RAW, Hazard.WAR, Hazard.INIT_CLUSTER):
-            if pending & self._hazard_masks[hazard]:
-                return hazard
-        return Hazard.RAW
 
     def in_flight(self) -> list[tuple[Instruction, str]]:
         """Async ops that may read shared memory still being written by a ``cp.async``
         that no wait has completed: a fence cannot order those writes."""
+        analysis = self.analysis
         out = []
         for block, state, event in self.walk(self._need_masks.keys()):
-            if event.kind is Kind.ASYNC and self.plane(state, IN_FLIGHT) & self._need_masks[id(event)][0]:
-                out.append((self.flow.blocks[block].instructions[event.position],
+            if event.kind is Kind.ASYNC and analysis.plane(state, IN_FLIGHT) & self._need_masks[id(event)][0]:
+                out.append((analysis.flow.blocks[block].instructions[event.position],
                             "a cp.async write may still be in flight here (no cp.async.wait_group 0 or "
                             "cp.async.wait_all on some path): a proxy fence does not wait for it"))
         return out
@@ -1157,23 +1288,25 @@ class KernelAnalysis:
         """The spaces of the facts block `block` makes pending (its accesses, what its
         waits import, the cp.async writes its ``cp.async.wait`` completes): a fence
         hoisted over it would not order them."""
+        analysis = self.analysis
         spaces = 0
         state = self.ins[block]
         for event in self.events[block]:
-            gen = self.generated.get(id(event))
+            gen = analysis.generated.get(id(event))
             if gen is not None:
-                spaces |= self.spaces_of(self.plane(gen, LOCAL))
+                spaces |= analysis.spaces_of(analysis.plane(gen, LOCAL))
             if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
                 same, crossed, _ = self.imports.get(id(event), _NO_IMPORT)
-                spaces |= self.spaces_of(same | crossed)
+                spaces |= analysis.spaces_of(same | crossed)
             elif event.kind is Kind.CP_ASYNC_WAIT:
-                spaces |= self.spaces_of(self.plane(state, IN_FLIGHT))
+                spaces |= analysis.spaces_of(analysis.plane(state, IN_FLIGHT))
             state = self._step(event, state)
         return spaces
 
     def pending_before(self, block: int, event: Event) -> int:
         """The facts pending (local or imported) just before `event` of `block`, or
         before the fence `event` on `block`'s entry edges."""
+        analysis = self.analysis
         on_edges = self.edge_fences.get(block, ())
         if any(other is event for _, other in on_edges):
             state = self.edge_states(block)[0]
@@ -1181,30 +1314,31 @@ class KernelAnalysis:
                 if other is event:
                     break
                 state = self._step(other, state)
-            return self.pending(state) | self.plane(state, CROSSED)
+            return analysis.pending(state) | analysis.plane(state, CROSSED)
         state = self.ins[block]
         for other in self.events[block]:
             if other is event:
                 break
             state = self._step(other, state)
-        return self.pending(state) | self.plane(state, CROSSED)
+        return analysis.pending(state) | analysis.plane(state, CROSSED)
 
     # -- witnesses ------------------------------------------------------------------------------
     def explain(self, need: Need) -> list[Step]:
         """A witness for `need`: the access, (for a hand-off) the arrive and the wait,
         and the async op, each with the blocks passed to get there."""
-        pending = need.pending & self._hazard_masks[need.hazard] or need.pending
+        analysis = self.analysis
+        pending = need.pending & analysis._hazard_masks[need.hazard] or need.pending
         target = Step("op", need.block, need.instruction)
-        for fact in _precise_first(pending & self.plane(need.state, LOCAL), self.facts):
-            path = self._trace(self._bit(LOCAL, fact), need.block, need.event)
+        for fact in _precise_first(pending & analysis.plane(need.state, LOCAL), analysis.facts):
+            path = self._trace(analysis._bit(LOCAL, fact), need.block, need.event)
             if path is not None:
                 origin, target.via = path
-                return [self._access_step(origin, fact), target]
-        for fact in _precise_first(pending, self.facts):
+                return [analysis._access_step(origin, fact), target]
+        for fact in _precise_first(pending, analysis.facts):
             for which in (IMPORTED, CROSSED):
-                if not self.plane(need.state, which) >> fact & 1:
+                if not analysis.plane(need.state, which) >> fact & 1:
                     continue
-                path = self._trace(self._bit(which, fact), need.block, need.event)
+                path = self._trace(analysis._bit(which, fact), need.block, need.event)
                 if path is None:
                     continue
                 (wait_block, wait_event), target.via = path
@@ -1218,7 +1352,8 @@ class KernelAnalysis:
         mbarrier to one consumer, its ``bar.sync`` to the next), searched breadth first up
         to `_MOST_HOPS`. Where none does, the access is an ``origin`` before the last
         hand-off, its path not shown; the wait alone where no arrive hands `fact` on."""
-        last = Step("wait", block, self.flow.blocks[block].instructions[wait_event.position])
+        analysis = self.analysis
+        last = Step("wait", block, analysis.flow.blocks[block].instructions[wait_event.position])
         frontier: list[tuple[Event, int, list[Step]]] = [(wait_event, which, [last])]
         seen = {id(wait_event)}
         fallback: list[Step] | None = None
@@ -1226,13 +1361,13 @@ class KernelAnalysis:
             following: list[tuple[Event, int, list[Step]]] = []
             for wait, plane_in, tail in frontier:
                 for arrive_block, arrive_event, plane in self._arrivals(wait, fact, plane_in):
-                    instruction = self.flow.blocks[arrive_block].instructions[arrive_event.position]
+                    instruction = analysis.flow.blocks[arrive_block].instructions[arrive_event.position]
                     arrive = Step("arrive", arrive_block, instruction)
-                    traced = self._trace(self._bit(plane, fact), arrive_block, arrive_event)
+                    traced = self._trace(analysis._bit(plane, fact), arrive_block, arrive_event)
                     if plane not in (IMPORTED, CROSSED):
                         if traced is not None:
                             origin, arrive.via = traced
-                            return [self._access_step(origin, fact), arrive, *tail]
+                            return [analysis._access_step(origin, fact), arrive, *tail]
                         continue
                     if fallback is None and tail[0] is last:
                         fallback = [*self._origin(fact), Step("arrive", arrive_block, instruction), *tail]
@@ -1240,7 +1375,7 @@ class KernelAnalysis:
                         (earlier_block, earlier_wait), arrive.via = traced
                         seen.add(id(earlier_wait))
                         earlier = Step("wait", earlier_block,
-                                       self.flow.blocks[earlier_block].instructions[earlier_wait.position])
+                                       analysis.flow.blocks[earlier_block].instructions[earlier_wait.position])
                         following.append((earlier_wait, plane, [earlier, arrive, *tail]))
             frontier = following
         return fallback or [last]
@@ -1248,10 +1383,11 @@ class KernelAnalysis:
     def _origin(self, fact: int) -> list[Step]:
         """The access of `fact` a witness names without its path (an ``origin``): one still
         pending at an arrive of its own thread, else the first; none for a fact of none."""
-        origins = self.facts[fact].origins
+        analysis = self.analysis
+        origins = analysis.facts[fact].origins
         if not origins:
             return []
-        access = self._access_step(self._unfenced_origin(fact) or origins[0], fact)
+        access = analysis._access_step(self._unfenced_origin(fact) or origins[0], fact)
         access.what = "origin"
         return [access]
 
@@ -1259,24 +1395,16 @@ class KernelAnalysis:
         """An access of `fact` still pending in its own thread at an arrive, which hands
         it on (``(block, event)``), or None: of the instructions that make one fact, the
         one a witness should name, not one its own thread fenced."""
+        analysis = self.analysis
         for block, state, event in self.walk():
             if event.kind not in (Kind.ARRIVE, Kind.ARRIVE_WAIT):
                 continue
             for plane in _own_planes(event):
-                if self.plane(state, plane) >> fact & 1:
-                    traced = self._trace(self._bit(plane, fact), block, event)
+                if analysis.plane(state, plane) >> fact & 1:
+                    traced = self._trace(analysis._bit(plane, fact), block, event)
                     if traced is not None:
                         return traced[0]
         return None
-
-    def _bit(self, which: int, fact: int) -> int:
-        return which * self._count + fact
-
-    def _access_step(self, origin: Origin, fact: int) -> Step:
-        block, event = origin
-        what = self.facts[fact].hazard
-        return Step(_ACCESS[what] if event.kind is not Kind.EXTERN else "extern call", block,
-                    self.flow.blocks[block].instructions[event.position])
 
     def _arrivals(self, wait: Event, fact: int, which: int) -> Iterator[tuple[int, Event, int]]:
         """Arrive events heard by `wait` that exported `fact` into plane `which`, with
@@ -1290,7 +1418,7 @@ class KernelAnalysis:
                 planes.append(REMOTE)
             planes += [IMPORTED, CROSSED] if which == CROSSED else [IMPORTED]
             for plane in planes:
-                if self.plane(state, plane) >> fact & 1:
+                if self.analysis.plane(state, plane) >> fact & 1:
                     yield block, event, plane
                     break
 
@@ -1325,13 +1453,14 @@ class KernelAnalysis:
         """`_trace`'s predecessors of `node`: a header with fenced entry edges has, in
         place of its entries, its preheader-to-be ``-1 - header``, whose predecessors
         are those entries."""
+        analysis = self.analysis
         if node < 0:
             fenced = self.edge_fences[-1 - node][0][0]
-            return [p for p in self.flow.pred[-1 - node] if p in fenced]
+            return [p for p in analysis.flow.pred[-1 - node] if p in fenced]
         if node not in self.edge_fences:
-            return self.flow.pred[node]
+            return analysis.flow.pred[node]
         fenced = self.edge_fences[node][0][0]
-        return [p for p in self.flow.pred[node] if p not in fenced] + [-1 - node]
+        return [p for p in analysis.flow.pred[node] if p not in fenced] + [-1 - node]
 
     def _trace_out(self, node: int) -> int:
         return self.outs[node] if node >= 0 else self.edge_states(-1 - node)[1]
@@ -1354,12 +1483,13 @@ class KernelAnalysis:
 
     def _sets(self, event: Event, bit: int) -> bool:
         """True when `event` itself makes state bit `bit` set (an access or a wait)."""
-        gen = self.generated.get(id(event))
+        analysis = self.analysis
+        gen = analysis.generated.get(id(event))
         if gen is not None:
             return bool(gen >> bit & 1)
         if event.kind in (Kind.WAIT, Kind.ARRIVE_WAIT):
             same, crossed, _ = self.imports.get(id(event), _NO_IMPORT)
-            return bool((self.put(same, IMPORTED) | self.put(crossed, CROSSED)) >> bit & 1)
+            return bool((analysis.put(same, IMPORTED) | analysis.put(crossed, CROSSED)) >> bit & 1)
         return False
 
 
