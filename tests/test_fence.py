@@ -9,6 +9,7 @@ a sample needs are on its ``// options:`` line, in ``ptxkit fence`` syntax.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import gc
 import re
@@ -379,12 +380,14 @@ def _analyses(name: str, **override):
 
 
 def _what_it_is(analysis) -> tuple:
-    """The analysis's events (each block's list, its events by identity) and fact tables."""
+    """The analysis's events (each block's list, its events by identity), fact tables,
+    and what a solve once left in it (states, needy ops, fences on entry edges): none."""
+    left = {name: copy.copy(getattr(analysis, name, None)) for name in ("ins", "outs", "needy", "edge_fences")}
     return ([(id(events), [id(event) for event in events]) for events in analysis.events],
             [(fact.index, fact.hazard, fact.location, list(fact.origins)) for fact in analysis.facts],
             dict(analysis.generated), dict(analysis._need_masks), dict(analysis._space_masks),
             dict(analysis._hazard_masks), analysis._crediting_ids, dict(analysis._export_limits),
-            dict(analysis._fenced_before_copies), dict(analysis._hearers))
+            dict(analysis._fenced_before_copies), dict(analysis._hearers), left)
 
 
 #: samples whose planning adds and drops fences: a preheader the edits create, a loop and a
