@@ -667,7 +667,7 @@ class KernelAnalysis:
             answers[key] = self._touches(block, origin, targets)
         return answers[key]
 
-    # -- results --------------------------------------------------------------------------
+    # -- for the solutions' results ------------------------------------------------------------
     def _hazard(self, pending: int) -> Hazard:
         for hazard in (Hazard.RAW, Hazard.WAR, Hazard.INIT_CLUSTER):
             if pending & self._hazard_masks[hazard]:
@@ -802,6 +802,7 @@ class Solution:
         view.exports, view.imports, view._reasons = self.exports, self.imports, self._reasons
         return view
 
+    # -- credit (docs/fence.md §4.4) -------------------------------------------------------------
     def _imported_before_in_round(self, threads: int) -> dict[int, int]:
         """block -> the facts imported by the waits on the paths from the entry to it
         that take no loop's back edge (before it in its round), at waits some of
@@ -870,6 +871,7 @@ class Solution:
                 merges[block] = functools.partial(_with_stale, inner, analysis.put(stale, UNCREDITED))
         return merges
 
+    # -- needs and planned fences -----------------------------------------------------------------
     def overlapping(self, event: Event, state: int) -> int:
         """The facts pending in `state` that make `event` need a fence: those of this
         CTA's threads that it touches, and those handed across CTAs that were writes
@@ -935,6 +937,7 @@ class Solution:
             merges[header] = merge
         return merges
 
+    # -- the fixpoint ---------------------------------------------------------------------------
     def _run(self, needy: dict[int, int]) -> None:
         """Solve with fences before the ops in `needy` (id -> cover), hand-offs to a
         fixpoint; sets `ins`, `outs`, `exports`, `imports`.
@@ -1259,6 +1262,7 @@ class Solution:
         self._need_masks = masks
         return changed
 
+    # -- results --------------------------------------------------------------------------------
     def needs(self) -> list[Need]:
         """The fences this solution puts right before async ops, in block order."""
         analysis = self.analysis
