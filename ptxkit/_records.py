@@ -25,19 +25,41 @@ as written.
 (Span(start=3, stop=7), 4, Span(start=3, stop=4), True)
 >>> Span.__annotations__, Span.__doc__, Span._fields
 ({'start': 'int', 'stop': 'int'}, 'A half-open range of lines.', ('start', 'stop'))
+
+`Generic` and `TypeVar` are ``typing``'s to a type checker, and so to mypyc; at run time
+a class written ``class Box(Generic[T]):`` gets a plain base class with no slots, and
+``TypeVar("T")`` is the name ``"T"``.
+
+>>> T = TypeVar("T")
+>>> class Box(Generic[T]):
+...     pass
+>>> T, [base.__name__ for base in Box.__mro__]
+('T', ['Box', 'Generic', 'object'])
 """
 
 from __future__ import annotations
 
 import collections
 
-__all__ = ["TYPE_CHECKING", "Record"]
+__all__ = ["TYPE_CHECKING", "Generic", "Record", "TypeVar"]
 
 #: ``typing.TYPE_CHECKING`` without importing ``typing``: mypy takes the name as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import NamedTuple as Record
+    from typing import Generic, NamedTuple as Record, TypeVar
 else:
+    class Generic:
+        """The base of a generic class: ``Generic[T]`` is this class, whatever `T`."""
+
+        __slots__ = ()
+
+        def __class_getitem__(cls, parameters: object) -> type:
+            return cls
+
+    def TypeVar(name: str, *constraints: object, **options: object) -> str:
+        """A type variable's name: what a type checker reads is all it is at run time."""
+        return name
+
     #: What every class body has that is not the record's own.
     _CLASS_MACHINERY = frozenset({"__module__", "__qualname__", "__annotations__", "__doc__"})
 
