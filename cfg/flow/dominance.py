@@ -19,7 +19,7 @@ Two entry points:
 from __future__ import annotations
 
 from ptxkit._records import TYPE_CHECKING
-from ptxkit.cfg.flow.graph import EXIT, derived
+from ptxkit.cfg.flow.graph import EXIT, Fact
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Sequence
@@ -179,26 +179,18 @@ class DominatorTree:
 
     @classmethod
     def of(cls, flow: FlowGraph) -> DominatorTree:
-        """Dominators of a `FlowGraph` (blocks reachable from block 0), computed once per graph."""
-        return derived(flow, "dominators", lambda: cls(compute_idoms(flow.succ, flow.pred, 0) if len(flow) else {}))
+        """Dominators of a `FlowGraph` (blocks reachable from block 0), computed once per graph
+        (`DOMINATORS`)."""
+        return DOMINATORS.of(flow)
 
     @classmethod
     def post_of(cls, flow: FlowGraph) -> DominatorTree:
         """Post-dominators of a `FlowGraph`; the virtual exit is the key ``EXIT``.
 
-        Blocks that cannot reach the exit (endless loops) have no entry. Computed once per graph.
+        Blocks that cannot reach the exit (endless loops) have no entry. Computed once per
+        graph (`POST_DOMINATORS`).
         """
-        return derived(flow, "post-dominators", lambda: cls._post(flow))
-
-    @classmethod
-    def _post(cls, flow: FlowGraph) -> DominatorTree:
-        exits = set(flow.exits)
-        forward: dict[EdgeEnd, Sequence[EdgeEnd]] = {EXIT: list(flow.exits)}
-        backward: dict[EdgeEnd, Sequence[EdgeEnd]] = {EXIT: []}
-        for block in range(len(flow)):
-            forward[block] = flow.pred[block]
-            backward[block] = flow.succ[block] + [EXIT] if block in exits else flow.succ[block]
-        return cls(compute_idoms(forward, backward, EXIT))
+        return POST_DOMINATORS.of(flow)
 
     def __contains__(self, node: object) -> bool:
         return node in self._enter
@@ -209,3 +201,23 @@ class DominatorTree:
         if a not in enter or b not in enter:
             return False
         return enter[a] <= enter[b] <= self._leave[a]
+
+
+def _dominators(flow: FlowGraph) -> DominatorTree:
+    return DominatorTree(compute_idoms(flow.succ, flow.pred, 0) if len(flow) else {})
+
+
+def _post_dominators(flow: FlowGraph) -> DominatorTree:
+    exits = set(flow.exits)
+    forward: dict[EdgeEnd, Sequence[EdgeEnd]] = {EXIT: list(flow.exits)}
+    backward: dict[EdgeEnd, Sequence[EdgeEnd]] = {EXIT: []}
+    for block in range(len(flow)):
+        forward[block] = flow.pred[block]
+        backward[block] = flow.succ[block] + [EXIT] if block in exits else flow.succ[block]
+    return DominatorTree(compute_idoms(forward, backward, EXIT))
+
+
+#: A graph's dominator tree (`DominatorTree.of`).
+DOMINATORS: Fact[DominatorTree] = Fact("dominators", _dominators)
+#: A graph's post-dominator tree, rooted at ``EXIT`` (`DominatorTree.post_of`).
+POST_DOMINATORS: Fact[DominatorTree] = Fact("post-dominators", _post_dominators)

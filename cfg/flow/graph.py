@@ -19,7 +19,7 @@ innermost ``{ }`` scope, as nvcc's inline assembly needs.
 from __future__ import annotations
 
 from ptxkit._gc import paused_gc
-from ptxkit._records import TYPE_CHECKING
+from ptxkit._records import TYPE_CHECKING, Generic, TypeVar
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.instruction import head_of
 from ptxkit.isa import BLOCK_TERMINATORS, fewest_operands
@@ -27,7 +27,7 @@ from ptxkit.syntax import Block, Directive, Instruction, Label
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-    from typing import Final, Literal, TypeVar
+    from typing import Any, Final, Literal
 
     import networkx as nx
 
@@ -45,8 +45,9 @@ if TYPE_CHECKING:
     Site = tuple[int, int]
     #: An instruction's head in tuple form (`ptxkit.instruction.head_of`): guard, opcode, base, end of the opcode.
     HeadTuple = tuple[Guard | None, str, str, int]
-    #: What an analysis derives from a graph.
-    Derived = TypeVar("Derived")
+
+#: What a `Fact` of a graph is.
+Known = TypeVar("Known")
 
 ENTRY: Final = "entry"
 EXIT: Final = "exit"
@@ -110,7 +111,7 @@ class FlowGraph:
     """
 
     __slots__ = ("function", "blocks", "succ", "pred", "exits", "kinds", "label_blocks", "start", "calls", "_rpo",
-                 "derived")
+                 "facts")
 
     def __init__(self, function: Function, blocks: list[BasicBlock], edges: list[Edge],
                  label_blocks: dict[Label, int]) -> None:
@@ -140,7 +141,7 @@ class FlowGraph:
                 self.succ[u].append(v)
                 self.pred[v].append(u)
         self._rpo: list[int] | None = None
-        self.derived: dict[str, object] = {}  # what analyses computed from the graph (`derived`)
+        self.facts: dict[Fact[Any], Any] = {}  # each `Fact` of the graph computed so far -> its value
 
     def __len__(self) -> int:
         return len(self.blocks)
@@ -412,19 +413,49 @@ def _resolve(node: Node, name: str, at: int) -> Label:
     return label
 
 
-def derived(flow: object, key: str, compute: Callable[[], Derived]) -> Derived:
-    """`compute()`, kept in the graph's `derived` cache when it has one: what an
-    analysis computes once per graph (a graph does not change once built).
+class Fact(Generic[Known]):
+    """Something analyses compute from a graph alone, declared once: its `name`, the
+    function of the graph that computes it (`compute`), and the facts that function reads
+    (`needs`). `of` computes it at most once per graph (a graph does not change once
+    built) and keeps it in the graph's `facts`, keyed by the fact itself; a table that
+    its users fill as they go is a fact too, its `compute` making the empty table.
 
-    >>> class Plain:  # a graph-like object without the cache
-    ...     pass
-    >>> derived(Plain(), "n", lambda: 1)
-    1
+    >>> DEPTH: Fact[int] = Fact("depth", lambda flow: len(flow))
+    >>> WIDE: Fact[bool] = Fact("wide", lambda flow: DEPTH.of(flow) > 1, needs=(DEPTH,))
+    >>> flow = FlowGraph(None, [BasicBlock(0), BasicBlock(1)], [(ENTRY, 0, "entry"), (0, 1, "fallthrough"),
+    ...                  (1, EXIT, "return")], {})
+    >>> WIDE.of(flow), flow.facts
+    (True, {<Fact depth>: 2, <Fact wide>: True})
     """
-    cache: dict[str, object] | None = getattr(flow, "derived", None)
-    if cache is None:
-        return compute()
-    if key not in cache:  # None is an answer too (a graph with no stack frame)
-        cache[key] = compute()
-    found: Derived = cache[key]  # type: ignore[assignment]  # what `compute` made under `key`
-    return found
+
+    __slots__ = ("name", "compute", "needs")
+
+    def __init__(self, name: str, compute: Callable[[FlowGraph], Known], needs: tuple[Fact[Any], ...] = ()) -> None:
+        self.name = name
+        self.compute = compute
+        self.needs = needs
+
+    def of(self, flow: object) -> Known:
+        """This fact of `flow`: kept in its `facts` once computed (None is an answer too),
+        the facts it `needs` computed first. A graph-like object without `facts` (a
+        stand-in some callers hand over) gets it computed each time, and keeps nothing.
+
+        >>> class Plain:  # a graph-like object without the store
+        ...     pass
+        >>> Fact("one", lambda flow: 1).of(Plain())
+        1
+        """
+        facts: dict[Fact[Any], Any] | None = getattr(flow, "facts", None)
+        if facts is not None and self in facts:
+            found: Known = facts[self]
+            return found
+        if facts is not None:
+            for need in self.needs:
+                need.of(flow)
+        found = self.compute(flow)  # type: ignore[arg-type]  # a FlowGraph, or a stand-in with what `compute` reads
+        if facts is not None:
+            facts[self] = found
+        return found
+
+    def __repr__(self) -> str:
+        return f"<Fact {self.name}>"

@@ -19,8 +19,8 @@ and the fence pass does not hoist into or out of them.
 from __future__ import annotations
 
 from ptxkit._records import TYPE_CHECKING, Record
-from ptxkit.cfg.flow.dominance import DominatorTree
-from ptxkit.cfg.flow.graph import EXIT, derived
+from ptxkit.cfg.flow.dominance import DOMINATORS, DominatorTree
+from ptxkit.cfg.flow.graph import EXIT, Fact
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -107,7 +107,7 @@ def find_loops(flow: FlowGraph, dominators: DominatorTree | None = None) -> Loop
     >>> (outer.header, sorted(outer.blocks), outer.latches), (inner.header, inner.depth), inner.parent is outer
     ((0, [0, 1, 2], [2]), (1, 2), True)
     """
-    dom = dominators or DominatorTree.of(flow)
+    dom = dominators or DOMINATORS.of(flow)
     rank = {block: i for i, block in enumerate(flow.rpo)}
     latches: dict[int, list[int]] = {}
     irreducible: set[int] = set()
@@ -133,7 +133,7 @@ def find_loops(flow: FlowGraph, dominators: DominatorTree | None = None) -> Loop
 
 
 def loop_forest(flow: FlowGraph) -> LoopForest:
-    """`find_loops` of `flow`, computed once per graph (kept in its `derived` cache).
+    """`find_loops` of `flow`, computed once per graph (`LOOPS`).
 
     >>> import ptxkit
     >>> from ptxkit.cfg.flow.graph import flow_graph
@@ -142,7 +142,11 @@ def loop_forest(flow: FlowGraph) -> LoopForest:
     >>> loop_forest(flow) is loop_forest(flow), [loop.header for loop in loop_forest(flow).loops]
     (True, [0])
     """
-    return derived(flow, "loops", lambda: find_loops(flow))
+    return LOOPS.of(flow)
+
+
+#: A graph's `find_loops` (`loop_forest`).
+LOOPS: Fact[LoopForest] = Fact("loops", find_loops, needs=(DOMINATORS,))
 
 
 def _natural_body(flow: FlowGraph, header: int, latches: list[int], reachable: Container[int]) -> set[int]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.cfg.flow.dominance import DominatorTree
-from ptxkit.cfg.flow.graph import derived
+from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.flow.ssa import blocks_between, cell_key
 from ptxkit.cfg.values.arithmetic import compared_as, identity, rounded_up_to
 from ptxkit.cfg.values.specials import is_fixed_special, one_dimensional
@@ -514,10 +514,15 @@ def unwritten_between(analysis: Code, there: int, reading: int, registers: Itera
                    for name in registers for site in analysis.definitions().get(prefix + name, ()))
 
 
+#: ``(there, reading)`` -> `blocks_on_ways`, filled as it is asked.
+BLOCKS_BETWEEN: Fact[dict[tuple[int, int], frozenset[int]]] = Fact("blocks between", lambda flow: {})
+
+
 def blocks_on_ways(analysis: Code, there: int, reading: int) -> frozenset[int]:
     """The blocks on a way from block `there` to block `reading` that does not pass
-    `there` again (`ptxkit.cfg.flow.ssa.blocks_between`), kept per pair for the graph."""
-    regions: dict[tuple[int, int], frozenset[int]] = derived(analysis.flow, "blocks between", dict)
+    `there` again (`ptxkit.cfg.flow.ssa.blocks_between`), kept per pair for the graph
+    (`BLOCKS_BETWEEN`)."""
+    regions = BLOCKS_BETWEEN.of(analysis.flow)
     between = regions.get((there, reading))
     if between is None:
         between = regions[(there, reading)] = blocks_between(analysis.flow, DominatorTree.of(analysis.flow), there,

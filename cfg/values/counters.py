@@ -27,7 +27,7 @@ let it grow round after round:
 from __future__ import annotations
 
 from ptxkit.cfg.flow.dominance import DominatorTree
-from ptxkit.cfg.flow.graph import derived
+from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.flow.operands import operand_reads, register_and_constant, type_width
 from ptxkit.cfg.flow.ssa import version_name
 from ptxkit.cfg.values.arithmetic import compared_as, cvt_reading, rounded_up_to
@@ -107,6 +107,10 @@ def _computations(flow: FlowGraph) -> dict[Site, list[Site]]:
                 if key is not None:
                     found.setdefault(key, []).append((block.index, position))
     return {site: sites for sites in found.values() if len(sites) > 1 for site in sites}
+
+
+#: A graph's `_computations`.
+COMPUTATIONS: Fact[dict[Site, list[Site]]] = Fact("computations", _computations)
 
 
 def linear_sum(analysis: Counting, block: int, position: int, plain: frozenset[str]) -> Linear | None:
@@ -690,10 +694,14 @@ def _wrapped_remainder(analysis: Counting, block: int, position: int, register: 
     return remainder_range(analysis, block, found, wrapped=True), [analysis.prefix(block) + name for name in read]
 
 
+#: Block -> `may_round`, filled as it is asked.
+ROUNDING_BLOCKS: Fact[dict[int, bool]] = Fact("rounding blocks", lambda flow: {})
+
+
 def may_round(analysis: Counting, block: int) -> bool:
     """True when `block` has a remainder (or mask) and a ``sub``, as
-    `ptxkit.cfg.values.idioms.rounding_add` needs (kept per graph)."""
-    known: dict[int, bool] = derived(analysis.flow, "rounding blocks", dict)
+    `ptxkit.cfg.values.idioms.rounding_add` needs (kept per graph: `ROUNDING_BLOCKS`)."""
+    known = ROUNDING_BLOCKS.of(analysis.flow)
     found = known.get(block)
     if found is None:
         heads = analysis.flow.blocks[block].heads
@@ -800,7 +808,7 @@ def twin_of(analysis: Counting, block: int, position: int) -> str | None:
     instruction reads is written in between (a ``-G`` build computes ``x % 1024``
     again after testing it): both hold the same value."""
     flow = analysis.flow
-    computations: dict[Site, list[Site]] = derived(flow, "computations", lambda: _computations(flow))
+    computations = COMPUTATIONS.of(flow)
     sites = computations.get((block, position))
     if sites is None:
         return None

@@ -19,8 +19,8 @@ from heapq import heapify, heappop, heappush
 
 from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.dominance import DominatorTree
-from ptxkit.cfg.flow.graph import derived
-from ptxkit.cfg.flow.loops import loop_forest, strongly_connected
+from ptxkit.cfg.flow.graph import Fact
+from ptxkit.cfg.flow.loops import LOOPS, strongly_connected
 from ptxkit.cfg.flow.operands import destinations
 from ptxkit.isa import CTA_UNIFORM_SPECIALS, PURE_OPCODES, STATE_SPACES, THREAD_INDEX_SPECIALS, is_special_register
 
@@ -125,7 +125,7 @@ def cta_uniform(register: str, definitions: Definitions, flow: FlowGraph) -> boo
     predicate too (`deciding_branches`: different constants on the two sides of a branch on
     ``%tid`` differ by thread) (docs/fence.md §4.2). The greatest fixpoint of that rule:
     uniform unless some register it rests on (`_needs`, through any chain, loops
-    included) fails on its own; answers are kept per graph and `definitions`.
+    included) fails on its own; answers are kept per graph and `definitions` (`CTA_UNIFORM`).
 
     >>> cta_uniform("%ctaid.x", {}, None), cta_uniform("%tid.x", {}, None)
     (True, False)
@@ -133,13 +133,17 @@ def cta_uniform(register: str, definitions: Definitions, flow: FlowGraph) -> boo
     known = _known(register)
     if known is not None:
         return known
-    table: dict[int, tuple[Definitions, dict[str, bool]]] = derived(flow, "cta uniform", dict)
+    table = CTA_UNIFORM.of(flow)
     if id(definitions) not in table:  # the entry keeps `definitions` alive: its id is not reused
         table[id(definitions)] = (definitions, {})
     memo = table[id(definitions)][1]
     if register not in memo:
         _settle(register, definitions, flow, memo)
     return memo[register]
+
+
+#: ``id(definitions)`` -> those definitions and the `cta_uniform` answers under them, filled as they are asked.
+CTA_UNIFORM: Fact[dict[int, tuple[Definitions, dict[str, bool]]]] = Fact("cta uniform", lambda flow: {})
 
 
 def _known(register: str) -> bool | None:
@@ -261,9 +265,8 @@ def _deciding(flow: FlowGraph, sites: Sequence[Site], register: str, skip: Calla
     examined, so that `cta_uniform` walks no branch whose guard it knows uniform, and
     stops at the first that fails): only a branch that reaches a write may decide it,
     and only where `register` is live (read before it is written again). Each branch's
-    verdict is kept per register and graph."""
-    table: dict[str, dict[int, bool]] = derived(flow, "deciding verdicts", dict)
-    verdicts = table.setdefault(register, {})
+    verdict is kept per register and graph (`DECIDING_VERDICTS`)."""
+    verdicts = DECIDING_VERDICTS.of(flow).setdefault(register, {})
     written = {block for block, _ in sites}
     unguarded = {block for block, position in sites if flow.blocks[block].heads[position][0] is None}
     live = _live(flow, register, unguarded)
@@ -280,6 +283,10 @@ def _deciding(flow: FlowGraph, sites: Sequence[Site], register: str, skip: Calla
             yield branch
 
 
+#: Register -> branch -> whether it decides which write of the register a thread sees (`_decides`).
+DECIDING_VERDICTS: Fact[dict[str, dict[int, bool]]] = Fact("deciding verdicts", lambda flow: {})
+
+
 def _decides(flow: FlowGraph, branch: int, blocks: tuple[set[int], set[int], set[int], set[int]],
              defined: bool) -> bool:
     """Whether `branch` decides which write a thread sees: its sides differ
@@ -289,14 +296,14 @@ def _decides(flow: FlowGraph, branch: int, blocks: tuple[set[int], set[int], set
     meet = DominatorTree.post_of(flow).idom.get(branch)
     if _sides_differ(flow, branch, blocks, meet, defined):
         return True
-    loop = _innermost_loops(flow).get(branch)
+    loop = INNERMOST_LOOPS.of(flow).get(branch)
     loops = [loop, *loop.enclosing()] if loop is not None else []
     return any(_leaves_apart(flow, branch, around, live, meet) for around in loops if written & around.blocks)
 
 
-def _innermost_loops(flow: FlowGraph) -> dict[int, Loop]:
-    """block -> the innermost loop holding it; computed once per graph."""
-    return derived(flow, "innermost loops", lambda: loop_forest(flow).innermost())
+#: Block -> the innermost loop holding it.
+INNERMOST_LOOPS: Fact[dict[int, Loop]] = Fact("innermost loops", lambda flow: LOOPS.of(flow).innermost(),
+                                              needs=(LOOPS,))
 
 
 def _live(flow: FlowGraph, register: str, killing: set[int]) -> set[int]:
@@ -327,10 +334,10 @@ def _exposed_reads(flow: FlowGraph, register: str) -> set[int]:
     >>> [flow.blocks[b].name for b in _exposed_reads(flow, "%r1")], _exposed_reads(flow, "%r11")
     (['L'], set())
     """
-    table: dict[str, set[int]] = derived(flow, "exposed reads", dict)
+    table = EXPOSED_READS.of(flow)
     if register not in table:
         found: set[int] = set()
-        for prefix, texts in _texts_by_copy(flow).items():
+        for prefix, texts in TEXTS_BY_COPY.of(flow).items():
             name = _local_name(register, prefix)
             if name is not None:
                 found.update(block for block, text in texts if name in text and _reads_first(flow, block, name))
@@ -338,17 +345,21 @@ def _exposed_reads(flow: FlowGraph, register: str) -> set[int]:
     return table[register]
 
 
-def _texts_by_copy(flow: FlowGraph) -> dict[str, list[tuple[int, str]]]:
-    """The prefix of each inlined copy (`qualified`) -> its blocks, each with its text;
-    computed once per graph."""
-    def scan() -> dict[str, list[tuple[int, str]]]:
-        found: dict[str, list[tuple[int, str]]] = {}
-        for block in flow.blocks:
-            text = "\n".join([instruction.text for instruction in block.instructions])  # a list: no call per line
-            found.setdefault(block.context.prefix if block.context is not None else "", []).append((block.index, text))
-        return found
+#: Register (`qualified`) -> `_exposed_reads`, filled as they are asked.
+EXPOSED_READS: Fact[dict[str, set[int]]] = Fact("exposed reads", lambda flow: {})
 
-    return derived(flow, "texts by copy", scan)
+
+def _texts_by_copy(flow: FlowGraph) -> dict[str, list[tuple[int, str]]]:
+    """The prefix of each inlined copy (`qualified`) -> its blocks, each with its text."""
+    found: dict[str, list[tuple[int, str]]] = {}
+    for block in flow.blocks:
+        text = "\n".join([instruction.text for instruction in block.instructions])  # a list: no call per line
+        found.setdefault(block.context.prefix if block.context is not None else "", []).append((block.index, text))
+    return found
+
+
+#: A graph's `_texts_by_copy`.
+TEXTS_BY_COPY: Fact[dict[str, list[tuple[int, str]]]] = Fact("texts by copy", _texts_by_copy)
 
 
 def _local_name(register: str, prefix: str) -> str | None:
@@ -407,7 +418,7 @@ def _sides_differ(flow: FlowGraph, branch: int, blocks: tuple[set[int], set[int]
     sides = (set(flow.succ[branch]) - {branch}) & toward
     if len(sides) < 2 or not defined and len(written) < 2:
         return False  # one side alone, or one write and no value from before: never two ways
-    order = _rpo_positions(flow)  # labels grow to the same end in any order: this one re-visits least
+    order = RPO_POSITIONS.of(flow)  # labels grow to the same end in any order: this one re-visits least
     labels: dict[int, set[tuple[int, int]]] = {side: {(side, -1)} for side in sides}
     work = [(order.get(side, len(order) + side), side) for side in sides]
     heapify(work)
@@ -437,9 +448,9 @@ def _sides_differ(flow: FlowGraph, branch: int, blocks: tuple[set[int], set[int]
     return False
 
 
-def _rpo_positions(flow: FlowGraph) -> dict[int, int]:
-    """block -> its place in the graph's reverse post-order; computed once per graph."""
-    return derived(flow, "rpo positions", lambda: {block: place for place, block in enumerate(flow.rpo)})
+#: Block -> its place in the graph's reverse post-order.
+RPO_POSITIONS: Fact[dict[int, int]] = Fact("rpo positions",
+                                           lambda flow: {block: place for place, block in enumerate(flow.rpo)})
 
 
 def _two_ways(labels: set[tuple[int, int]], defined: bool) -> bool:
@@ -601,7 +612,7 @@ def _region_ends(flow: FlowGraph, split: int, meet: int, definitions: Definition
 
 def definitions(flow: FlowGraph) -> Definitions:
     """register -> the ``(block, position)`` pairs that write it, its name qualified by
-    the inlined copy that writes it (`qualified`); computed once per graph.
+    the inlined copy that writes it (`qualified`); computed once per graph (`DEFINITIONS`).
 
     >>> import ptxkit
     >>> from ptxkit.cfg.flow.inline import inlined_graph
@@ -610,13 +621,18 @@ def definitions(flow: FlowGraph) -> Definitions:
     >>> definitions(inlined_graph(m.function("k")))
     {'%r1': [(0, 0)]}
     """
-    def scan() -> Definitions:
-        found: Definitions = {}
-        for block in flow.blocks:
-            prefix = block.context.prefix if block.context is not None else ""
-            for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
-                for name in destinations(instruction, head, frozenset()):
-                    found.setdefault(prefix + name, []).append((block.index, position))
-        return found
+    return DEFINITIONS.of(flow)
 
-    return derived(flow, "definitions", scan)
+
+def _definitions(flow: FlowGraph) -> Definitions:
+    found: Definitions = {}
+    for block in flow.blocks:
+        prefix = block.context.prefix if block.context is not None else ""
+        for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
+            for name in destinations(instruction, head, frozenset()):
+                found.setdefault(prefix + name, []).append((block.index, position))
+    return found
+
+
+#: A graph's registers and the sites that write them (`definitions`).
+DEFINITIONS: Fact[Definitions] = Fact("definitions", _definitions)

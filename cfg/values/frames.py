@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 
 from ptxkit._records import TYPE_CHECKING, Record
-from ptxkit.cfg.flow.graph import derived
+from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.values.values import INF, LOCAL_SPACE, NUM, TOP_FORM
 from ptxkit.isa import MEMORY_WRITERS, access_width
 
@@ -80,8 +80,8 @@ class Frames(Record):
 
 def stack_frames(flow: FlowGraph) -> Frames | None:
     """The stack accesses of `flow` and its sealed frames, once per graph; None when it
-    has no stack frame or too many accesses to follow."""
-    return derived(flow, "stack frames", lambda: _scan(flow))
+    has no stack frame or too many accesses to follow (`STACK_FRAMES`)."""
+    return STACK_FRAMES.of(flow)
 
 
 def _scan(flow: FlowGraph) -> Frames | None:
@@ -121,6 +121,10 @@ def _scan(flow: FlowGraph) -> Frames | None:
                if spot is not None and spot[0] in region else a for a, spot in zip(accesses, spots)]
     sealed = frozenset(region[key] for key in depots if key not in unsealed)
     return Frames(tuple(located), sealed)
+
+
+#: A graph's stack accesses and sealed frames (`stack_frames`).
+STACK_FRAMES: Fact[Frames | None] = Fact("stack frames", _scan)
 
 
 def _frame_use(instruction: Instruction, head: HeadTuple, key: int, depots: dict[int, str], unsealed: set[int]) -> None:

@@ -50,8 +50,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
 from ptxkit._records import TYPE_CHECKING, Record
-from ptxkit.cfg.flow.dominance import DominatorTree
-from ptxkit.cfg.flow.graph import derived
+from ptxkit.cfg.flow.dominance import DOMINATORS, DominatorTree
+from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.flow.inline import Context
 from ptxkit.cfg.flow.loops import on_cycles
 from ptxkit.cfg.flow.operands import (
@@ -74,7 +74,7 @@ from ptxkit.cfg.values.counters import (
 from ptxkit.cfg.values.frames import Frames, StackModel, observed, stack_frames
 from ptxkit.cfg.values.idioms import SUM_OPCODES, quotient_of, remainder, rounding_add
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER, special_ranges
-from ptxkit.cfg.values.symbols import PLAIN_KEY, symbol_regions, template_load, templates
+from ptxkit.cfg.values.symbols import PLAIN_REGISTERS, TEMPLATES, symbol_regions, template_load
 from ptxkit.isa import (
     FIXED_SPECIALS, INTEGER_TYPES, NO_DESTINATION, RESULT_RANGES, SIGN_READING, SWAPPED_COMPARISONS, TYPE_BITS,
 )
@@ -115,7 +115,7 @@ if TYPE_CHECKING:
     #: What `_rule_key` makes a rule from: the site, and for a ``ld``/``st`` the stack model's part in it.
     RuleKey = Site | tuple[Site, None] | tuple[Site, Cell, tuple[int, int]] | tuple[Site, tuple[Cell, int, int], bool]
     #: A symbol table of `ptxkit.cfg.values.symbols` (still untyped): name -> value, None for a
-    #: register declared without ``%``, and `PLAIN_KEY` -> the names of those.
+    #: register declared without ``%``.
     SymbolTable = dict[str, Any]
     #: ``(position, order, kind, key, point)``: where a block reads or writes a key (`_rename_points`).
     RenamePoint = tuple[int, int, str, str, Point]
@@ -187,7 +187,8 @@ def analyse_registers(flow: FlowGraph, queries: Queries, max_cluster: int = PORT
     # an earlier analysis of the graph (the tensor copies' pre-pass, docs/fence.md §3.3)
     # probed every stack access too: the model it settled on is the likeliest to hold
     # now, and the check below makes any starting model safe
-    reused: StackModel | None = getattr(flow, "derived", {}).get(_SETTLED_MODEL)
+    settled = SETTLED_MODELS.of(flow)
+    reused = settled[-1] if settled else None
     model = reused if reused is not None else observed(frames)
     following = analysis  # one analysis for every round: the rules of what no model changes are made once
     for _ in range(_STACK_ROUNDS):
@@ -198,8 +199,7 @@ def analyse_registers(flow: FlowGraph, queries: Queries, max_cluster: int = PORT
             answer = RegisterAnswers({key: values[key] for key in queries}, dead, following.by_thread), \
                 following.solution()
             if model.settled(found) and (model is not reused or model.matches(found)):
-                if getattr(flow, "derived", None) is not None:
-                    flow.derived[_SETTLED_MODEL] = model
+                settled[:] = [model]
                 return answer[0]
             following.start_afresh()  # the answer keeps this round's solution
             if model is reused:  # it holds but gives stores more than these values ask: try what they ask
@@ -251,10 +251,11 @@ class _Analysis:
                  stack: StackModel | None = None) -> None:
         self.flow = flow
         self.aligned = aligned or {}
-        # each block's inlined copy's prefix to register names, and the graph's register
-        # definitions (`definitions`, `written_at`) once taken from its `derived` cache
+        # each block's inlined copy's prefix to register names, the registers its function
+        # declares without %, and the graph's register definitions (`definitions`,
+        # `written_at`) once taken from its facts
         self._prefixes = [block.context.prefix if block.context is not None else "" for block in flow.blocks]
-        self._plains: list[frozenset[str] | None] = [None] * len(flow.blocks)  # `plain`
+        self._plains = PLAIN_REGISTERS.of(flow)
         self._registers: dict[str, list[Site]] | None = None
         self._written: dict[tuple[int, str], list[int]] | None = None
         # `_rule_key` -> (`rule`, the thresholds making it added)
@@ -318,16 +319,9 @@ class _Analysis:
         return self._prefixes[block]
 
     def plain(self, block: int) -> frozenset[str]:
-        """Registers declared without ``%`` in the block's function (inline assembly),
-        kept by block: every rule asks."""
-        names = self._plains[block]
-        if names is None:
-            table = self.symbol_values(block)
-            names = table.get(PLAIN_KEY)
-            if names is None:
-                names = table[PLAIN_KEY] = frozenset(name for name, value in table.items() if value is None)
-            self._plains[block] = names
-        return names
+        """Registers declared without ``%`` in the block's function (inline assembly):
+        the graph's `PLAIN_REGISTERS`, which every rule asks for."""
+        return self._plains[block]
 
     def symbol_values(self, block: int) -> SymbolTable:
         context = self.flow.blocks[block].context
@@ -342,19 +336,17 @@ class _Analysis:
                     table[name] = (value[0]._replace(region=region._replace(align=self.aligned[region])),)
         return table
 
-    def param_key(self, block: int, name: str, offset: int, loading: bool) -> str:
-        """The key a ``.param`` access at `block` names: a call argument or result of
-        this context, or (for ``ld.param`` in an inlined callee) the caller's argument."""
+    def param_key(self, block: int, name: str, offset: int) -> str:
+        """The key a ``ld.param`` at `block` reads: a call argument or result of this
+        context, or (in an inlined callee) the caller's argument (a ``st.param``'s key:
+        `stored_param_key`)."""
         context = self.flow.blocks[block].context
-        if loading and context is not None:
+        if context is not None:
             if context.parent is not None and name in context.arguments:
                 return f"{context.parent.prefix}param:{context.arguments[name]}+{offset}"
             callee = self.returning.get(block)
             if callee is not None and name in callee.results:
                 return f"{callee.prefix}param:{callee.results[name]}+{offset}"
-        if not loading and context is not None and context.parent is not None:
-            if name in {p.name for p in context.function.signature.return_params}:
-                return f"{context.prefix}param:{name}+{offset}"
         return f"{self.prefix(block)}param:{name}+{offset}"
 
     # -- definitions and the slice ----------------------------------------------------------
@@ -378,8 +370,7 @@ class _Analysis:
         per graph."""
         by_position = self._written
         if by_position is None:
-            by_position = self._written = derived(self.flow, "register definitions by block",
-                                                  lambda: by_block(self._register_definitions()))
+            by_position = self._written = REGISTER_DEFINITIONS_BY_BLOCK.of(self.flow)
         return by_position.get((block, self._prefixes[block] + register), ())
 
     def _register_definitions(self) -> dict[str, list[Site]]:
@@ -387,7 +378,7 @@ class _Analysis:
         cache once per analysis."""
         found = self._registers
         if found is None:
-            found = self._registers = derived(self.flow, "register definitions", self._definitions)
+            found = self._registers = REGISTER_DEFINITIONS.of(self.flow)
         return found
 
     def last_definition(self, block: int, position: int, register: str) -> int | None:
@@ -422,32 +413,6 @@ class _Analysis:
         code = self.flow.blocks[block]
         found = self._quotients[key] = quotient_of(code.instructions, code.heads, position, register)
         return found
-
-    def _definitions(self) -> dict[str, list[Site]]:
-        found: dict[str, list[tuple[int, int]]] = {}
-        for block in self.flow.blocks:
-            prefix = self.prefix(block.index)
-            plain = self.plain(block.index)
-            for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
-                base = head[2]
-                if base == "st" and head[1].startswith("st.param"):
-                    for key in self._param_store_keys(block.index, instruction):
-                        found.setdefault(key, []).append((block.index, position))
-                    continue
-                if base in NO_DESTINATION:
-                    continue
-                for name in destinations(instruction, head, plain):
-                    found.setdefault(prefix + name, []).append((block.index, position))
-        return found
-
-    def _param_store_keys(self, block: int, instruction: Instruction) -> list[str]:
-        operands = instruction.operands
-        if not operands or operands[0].kind != "memory" or operands[0].name is None:
-            return []
-        width = element_bytes(instruction.opcode)
-        count = len(operands[1].elements) if len(operands) > 1 and operands[1].kind == "vector" else 1
-        offset = int(operands[0].value or 0)
-        return [self.param_key(block, operands[0].name, offset + i * width, loading=False) for i in range(count)]
 
     def reads_stack(self, queries: Queries, frames: Frames) -> bool:
         """True when some query is computed from a load that may read a stack frame."""
@@ -643,7 +608,7 @@ class _Analysis:
             return {}
         flow = self.flow
         idom: dict[int, int] = self.dominators.idom  # type: ignore[assignment]  # of blocks, from block 0: no EXIT
-        frontier, children = derived(flow, "dominance frontiers", lambda: frontiers(flow, idom))
+        frontier, children = DOMINANCE_FRONTIERS.of(flow)
         joins_at = _join_blocks(multi, definitions, frontier)
         points = self._rename_points(multi, definitions, rules, queries, conditions)
         root = next((n for n, p in idom.items() if n == p), None)
@@ -921,7 +886,7 @@ class _Analysis:
             target = prefix + operand_targets(operands[0], plain)[0]
             return self._stack_load_rule(stack, block, position, target, guard is None)
         if base == "st":  # st.param: a call argument or a return value
-            keys = self._param_store_keys(block, instruction)
+            keys = param_store_keys(self.flow, block, instruction)
             values = operands[1].elements if operands[1].kind == "vector" else (operands[1],)
 
             def store(a: _Analysis, at: Point, keys: list[str] = keys, values: tuple[Operand, ...] = values) -> None:
@@ -1059,7 +1024,7 @@ class _Analysis:
         width = element_bytes(opcode)
         count = len(operands[0].elements) if operands[0].kind == "vector" else 1
         offset = int(memory.value or 0)
-        return [self.param_key(block, memory.name, offset + i * width, loading=True) for i in range(count)]
+        return [self.param_key(block, memory.name, offset + i * width) for i in range(count)]
 
     def computation(self, block: int, opcode: str, base: str, modifiers: list[str], operands: Sequence[Operand],
                     targets: list[str]) -> Compute:
@@ -1122,7 +1087,7 @@ class _Analysis:
         if base == "ld":
             if is_param(modifiers):
                 return self._param_load(block, opcode, operands, modifiers, count)
-            zero_filled = derived(self.flow, "templates", lambda: templates(self.flow.function.module))
+            zero_filled = TEMPLATES.of(self.flow)
             if count == 1 and args and args[0].kind == "memory" and zero_filled:
                 return lambda a, at: [template_load(a.evaluate(block, args[0], at), width // 8, zero_filled)]
             return lambda a, at: [TOP] * count
@@ -1416,7 +1381,65 @@ _UNSIGNED_RESULTS = frozenset(("setp", "popc", "clz", "bfind"))
 _PATIENCE, _SAFETY_NET = 12, 256
 #: Solves of a -G kernel's values with a stack model before the check must hold (cfg/values/frames.py).
 _STACK_ROUNDS = 8
-#: The `derived` key of the last stack model a graph's analysis settled on.
-_SETTLED_MODEL = "settled stack model"
+
+
+def _register_definitions(flow: FlowGraph) -> dict[str, list[Site]]:
+    """key -> the ``(block, position)`` of every instruction of `flow` defining it:
+    registers by context (`_Analysis.prefix`), call arguments and results."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    plains = PLAIN_REGISTERS.of(flow)
+    for block in flow.blocks:
+        prefix = block.context.prefix if block.context is not None else ""
+        plain = plains[block.index]
+        for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
+            base = head[2]
+            if base == "st" and head[1].startswith("st.param"):
+                for key in param_store_keys(flow, block.index, instruction):
+                    found.setdefault(key, []).append((block.index, position))
+                continue
+            if base in NO_DESTINATION:
+                continue
+            for name in destinations(instruction, head, plain):
+                found.setdefault(prefix + name, []).append((block.index, position))
+    return found
+
+
+def param_store_keys(flow: FlowGraph, block: int, instruction: Instruction) -> list[str]:
+    """The keys a ``st.param`` at `block` writes (`stored_param_key`), one per element."""
+    operands = instruction.operands
+    if not operands or operands[0].kind != "memory" or operands[0].name is None:
+        return []
+    width = element_bytes(instruction.opcode)
+    count = len(operands[1].elements) if len(operands) > 1 and operands[1].kind == "vector" else 1
+    offset = int(operands[0].value or 0)
+    return [stored_param_key(flow, block, operands[0].name, offset + i * width) for i in range(count)]
+
+
+def stored_param_key(flow: FlowGraph, block: int, name: str, offset: int) -> str:
+    """The key a ``st.param`` at `block` names: a call argument of this context, or
+    (in an inlined callee) one of its results (a load's key: `_Analysis.param_key`)."""
+    context = flow.blocks[block].context
+    if context is not None and context.parent is not None:
+        if name in {p.name for p in context.function.signature.return_params}:
+            return f"{context.prefix}param:{name}+{offset}"
+    return f"{context.prefix if context is not None else ''}param:{name}+{offset}"
+
+
+def _dominance_frontiers(flow: FlowGraph) -> tuple[dict[int, set[int]], dict[int, list[int]]]:
+    idom: dict[int, int] = DOMINATORS.of(flow).idom  # type: ignore[assignment]  # of blocks, from block 0: no EXIT
+    return frontiers(flow, idom)
+
+
+#: A graph's register definitions (`_register_definitions`), which every analysis of it shares.
+REGISTER_DEFINITIONS: Fact[dict[str, list[Site]]] = Fact("register definitions", _register_definitions,
+                                                          needs=(PLAIN_REGISTERS,))
+#: The same by block: ``(block, key)`` -> the positions that write it, in order (`by_block`).
+REGISTER_DEFINITIONS_BY_BLOCK: Fact[dict[tuple[int, str], list[int]]] = Fact(
+    "register definitions by block", lambda flow: by_block(REGISTER_DEFINITIONS.of(flow)), needs=(REGISTER_DEFINITIONS,))
+#: The dominance frontier of each block of a graph, and its dominator tree's children (`frontiers`).
+DOMINANCE_FRONTIERS: Fact[tuple[dict[int, set[int]], dict[int, list[int]]]] = Fact(
+    "dominance frontiers", _dominance_frontiers, needs=(DOMINATORS,))
+#: The stack model the last analysis of a graph settled on, once one has (`analyse_registers`).
+SETTLED_MODELS: Fact[list[StackModel]] = Fact("settled stack models", lambda flow: [])
 
 

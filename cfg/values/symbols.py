@@ -3,15 +3,15 @@
 
 The register analysis (`ptxkit.cfg.values.registers`) starts a ``mov`` of a variable's name at
 its region (docs/fence.md §3.1); every ``extern .shared`` array is the one dynamic region
-(`DYNAMIC_SHARED`). A symbol table also holds, under `PLAIN_KEY`, the registers declared
-without ``%``. A flow graph keeps the tables its analyses ask for (`SymbolTables`) with
-its other derived results, so they go when the graph goes.
+(`DYNAMIC_SHARED`). A flow graph keeps the tables its analyses ask for (`SYMBOL_TABLES`),
+the registers each block's function declares without ``%`` (`PLAIN_REGISTERS`) and the
+module's templates (`TEMPLATES`) among its facts, so they go when the graph goes.
 """
 
 from __future__ import annotations
 
 from ptxkit._records import TYPE_CHECKING
-from ptxkit.cfg.flow.graph import derived
+from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.flow.inline import Context
 from ptxkit.isa import TYPE_BITS
 from ptxkit.cfg.values.values import (
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 _SPACE_OF_DECLARATION = {".shared": SHARED_CTA_SPACE, ".local": LOCAL_SPACE, ".global": GLOBAL_SPACE_NAME}
 #: The name of the region every ``extern .shared`` array of a kernel starts.
 DYNAMIC_SHARED = "dynamic shared"
-PLAIN_KEY = " plain registers"  # the key of a symbol table's set of registers declared without %
 
 
 def symbol_regions(function: Function, context: Context | None = None, flow: FlowGraph | None = None) -> SymbolTable:
@@ -53,7 +52,7 @@ def symbol_regions(function: Function, context: Context | None = None, flow: Flo
     ('dynamic shared+0 (shared::cta window)', 'bars+0 (shared::cta window)', 32)
     """
     suffix = f"@{context.id}" if context is not None and context.id else ""
-    tables = derived(flow, "symbol tables", SymbolTables)
+    tables = SYMBOL_TABLES.of(flow)
     module = function.module
     found = dict(tables.table(module, suffix, lambda: _scan(module.items, True, suffix))) \
         if module is not None else {}
@@ -70,7 +69,7 @@ class SymbolTables:
     """The symbol tables of a module and its functions, each built once (and once for all
     inlined copies of a function that declares no ``.local`` variable): a kernel with
     thousands of inlined calls asks for the same tables thousands of times. A flow graph
-    keeps one among its derived results (`symbol_regions`).
+    keeps one among its facts (`SYMBOL_TABLES`, which `symbol_regions` reads).
 
     >>> tables, node, built = SymbolTables(), object(), []
     >>> [tables.table(node, suffix, lambda: built.append(suffix) or {}) for suffix in ("", "@1")], built
@@ -91,6 +90,30 @@ class SymbolTables:
             local = any(v is not None and v[0].space == LOCAL_SPACE for v in table.values())
             self._tables[(node, suffix if local else None)] = table
         return table
+
+
+#: The symbol tables of a graph's module and functions, filled as `symbol_regions` asks.
+SYMBOL_TABLES: Fact[SymbolTables] = Fact("symbol tables", lambda flow: SymbolTables())
+
+
+def _plain_registers(flow: FlowGraph) -> list[frozenset[str]]:
+    """Block -> the registers its function declares without ``%`` (inline assembly), from
+    the symbol table of its inlined copy."""
+    by_copy: dict[int, frozenset[str]] = {}
+    found: list[frozenset[str]] = []
+    for block in flow.blocks:
+        context = block.context
+        key = context.id if context is not None else 0
+        if key not in by_copy:
+            function = context.function if context is not None else flow.function
+            by_copy[key] = frozenset(name for name, value in symbol_regions(function, context, flow).items()
+                                     if value is None)
+        found.append(by_copy[key])
+    return found
+
+
+#: A graph's registers declared without ``%``, by block (`_plain_registers`).
+PLAIN_REGISTERS: Fact[list[frozenset[str]]] = Fact("plain registers", _plain_registers, needs=(SYMBOL_TABLES,))
 
 
 def _scan(nodes: Iterable[Node], module_scope: bool, suffix: str) -> SymbolTable:
@@ -189,6 +212,10 @@ def templates(module: Module | None) -> frozenset[str]:
             if named & found and instruction.opcode.split(".")[0] != "mov":
                 found -= named
     return frozenset(found)
+
+
+#: The templates of a graph's module (`templates`).
+TEMPLATES: Fact[frozenset[str]] = Fact("templates", lambda flow: templates(flow.function.module))
 
 
 def template_load(address: Value, width: int, names: frozenset[str]) -> Value:

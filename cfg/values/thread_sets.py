@@ -14,8 +14,8 @@ of the code that no thread that ran the fence runs.
 from __future__ import annotations
 
 from ptxkit._records import TYPE_CHECKING
-from ptxkit.cfg.flow.graph import derived
-from ptxkit.cfg.values.divergence import conditional, definitions, qualified
+from ptxkit.cfg.flow.graph import Fact
+from ptxkit.cfg.values.divergence import DEFINITIONS, conditional, definitions, qualified
 from ptxkit.cfg.values.specials import special_ranges
 from ptxkit.isa_eval import evaluate_each, operation
 
@@ -47,7 +47,7 @@ def runners(flow: FlowGraph) -> list[int]:
     >>> [(bin(threads).count("1"), threads & 1) for threads in runners(inlined_graph(m.function("k")))]
     [(256, 1), (128, 0), (256, 1)]
     """
-    return derived(flow, "runners", lambda: _runners(flow))
+    return RUNNERS.of(flow)
 
 
 def _runners(flow: FlowGraph) -> list[int]:
@@ -78,6 +78,10 @@ def _runners(flow: FlowGraph) -> list[int]:
                 sets[successor] = grown
                 work.append(successor)
     return sets
+
+
+#: The threads that may run each block of a graph (`runners`).
+RUNNERS: Fact[list[int]] = Fact("runners", _runners, needs=(DEFINITIONS,))
 
 
 class _Values:
