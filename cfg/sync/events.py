@@ -35,7 +35,7 @@ from ptxkit.cfg.values.escape import shared_pointer_registers
 from ptxkit.cfg.values.frames import stack_frames
 from ptxkit.cfg.values.registers import analyse_registers
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER, special_ranges
-from ptxkit.cfg.values.symbols import symbol_regions
+from ptxkit.cfg.values.symbols import PLAIN_REGISTERS, symbol_regions
 from ptxkit.cfg.values.thread_sets import runners
 from ptxkit.cfg.values.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, OTHER_SPACE, SHARED_CLUSTER_SPACE, SHARED_CTA_SPACE, TOP_FORM,
@@ -250,7 +250,6 @@ class _Classifier:
         self.inlined = {(u, len(flow.blocks[u].instructions) - 1)  # type: ignore[index]
                         for (u, v), kind in flow.kinds.items() if "call" in kind.split(",")}
         self.inert: dict[str, bool] = {}  # .func name -> whether a call of it does nothing tracked (`inert`)
-        self._plain_names: dict[int, frozenset[str]] = {}
         self._shared_pointers: set[str] | None = None
         self.boxes = False  # a tensor copy, whose box `run` ends
         self.tensor_boxes: list[Query] = []  # the shared-memory address keys of tensor copies
@@ -464,19 +463,9 @@ class _Classifier:
             return None
         context = self.flow.blocks[block].context
         prefix = context.prefix if context is not None else ""
-        if base.kind == "symbol" and base.name not in self._plain(block):
+        if base.kind == "symbol" and base.name not in PLAIN_REGISTERS.of(self.flow)[block]:
             return "symbol"
         return prefix + base.name  # type: ignore[operator]  # a register or symbol operand has a name
-
-    def _plain(self, block: int) -> frozenset[str]:
-        context = self.flow.blocks[block].context
-        function = context.function if context is not None else self.flow.function
-        key = context.id if context is not None else 0
-        names = self._plain_names.get(key)
-        if names is None:
-            names = self._plain_names[key] = frozenset(
-                n for n, v in symbol_regions(function, context, self.flow).items() if v is None)
-        return names
 
     def _tainted(self) -> set[str]:
         if self._shared_pointers is None:

@@ -36,14 +36,13 @@ import bisect
 
 from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.cfg.flow.operands import is_param, operand_reads, operand_targets, written_and_read
-from ptxkit.cfg.values.symbols import symbol_regions
+from ptxkit.cfg.values.symbols import PLAIN_REGISTERS
 from ptxkit.isa import MEMORY_WRITERS, access_width
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ptxkit.cfg.flow.graph import BasicBlock, FlowGraph
-    from ptxkit.cfg.flow.inline import Context
     from ptxkit.instruction import Operand
     from ptxkit.syntax import Function
 
@@ -108,7 +107,7 @@ class _PointerScan:
 
     def __init__(self, flow: FlowGraph) -> None:
         self.flow = flow
-        self.plain_of: dict[int, frozenset[str]] = {}  # context id -> `_plain`
+        self.plains = PLAIN_REGISTERS.of(flow)  # block -> the registers its function declares without %
         self.uses: dict[str, list[list[str]]] = {}  # register -> the targets of instructions reading it
         self.sources: set[str] = set()
         self.loads: list[list[str]] = []  # targets of ordinary loads
@@ -119,21 +118,11 @@ class _PointerScan:
         self.stack = _StackAddresses()
         self.on_stack = any("%SP" in instruction.text for block in flow.blocks for instruction in block.instructions)
 
-    def _plain(self, context: Context | None) -> frozenset[str]:
-        """Registers declared without ``%`` in the function of `context` (inline assembly)."""
-        key = context.id if context is not None else 0
-        plain = self.plain_of.get(key)
-        if plain is None:
-            function = context.function if context is not None else self.flow.function
-            plain = self.plain_of[key] = frozenset(n for n, v in symbol_regions(function, context, self.flow).items()
-                                                   if v is None)
-        return plain
-
     def block(self, block: BasicBlock) -> None:
         """Scan the instructions of `block`."""
         context = block.context
         prefix = context.prefix if context is not None else ""
-        plain = self._plain(context)
+        plain = self.plains[block.index]
         calls = _next_calls(block)
         uses, stack, on_stack = self.uses, self.stack, self.on_stack
         for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
