@@ -1,12 +1,19 @@
-"""ptxkit.cfg.flow.graph: basic blocks, edges and their kinds, label scopes, the DiGraph form."""
+"""ptxkit.cfg.flow.graph: basic blocks, edges and their kinds, label scopes, the DiGraph form,
+the facts a graph keeps."""
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
 
 import networkx as nx
 import pytest
 
 import ptxkit
-from ptxkit.cfg.flow.graph import ENTRY, EXIT, build_cfg, flow_graph, reverse_postorder
+import ptxkit.cfg
+from ptxkit.cfg.flow.graph import ENTRY, EXIT, Fact, build_cfg, flow_graph, reverse_postorder
+from ptxkit.cfg.flow.inline import inlined_graph
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n"
 
@@ -136,3 +143,104 @@ def test_reverse_postorder_on_a_deep_chain_does_not_recurse():
     succ = [[i + 1] for i in range(n)] + [[]]
     assert reverse_postorder(succ, 0)[:3] == [0, 1, 2]
     assert reverse_postorder({7: [8, 9], 8: [6], 9: [6], 6: []}, 7) == [7, 9, 8, 6]
+
+
+def recording(name: str, made: list[str], value=None) -> Fact:
+    """A fact whose compute notes its name in `made` and answers `value` (its name by default)."""
+    return Fact(name, lambda flow: made.append(name) or (name if value is None else value))
+
+
+def test_a_fact_is_computed_once_per_graph_after_what_it_needs():
+    made: list[str] = []
+    needed = recording("needed", made)
+    fact = Fact("fact", lambda flow: made.append("fact") or len(flow), needs=(needed,))
+    flow = flow_graph(function("\t@%p1 bra L;\n\tmov.u32 %r1, 1;\nL:\n\tret;\n"))
+    assert fact.of(flow) == 3 and fact.of(flow) == 3 and needed.of(flow) == "needed"
+    assert made == ["needed", "fact"]  # the need first, though the compute does not read it
+    assert flow.facts == {needed: "needed", fact: 3} and repr(fact) == "<Fact fact>"
+
+
+def test_none_is_an_answer_kept_like_any_other():
+    made: list[str] = []
+    nothing = Fact("nothing", lambda flow: made.append("nothing"))
+    flow = flow_graph(function("\tret;\n"))
+    assert nothing.of(flow) is None and nothing.of(flow) is None and made == ["nothing"]
+
+
+def test_facts_of_two_graphs_are_not_shared():
+    made: list[str] = []
+    fact = Fact("blocks", lambda flow: made.append("blocks") or len(flow))
+    body = "L:\n\t@%p2 bra L;\n\tret;\n"
+    flow, other = flow_graph(function(body)), flow_graph(function(body))
+    assert fact.of(flow) == 2 and fact.of(other) == 2 and made == ["blocks", "blocks"]
+    made_before = flow.with_blocks_before([(0, [ENTRY])])  # a copy starts with no facts
+    assert made_before.facts == {} and fact.of(made_before) == 3 and fact.of(flow) == 2
+
+
+def test_a_stand_in_without_the_store_gets_the_fact_computed_each_time():
+    class StandIn:  # a graph-like object without `facts`
+        pass
+
+    made: list[str] = []
+    needed = recording("needed", made)
+    fact = Fact("fact", lambda flow: needed.of(flow) + "!", needs=(needed,))
+    stand_in = StandIn()
+    assert fact.of(stand_in) == "needed!" and fact.of(stand_in) == "needed!" and made == ["needed", "needed"]
+    assert not hasattr(stand_in, "facts")
+
+
+def test_a_fact_whose_compute_fails_keeps_nothing():
+    answers = iter([ValueError("not yet"), 7])
+
+    def compute(flow):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    fact = Fact("flaky", compute)
+    flow = flow_graph(function("\tret;\n"))
+    with pytest.raises(ValueError, match="not yet"):
+        fact.of(flow)
+    assert fact not in flow.facts
+    assert fact.of(flow) == 7 and flow.facts[fact] == 7
+
+
+def declared_facts() -> dict[str, Fact]:
+    """Every fact the modules of `ptxkit.cfg` declare, by name."""
+    found: dict[int, Fact] = {}
+    for info in pkgutil.walk_packages(ptxkit.cfg.__path__, "ptxkit.cfg."):
+        module = importlib.import_module(info.name)
+        found.update((id(value), value) for value in vars(module).values() if isinstance(value, Fact))
+    return {fact.name: fact for fact in found.values()}
+
+
+def closure(fact: Fact) -> set[Fact]:
+    """`fact` and every fact it needs, through any chain."""
+    found, work = set(), [fact]
+    while work:
+        current = work.pop()
+        if current not in found:
+            found.add(current)
+            work.extend(current.needs)
+    return found
+
+
+#: Samples with inlined calls, loops, branches on the thread index, stack frames and templates of -G builds.
+FACT_SAMPLES = ("01_async_to_generic_no_double_fence.ptx", "14b_hoist_out_of_loop.ptx",
+                "h21a_debug_descriptor_from_template.ptx", "h21b_debug_descriptor_write_inside_tile.ptx")
+
+
+@pytest.mark.parametrize("sample", FACT_SAMPLES)
+def test_every_declared_fact_reads_only_the_facts_it_needs(sample):
+    """Computed on a fresh graph, a fact leaves in the graph's store only itself and what
+    it declares it needs (through any chain): whatever its compute reads is declared."""
+    facts = declared_facts()
+    assert {"dominators", "loops", "register definitions", "symbol tables", "definitions"} <= set(facts)
+    assert len(facts) == len({id(fact) for fact in facts.values()})  # one declaration per name
+    module = ptxkit.parse((Path(__file__).parent.parent / "samples" / "fence" / sample).read_text(), sample)
+    kernel = next(f for f in module.functions if f.kind == "entry" and not f.is_declaration)
+    for fact in facts.values():
+        flow = inlined_graph(kernel)
+        fact.of(flow)
+        assert set(flow.facts) <= closure(fact), (fact, set(flow.facts) - closure(fact))
