@@ -339,7 +339,7 @@ class _Analysis:
     def param_key(self, block: int, name: str, offset: int) -> str:
         """The key a ``ld.param`` at `block` reads: a call argument or result of this
         context, or (in an inlined callee) the caller's argument (a ``st.param``'s key:
-        `stored_param_key`)."""
+        `_stored_param_key`)."""
         context = self.flow.blocks[block].context
         if context is not None:
             if context.parent is not None and name in context.arguments:
@@ -886,7 +886,7 @@ class _Analysis:
             target = prefix + operand_targets(operands[0], plain)[0]
             return self._stack_load_rule(stack, block, position, target, guard is None)
         if base == "st":  # st.param: a call argument or a return value
-            keys = param_store_keys(self.flow, block, instruction)
+            keys = _param_store_keys(self.flow, block, instruction)
             values = operands[1].elements if operands[1].kind == "vector" else (operands[1],)
 
             def store(a: _Analysis, at: Point, keys: list[str] = keys, values: tuple[Operand, ...] = values) -> None:
@@ -1383,7 +1383,7 @@ _PATIENCE, _SAFETY_NET = 12, 256
 _STACK_ROUNDS = 8
 
 
-def _register_definitions(flow: FlowGraph) -> dict[str, list[Site]]:
+def _definitions_of(flow: FlowGraph) -> dict[str, list[Site]]:
     """key -> the ``(block, position)`` of every instruction of `flow` defining it:
     registers by context (`_Analysis.prefix`), call arguments and results."""
     found: dict[str, list[tuple[int, int]]] = {}
@@ -1394,7 +1394,7 @@ def _register_definitions(flow: FlowGraph) -> dict[str, list[Site]]:
         for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
             base = head[2]
             if base == "st" and head[1].startswith("st.param"):
-                for key in param_store_keys(flow, block.index, instruction):
+                for key in _param_store_keys(flow, block.index, instruction):
                     found.setdefault(key, []).append((block.index, position))
                 continue
             if base in NO_DESTINATION:
@@ -1404,18 +1404,18 @@ def _register_definitions(flow: FlowGraph) -> dict[str, list[Site]]:
     return found
 
 
-def param_store_keys(flow: FlowGraph, block: int, instruction: Instruction) -> list[str]:
-    """The keys a ``st.param`` at `block` writes (`stored_param_key`), one per element."""
+def _param_store_keys(flow: FlowGraph, block: int, instruction: Instruction) -> list[str]:
+    """The keys a ``st.param`` at `block` writes (`_stored_param_key`), one per element."""
     operands = instruction.operands
     if not operands or operands[0].kind != "memory" or operands[0].name is None:
         return []
     width = element_bytes(instruction.opcode)
     count = len(operands[1].elements) if len(operands) > 1 and operands[1].kind == "vector" else 1
     offset = int(operands[0].value or 0)
-    return [stored_param_key(flow, block, operands[0].name, offset + i * width) for i in range(count)]
+    return [_stored_param_key(flow, block, operands[0].name, offset + i * width) for i in range(count)]
 
 
-def stored_param_key(flow: FlowGraph, block: int, name: str, offset: int) -> str:
+def _stored_param_key(flow: FlowGraph, block: int, name: str, offset: int) -> str:
     """The key a ``st.param`` at `block` names: a call argument of this context, or
     (in an inlined callee) one of its results (a load's key: `_Analysis.param_key`)."""
     context = flow.blocks[block].context
@@ -1430,12 +1430,13 @@ def _dominance_frontiers(flow: FlowGraph) -> tuple[dict[int, set[int]], dict[int
     return frontiers(flow, idom)
 
 
-#: A graph's register definitions (`_register_definitions`), which every analysis of it shares.
-REGISTER_DEFINITIONS: Fact[dict[str, list[Site]]] = Fact("register definitions", _register_definitions,
+#: A graph's register definitions (`_definitions_of`), which every analysis of it shares.
+REGISTER_DEFINITIONS: Fact[dict[str, list[Site]]] = Fact("register definitions", _definitions_of,
                                                           needs=(PLAIN_REGISTERS,))
 #: The same by block: ``(block, key)`` -> the positions that write it, in order (`by_block`).
 REGISTER_DEFINITIONS_BY_BLOCK: Fact[dict[tuple[int, str], list[int]]] = Fact(
-    "register definitions by block", lambda flow: by_block(REGISTER_DEFINITIONS.of(flow)), needs=(REGISTER_DEFINITIONS,))
+    "register definitions by block", lambda flow: by_block(REGISTER_DEFINITIONS.of(flow)),
+    needs=(REGISTER_DEFINITIONS,))
 #: The dominance frontier of each block of a graph, and its dominator tree's children (`frontiers`).
 DOMINANCE_FRONTIERS: Fact[tuple[dict[int, set[int]], dict[int, list[int]]]] = Fact(
     "dominance frontiers", _dominance_frontiers, needs=(DOMINATORS,))
