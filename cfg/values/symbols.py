@@ -51,12 +51,12 @@ def symbol_regions(function: Function, context: Context | None = None, flow: Flo
     >>> show(regions["dyn"]), show(regions["bars"]), regions["bars"][0].region.size
     ('dynamic shared+0 (shared::cta window)', 'bars+0 (shared::cta window)', 32)
     """
-    suffix = f"@{context.id}" if context is not None and context.id else ""
+    suffix = _suffix(context)
     tables = SYMBOL_TABLES.of(flow)
     module = function.module
     found = dict(tables.table(module, suffix, lambda: _scan(module.items, True, suffix))) \
         if module is not None else {}
-    declared = tables.table(function, suffix, lambda: _scan(function.walk(), False, suffix))
+    declared = tables.declared(function, suffix)
     found.update(declared)
     if _dynamic_alignments(declared):  # extern arrays in the function too: one region with the module's
         _one_dynamic_region(found, max(_dynamic_alignments(found)))
@@ -91,6 +91,25 @@ class SymbolTables:
             self._tables[(node, suffix if local else None)] = table
         return table
 
+    def declared(self, function: Function, suffix: str) -> SymbolTable:
+        """What `function` itself declares, for the inlined copy `suffix` names: its
+        variables, and its registers declared without ``%`` (the only names mapped to
+        None in `symbol_regions`, which adds the module's and the parameters').
+
+        >>> import ptxkit
+        >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+        ...                  ".reg .b32 r;\\n.local .align 4 .b8 buf[4];\\n\\tret;\\n}\\n")
+        >>> table = SymbolTables().declared(m.function("k"), "@1")
+        >>> table["r"], table["buf"][0].region.name
+        (None, 'buf@1')
+        """
+        return self.table(function, suffix, lambda: _scan(function.walk(), False, suffix))
+
+
+def _suffix(context: Context | None) -> str:
+    """What the names of an inlined copy's ``.local`` regions end with."""
+    return f"@{context.id}" if context is not None and context.id else ""
+
 
 #: The symbol tables of a graph's module and functions, filled as `symbol_regions` asks.
 SYMBOL_TABLES: Fact[SymbolTables] = Fact("symbol tables", lambda flow: SymbolTables())
@@ -98,7 +117,8 @@ SYMBOL_TABLES: Fact[SymbolTables] = Fact("symbol tables", lambda flow: SymbolTab
 
 def _plain_registers(flow: FlowGraph) -> list[frozenset[str]]:
     """Block -> the registers its function declares without ``%`` (inline assembly), from
-    the symbol table of its inlined copy."""
+    what the function of its inlined copy declares."""
+    tables = SYMBOL_TABLES.of(flow)
     by_copy: dict[int, frozenset[str]] = {}
     found: list[frozenset[str]] = []
     for block in flow.blocks:
@@ -106,8 +126,8 @@ def _plain_registers(flow: FlowGraph) -> list[frozenset[str]]:
         key = context.id if context is not None else 0
         if key not in by_copy:
             function = context.function if context is not None else flow.function
-            by_copy[key] = frozenset(name for name, value in symbol_regions(function, context, flow).items()
-                                     if value is None)
+            declared = tables.declared(function, _suffix(context))
+            by_copy[key] = frozenset(name for name, value in declared.items() if value is None)
         found.append(by_copy[key])
     return found
 
