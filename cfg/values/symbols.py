@@ -111,8 +111,14 @@ def _suffix(context: Context | None) -> str:
     return f"@{context.id}" if context is not None and context.id else ""
 
 
+def _no_tables_yet(flow: object) -> SymbolTables:
+    """Tables for `flow`, or for no graph at all: `symbol_regions` is asked without one
+    too, and a compiled function checks the type its argument declares."""
+    return SymbolTables()
+
+
 #: The symbol tables of a graph's module and functions, filled as `symbol_regions` asks.
-SYMBOL_TABLES: Fact[SymbolTables] = Fact("symbol tables", lambda flow: SymbolTables())
+SYMBOL_TABLES: Fact[SymbolTables] = Fact("symbol tables", _no_tables_yet)
 
 
 def _plain_registers(flow: FlowGraph) -> list[frozenset[str]]:
