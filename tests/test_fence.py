@@ -438,6 +438,73 @@ def test_solving_with_the_same_fences_gives_the_same_solution(name, override):
         assert (_solved_state(bare), _solved_state(final)) == (bare_state, final_state)
 
 
+#: What a solve leaves in a solution: every reader must find these as the solve left them.
+_SOLVED = ("fences", "events", "edge_fences", "needy", "_kills", "ins", "outs", "exports", "imports", "_reasons",
+           "_need_masks", "_crediting_ids", "_crediting", "_meets", "_own_credit")
+
+
+def _snapshot(solution) -> list:
+    """Each of `solution`'s solved attributes with its entries, and theirs: the objects
+    themselves, so that an entry written again, even with an equal value, shows."""
+    def entries(value) -> list:
+        if isinstance(value, dict):
+            return [(key, entry, entries(entry)) for key, entry in value.items()]
+        if isinstance(value, (list, tuple)):
+            return [(index, entry, entries(entry)) for index, entry in enumerate(value)]
+        return []
+    return [(name, getattr(solution, name), entries(getattr(solution, name))) for name in _SOLVED]
+
+
+def _same_objects(before: list, after: list) -> bool:
+    """True when two snapshots (or entry lists) hold the same objects throughout."""
+    return len(before) == len(after) and all(
+        key == other_key and value is other and _same_objects(inner, other_inner)
+        for (key, value, inner), (other_key, other, other_inner) in zip(before, after))
+
+
+def _read_everything(solution) -> None:
+    """Every reader of a solution's states, on every event and need it has."""
+    for need in solution.needs():
+        solution.explain(need)
+    list(solution.walk())
+    list(solution.walk(solution.needy.keys()))
+    solution.in_flight()
+    for block, events in enumerate(solution.events):
+        solution.generated_spaces(block)
+        for event in events:
+            solution.pending_before(block, event)
+    for header, on_edges in solution.edge_fences.items():
+        solution.edge_states(header)
+        for _, event in on_edges:
+            solution.pending_before(header, event)
+
+
+READ = ["h14b_one_thread_fences_only_sometimes", "h25b_descriptor_ring_write_inside_a_stage",
+        "x23_three_reports_one_suppressed", "h02_mbarrier_handoff_to_wgmma", "h01_named_barrier_handoff_to_wgmma",
+        "h17_roles_in_sequence_loop_handoff", "h28b_cluster_barrier_handoff_to_multicast_copy",
+        "h29a_cluster_mbarrier_init_unreleased", "x16_created_preheader"]
+
+
+@pytest.mark.parametrize("name", READ)
+def test_reading_a_solution_writes_nothing_into_it(name):
+    """The readers (`needs`, `explain`, `walk`, `in_flight`, `pending_before`,
+    `generated_spaces`, `edge_states`) replay the solved states and leave every
+    attribute a solve set as it was, down to the objects in it: an arrive's exports
+    are recorded by the fixpoint alone (docs/fence.md §6.4). Checked on the solution
+    without fences and on the plan's."""
+    from ptxkit.cfg.fence.placement import plan_fences
+
+    analyses, options = _analyses(name)
+    for analysis in analyses:
+        bare = analysis.solve()
+        solutions = [bare, plan_fences(analysis, options.placement, options.fence_side)[1]]
+        assert any(solution.exports for solution in solutions) or not name.startswith("h")
+        for solution in solutions:
+            before = _snapshot(solution)
+            _read_everything(solution)
+            assert _same_objects(before, _snapshot(solution))
+
+
 def test_the_drawing_shows_the_preheader_the_edits_create():
     """`ptxkit cfg` draws the graph as the edits leave it: the new block on the loop's
     entry edges, with the states on those edges and the fence in it."""

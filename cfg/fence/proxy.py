@@ -983,7 +983,7 @@ class Solution:
                 return 0
             state &= ~foreign[block]
             for event, adds in steps_of[block]:
-                state = step(event, state) if event is not None else state | adds
+                state = step(event, state, exports) if event is not None else state | adds
             return state
 
         audiences: dict[tuple[int, ...], list[int]] = {}  # waits that hear the same arrives share one union
@@ -1056,8 +1056,10 @@ class Solution:
             table.append(steps)
         return table
 
-    def _step(self, event: Event, state: int) -> int:
-        """One event's effect on a state; an arrive also records what it exports."""
+    def _step(self, event: Event, state: int, exports: dict[int, Export] | None = None) -> int:
+        """One event's effect on a state. The fixpoint passes its `exports` for an arrive
+        to record what it hands over; the readers replay the solved states with none, and
+        so write nothing into the solution."""
         analysis = self.analysis
         key = id(event)
         strong = event.guard is None
@@ -1084,39 +1086,12 @@ class Solution:
             state &= ~(analysis.put(analysis._hazard_masks[Hazard.INIT_CLUSTER], LOCAL)
                        | analysis.put(analysis._hazard_masks[Hazard.INIT_CLUSTER], IMPORTED))
         if kind is Kind.ARRIVE or kind is Kind.ARRIVE_WAIT:
-            same = analysis.pending(state)
-            unpublished = same & analysis.plane(state, UNPUBLISHED)
-            if event.detail == "cp.async":  # writes still in flight: no fence of another thread orders them
-                in_flight = analysis.plane(state, IN_FLIGHT)
-                same |= in_flight
-                unpublished |= in_flight
-            fenced = analysis._fenced_before_copies.get(key)
-            # every copy the waiters need comes after every thread fenced these (docs/fence.md §4.6)
-            if fenced:
-                same &= ~fenced
-                unpublished &= ~fenced
-            crossed = analysis.plane(state, CROSSED)
-            if event.cross:
-                crossed |= analysis.plane(state, REMOTE) | same
-                if strong:
-                    state &= ~analysis.put(analysis._full, REMOTE)
-            limit = analysis._export_limits.get(key)
-            # an arrive before its mbarrier's one completion, or run once (docs/fence.md §4.5)
-            if limit is not None:
-                allowed, own, heard = limit
-                if heard is not None:
-                    imported = 0
-                    for wait in heard:
-                        imported |= self.imports.get(wait, _NO_IMPORT)[0]
-                    local, handed = analysis.plane(state, LOCAL), analysis.plane(state, IMPORTED)
-                    allowed &= ~((local | handed) & ~(local & own | handed & imported))
-                same &= allowed
-                unpublished &= allowed
-            old = self.exports.get(key, _NO_EXPORT)
-            self.exports[key] = (old[0] | unpublished, old[1] | crossed, old[2] | same & ~unpublished,
-                                 old[3] | analysis._full & ~analysis.plane(state, UNCREDITED))
+            if exports is not None:
+                self._record_export(event, state, exports)
             if strong:  # the threads that wait on this phase now have them in their past
                 state &= ~analysis.put(analysis._full, UNPUBLISHED)
+                if event.cross:  # and those of the other CTAs, what crossed
+                    state &= ~analysis.put(analysis._full, REMOTE)
         if kind is Kind.WAIT or kind is Kind.ARRIVE_WAIT:
             same, crossed, credited = self.imports.get(key, _NO_IMPORT)
             # this thread's own accesses, handed on and fenced by another thread: only a
@@ -1130,6 +1105,41 @@ class Solution:
             if kind is Kind.WAIT:
                 state |= analysis.put(same, UNPUBLISHED)
         return state
+
+    def _record_export(self, event: Event, state: int, exports: dict[int, Export]) -> None:
+        """Add to `exports` what the arrive `event` hands over from `state`, the state
+        just before it (in the fixpoint only: `_step`)."""
+        analysis = self.analysis
+        key = id(event)
+        same = analysis.pending(state)
+        unpublished = same & analysis.plane(state, UNPUBLISHED)
+        if event.detail == "cp.async":  # writes still in flight: no fence of another thread orders them
+            in_flight = analysis.plane(state, IN_FLIGHT)
+            same |= in_flight
+            unpublished |= in_flight
+        fenced = analysis._fenced_before_copies.get(key)
+        # every copy the waiters need comes after every thread fenced these (docs/fence.md §4.6)
+        if fenced:
+            same &= ~fenced
+            unpublished &= ~fenced
+        crossed = analysis.plane(state, CROSSED)
+        if event.cross:
+            crossed |= analysis.plane(state, REMOTE) | same
+        limit = analysis._export_limits.get(key)
+        # an arrive before its mbarrier's one completion, or run once (docs/fence.md §4.5)
+        if limit is not None:
+            allowed, own, heard = limit
+            if heard is not None:
+                imported = 0
+                for wait in heard:
+                    imported |= self.imports.get(wait, _NO_IMPORT)[0]
+                local, handed = analysis.plane(state, LOCAL), analysis.plane(state, IMPORTED)
+                allowed &= ~((local | handed) & ~(local & own | handed & imported))
+            same &= allowed
+            unpublished &= allowed
+        old = exports.get(key, _NO_EXPORT)
+        exports[key] = (old[0] | unpublished, old[1] | crossed, old[2] | same & ~unpublished,
+                        old[3] | analysis._full & ~analysis.plane(state, UNCREDITED))
 
     def _needs_now(self) -> Found:
         """For the current states: id(event) -> (pending overlapping facts, cover, block)."""
