@@ -760,10 +760,14 @@ class Solution:
     (docs/fence.md §6.4). It is also the unit an incremental solve would update: one
     that resumed from this solution's states where a changed fence cannot reach.
 
-    A solve narrows the facts that make an op needy thread by thread (docs/fence.md
-    §3.6), asked only for the facts it finds (each costs address evaluations), and may
-    give up credit (docs/fence.md §4.4): a solution keeps both, and `with_fences` starts
-    from them.
+    Reading a solution (`needs`, `explain`, `walk`, `in_flight`, `pending_before`,
+    `generated_spaces`, `edge_states`) writes nothing into it. A solve is a function of
+    the fences and of what `with_fences` starts from (docs/fence.md §6.4): the credit of
+    the kernel's own fences (docs/fence.md §4.4), taken once by the first solve of a
+    chain and kept, or dropped for good where it made the hand-offs oscillate; and the
+    need masks narrowed thread by thread (docs/fence.md §3.6), each solve asking only
+    about the facts it finds and keeping the earlier answers. A fresh
+    ``analysis.solve(fences)`` takes credit with `fences` in place, and may credit less.
     """
 
     def __init__(self, analysis: KernelAnalysis, fences: Fences, after: Solution | None) -> None:
@@ -788,15 +792,18 @@ class Solution:
         self._reasons: dict[int, int] = {}
 
     def with_fences(self, fences: Fences) -> Solution:
-        """The analysis solved with `fences`, starting from what this solve learnt (the
-        narrowed needs, the credit); this solution stays as it is."""
+        """The analysis solved with `fences`, starting from this solution's credit and
+        narrowed need masks (docs/fence.md §6.4); this solution stays as it is."""
         return _solved(self.analysis, fences, self)
 
     def seen_with(self, fences: Fences) -> Solution:
         """This solution's states read with the events of `fences` in place of its own,
         not solved again: the witnesses of each ``mbarrier.init`` fence planned after
         another one are taken with the earlier ones in the events, and so name an init
-        those leave pending (`ptxkit.cfg.fence.placement`)."""
+        those leave pending (`ptxkit.cfg.fence.placement`). Solved with them, a fence
+        after an earlier run of inits may leave an op the later fence is listed for no
+        init to name (docs/fence.md §6.4). The view shares this solution's states, which
+        its readers only read."""
         view = Solution(self.analysis, fences, self)
         view.needy, view._kills, view.ins, view.outs = self.needy, self._kills, self.ins, self.outs
         view.exports, view.imports, view._reasons = self.exports, self.imports, self._reasons
