@@ -736,6 +736,30 @@ def test_a_fence_after_the_inits_names_the_init_it_orders():
         ("@%p1 " + CTA, [("war", "ld.shared.u32", 47)])]
 
 
+def test_the_fences_after_each_run_of_inits_take_their_witnesses_with_the_earlier_ones_in_place():
+    """h29a with a second barrier, initialised after a ``bar.sync`` that hands the first
+    init to thread 32, which issues the copy on it: one fence after the last init leaves
+    the first handed over unreleased, so each run of inits gets its own fence. The second
+    fence's witnesses are read with the first fence in the events and the states of the
+    solve before the split (`Solution.seen_with`): solved with the first fence, the init
+    at line 40 is released before the hand-off, and the pair for the copy at line 49
+    would name no init."""
+    text = sample("h29a_cluster_mbarrier_init_unreleased").replace(
+        "\t@%p1 mbarrier.init.shared::cta.b64 \t[%r1+16384], 1;\n",
+        "\t@%p1 mbarrier.init.shared::cta.b64 \t[%r1+16384], 1;\n\tbar.sync \t0;\n"
+        "\t@%p1 mbarrier.init.shared::cta.b64 \t[%r1+16392], 1;\n").replace(
+        "\t@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 \t_, [%r1+16384], 32768;\n\t@%p1 cp.async",
+        "\tsetp.eq.u32 \t%p3, %r2, 32;\n\t@%p3 mbarrier.arrive.expect_tx.shared::cta.b64 \t_, [%r1+16384], 32768;\n"
+        "\t@%p3 cp.async").replace(
+        "\tmov.u32 \t%r3, 0;\n",
+        "\t@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 \t_, [%r1+16392], 32768;\n\t@%p1 cp.async.bulk.tensor.2d"
+        ".shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r1+8192], [%rd1, {%r2, %r2}], "
+        "[%r1+16392], %h1;\n\tmov.u32 \t%r3, 0;\n")
+    report = run(text, "h29a", rewrite=False)[1]
+    assert [[(p.access.line if p.access else None, [place.line for place in p.handoff or ()], p.op.line)
+             for p in fence.pairs] for fence in report.fences] == [[(40, [], 49)], [(40, [43, 44], 49), (42, [], 51)]]
+
+
 #: 128 threads store their word of `buf` and meet at bar.sync 0; threads 0, 32 and 64, each
 #: in its own branch, TMA-store the buffer, and thread 0 first stores `other` and then
 #: TMA-stores it too, after its copy of `buf`.
