@@ -492,12 +492,16 @@ class FunctionResult(Record):
     ('k', ['loop'], 34, [])
     """
 
-    analysis: KernelAnalysis
     solution: Solution
     plans: list[PlannedFence]
     sites: list[FenceSite]
     warnings: list[FenceWarning]
     edits: "list[Edit]"
+
+    @property
+    def analysis(self) -> KernelAnalysis:
+        """The function's analysis, the one its solution was solved from."""
+        return self.solution.analysis
 
     def planned_graph(self) -> tuple[FlowGraph, list[int], list[int], list[int]]:
         """The function's graph as its edits leave it, for the drawings (``ptxkit cfg``,
@@ -569,7 +573,7 @@ def analyse_module(module: Module, options: FenceOptions | None = None,
         warnings = [FenceWarning.of("unknown-opcode", node, message) for node, message in analysis.warnings]
         warnings += [FenceWarning.of("in-flight", node, message) for node, message in solution.in_flight()]
         sites, edits = _sites_and_edits(analysis, plans, options, used_labels)
-        results.append(FunctionResult(analysis, solution, plans, sites, warnings, edits))
+        results.append(FunctionResult(solution, plans, sites, warnings, edits))
     return results
 
 
