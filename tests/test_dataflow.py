@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxkit.cfg.flow.dataflow import solve_forward
+from ptxkit.cfg.flow.dataflow import bits, solve_forward
 from ptxkit.cfg.flow.graph import reverse_postorder
 
 BITS = 4
@@ -111,3 +111,8 @@ def test_a_solution_resumed_after_gens_grew_is_the_one_solved_from_scratch(probl
     for node in grown:
         gen[node] |= data.draw(st.integers(0, 2**BITS - 1)) & ~kill[node]
     assert solve(since=before, changed=grown) == solve()
+
+
+@given(st.sets(st.integers(0, 300)))
+def test_bits_lists_the_members_of_a_mask_lowest_first(members):
+    assert list(bits(sum(1 << member for member in members))) == sorted(members)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import ptxkit
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import EXIT, flow_graph
-from ptxkit.cfg.flow.loops import branch_region, find_loops, find_preheader, on_cycles
+from ptxkit.cfg.flow.loops import branch_region, closures, find_loops, find_preheader, on_cycles
 
 from test_dominance import as_networkx, flow_graphs
 
@@ -160,3 +160,24 @@ def test_on_cycles_goes_deep_without_recursion():
     chain = {i: [i + 1] for i in range(20000)}
     chain[20000] = [0]
     assert len(on_cycles(chain)) == 20001 and on_cycles({0: [1], 1: [2]}) == frozenset()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), max_size=30), st.sets(st.integers(0, 11)))
+def test_closures_are_the_nodes_networkx_finds_reachable(edges, roots):
+    graph = [[] for _ in range(12)]
+    for source, target in edges:
+        graph[source].append(target)
+    reference = nx.DiGraph(edges)
+    reference.add_nodes_from(range(12))
+    found = closures(sorted(roots), graph.__getitem__)
+    reached = set(roots).union(*(nx.descendants(reference, root) for root in roots))
+    assert set(found) == reached
+    for node, mask in found.items():
+        assert mask == sum(1 << other for other in nx.descendants(reference, node) | {node})
+
+
+def test_closures_go_deep_without_recursion():
+    chain = [[i + 1] for i in range(20000)] + [[]]
+    found = closures([0], chain.__getitem__)
+    assert found[0] == (1 << 20001) - 1 and found[20000] == 1 << 20000

@@ -54,7 +54,7 @@ import functools
 import re
 
 from ptxkit._records import TYPE_CHECKING, Record
-from ptxkit.cfg.flow.dataflow import solve_forward
+from ptxkit.cfg.flow.dataflow import bits, solve_forward
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import ENTRY
 from ptxkit.cfg.flow.inline import inlined_graph
@@ -272,13 +272,6 @@ def _with_stale(inner: Merge | None, stale: int, outs: dict[int, int]) -> int:
     return (inner(outs) if inner is not None else _union(outs)) | stale
 
 
-def _bits(mask: int) -> Iterator[int]:
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
-
-
 #: The planes of a state (each one bit per fact): made by this thread; handed over by
 #: a thread of the same CTA; cp.async writes in flight; not yet handed across the
 #: cluster (a writer's fence does not order them for another CTA); handed over across
@@ -376,7 +369,7 @@ class KernelAnalysis:
 
     def fact_list(self, mask: int) -> list[Fact]:
         """The facts of `mask`."""
-        return [self.facts[i] for i in _bits(mask)]
+        return [self.facts[i] for i in bits(mask)]
 
     def spaces_of(self, mask: int) -> int:
         """The proxy spaces of the facts in `mask`."""
@@ -388,7 +381,7 @@ class KernelAnalysis:
 
     def origin_contexts(self, mask: int) -> list[Context | None]:
         """The inlined contexts where the facts of `mask` are made."""
-        return [self.flow.blocks[block].context for i in _bits(mask) for block, _ in self.facts[i].origins]
+        return [self.flow.blocks[block].context for i in bits(mask) for block, _ in self.facts[i].origins]
 
     def state_text(self, state: int) -> str:
         """A state in words: how many writes, reads and mbarrier inits are pending, made
@@ -405,7 +398,7 @@ class KernelAnalysis:
             if not mask:
                 continue
             counts: dict[Hazard, int] = {}
-            for i in _bits(mask):
+            for i in bits(mask):
                 counts[self.facts[i].hazard] = counts.get(self.facts[i].hazard, 0) + 1
             kinds = ", ".join(f"{n} {_ACCESS[h].split()[-1] if h is not Hazard.INIT_CLUSTER else 'init'}"
                               f"{'s' * (n != 1)}" for h, n in counts.items())
@@ -1262,7 +1255,7 @@ class Solution:
         for key, (pending, _, _) in found.items():
             event = events[key]
             mask, crossed = masks[key]
-            for index in _bits(pending & ~whole):
+            for index in bits(pending & ~whole):
                 fact = analysis.facts[index]
                 targets = _at_risk(event, fact.hazard)
                 if any(covers(target, fact.location) for target in targets):
@@ -1537,7 +1530,7 @@ def _redefines(instructions: Sequence[Instruction], heads: Sequence[HeadTuple], 
 
 def _precise_first(mask: int, facts: list[Fact]) -> list[int]:
     """The facts of `mask`, the narrowest locations first (the clearest witnesses)."""
-    return sorted(_bits(mask), key=lambda i: (facts[i].location.region is None,
+    return sorted(bits(mask), key=lambda i: (facts[i].location.region is None,
                                               facts[i].location.end - facts[i].location.start))
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from ptxkit._records import TYPE_CHECKING, Record
 
@@ -122,3 +122,16 @@ def solve_forward(graph: ForwardGraph, transfer: Callable[[int, State], State], 
                 queued.add(s)
                 heapq.heappush(heap, rank[s])
     return DataflowResult(ins, outs)
+
+
+def bits(mask: int) -> Iterator[int]:
+    """The positions of the set bits of `mask` (a set of small numbers as an int),
+    lowest first.
+
+    >>> list(bits(0b10110))
+    [1, 2, 4]
+    """
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low

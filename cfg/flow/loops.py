@@ -243,6 +243,27 @@ def strongly_connected(roots: Iterable[GraphNode],
                     yield component
 
 
+def closures(nodes: Iterable[int], successors: Callable[[int], Sequence[int]]) -> dict[int, int]:
+    """node -> a bit mask (bit ``n`` for node ``n``) of the nodes reachable from it
+    along `successors`, itself included, for the nodes reachable from `nodes`: one walk
+    over the strongly connected components, each taking the masks of those it reaches.
+
+    >>> closures(range(4), [[1], [0, 2], [], [3]].__getitem__) == {0: 0b111, 1: 0b111, 2: 0b100, 3: 0b1000}
+    True
+    """
+    found: dict[int, int] = {}
+    for component in strongly_connected(nodes, successors):
+        mask = 0
+        for node in component:
+            mask |= 1 << node
+        for node in component:  # the components it reaches are done; its own are in mask
+            for successor in successors(node):
+                mask |= found.get(successor, 0)
+        for node in component:
+            found[node] = mask
+    return found
+
+
 # -- preheaders -------------------------------------------------------------------------
 
 
