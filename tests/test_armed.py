@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+import ptxkit
+
 from ptxkit.cfg.fence.fence import fence_text
 
 #: Triton's prologue (docs/fence.md §4.6): two stage barriers initialised, a generic store
@@ -98,3 +100,61 @@ def test_a_store_that_comes_round_to_the_arrive_still_counts():
                    "\t@%p3 bra AGAIN;\n\tret;\n")
     second = next(number for number, line in enumerate(looped.splitlines(), 1) if "[%r1+4096], [%rd1" in line)
     assert second in fences(looped)
+
+
+def _walked(flow, events, fences, bit, origin, barrier) -> bool:
+    """Every path from `origin` reaches a fence ordering `bit` and then `barrier`, by a
+    walk of every path (the reference for the walks `_Fencing` skips)."""
+    work, seen = [(origin[0], origin[1].position + 1, False)], set()
+    while work:
+        block, position, fenced = work.pop()
+        for event in events[block]:
+            if event.position >= position:
+                if event is barrier[1]:
+                    if not fenced:
+                        return False
+                    break
+                fenced = fenced or bool(fences.get(id(event), 0) & bit)
+        else:
+            if not flow.succ[block]:
+                return False
+            for successor in flow.succ[block]:
+                if (successor, fenced) not in seen:
+                    seen.add((successor, fenced))
+                    work.append((successor, 0, fenced))
+    return True
+
+
+#: The barrier before, after and around the stores; one where the thread never ends.
+WALKED = [
+    program(),
+    program().replace("\tret;\n", AGAIN),
+    program().replace("\tret;\n", "SPIN:\n\t@%p2 st.shared.u32 [%r1+4096], %r3;\n\tbra SPIN;\n"),
+    program().replace("\t@%p2 mbarrier.init.shared.b64 [%r1+8192]", "TOP:\n\t@%p2 mbarrier.init.shared.b64 [%r1+8192]")
+             .replace("\tret;\n", "\t@%p2 st.shared.u32 [%r1+4096], %r3;\n\t@%p3 bra TOP;\n\tret;\n"),
+]
+
+
+def test_a_fenced_walk_is_skipped_only_where_the_barrier_cannot_be_met():
+    """`_Fencing` answers without walking where no path from the access meets the
+    barrier (then: whether no path ends); every (access, barrier) pair gets the answer
+    that walking every path gives."""
+    from ptxkit.cfg.fence.proxy import AnalysisOptions, KernelAnalysis
+    from ptxkit.cfg.sync.armed import _Fencing
+    from ptxkit.cfg.sync.events import Kind
+
+    seen = set()
+    for text in WALKED:
+        analysis = KernelAnalysis(ptxkit.parse(text, "k.ptx").function("k"), AnalysisOptions())
+        flow, events = analysis.flow, analysis.events
+        fences = {id(event): -1 for found in events for event in found if event.kind is Kind.FENCE}
+        fencing = _Fencing(flow, events, analysis.facts, fences)
+        barriers = [(block, event) for block, found in enumerate(events) for event in found
+                    if event.kind is Kind.ARRIVE_WAIT]
+        origins = [origin for fact in analysis.facts for origin in fact.origins]
+        for origin in origins:
+            for barrier in barriers:
+                answer = fencing._fenced_on_every_path(1, origin, barrier)
+                assert answer == _walked(flow, events, fences, 1, origin, barrier), (text, origin, barrier)
+                seen.add((answer, fencing._may_meet(origin, barrier)))
+    assert seen == {(True, True), (False, True), (True, False), (False, False)}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.dominance import DominatorTree
+from ptxkit.cfg.flow.loops import closures
 from ptxkit.cfg.sync.events import Kind, on_an_mbarrier
 from ptxkit.cfg.sync.locations import CTA, overlaps
 from ptxkit.cfg.sync.phases import counted_phases
@@ -28,11 +29,14 @@ if TYPE_CHECKING:
 
     from ptxkit.cfg.flow.graph import FlowGraph
     from ptxkit.cfg.sync.events import Event
+    from ptxkit.cfg.sync.locations import Location
     from ptxkit.cfg.sync.protocols import Fact, MbarrierOp
     from ptxkit.instruction import Operand
 
     #: An event and the block it is in: ``(block, event)``.
     Placed = tuple[int, Event]
+    #: `_upstream`'s block -> the blocks reaching it (a bit mask), and arrive id -> block.
+    Upstream = tuple[dict[int, int], dict[int, int]]
 
 __all__ = ["fenced_before_copies"]
 
@@ -73,41 +77,62 @@ def fenced_before_copies(flow: FlowGraph, events: list[list[Event]], facts: Sequ
               if event.kind is Kind.ARRIVE and event.cross and on_an_mbarrier(event)]
     fences = {id(event): killed(event) for found in events for event in found
               if event.kind in (Kind.FENCE, Kind.INIT_FENCE) and event.guard is None}
+    upstream = _upstream(flow, events, hears)
+    fencing = _Fencing(flow, events, facts, fences)
+    ahead: dict[Location, list[Placed]] = {}  # an armed mbarrier -> the barriers before each copy completing on it
     dropped: dict[int, int] = {}
-    fenced_for: dict[tuple[int, int, int], bool] = {}  # (access, fact, barrier) -> fenced before it
     for block, arrive in armed:
-        completing = [(b, e) for b, e, mbarrier in copies if overlaps(mbarrier, arrive.sync[1])]
-        if not completing or any(e.cross for _, e in completing) or \
-                any(overlaps(other, arrive.sync[1]) for other in remote):
+        mbarrier = arrive.sync[1]
+        if mbarrier not in ahead:
+            ahead[mbarrier] = _barriers_ahead(dominators, barriers, copies, remote, mbarrier)
+        if not ahead[mbarrier]:
             continue
-        pending = _may_be_pending(flow, events, hears, (block, arrive))
+        pending = _may_be_pending(flow, events[block], hears, upstream, (block, arrive))
         mask = 0
-        for barrier in barriers:
-            if all(_before(dominators, barrier, copy) for copy in completing):
-                mask |= _fenced_before(flow, events, facts, fences, barrier, pending, fenced_for)
+        for barrier in ahead[mbarrier]:
+            mask |= fencing.fenced_before(barrier, pending)
         if mask:
             dropped[id(arrive)] = mask
     return dropped
 
 
-def _may_be_pending(flow: FlowGraph, events: list[list[Event]], hears: Mapping[int, Sequence[int]],
-                    arrive: Placed) -> Callable[[Placed], bool]:
-    """Whether an access (block, event) may still be pending at `arrive`: the arrive can
-    be reached from it along the code, or through a wait that hears an arrive it can
-    reach (the accesses another thread handed over before). Blocks are taken whole,
-    but for the arrive's own block when no way leads back to it."""
+def _barriers_ahead(dominators: DominatorTree, barriers: list[Placed], copies: list[tuple[int, Event, Location]],
+                    remote: list[Location], mbarrier: Location) -> list[Placed]:
+    """The `barriers` that come, on every path, before each of the `copies` that complete
+    on `mbarrier`; none when no copy does, when one is issued by another CTA, or when
+    another CTA arrives on it (`remote`): then more than this CTA's copies complete the
+    phase."""
+    completing = [(block, event) for block, event, on in copies if overlaps(on, mbarrier)]
+    if not completing or any(event.cross for _, event in completing) \
+            or any(overlaps(other, mbarrier) for other in remote):
+        return []
+    return [barrier for barrier in barriers if all(_before(dominators, barrier, copy) for copy in completing)]
+
+
+def _upstream(flow: FlowGraph, events: list[list[Event]], hears: Mapping[int, Sequence[int]]) -> Upstream:
+    """The blocks whose accesses may be pending at a point, and how to find them: block
+    -> a bit mask of the blocks from which it can be reached, along the code or through
+    a wait that hears an arrive in them (the accesses another thread handed over
+    before), itself included; and arrive (its id) -> its block."""
     block_of = {id(event): block for block, found in enumerate(events) for event in found}
-    reaching: set[int] = set()
-    work = list(flow.pred[arrive[0]]) + _heard_blocks(events[arrive[0]], hears, block_of, arrive[1].position)
-    while work:
-        block = work.pop()
-        if block not in reaching:
-            reaching.add(block)
-            work.extend(flow.pred[block])
-            work.extend(_heard_blocks(events[block], hears, block_of, None))
-    if arrive[0] in reaching:
-        return lambda access: access[0] in reaching
-    return lambda access: access[0] in reaching or access[0] == arrive[0] and access[1].position < arrive[1].position
+    into = [[*flow.pred[block], *_heard_blocks(events[block], hears, block_of, None)] for block in range(len(flow))]
+    return closures(range(len(flow)), into.__getitem__), block_of
+
+
+def _may_be_pending(flow: FlowGraph, found: list[Event], hears: Mapping[int, Sequence[int]], upstream: Upstream,
+                    arrive: Placed) -> Callable[[Placed], bool]:
+    """Whether an access (block, event) may still be pending at `arrive`, whose block
+    holds the events `found`: the arrive can be reached from it along the code, or
+    through a wait that hears an arrive it can reach (`_upstream`). Blocks are taken
+    whole, but for the arrive's own block when no way leads back to it."""
+    reaching_from, block_of = upstream
+    reaching = 0
+    for block in [*flow.pred[arrive[0]], *_heard_blocks(found, hears, block_of, arrive[1].position)]:
+        reaching |= reaching_from[block]
+    if reaching >> arrive[0] & 1:
+        return lambda access: reaching >> access[0] & 1 == 1
+    return lambda access: reaching >> access[0] & 1 == 1 or access[0] == arrive[0] \
+        and access[1].position < arrive[1].position
 
 
 def _heard_blocks(found: list[Event], hears: Mapping[int, Sequence[int]], block_of: Mapping[int, int],
@@ -150,56 +175,84 @@ def _before(dominators: DominatorTree, first: Placed, second: Placed) -> bool:
     return dominators.dominates(first[0], second[0])
 
 
-def _fenced_before(flow: FlowGraph, events: list[list[Event]], facts: Sequence[Fact], fences: dict[int, int],
-                   barrier: Placed, pending: Callable[[Placed], bool], fenced_for: dict[tuple[int, int, int], bool]) -> int:
-    """The facts each of whose accesses that may be `pending` reaches, on every path, a
-    fence that orders it and then `barrier`: accesses of this CTA's shared memory that
-    are done when made (not ``cp.async`` writes, which a fence does not wait for; not
-    writes into another CTA, which only a fence in that CTA orders for it, docs/fence.md
-    §4.3). `fenced_for` keeps the answers for each (access, barrier)."""
-    mask = 0
-    for fact in facts:
-        origins = [origin for origin in fact.origins if pending(origin)]
-        if fact.location.space != CTA or any(event.kind is Kind.CP_ASYNC for _, event in origins):
-            continue
-        if all(_fenced_once(flow, events, fences, fact.index, origin, barrier, fenced_for) for origin in origins):
-            mask |= 1 << fact.index
-    return mask
+class _Fencing:
+    """Which facts' accesses reach, on every path, a fence that orders them and then a
+    given barrier (`fenced_before`), each access walked once per barrier, and not at
+    all where no path from it meets the barrier."""
 
+    __slots__ = ("flow", "events", "facts", "fences", "downstream", "ends", "unfenced")
 
-def _fenced_once(flow: FlowGraph, events: list[list[Event]], fences: dict[int, int], index: int, origin: Placed,
-                 barrier: Placed, fenced_for: dict[tuple[int, int, int], bool]) -> bool:
-    """`_fenced_on_every_path` for fact `index` made at `origin`, asked once per barrier."""
-    key = (id(origin[1]), index, id(barrier[1]))
-    if key not in fenced_for:
-        fenced_for[key] = _fenced_on_every_path(flow, events, fences, 1 << index, origin, barrier)
-    return fenced_for[key]
+    def __init__(self, flow: FlowGraph, events: list[list[Event]], facts: Sequence[Fact],
+                 fences: dict[int, int]) -> None:
+        self.flow, self.events, self.facts, self.fences = flow, events, facts, fences
+        self.downstream = closures(range(len(flow)), flow.succ.__getitem__)  # block -> the blocks it reaches
+        self.ends = sum(1 << block for block in range(len(flow)) if not flow.succ[block])
+        self.unfenced: dict[int, tuple[int, list[tuple[int, list[Placed]]]]] = {}  # by barrier: `_unfenced`
 
+    def fenced_before(self, barrier: Placed, pending: Callable[[Placed], bool]) -> int:
+        """The facts each of whose accesses that may be `pending` reaches, on every path, a
+        fence that orders it and then `barrier`: accesses of this CTA's shared memory that
+        are done when made (not ``cp.async`` writes, which a fence does not wait for; not
+        writes into another CTA, which only a fence in that CTA orders for it,
+        docs/fence.md §4.3)."""
+        mask, doubtful = self._unfenced(barrier)
+        for index, unfenced in doubtful:
+            if not any(pending(origin) for origin in unfenced):
+                mask |= 1 << index
+        return mask
 
-def _fenced_on_every_path(flow: FlowGraph, events: list[list[Event]], fences: dict[int, int], bit: int,
-                          origin: Placed, barrier: Placed) -> bool:
-    """Every path from the access at `origin` (block, event) reaches a fence ordering
-    `bit`, then `barrier`; none ends, or meets the barrier, before."""
-    start_block, start_event = origin
-    work = [(start_block, start_event.position + 1, False)]
-    seen: set[tuple[int, bool]] = set()
-    while work:
-        block, position, fenced = work.pop()
-        for event in events[block]:
-            if event.position < position:
-                continue
-            if event is barrier[1]:
-                if not fenced:
-                    return False
-                break
-            if fences.get(id(event), 0) & bit:
-                fenced = True
-        else:
-            successors = flow.succ[block]
-            if not successors:
-                return False  # the thread ends without arriving
-            for successor in successors:
-                if (successor, fenced) not in seen:
-                    seen.add((successor, fenced))
-                    work.append((successor, 0, fenced))
-    return True
+    def _unfenced(self, barrier: Placed) -> tuple[int, list[tuple[int, list[Placed]]]]:
+        """For `barrier`, the facts of this CTA's shared memory whose every access is fenced
+        before it (a bit mask), and for each other one (its index) the accesses that are
+        not: its ``cp.async`` writes, and those that some path takes to the barrier or to
+        its end unfenced."""
+        found = self.unfenced.get(id(barrier[1]))
+        if found is None:
+            always, doubtful = 0, []
+            for fact in self.facts:
+                if fact.location.space != CTA:
+                    continue
+                unfenced = [origin for origin in fact.origins if origin[1].kind is Kind.CP_ASYNC
+                            or not self._fenced_on_every_path(1 << fact.index, origin, barrier)]
+                if unfenced:
+                    doubtful.append((fact.index, unfenced))
+                else:
+                    always |= 1 << fact.index
+            found = self.unfenced[id(barrier[1])] = (always, doubtful)
+        return found
+
+    def _fenced_on_every_path(self, bit: int, origin: Placed, barrier: Placed) -> bool:
+        """Every path from the access at `origin` (block, event) reaches a fence ordering
+        `bit`, then `barrier`; none ends, or meets the barrier, before. Where no path
+        meets the barrier, that is: no path ends."""
+        start_block, start_event = origin
+        if not self._may_meet(origin, barrier):
+            return not self.ends & self.downstream[start_block]
+        work = [(start_block, start_event.position + 1, False)]
+        seen: set[tuple[int, bool]] = set()
+        while work:
+            block, position, fenced = work.pop()
+            for event in self.events[block]:
+                if event.position < position:
+                    continue
+                if event is barrier[1]:
+                    if not fenced:
+                        return False
+                    break
+                if self.fences.get(id(event), 0) & bit:
+                    fenced = True
+            else:
+                successors = self.flow.succ[block]
+                if not successors:
+                    return False  # the thread ends without arriving
+                for successor in successors:
+                    if (successor, fenced) not in seen:
+                        seen.add((successor, fenced))
+                        work.append((successor, 0, fenced))
+        return True
+
+    def _may_meet(self, origin: Placed, barrier: Placed) -> bool:
+        """Whether some path from the access at `origin` meets `barrier`."""
+        if origin[0] == barrier[0] and barrier[1].position > origin[1].position:
+            return True
+        return any(self.downstream[successor] >> barrier[0] & 1 for successor in self.flow.succ[origin[0]])
