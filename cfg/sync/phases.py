@@ -41,7 +41,7 @@ hand its reads back to the TMA issued after the first pair).
 from __future__ import annotations
 
 from ptxkit._records import TYPE_CHECKING
-from ptxkit.cfg.flow.dataflow import solve_forward
+from ptxkit.cfg.flow.dataflow import bits, solve_forward
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.loops import find_loops, reachable
 from ptxkit.cfg.flow.operands import destinations
@@ -384,15 +384,15 @@ def _apart_across_a_cta_sync(flow: FlowGraph, events: list[list[Event]], named: 
                     waits.append((block, event))
                 if event.kind in (Kind.ARRIVE, Kind.ARRIVE_WAIT):
                     arrives.append((block, event))
-    pairs: set[tuple[int, int]] = set()
     post = threads.post_dominators
+    apart = [0] * len(waits)  # wait -> the arrives (a bit mask over `arrives`) some sync keeps apart from it
     for block, sync in syncs:
-        before = [id(e) for b, e in waits if (b == block and e.position < sync.position)
-                  or (b != block and post.dominates(block, b))]
-        after = [id(e) for b, e in arrives if (b == block and e.position > sync.position)
-                 or (b != block and dominators.dominates(block, b))]
-        pairs.update((wait, arrive) for wait in before for arrive in after)
-    return pairs
+        after = sum(1 << index for index, (b, e) in enumerate(arrives)
+                    if (b == block and e.position > sync.position) or (b != block and dominators.dominates(block, b)))
+        for index, (b, e) in enumerate(waits):
+            if (b == block and e.position < sync.position) or (b != block and post.dominates(block, b)):
+                apart[index] |= after
+    return {(id(wait), id(arrives[index][1])) for (_, wait), mask in zip(waits, apart) for index in bits(mask)}
 
 
 def _apart_across_arms(flow: FlowGraph, named: Named, dominators: DominatorTree,
