@@ -595,12 +595,15 @@ class KernelAnalysis:
         for arrive in arrives:
             by_object.setdefault(_object_key(_sync_of(arrive)), []).append(arrive)
         separate = separate_phases(self.flow, self.events, _matches)
+        matching: dict[SyncKey, list[int]] = {}  # a wait's object -> the arrives (ids) on objects it matches
         hears: dict[int, list[int]] = {}
         for wait in waits:
             sync = _sync_of(wait)
-            candidates = [a for key in _keys_heard(sync, by_object) for a in by_object[key]]
-            hears[id(wait)] = [id(a) for a in candidates
-                               if _matches(sync, _sync_of(a)) and (id(wait), id(a)) not in separate]
+            candidates = matching.get(sync)
+            if candidates is None:
+                candidates = matching[sync] = [id(a) for key in _keys_heard(sync, by_object) for a in by_object[key]
+                                               if _matches(sync, _sync_of(a))]
+            hears[id(wait)] = [arrive for arrive in candidates if (id(wait), arrive) not in separate]
         self._hearing = waits, hears, homes
         return self._hearing
 
