@@ -730,10 +730,7 @@ def _events_with(kernel: list[list[Event]], fences: Fences) -> tuple[list[list[E
             events[fence.block] = list(events[fence.block])
             copied.add(fence.block)
         in_block = events[fence.block]
-        at = 0
-        while at < len(in_block) and in_block[at].position < fence.event.position:
-            at += 1
-        in_block.insert(at, fence.event)
+        in_block.insert(bisect.bisect_left(in_block, fence.event.position, key=_position), fence.event)
     return events, on_edges
 
 
@@ -1535,6 +1532,11 @@ def _precise_first(mask: int, facts: list[Fact]) -> list[int]:
     """The facts of `mask`, the narrowest locations first (the clearest witnesses)."""
     return sorted(bits(mask), key=lambda i: (facts[i].location.region is None,
                                               facts[i].location.end - facts[i].location.start))
+
+
+def _position(event: Event) -> int:
+    """Where an event is in its block (the key events are kept sorted by)."""
+    return event.position
 
 
 def _sync_of(event: Event) -> SyncKey:
