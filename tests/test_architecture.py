@@ -32,6 +32,7 @@ LAYER_OF = {
     "ptxkit.declarations": "syntax",
     "ptxkit.instruction": "syntax",
     "ptxkit.errors": "syntax",
+    "ptxkit.node_protocols": "syntax",
     "ptxkit.edits": "syntax",
     "ptxkit.diff": "syntax",
     "ptxkit.toolkit": "toolchain",
