@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import struct
 
-from ._records import Record
+from ._records import TYPE_CHECKING, Record
 from ._regex import compile as compile_pattern
 from .isa import SPECIAL_REGISTER_PATTERN, STATE_SPACES
+
+if TYPE_CHECKING:
+    from .node_protocols import Located, Viewed
 
 
 class Guard(Record):
@@ -58,7 +61,7 @@ class Operand(Record):
     name: str | None = None
     value: int | float | None = None
     negated: bool = False
-    elements: tuple = ()
+    elements: tuple[Operand, ...] = ()
 
     @property
     def registers(self) -> tuple[str, ...]:
@@ -68,7 +71,7 @@ class Operand(Record):
         >>> parse_statement("st.shared.v2.b32 [%r1+8], {%r2, _};").operands[0].registers
         ('%r1',)
         """
-        if self.kind in ("register", "special"):
+        if self.kind in ("register", "special") and self.name is not None:  # a register has a name
             return (self.name,)
         found: list[str] = []
         for element in self.elements:
@@ -106,6 +109,15 @@ class InstructionView(Record):
         return None
 
 
+if TYPE_CHECKING:
+    #: An opcode split at its dots: (opcode, base, modifiers).
+    OpcodeInfo = tuple[str, str, tuple[str, ...]]
+    #: `instruction_head` as a plain tuple (`head_of`): guard, opcode, base, end of the opcode.
+    HeadTuple = tuple[Guard | None, str, str, int]
+    #: What `_head` finds: the guard, the split opcode and the end of the opcode.
+    _HeadParts = tuple[Guard | None, OpcodeInfo, int]
+
+
 _COMMENT = compile_pattern(r"//[^\n]*|/\*[\s\S]*?\*/")
 _HEAD = compile_pattern(
     r"\s*(?:@\s*(!?)\s*([%A-Za-z_$][\w$]*)\s+)?"  # guard
@@ -122,7 +134,7 @@ _REGISTER_NAME = compile_pattern(r"[%A-Za-z_$][\w$]*")
 _PERCENT_NAME = r"%[\w$]+"
 #: interned guards and split opcodes, shared by every instruction
 _GUARDS: dict[tuple[str, bool], Guard] = {}
-_OPCODES: dict[str, tuple[str, str, tuple[str, ...]]] = {}  # opcode -> (opcode, base, modifiers)
+_OPCODES: dict[str, OpcodeInfo] = {}  # opcode -> (opcode, base, modifiers)
 _NUMBER = (
     r"[+-]?(?:0[fF][0-9A-Fa-f]{8}|0[dD][0-9A-Fa-f]{16}|0[xX][0-9A-Fa-f]+U?|0[bB][01]+U?"
     r"|(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+U?)"
@@ -170,7 +182,7 @@ class Head(Record):
     end: int
 
 
-def instruction_head(node) -> Head:
+def instruction_head(node: Viewed[InstructionView]) -> Head:
     """Guard and opcode of an `Instruction` node, without parsing its operands.
 
     >>> from ptxkit import parse_statement
@@ -180,7 +192,7 @@ def instruction_head(node) -> Head:
     return _new(Head, head_of(node))
 
 
-def head_of(node) -> tuple:
+def head_of(node: Viewed[InstructionView]) -> HeadTuple:
     """`instruction_head` as a plain tuple (guard, opcode, base, end): the fast path for
     passes that read every instruction. Malformed text raises the full parser's error."""
     head = _head(node.text)
@@ -191,7 +203,7 @@ def head_of(node) -> tuple:
     return guard, opcode, base, end
 
 
-def _head(text: str):
+def _head(text: str) -> _HeadParts | None:
     """(guard, (opcode, base, modifiers), end of the opcode), or None when malformed.
 
     The common case splits at blanks and looks the opcode up in a cache; odd spellings
@@ -224,7 +236,7 @@ def _head(text: str):
     return guard, info, end
 
 
-def _slow_head(text: str):
+def _slow_head(text: str) -> _HeadParts | None:
     match = _HEAD.match(text)
     if match is None:
         return None
@@ -241,13 +253,13 @@ def _guard(register: str, negated: bool) -> Guard:
     return guard
 
 
-def _opcode_info(opcode: str) -> tuple[str, str, tuple[str, ...]]:
+def _opcode_info(opcode: str) -> OpcodeInfo:
     base, *modifiers = opcode.split(".")
     info = _OPCODES[opcode] = (opcode, base, tuple(modifiers))
     return info
 
 
-def parse_instruction(node) -> InstructionView:
+def parse_instruction(node: Located) -> InstructionView:
     """Parse an `Instruction` node's text into an `InstructionView`.
 
     Raises `PtxSyntaxError` (at the offending column) for malformed text.
@@ -271,7 +283,7 @@ def parse_instruction(node) -> InstructionView:
     return _new(InstructionView, (guard, opcode, base, modifiers, operands))
 
 
-def _parse_operands(node, text: str, start: int, end: int) -> tuple[Operand, ...]:
+def _parse_operands(node: Located, text: str, start: int, end: int) -> tuple[Operand, ...]:
     if start == end or text[start:end].isspace():
         return ()
     fast = _fast_operands(text, start, end)
@@ -282,7 +294,7 @@ def _parse_operands(node, text: str, start: int, end: int) -> tuple[Operand, ...
 
 def _fast_operands(text: str, start: int, end: int) -> tuple[Operand, ...] | None:
     """One regex pass over common operand lists; None when the general path is needed."""
-    operands = []
+    operands: list[Operand] = []
     append = operands.append
     pos = start
     match = _FAST_OPERAND.match
@@ -290,7 +302,7 @@ def _fast_operands(text: str, start: int, end: int) -> tuple[Operand, ...] | Non
         m = match(text, pos, end)
         if m is None:
             return None
-        kind = m.lastindex
+        kind: int = m.lastindex  # type: ignore[assignment]  # one alternative always matches: no test for None here
         at, stop = m.span(kind)
         operand = text[at:stop]
         if kind <= _REGISTER:  # special or ordinary register, maybe negated
@@ -322,7 +334,7 @@ def _fast_operands(text: str, start: int, end: int) -> tuple[Operand, ...] | Non
     return tuple(operands)
 
 
-def _split(node, text: str, start: int, end: int, separator: str) -> list[tuple[int, int]]:
+def _split(node: Located, text: str, start: int, end: int, separator: str) -> list[tuple[int, int]]:
     """Split text[start:end] at top-level separators into (start, end) spans."""
     body = text[start:end]
     if not _SPLIT_FAST.search(body):
@@ -350,7 +362,7 @@ def _split(node, text: str, start: int, end: int, separator: str) -> list[tuple[
     return spans
 
 
-def _operand(node, text: str, start: int, end: int) -> Operand:
+def _operand(node: Located, text: str, start: int, end: int) -> Operand:
     raw = text[start:end]
     stripped = raw.strip()
     offset = start + (len(raw) - len(raw.lstrip()))
@@ -363,6 +375,7 @@ def _operand(node, text: str, start: int, end: int) -> Operand:
         if stripped[-1] != ("}" if first == "{" else ")"):
             raise node.error(f"unexpected text after {first!r}…{'}' if first == '{' else ')'}", offset)
         inner = _split(node, text, offset + 1, offset + len(stripped) - 1, ",")
+        elements: tuple[Operand, ...]
         if len(inner) == 1 and not text[inner[0][0] : inner[0][1]].strip():
             elements = ()
         else:
@@ -401,14 +414,16 @@ def _offset(text: str, offset: int) -> Operand:
 
 
 def _symbol(text: str, offset: int, negated: bool) -> Operand:
-    name, sign, disp = _SYMBOL.fullmatch(text[1:] if negated else text).groups()
+    match = _SYMBOL.fullmatch(text[1:] if negated else text)
+    assert match is not None  # `_SIMPLE` matched the text as a symbol
+    name, sign, disp = match.groups()
     value = None
     if disp is not None:
         value = parse_number(disp) * (-1 if sign == "-" else 1)
     return Operand("symbol", text, offset, name=name, value=value, negated=negated)
 
 
-def _memory(node, text: str, start: int, end: int) -> Operand:
+def _memory(node: Located, text: str, start: int, end: int) -> Operand:
     if text[end - 1] != "]":
         raise node.error("unexpected text after ']'", start)
     spans = _split(node, text, start + 1, end - 1, ",")
@@ -420,7 +435,7 @@ def _memory(node, text: str, start: int, end: int) -> Operand:
         raise node.error("expected an address: [register], [register+imm], [symbol+imm] or [imm]", inner_offset)
     base_text = address.group("base")
     base = _operand(node, text, inner_offset, inner_offset + len(base_text))
-    displacement = 0
+    displacement: int | float = 0
     if address.group("disp") is not None:
         displacement = parse_number(address.group("disp")) * (-1 if address.group("sign") == "-" else 1)
     extra = tuple(_operand(node, text, x, y) for x, y in spans[1:])
@@ -446,9 +461,11 @@ def parse_number(text: str) -> int | float:
     body = text.lstrip("+-")
     prefix = body[:2].lower()
     if prefix == "0f":
-        return sign * struct.unpack(">f", bytes.fromhex(body[2:]))[0]
+        single: float = struct.unpack(">f", bytes.fromhex(body[2:]))[0]
+        return sign * single
     if prefix == "0d":
-        return sign * struct.unpack(">d", bytes.fromhex(body[2:]))[0]
+        double: float = struct.unpack(">d", bytes.fromhex(body[2:]))[0]
+        return sign * double
     body = body.rstrip("U")
     if prefix == "0x":
         return sign * int(body[2:], 16)

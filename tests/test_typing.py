@@ -26,6 +26,8 @@ STRICT_MODULES = (
     "ptxkit._records",
     "ptxkit.isa",
     "ptxkit.isa_eval",
+    "ptxkit.node_protocols",
+    "ptxkit.instruction",
     "ptxkit.cfg.flow",
     "ptxkit.cfg.flow.protocols",
     "ptxkit.cfg.flow.graph",

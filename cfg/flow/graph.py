@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
     from ptxkit.cfg.flow.inline import Context
-    from ptxkit.instruction import Guard
+    from ptxkit.instruction import HeadTuple as HeadTuple  # an instruction's head (`head_of`), for the modules here
     from ptxkit.syntax import Function, Node
 
     #: Where an edge starts: a block, or the function's entry.
@@ -43,8 +43,6 @@ if TYPE_CHECKING:
     Edge = tuple[EdgeStart, EdgeEnd, str]
     #: Where an instruction is: ``(block, position)``, its index in the block.
     Site = tuple[int, int]
-    #: An instruction's head in tuple form (`ptxkit.instruction.head_of`): guard, opcode, base, end of the opcode.
-    HeadTuple = tuple[Guard | None, str, str, int]
 
 #: What a `Fact` of a graph is.
 Known = TypeVar("Known")

@@ -111,7 +111,7 @@ def operand_targets(operand: Operand, plain: Container[str]) -> list[str]:
     if is_register(operand, plain):  # a register, a symbol or a special register has a name, which
         return [operand.name]  # type: ignore[list-item]  # mypy cannot tell from the kind
     if operand.kind in ("vector", "pair", "list"):
-        return [e.name for e in operand.elements if is_register(e, plain)]
+        return [e.name for e in operand.elements if is_register(e, plain) and e.name is not None]
     return []
 
 
