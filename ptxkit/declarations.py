@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import re
 
-from ._records import Record
+from ._records import TYPE_CHECKING, Record
 from ._regex import compile
 from .isa import LINKAGES
+
+if TYPE_CHECKING:
+    from .node_protocols import Located
 
 _COMMENT = compile(r"//[^\n]*|/\*[\s\S]*?\*/")
 _DECL_SPACES = (".reg", ".global", ".shared", ".local", ".const", ".param", ".tex", ".sreg")
@@ -115,7 +118,7 @@ class Declaration(Record):
     @property
     def base_names(self) -> list[str]:
         """The declared identifiers without array dimensions."""
-        return [re.match(r"[%A-Za-z_$][\w$]*", name).group() for name in self.names]
+        return [_base_name(name) for name in self.names]
 
 
 _HEADER = compile(
@@ -135,7 +138,7 @@ _DIRECTIVE = compile(r'(\.[A-Za-z_]\w*+)((?:\s*+(?:"[^"]*+"|[^.\s;"]++))*+)\s*+;
 _DIRECTIVES = compile(rf"(?:\s*+{_DIRECTIVE.pattern})*+\s*+")
 
 
-def parse_signature(function) -> Signature:
+def parse_signature(function: Located) -> Signature:
     """Parse a `Function` node's header text; raises `PtxSyntaxError` if malformed.
 
     >>> from ptxkit import parse
@@ -143,11 +146,7 @@ def parse_signature(function) -> Signature:
     >>> parse_signature(k).directives
     (('.maxntid', '256'),)
     """
-    text = _COMMENT.sub(lambda m: " " * len(m.group()), function.text)
-    match = _HEADER.fullmatch(text)
-    if match is None:
-        at = len(text) - len(text.lstrip())
-        raise function.error("expected a function name and parameter list after .entry/.func", at)
+    match = _header(function)
     rest = match.group("rest").strip()
     if rest.endswith(";"):
         rest = rest[:-1].rstrip()
@@ -166,7 +165,7 @@ def parse_signature(function) -> Signature:
     )
 
 
-def parameter_span(function) -> tuple[int, int] | None:
+def parameter_span(function: Located) -> tuple[int, int] | None:
     """Where the text inside a function header's parameter parentheses lies:
     ``(start, end)`` offsets into ``function.text``; None when the header has no
     parameter list. Raises `PtxSyntaxError` for a malformed header.
@@ -177,20 +176,28 @@ def parameter_span(function) -> tuple[int, int] | None:
     >>> k.text[start:end]
     '.param .u32 n, .param .u64 p'
     """
-    text = _COMMENT.sub(lambda m: " " * len(m.group()), function.text)
-    match = _HEADER.fullmatch(text)
-    if match is None:
-        parse_signature(function)  # raises the diagnostic
+    match = _header(function)
     if match.group("params") is None:
         return None
     return match.start("params"), match.end("params")
 
 
-def _params(function, match, group: str) -> tuple[Param, ...]:
+def _header(function: Located) -> re.Match[str]:
+    """`_HEADER`'s match of a function header with its comments blanked out (offsets kept);
+    raises `PtxSyntaxError` when the header has no name and parameter list."""
+    text = _COMMENT.sub(lambda m: " " * len(m.group()), function.text)
+    match = _HEADER.fullmatch(text)
+    if match is None:
+        at = len(text) - len(text.lstrip())
+        raise function.error("expected a function name and parameter list after .entry/.func", at)
+    return match
+
+
+def _params(function: Located, match: re.Match[str], group: str) -> tuple[Param, ...]:
     text = match.group(group)
     if text is None or not text.strip():
         return ()
-    params = []
+    params: list[Param] = []
     pos = match.start(group)
     for piece in text.split(","):
         params.append(_param(function, piece, pos + len(piece) - len(piece.lstrip())))
@@ -198,7 +205,7 @@ def _params(function, match, group: str) -> tuple[Param, ...]:
     return tuple(params)
 
 
-def _param(function, text: str, offset: int) -> Param:
+def _param(function: Located, text: str, offset: int) -> Param:
     tokens = _TOKEN.findall(text)
     space = tokens[0] if tokens else ""
     if space not in (".param", ".reg"):
@@ -234,9 +241,19 @@ def _is_declarator(token: str) -> bool:
 
 
 def _declarator(name: str) -> tuple[str, tuple[int | None, ...]]:
-    base = re.match(r"[%A-Za-z_$][\w$]*", name).group()
+    base = _base_name(name)
     dims = tuple(int(d) if d else None for d in re.findall(r"\[\s*(\d*)\s*\]", name))
     return base, dims
+
+
+_IDENTIFIER = compile(r"[%A-Za-z_$][\w$]*")
+
+
+def _base_name(declarator: str) -> str:
+    """The identifier a declarator starts with (``tile`` of ``tile[1024]``, ``%r`` of ``%r<4>``)."""
+    match = _IDENTIFIER.match(declarator)
+    assert match is not None  # `_is_declarator` took it for a name
+    return match.group()
 
 
 _DECLARATION_START = compile(
@@ -244,7 +261,7 @@ _DECLARATION_START = compile(
 )
 
 
-def parse_declaration(directive) -> Declaration | None:
+def parse_declaration(directive: Located) -> Declaration | None:
     """Parse a ``.reg``/variable directive (None for other directives).
 
     >>> from ptxkit import parse_statement
@@ -259,12 +276,13 @@ def parse_declaration(directive) -> Declaration | None:
     text = _COMMENT.sub(lambda m: " " * len(m.group()), text[:-1])
     head, eq, initializer = text.partition("=")
     tokens = _TOKEN.findall(head)
-    linkage = []
+    linkage: list[str] = []
     while tokens and tokens[0] in LINKAGES:
         linkage.append(tokens.pop(0))
     space = tokens.pop(0)
     align = type_ = None
-    attributes, names = [], []
+    attributes: list[str] = []
+    names: list[str] = []
     expect_name = True
     for token in tokens:
         if token.startswith(".align "):

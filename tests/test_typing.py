@@ -28,6 +28,7 @@ STRICT_MODULES = (
     "ptxkit.isa_eval",
     "ptxkit.node_protocols",
     "ptxkit.instruction",
+    "ptxkit.declarations",
     "ptxkit.cfg.flow",
     "ptxkit.cfg.flow.protocols",
     "ptxkit.cfg.flow.graph",
