@@ -21,11 +21,19 @@ from collections.abc import Iterator
 from functools import cached_property
 
 from ._gc import paused_gc
+from ._records import TYPE_CHECKING
 from ._regex import compile as compile_pattern
 from .errors import PtxSyntaxError, Source
 from .declarations import parse_declaration, parse_signature
 from .instruction import parse_instruction
 from .lexer import INSTRUCTION_START, LABEL, LINE, PIECE, STATEMENT
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from .declarations import Declaration, Signature
+    from .instruction import Guard, InstructionView, Operand
 
 
 class Node:
@@ -48,7 +56,7 @@ class Node:
         self.text = text
         self.offset = offset  # start of `text` in the parsed source; None when inserted
         self.parent = parent
-        self._view = None  # parsed structure, filled on first use
+        self._view: InstructionView | None = None  # parsed structure, filled on first use
 
     # -- where the node is -------------------------------------------------------------
     @property
@@ -104,6 +112,7 @@ class Node:
         """The node's PTX text (with its children for containers)."""
         out = [self.prefix, self.text] if include_prefix else [self.text]
         if self.is_container:
+            assert isinstance(self, (Block, Function, Module))  # the classes that say is_container
             _render_children(self, out)
         return "".join(out)
 
@@ -173,7 +182,7 @@ class Node:
         del items[index]
         self.parent = None
 
-    def _siblings(self, hint: int | None = None) -> tuple[list, int]:
+    def _siblings(self, hint: int | None = None) -> tuple[list[Node], int]:
         parent = self.parent
         items = getattr(parent, "items", None)
         if items is None:
@@ -205,7 +214,7 @@ class Instruction(Node):
     __slots__ = ()
 
     @property
-    def view(self):
+    def view(self) -> InstructionView:
         """The parsed `InstructionView` (raises `PtxSyntaxError` if malformed)."""
         view = self._view
         if view is None:
@@ -213,7 +222,7 @@ class Instruction(Node):
         return view
 
     @property
-    def guard(self):
+    def guard(self) -> Guard | None:
         """The `Guard` (predicate register and negation), or None."""
         return self.view.guard
 
@@ -233,8 +242,10 @@ class Instruction(Node):
         return self.view.modifiers
 
     @property
-    def operands(self):
+    def operands(self) -> tuple[Any, ...]:
         """The operands as a tuple of `Operand`."""
+        # Any to mypy, as before it was typed: the analyses read a name or a value where an
+        # operand's kind promises one, which one record type cannot say (`view` has the type)
         return self.view.operands
 
     @property
@@ -246,7 +257,7 @@ class Instruction(Node):
     def labels(self) -> list["Label"]:
         """The labels that directly precede this instruction in its scope."""
         items, index = self._siblings()
-        found = []
+        found: list[Label] = []
         for item in reversed(items[:index]):
             if isinstance(item, Label):
                 found.append(item)
@@ -279,7 +290,7 @@ class Directive(Node):
         return rest[:-1].strip() if rest.endswith(";") else rest.strip()
 
     @property
-    def declaration(self):
+    def declaration(self) -> Declaration | None:
         """The `Declaration` of a ``.reg`` or variable directive, or None."""
         return parse_declaration(self)
 
@@ -314,10 +325,10 @@ class Block(Node):
     __slots__ = ("_items", "_lazy", "tail", "_labels")
     is_container = True
 
-    def __init__(self, prefix, text="{", offset=None, parent=None):
+    def __init__(self, prefix: str, text: str = "{", offset: int | None = None, parent: Node | None = None):
         Node.__init__(self, prefix, text, offset, parent)
         self._items: list[Node] | None = []
-        self._lazy = None  # unscanned runs of statements, see `ptxkit.parser`
+        self._lazy: list[Segment] | None = None  # unscanned runs of statements, see `ptxkit.parser`
         self.tail = ""  # trivia before the closing brace
         self._labels: dict[str, Label] | None = None
 
@@ -336,7 +347,7 @@ class Block(Node):
 
     def resolve_label(self, name: str) -> Label | None:
         """Find a label from this scope outwards (innermost scope wins)."""
-        scope = self
+        scope: Node | None = self
         while isinstance(scope, Block):
             label = scope.label_map.get(name)
             if label is not None:
@@ -372,7 +383,7 @@ class Function(Node):
     is_container = True
     closing = ""
 
-    def __init__(self, prefix, text, offset=None, parent=None):
+    def __init__(self, prefix: str, text: str, offset: int | None = None, parent: Node | None = None):
         Node.__init__(self, prefix, text, offset, parent)
         self.body: Block | None = None
 
@@ -381,7 +392,7 @@ class Function(Node):
         return [self.body] if self.body is not None else []
 
     @cached_property
-    def signature(self):
+    def signature(self) -> Signature:
         """The parsed `Signature` of the header (name, kind, linkage, parameters…)."""
         return parse_signature(self)
 
@@ -424,7 +435,7 @@ class Module(Node):
     def __init__(self, source: Source):
         Node.__init__(self, "", "", 0, None)
         self._items: list[Node] | None = []
-        self._lazy = None
+        self._lazy: list[Segment] | None = None
         self.tail = ""
         self.source = source
 
@@ -443,7 +454,7 @@ class Module(Node):
         """All ``.entry``/``.func`` definitions and declarations, in order."""
         return [item for item in self.items if isinstance(item, Function)]
 
-    def function(self, name: str) -> Function:
+    def function(self, name: str) -> Function:  # type: ignore[override]  # in no function, a module finds one by name
         """The function definition called `name` (``KeyError`` listing names if absent)."""
         candidates = [f for f in self.functions if f.name == name]
         defined = [f for f in candidates if not f.is_declaration]
@@ -496,12 +507,11 @@ class Module(Node):
         """
         with paused_gc():
             for node in self.walk():
-                kind = type(node)
-                if kind is Instruction:
+                if isinstance(node, Instruction):
                     node.view
-                elif kind is Function:
+                elif isinstance(node, Function):
                     node.signature
-                elif kind is Directive:
+                elif isinstance(node, Directive):
                     node.declaration
         return self
 
@@ -522,10 +532,9 @@ def parse_statement(text: str) -> Node:
     """
     source = Source(text, "<statement>")
     match = PIECE.fullmatch(text)
-    kind = match.lastindex if match else None
-    if kind not in (LINE, LABEL, STATEMENT) or match.group(1):
+    if match is None or match.lastindex not in (LINE, LABEL, STATEMENT) or match.group(1):
         raise source.error(0, "expected exactly one instruction, directive or label")
-    if kind == LABEL:
+    if match.lastindex == LABEL:
         return Label("", text)
     if text[0] == ".":
         return Directive("", text)
@@ -534,18 +543,26 @@ def parse_statement(text: str) -> Node:
     return Instruction("", text)
 
 
-def _scan_runs(container: Node, segments: list) -> list[Node]:
+if TYPE_CHECKING:
+    #: A container's child before its statements are scanned: a node (a function, a
+    #: nested scope) or a run of statements, ``(offset, text)``.
+    Segment = Node | tuple[int, str]
+    #: A node with children, what `Node.is_container` says.
+    Container = Block | Function | Module
+
+
+def _scan_runs(container: Block | Module, segments: list[Segment]) -> list[Node]:
     """Turn a container's lazy segments into nodes (runs were validated by `_build`)."""
     with paused_gc():
         return _scan_pieces(container, segments)
 
 
-def _scan_pieces(container: Node, segments: list) -> list[Node]:
+def _scan_pieces(container: Block | Module, segments: list[Segment]) -> list[Node]:
     items: list[Node] = []
     append = items.append
     findall = PIECE.findall  # a run was validated when scanned: its pieces cover it exactly
     for segment in segments:
-        if type(segment) is not tuple:
+        if not isinstance(segment, tuple):
             append(segment)
             continue
         offset, text = segment
@@ -565,41 +582,52 @@ def _scan_pieces(container: Node, segments: list) -> list[Node]:
     return items
 
 
-def _items_of(container) -> list[Node]:
+def _items_of(container: Block | Module) -> list[Node]:
     """A container's items, scanning its statement runs into nodes on first use."""
     items = container._items
     if items is None:
-        items = container._items = _scan_runs(container, container._lazy)
+        segments = container._lazy
+        assert segments is not None  # unscanned: `ptxkit.parser` left its segments
+        items = container._items = _scan_runs(container, segments)
         container._lazy = None
     return items
 
 
-def _render_children(container: Node, out: list[str]) -> None:
+def _render_children(container: Container, out: list[str]) -> None:
     """Append the text of a container's children and its closing to `out`.
 
     Unscanned statement runs are copied as they are: ``(offset, text)`` tuples.
     """
     append = out.append
-
-    def children(node):
-        lazy = getattr(node, "_lazy", None)
-        return iter(lazy if lazy is not None else node.items)
-
-    stack = [(children(container), container.closing)]
+    stack = [(_children(container, append), container.closing)]
     while stack:
-        items, closing = stack[-1]
-        for node in items:
-            if type(node) is tuple:
-                append(node[1])
-                continue
+        nodes, closing = stack[-1]
+        for node in nodes:
             append(node.prefix)
             append(node.text)
             if node.is_container:
-                stack.append((children(node), node.closing))
+                assert isinstance(node, (Block, Function))  # the classes that say is_container, below a module
+                stack.append((_children(node, append), node.closing))
                 break
         else:
             append(closing)
             stack.pop()
+
+
+def _children(container: Container, append: Callable[[str], None]) -> Iterator[Node]:
+    """A container's child nodes in order; the text of its unscanned statement runs goes
+    to `append` as they are passed, so that it lands between theirs."""
+    segments: list[Segment] | None = getattr(container, "_lazy", None)  # a function has none
+    return iter(container.items) if segments is None else _unscanned(segments, append)
+
+
+def _unscanned(segments: list[Segment], append: Callable[[str], None]) -> Iterator[Node]:
+    """The nodes among `segments`, handing the text of the runs between them to `append`."""
+    for segment in segments:
+        if isinstance(segment, tuple):
+            append(segment[1])
+        else:
+            yield segment
 
 
 def _as_statement(statement: "str | Node") -> Node:
@@ -616,18 +644,19 @@ def _split_last_line(trivia: str) -> tuple[str, str, str]:
     if k < 0:
         return "", "", ""
     start = k - 1 if k > 0 and trivia[k - 1] == "\r" else k
-    indent = re.match(r"[ \t]*", trivia[k + 1 :]).group()
+    line = trivia[k + 1 :]
+    indent = line[: len(line) - len(line.lstrip(" \t"))]
     return trivia[:start], trivia[start : k + 1], indent
 
 
-def _following_trivia(parent: Node, items: list, index: int) -> tuple[object, str]:
+def _following_trivia(parent: Node | None, items: list[Node], index: int) -> tuple[object, str]:
     """Where the trivia after ``items[index]`` lives: next sibling's prefix or the tail."""
     if index + 1 < len(items):
         return items[index + 1], "prefix"
     return parent, "tail"
 
 
-def _indentation_of(node: Node, items: list, index: int) -> str:
+def _indentation_of(node: Node, items: list[Node], index: int) -> str:
     """The indentation of the line `node` starts on (searching back through siblings)."""
     for item in reversed(items[: index + 1]):
         _, newline, indent = _split_last_line(item.prefix)

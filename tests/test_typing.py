@@ -29,6 +29,7 @@ STRICT_MODULES = (
     "ptxkit.node_protocols",
     "ptxkit.instruction",
     "ptxkit.declarations",
+    "ptxkit.syntax",
     "ptxkit.cfg.flow",
     "ptxkit.cfg.flow.protocols",
     "ptxkit.cfg.flow.graph",

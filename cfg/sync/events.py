@@ -428,8 +428,8 @@ class _Classifier:
                 parts.append(call)
         if sync is not None:
             parts.append(self._sync(block, position, instruction, head, sync))
-        elif opcode.startswith("tcgen05.commit") and _memory_index(operands) is not None:
-            address = self.ask(block, position, operands[_memory_index(operands)])
+        elif opcode.startswith("tcgen05.commit") and (barrier := _memory_index(operands)) is not None:
+            address = self.ask(block, position, operands[barrier])
             parts.append(lambda c: [Event(position, Kind.ASYNC, guard, mbarrier=c._mbarrier(address))])
         if opcode.startswith(("mbarrier.arrive.expect_tx", "mbarrier.expect_tx")):
             at = _memory_index(operands)
