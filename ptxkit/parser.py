@@ -14,10 +14,17 @@ does not fit, which is then diagnosed.
 
 from __future__ import annotations
 
+from ._records import TYPE_CHECKING
 from .errors import PtxSyntaxError, Source
 from .lexer import (BAD_CHARACTER, BODY_OPEN, BODY_STEP, FUNCTION_START, INSTRUCTION_START, LABEL_START,
                     MODULE_STEP, STATEMENT_PREFIX, TRIVIA)
-from .syntax import Block, Function, Module, Node, parse_statement  # noqa: F401  (parse_statement: API)
+from .syntax import Block, Function, Module, parse_statement  # noqa: F401  (parse_statement: API)
+
+if TYPE_CHECKING:
+    import os
+    import re
+
+    from .syntax import Segment
 
 
 def parse(text: str | bytes, filename: str = "<input>") -> Module:
@@ -57,7 +64,7 @@ def check_module_start(text: str, filename: str = "<input>") -> None:
     k.ptx:1:1 no .version directive: not a PTX module
     >>> check_module_start("\\n.version 8.0\\n")
     """
-    start = TRIVIA.match(text).end()
+    start = _end_of(TRIVIA, text, 0)
     if text.startswith(".version", start) and not text[start + 8 : start + 9].isidentifier():
         return
     source = Source(text, filename)
@@ -66,7 +73,7 @@ def check_module_start(text: str, filename: str = "<input>") -> None:
     raise source.error(start, "expected a .version directive first: a PTX module starts with one")
 
 
-def parse_file(path, filename: str | None = None) -> Module:
+def parse_file(path: str | os.PathLike[str], filename: str | None = None) -> Module:
     """Read and parse a PTX file (bytes are decoded as UTF-8, strictly).
 
     >>> import tempfile, os
@@ -101,9 +108,9 @@ def _build(module: Module, source: Source) -> None:
     """
     text = source.text
     pos = 0
-    container: Node = module
-    segments: list = []
-    stack: list = []  # (container, segments) of the enclosing containers
+    container: Block | Module = module
+    segments: list[Segment] = []
+    stack: list[tuple[Block | Module, list[Segment]]] = []  # (container, segments) of the enclosing containers
     while True:
         if container is module:
             m = MODULE_STEP.match(text, pos)
@@ -147,10 +154,11 @@ def _build(module: Module, source: Source) -> None:
                 continue
         segments.append((pos, text[pos : m.end()]))
         pos = m.end()
-    end = TRIVIA.match(text, pos).end()
+    end = _end_of(TRIVIA, text, pos)
     if end < len(text):
         raise _diagnose(source, end, at_module_level=container is module)
     if container is not module:
+        assert container.offset is not None  # a scope opened in the text
         line, _ = source.position(container.offset)
         raise source.error(end, f"expected '}}' to close the scope opened at line {line}, found end of input")
     module.tail = text[pos:]
@@ -158,7 +166,7 @@ def _build(module: Module, source: Source) -> None:
 
 
 def _diagnose_header(source: Source, pos: int) -> PtxSyntaxError:
-    end = TRIVIA.match(source.text, pos).end()
+    end = _end_of(TRIVIA, source.text, pos)
     found = "end of input" if end == len(source.text) else repr(source.text[end])
     return source.error(end, f"expected '{{' or ';' after the function header, found {found}")
 
@@ -183,7 +191,7 @@ def _diagnose(source: Source, start: int, at_module_level: bool) -> PtxSyntaxErr
         return source.error(start, "expected a directive at module level")
     if not at_module_level and char != "." and char not in INSTRUCTION_START:
         return source.error(start, "expected an instruction, label or directive")
-    stop = STATEMENT_PREFIX.match(text, start).end()
+    stop = _end_of(STATEMENT_PREFIX, text, start)
     if stop < len(text) and text[stop] == '"':
         return source.error(stop, "unterminated string: expected '\"'")
     if text.startswith("/*", stop):
@@ -191,3 +199,11 @@ def _diagnose(source: Source, start: int, at_module_level: bool) -> PtxSyntaxErr
     content = text[start:stop].rstrip()
     found = "end of input" if stop == len(text) else repr(text[stop])
     return source.error(start + len(content), f"expected ';' after the statement, found {found}")
+
+
+def _end_of(pattern: re.Pattern[str], text: str, pos: int) -> int:
+    """Where `pattern`, one that matches the empty string too (`TRIVIA`, `STATEMENT_PREFIX`),
+    stops matching `text` at `pos`."""
+    match = pattern.match(text, pos)
+    assert match is not None  # it matches, if only nothing
+    return match.end()

@@ -30,6 +30,7 @@ STRICT_MODULES = (
     "ptxkit.instruction",
     "ptxkit.declarations",
     "ptxkit.syntax",
+    "ptxkit.parser",
     "ptxkit.cfg.flow",
     "ptxkit.cfg.flow.protocols",
     "ptxkit.cfg.flow.graph",
