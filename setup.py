@@ -37,7 +37,8 @@ BUILDS = {"build", "build_ext", "bdist_wheel", "install"}
 #: (tests/test_typing.py), less those that stay interpreted: ``ptxkit._records`` (its run-time
 #: half is the ``else`` of ``if TYPE_CHECKING``), the protocols modules and the packages'
 #: ``__init__`` (nothing runs there), ``cfg.fence.fence`` (`FenceOptions` subclasses a record,
-#: which mypyc cannot compile) and ``cfg.fence.dot`` (drawings, not the pass).
+#: which mypyc cannot compile), ``cfg.fence.dot`` (drawings, not the pass) and the parser's
+#: (``ptxkit.instruction``, ``declarations``, ``syntax``, ``parser``: typed, not compiled yet).
 COMPILED_MODULES = (
     "ptxkit.isa", "ptxkit.isa_eval",
     "ptxkit.cfg.flow.graph", "ptxkit.cfg.flow.inline", "ptxkit.cfg.flow.dominance", "ptxkit.cfg.flow.loops",
