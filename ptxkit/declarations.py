@@ -237,7 +237,9 @@ def _param(function: Located, text: str, offset: int) -> Param:
 
 
 def _is_declarator(token: str) -> bool:
-    return token[0] in "%$_" or token[0].isalpha()
+    """Whether `token` can be a declarator: ASCII only, starting with a letter, ``_``,
+    ``$`` or ``%`` (PTX ISA, Identifiers; ptxas rejects any other character)."""
+    return token.isascii() and (token[0] in "%$_" or token[0].isalpha())
 
 
 def _declarator(name: str) -> tuple[str, tuple[int | None, ...]]:

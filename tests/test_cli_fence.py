@@ -219,6 +219,11 @@ def test_bad_ptx_gives_a_located_error_and_writes_nothing(tmp_path, capsys):
     bad.write_text(".version 8.0\n.target sm_90a\n.visible .entry k()\n{\n\tmov.u32 %r1, 0\n}\n")
     assert main(["fence", str(bad), "-o", str(tmp_path / "out.ptx")]) == 2
     assert ": error: expected ';'" in capsys.readouterr().err and not (tmp_path / "out.ptx").exists()
+    bad.write_text(IF_HOIST.read_text().replace("\t.shared .align 8 .b64 bar;", "\t.shared .align 8 .b64 b\u00e4r;"))
+    before = bad.read_text()  # a name outside the ASCII alphabet: an internal error before
+    assert main(["fence", "-i", str(bad)]) == 2
+    assert capsys.readouterr().err.startswith(f"{bad}:21:24: error: unexpected 'b\u00e4r' in the .shared declaration")
+    assert bad.read_text() == before
 
 
 # -- many files, -j, formats ---------------------------------------------------------------------

@@ -63,6 +63,18 @@ def test_vector_register_parameters():
         ptxkit.parse(text.replace(".v2 .u32", ".v2 .v4 .u32")).functions[0].signature
 
 
+@pytest.mark.parametrize("declaration", ["\t.reg .b32 \u00e9;", "\t.shared .b8 \u00e9tage[16];", "\t.reg .b32 %r\u00e9<4>;"])
+def test_a_name_outside_the_ascii_alphabet_is_an_error_where_it_stands(declaration):
+    """PTX identifiers are ASCII, starting with a letter, ``_``, ``$`` or ``%`` (PTX ISA,
+    Identifiers); a letter such as ``\u00e9`` once passed in a name and crashed the
+    symbol tables, or was cut off there."""
+    text = f".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{{\n{declaration}\n\tret;\n}}\n"
+    directive = next(s for s in ptxkit.parse(text, "k.ptx").function("k").walk() if "\u00e9" in getattr(s, "text", ""))
+    with pytest.raises(ptxkit.PtxSyntaxError, match="unexpected '[^']*\u00e9") as raised:
+        directive.declaration
+    assert "k.ptx:6:" in str(raised.value)
+
+
 @pytest.mark.parametrize("rest", ["1" * 3000 + ".", "256, " * 1500 + "x.", '"a" ' * 1500 + "."])
 def test_a_malformed_directive_is_rejected_at_once(rest):
     """A long argument followed by a stray '.' once took time exponential in its length
