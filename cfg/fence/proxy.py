@@ -1531,7 +1531,7 @@ def _redefines(instructions: Sequence[Instruction], heads: Sequence[HeadTuple], 
 def _precise_first(mask: int, facts: list[Fact]) -> list[int]:
     """The facts of `mask`, the narrowest locations first (the clearest witnesses)."""
     return sorted(bits(mask), key=lambda i: (facts[i].location.region is None,
-                                              facts[i].location.end - facts[i].location.start))
+                                             facts[i].location.end - facts[i].location.start))
 
 
 def _position(event: Event) -> int:
