@@ -29,7 +29,6 @@ from .instruction import parse_instruction
 from .lexer import INSTRUCTION_START, LABEL, LINE, PIECE, STATEMENT
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import Any
 
     from .declarations import Declaration, Signature
@@ -599,35 +598,28 @@ def _render_children(container: Container, out: list[str]) -> None:
     Unscanned statement runs are copied as they are: ``(offset, text)`` tuples.
     """
     append = out.append
-    stack = [(_children(container, append), container.closing)]
+    stack = [(_segments(container), container.closing)]
     while stack:
-        nodes, closing = stack[-1]
-        for node in nodes:
+        segments, closing = stack[-1]
+        for node in segments:
+            if isinstance(node, tuple):
+                append(node[1])
+                continue
             append(node.prefix)
             append(node.text)
             if node.is_container:
                 assert isinstance(node, (Block, Function))  # the classes that say is_container, below a module
-                stack.append((_children(node, append), node.closing))
+                stack.append((_segments(node), node.closing))
                 break
         else:
             append(closing)
             stack.pop()
 
 
-def _children(container: Container, append: Callable[[str], None]) -> Iterator[Node]:
-    """A container's child nodes in order; the text of its unscanned statement runs goes
-    to `append` as they are passed, so that it lands between theirs."""
-    segments: list[Segment] | None = getattr(container, "_lazy", None)  # a function has none
-    return iter(container.items) if segments is None else _unscanned(segments, append)
-
-
-def _unscanned(segments: list[Segment], append: Callable[[str], None]) -> Iterator[Node]:
-    """The nodes among `segments`, handing the text of the runs between them to `append`."""
-    for segment in segments:
-        if isinstance(segment, tuple):
-            append(segment[1])
-        else:
-            yield segment
+def _segments(container: Container) -> Iterator[Segment]:
+    """A container's children in order: its unscanned segments while it has them."""
+    lazy: list[Segment] | None = getattr(container, "_lazy", None)  # a function has none
+    return iter(lazy if lazy is not None else container.items)
 
 
 def _as_statement(statement: "str | Node") -> Node:
