@@ -599,6 +599,35 @@ def test_a_dropped_report_leaves_nothing_behind(name):
     assert len(gc.get_objects()) <= before  # fewer where the call let an older cache entry go
 
 
+@pytest.mark.pure  # compiled classes take no weak references, and compiled code runs no patched __init__
+def test_one_kernel_analysis_at_a_time(monkeypatch):
+    # fence_module keeps only the report entries and edits of each kernel: by the time the next
+    # kernel's analysis is built, reference counting alone has freed the one before, so the pass's
+    # memory peaks at its largest kernel's, not at the sum over the module's kernels
+    from ptxkit.cfg.fence.proxy import KernelAnalysis
+
+    made: list[weakref.ref] = []
+    alive_at_each_start = []
+
+    def traced(self, *args, __init__=KernelAnalysis.__init__, **kwargs):
+        alive_at_each_start.append(sum(ref() is not None for ref in made))
+        made.append(weakref.ref(self))
+        __init__(self, *args, **kwargs)
+
+    monkeypatch.setattr(KernelAnalysis, "__init__", traced)
+    text = sample("h21b_debug_descriptor_write_inside_tile")
+    head, body = text.split(".address_size 64\n", 1)
+    kernels = [body.replace(".entry k(", f".entry k{n}(") for n in range(3)]
+    module = ptxkit.parse(head + ".address_size 64\n" + "".join(kernels), "k.ptx")
+    gc.disable()
+    try:
+        report = fence_module(module, FenceOptions(), rewrite=False)
+    finally:
+        gc.enable()
+    assert alive_at_each_start == [0, 0, 0]
+    assert sorted({fence.function for fence in report.fences}) == ["k0", "k1", "k2"]
+
+
 def test_the_module_goes_with_its_last_reference():
     # nothing the pass keeps outside what it returns holds the module (its symbol tables and
     # templates used to stay, with the module, until the next module was analysed)

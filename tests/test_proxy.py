@@ -526,7 +526,7 @@ def test_lint_and_unknown_opcodes():
     (result,) = analyse_module(module, FenceOptions())
     assert "in flight" in result.warnings[0].text
     waited = kernel("\tcp.async.ca.shared.global [%r1], [%rd1], 4;\n\tcp.async.wait_group 0;\n" + WG, "")
-    assert analyse_module(ptxkit.parse(waited), FenceOptions())[0].warnings == []
+    assert next(analyse_module(ptxkit.parse(waited), FenceOptions())).warnings == []
     unknown = ptxkit.parse(kernel("\tst.shared.b16 [%r1], %h0;\n\twgmma.future_op.sync %r1;\n", ""))
     (result,) = analyse_module(unknown, FenceOptions())
     assert "unknown async-looking opcode 'wgmma.future_op.sync'" in result.warnings[0].text

@@ -49,7 +49,7 @@ def module_dot(module: Module, options: FenceOptions | None = None, function: st
     """
     from ptxkit.cfg.fence.fence import analyse_module
 
-    results = analyse_module(module, options, everything=True)
+    results = list(analyse_module(module, options, everything=True))
     if function is not None:
         module.function(function)  # KeyError listing the names when absent
         results = [r for r in results if r.analysis.function.name == function]

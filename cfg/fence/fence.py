@@ -33,6 +33,8 @@ False
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.fence.options import EXTERN_POLICIES, FENCE_SIDES, PLACEMENTS, check_target
@@ -444,13 +446,13 @@ def fence_module(module: Module, options: FenceOptions | None = None, rewrite: b
     report.skipped = check_target(module)
     if report.skipped:
         return report
-    results = analyse_module(module, options)
-    for result in results:
+    for result in analyse_module(module, options):
         report.fences.extend(result.sites)
         report.warnings.extend(result.warnings)
+        report.edits.extend(result.edits)
+        del result  # its analysis goes back before the next function's is built (`analyse_module`)
     report.fences.sort(key=lambda f: (f.line or 0, f.column or 0))
     report.warnings.sort(key=lambda w: (w.line or 0, w.column or 0))
-    report.edits = [edit for result in results for edit in result.edits]
     if rewrite:
         report.apply()
     return report
@@ -535,9 +537,14 @@ class FunctionResult(Record):
 
 
 def analyse_module(module: Module, options: FenceOptions | None = None,
-                   everything: bool = False) -> list[FunctionResult]:
+                   everything: bool = False) -> Iterator[FunctionResult]:
     """Analyse every kernel (with the functions it calls inlined) and every function
     no kernel calls, and plan their fences. Changes nothing.
+
+    The results come one function at a time, each as soon as its fences are planned: a
+    caller that keeps only what it needs of each (`fence_module`: the report entries and
+    edits) holds one function's analysis at a time, so its memory peaks at the largest
+    function's, not at the sum over the module's kernels.
 
     Kernels whose text names no async-proxy operation and no call cannot need a fence
     and are left out, unless `everything` is set (the CFG drawing, `ptxkit.cfg.fence.dot`,
@@ -546,7 +553,7 @@ def analyse_module(module: Module, options: FenceOptions | None = None,
     >>> import ptxkit
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     ".reg .b32 %r<2>;\\n\\tst.shared.u32 [%r1], 0;\\n\\tret;\\n}\\n")
-    >>> analyse_module(m), [r.analysis.function.name for r in analyse_module(m, everything=True)]
+    >>> list(analyse_module(m)), [r.analysis.function.name for r in analyse_module(m, everything=True)]
     ([], ['k'])
     """
     from ptxkit.cfg.flow.inline import call_target, inlined_graph
@@ -565,16 +572,21 @@ def analyse_module(module: Module, options: FenceOptions | None = None,
     else:
         quiet = _quiet_kernels(module)
         roots = [f for f in functions.values() if (f.kind == "entry" or f.name not in called) and f not in quiet]
-    results = []
     used_labels: set[str] = set()
     for function in roots:
-        analysis = KernelAnalysis(function, options.analysis, flow=inlined_graph(function, functions))
-        plans, solution = plan_fences(analysis, options.placement, options.fence_side)
-        warnings = [FenceWarning.of("unknown-opcode", node, message) for node, message in analysis.warnings]
-        warnings += [FenceWarning.of("in-flight", node, message) for node, message in solution.in_flight()]
-        sites, edits = _sites_and_edits(analysis, plans, options, used_labels)
-        results.append(FunctionResult(solution, plans, sites, warnings, edits))
-    return results
+        yield _function_result(KernelAnalysis(function, options.analysis, flow=inlined_graph(function, functions)),
+                               options, used_labels)
+
+
+def _function_result(analysis: KernelAnalysis, options: FenceOptions, used_labels: set[str]) -> FunctionResult:
+    """`analysis`'s planned fences, their report entries, edits and warnings (a function
+    of its own, so that `analyse_module`'s frame keeps no reference to an analysis
+    while it builds the next one)."""
+    plans, solution = plan_fences(analysis, options.placement, options.fence_side)
+    warnings = [FenceWarning.of("unknown-opcode", node, message) for node, message in analysis.warnings]
+    warnings += [FenceWarning.of("in-flight", node, message) for node, message in solution.in_flight()]
+    sites, edits = _sites_and_edits(analysis, plans, options, used_labels)
+    return FunctionResult(solution, plans, sites, warnings, edits)
 
 
 def _text_of(module: Module, function: Function) -> str:
