@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ptxkit
+import ptxkit.errors
 from ptxkit.errors import PtxSyntaxError, Source
 
 HEADER = ".version 8.0\n.target sm_90a\n.address_size 64\n"
@@ -110,3 +113,19 @@ def test_source_positions():
     source = Source("ab\ncd\n\nef", "f")
     assert [source.position(i) for i in (0, 2, 3, 6, 7)] == [(1, 1), (1, 3), (2, 1), (3, 1), (4, 1)]
     assert source.line_text(2) == "cd" and source.line_text(4) == "ef" and source.line_text(9) == ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet="a\né", max_size=40), bits=st.integers(0, 3))
+def test_source_positions_agree_with_counting_newlines(text, bits):
+    # the block-wise index (blocks of 1 to 8 characters here, 64 Ki in use) against the
+    # definition: a position's line is one more than the newlines before it, its column one
+    # more than the characters since the last of them; every offset, the end included
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ptxkit.errors, "_BLOCK_BITS", bits)
+        source = Source(text, "f")
+        for offset in range(len(text) + 1):
+            before = text[:offset]
+            assert source.position(offset) == (before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1)
+        lines = text.split("\n")
+        assert [source.line_text(n) for n in range(len(lines) + 2)] == ["", *lines, ""]
