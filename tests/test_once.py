@@ -134,3 +134,43 @@ def test_an_arrive_run_once_hands_over_only_its_threads_earlier_accesses():
     syncs = {analysis.flow.blocks[block].instructions[event.position].text.strip(): id(event)
              for block, events in enumerate(analysis.events) for event in events if event.kind is Kind.ARRIVE_WAIT}
     assert heard == (syncs["bar.sync 1;"],)  # what the bar.sync after it imports is not held there
+
+
+def _live_by_sets(t: Trips) -> list[frozenset[str]]:
+    """The liveness `Trips.live` gives, solved the plain way: sets of names per block."""
+    flow = t.flow
+    uses: list[set[str]] = [set() for _ in range(len(flow))]
+    kills: list[set[str]] = [set() for _ in range(len(flow))]
+    for block, effects in t.effects.items():
+        for position, wait, targets, guard, names in effects:
+            operands = flow.blocks[block].instructions[position].operands
+            read = {names[o.name] for o in (operands[2:3] if wait is not None else operands[1:]) if o.name in names}
+            read |= {guard[0]} if guard is not None else set()
+            uses[block] |= read - kills[block]
+            if guard is None:
+                kills[block] |= {wait} if wait is not None else set(targets)
+    for block, (name, _) in t.tests.items():
+        uses[block] |= {name} - kills[block]
+    live = [frozenset(u) for u in uses]
+    changed = True
+    while changed:
+        changed = False
+        for block in range(len(flow)):
+            out = set().union(*(live[s] for s in flow.succ[block]))
+            new = frozenset(uses[block] | (out - kills[block]))
+            changed |= new != live[block]
+            live[block] = new
+    return live
+
+
+@pytest.mark.parametrize("name", ["h08a_stage_ring_handoff", "h18_arrive_once_before_the_reads",
+                                  "h27_cluster_barrier_phases", "h21b_debug_descriptor_write_inside_tile"])
+def test_the_live_registers_are_those_of_the_plain_fixpoint(name):
+    # solved on bit masks, with blocks of equal sets sharing one: the same sets as a
+    # round-robin fixpoint over sets of names
+    text = open(f"samples/fence/{name}.ptx").read()
+    module = ptxkit.parse(text, "k.ptx")
+    t = Trips(inlined_graph(next(f for f in module.functions if f.kind == "entry"), {f.name: f for f in module.functions}))
+    live = t.live
+    assert live == _live_by_sets(t) and len(set(live)) > 1
+    assert len({id(s) for s in live}) == len(set(live))  # equal sets are one object

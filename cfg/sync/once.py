@@ -40,6 +40,7 @@ from __future__ import annotations
 from itertools import product
 
 from ptxkit._records import TYPE_CHECKING
+from ptxkit.cfg.flow.dataflow import bits
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.loops import loop_forest
 from ptxkit.cfg.flow.operands import destinations
@@ -155,33 +156,50 @@ class Trips:
 
     def _liveness(self) -> list[frozenset[str]]:
         """Block -> the followed registers read on some way from its entry before being
-        written: only those are kept in its constants (fewer, and fewer different, sets)."""
+        written: only those are kept in its constants (fewer, and fewer different, sets).
+        Solved on bit masks, one bit per register; blocks with the same registers live
+        share one set (a few hundred distinct sets of hundreds of registers on graphs of
+        a thousand blocks)."""
         flow = self.flow
-        uses: list[set[str]] = [set() for _ in range(len(flow))]
-        kills: list[set[str]] = [set() for _ in range(len(flow))]
+        bit_of: dict[str, int] = {}
+
+        def mask(names: Iterable[str]) -> int:
+            found = 0
+            for name in names:
+                found |= 1 << bit_of.setdefault(name, len(bit_of))
+            return found
+
+        uses = [0] * len(flow)
+        kills = [0] * len(flow)
         for block, effects in self.effects.items():
             for position, wait, targets, guard, names in effects:
                 operands = flow.blocks[block].instructions[position].operands
-                read = {names[o.name] for o in (operands[2:3] if wait is not None else operands[1:])
-                        if o.kind in _NAMED}
+                read = mask(names[o.name] for o in (operands[2:3] if wait is not None else operands[1:])
+                            if o.kind in _NAMED)
                 if guard is not None:
-                    read.add(guard[0])
-                uses[block] |= read - kills[block]
+                    read |= mask((guard[0],))
+                uses[block] |= read & ~kills[block]
                 if guard is None:
-                    kills[block] |= {wait} if wait is not None else set(targets)
+                    kills[block] |= mask((wait,) if wait is not None else targets)
         for block, (name, _) in self.tests.items():
-            if name not in kills[block]:
-                uses[block].add(name)
-        live = [frozenset(u) for u in uses]
+            uses[block] |= mask((name,)) & ~kills[block]
+        live = list(uses)
         work = list(range(len(flow)))
         while work:
             block = work.pop()
-            out: set[str] = set().union(*(live[s] for s in flow.succ[block])) if flow.succ[block] else set()
-            new = frozenset(uses[block] | (out - kills[block]))
+            out = 0
+            for successor in flow.succ[block]:
+                out |= live[successor]
+            new = uses[block] | (out & ~kills[block])
             if new != live[block]:
                 live[block] = new
                 work.extend(flow.pred[block])
-        return live
+        registers = list(bit_of)
+        sets: dict[int, frozenset[str]] = {}
+        for found in live:
+            if found not in sets:
+                sets[found] = frozenset({registers[i] for i in bits(found)})  # from a set: sized to fit
+        return [sets[found] for found in live]
 
     def _closure(self, roots: set[str]) -> set[str]:
         """The registers `roots` are computed from through the operations `reach` follows."""
