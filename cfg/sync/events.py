@@ -286,6 +286,7 @@ class _Classifier:
             aligned = _tensor_alignment([first.values[key] for key in self.tensor_boxes])
             if everything and not aligned:
                 answers = first
+            del first  # unless kept as the answers, its analysis goes before the next one is built
         if answers is None:
             answers = analyse_registers(flow, self.queries, self.options.max_cluster, aligned)
         self.values, dead, self.by_thread = answers.values, answers.dead, answers.by_thread
