@@ -265,7 +265,7 @@ def test_the_rounds_of_a_debug_build_make_each_rule_once_and_solve_as_anew(monke
     assert any(len(key) == 3 for key in later)  # a load followed to its cell from the second round on
     monkeypatch.undo()
     for model, asked, values, dead, _ in solves:
-        anew = registers._Analysis(flow, stack=model)
+        anew = registers._Analysis(flow_graph(flow.function), stack=model)  # a graph of its own: rules of its own
         assert anew.solve(asked) == (values, dead)
 
 
@@ -287,10 +287,36 @@ def test_an_earlier_rounds_answer_comes_back_with_its_values_by_thread(monkeypat
     monkeypatch.undo()
     model, asked, values, dead, _ = solves[0]
     assert answer.values == {key: values[key] for key in queries} and answer.dead == dead
-    first, last = (registers._Analysis(flow, stack=solves[at][0]) for at in (0, -1))
+    first, last = (registers._Analysis(flow_graph(flow.function), stack=solves[at][0]) for at in (0, -1))
     first.solve(asked)
     last.solve(asked)
     assert answer.by_thread("%rd5", 0, 31) == first.by_thread("%rd5", 0, 31) != last.by_thread("%rd5", 0, 31)
+
+
+@pytest.mark.pure
+def test_a_second_analysis_of_a_graph_takes_the_rules_the_first_made(monkeypatch):
+    """The tensor copies' first analysis and the one after it (docs/fence.md §3.3) share
+    the graph's rules (`MADE_RULES`): the second makes none the first made, and answers
+    what an analysis of a graph of its own answers, alignment given or not."""
+    from ptxkit.cfg.values import registers
+    module = ptxkit.parse((ROOT / "samples/fence/06b_tma_store_after_shared_store.ptx").read_text())
+    function = module.function("k")
+    flow = inlined_graph(function)
+    queries = {(b.index, i, n): (b.index, i, operand) for b in flow.blocks for i, x in enumerate(b.instructions)
+               for n, operand in enumerate(x.operands) if operand.kind in ("memory", "register")}
+    made = []
+    rule = registers._Analysis._rule
+    monkeypatch.setattr(registers._Analysis, "_rule",
+                        lambda self, block, position: made.append((block, position)) or rule(self, block, position))
+    first = analyse_registers(flow, queries)
+    count = len(made)
+    region = next(v[0].region for v in first.values.values() if v and getattr(v[0], "region", None) is not None)
+    second = analyse_registers(flow, queries, aligned={region: 2048})
+    assert count > 5 and len(made) == count  # the second analysis made no rule
+    monkeypatch.undo()
+    for aligned in (None, {region: 2048}):
+        alone = analyse_registers(inlined_graph(function), queries, aligned=aligned)
+        assert alone.values == (first if aligned is None else second).values and alone.dead == first.dead
 
 
 @pytest.mark.pure
@@ -311,8 +337,9 @@ def test_the_rounds_on_nvcc_debug_build_output_solve_as_anew(monkeypatch, tmp_pa
     assert [fence.text for fence in fence_text(ptx, "kernel.ptx")[1].fences] == [FENCE]
     monkeypatch.undo()
     assert len(made) == 1 and len(solves) > 2  # one analysis, several rounds
+    flow, *options = made[0]
     for model, asked, found in solves:
-        assert registers._Analysis(*made[0], stack=model).solve(asked) == found
+        assert registers._Analysis(inlined_graph(flow.function), *options, stack=model).solve(asked) == found
 
 
 TEMPLATE = ".global .align 8 .b8 desc$1[8];\n"

@@ -258,8 +258,9 @@ class _Analysis:
         self._plains = PLAIN_REGISTERS.of(flow)
         self._registers: dict[str, list[Site]] | None = None
         self._written: dict[tuple[int, str], list[int]] | None = None
-        # `_rule_key` -> (`rule`, the thresholds making it added)
-        self._rules: dict[RuleKey, tuple[SourcedRule, frozenset[int]]] = {}
+        # `_rule_key` -> (`rule`, the thresholds making it added): the graph's, which every
+        # analysis of it fills and takes (`MADE_RULES`)
+        self._rules: dict[RuleKey, tuple[SourcedRule, frozenset[int]]] = MADE_RULES.of(flow)
         # the idioms found at a site, which depend on the graph alone: the rules of the
         # instructions that extend a sum or read a quotient ask for the same ones again
         self._remainders: dict[Site, Remainder | None] = {}
@@ -1442,5 +1443,12 @@ DOMINANCE_FRONTIERS: Fact[tuple[dict[int, set[int]], dict[int, list[int]]]] = Fa
     "dominance frontiers", _dominance_frontiers, needs=(DOMINATORS,))
 #: The stack model the last analysis of a graph settled on, once one has (`analyse_registers`).
 SETTLED_MODELS: Fact[list[StackModel]] = Fact("settled stack models", lambda flow: [])
+#: The rules made for a graph's instructions (`_Analysis.rule`), by `_Analysis._rule_key`,
+#: with the thresholds each made: every analysis of the graph takes them, the tensor
+#: copies' first analysis and the one after it (docs/fence.md §3.3) as much as the rounds
+#: of a `-G` build. A rule is made from the graph and the stack model, which its key
+#: names, and reads everything else (values, symbols, alignment) from the analysis it is
+#: applied with.
+MADE_RULES: Fact[dict[RuleKey, tuple[SourcedRule, frozenset[int]]]] = Fact("register rules", lambda flow: {})
 
 
