@@ -51,11 +51,12 @@ class Source:
 
     def position(self, offset: int) -> tuple[int, int]:
         """1-based (line, column) of a character offset."""
-        block = min(offset >> _BLOCK_BITS, len(self._blocks()) - 1)
+        lines_before = self._blocks()
+        block = min(offset >> _BLOCK_BITS, len(lines_before) - 1)
         starts = self._starts_in(block)
         before = bisect.bisect_right(starts, offset)  # the block's newlines before `offset`
         line_start = starts[before - 1] if before else self.text.rfind("\n", 0, block << _BLOCK_BITS) + 1
-        return self._blocks()[block] + before + 1, offset - line_start + 1
+        return lines_before[block] + before + 1, offset - line_start + 1
 
     def line_text(self, line: int) -> str:
         """The text of a 1-based line, without its newline."""
