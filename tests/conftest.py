@@ -1,6 +1,8 @@
 """Shared test set-up: markers that skip cleanly when a tool or the GPU is missing.
 
 - ``ptxas``: needs a ptxas binary (found the way `ptxkit.ptxas.find_ptxas` looks).
+- ``nvdisasm``: needs nvdisasm too (`ptxkit.sass.find_nvdisasm`), which maps spills to
+  lines; a machine may have ptxas without it (the ``nvidia-cuda-nvcc`` wheel alone).
 - ``nvcc``: needs the nvcc compiler driver on PATH.
 - ``gpu``: needs an NVIDIA GPU usable through cuda-python.
 - ``pure``: patches or inspects the interpreted core, so it runs only where the core is
@@ -59,6 +61,17 @@ def ptxas_available() -> bool:
 
 
 @functools.cache
+def nvdisasm_available() -> bool:
+    from ptxkit.sass import find_nvdisasm
+
+    try:
+        find_nvdisasm()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+@functools.cache
 def gpu_available() -> bool:
     try:
         from ptxkit.runtime import gpu_available as probe
@@ -79,6 +92,7 @@ def core_compiled() -> bool:
 def pytest_collection_modifyitems(config, items):
     reasons = {
         "ptxas": (ptxas_available, "no ptxas found (install the CUDA toolkit or `pip install ptxkit[toolkit]`)"),
+        "nvdisasm": (nvdisasm_available, "no nvdisasm found (install the CUDA toolkit or `pip install ptxkit[toolkit]`)"),
         "nvcc": (lambda: shutil.which("nvcc") is not None, "nvcc is not on PATH"),
         "gpu": (gpu_available, "no NVIDIA GPU usable through cuda-python"),
         "pure": (lambda: not core_compiled(), "the core is compiled: the test patches or inspects interpreted code"),

@@ -15,6 +15,7 @@ SPILL = SAMPLES / "toolchain" / "spill.ptx"
 ADD = SAMPLES / "toolchain" / "vector_add.ptx"
 
 
+@pytest.mark.nvdisasm
 def test_text_names_kernels_figures_and_source_lines(capsys):
     assert main(["report", str(SPILL)]) == 0
     out = capsys.readouterr().out

@@ -10,7 +10,7 @@ import ptxkit
 from ptxkit.rewrite import run
 from ptxkit.rewrite.passes.report import resource_report
 
-from conftest import SAMPLES
+from conftest import SAMPLES, nvdisasm_available
 
 pytestmark = pytest.mark.ptxas
 SPILL = SAMPLES / "toolchain" / "spill.ptx"
@@ -27,9 +27,14 @@ def test_figures_are_ptxas_own(spill_report):
         usage = cubin.resources[kernel.name]
         assert (kernel.registers, kernel.shared_bytes, kernel.stack_frame, kernel.spill_stores, kernel.spill_loads) \
             == (usage.registers, usage.shared_bytes, usage.stack_frame, usage.spill_stores, usage.spill_loads)
-    assert spill_report.arch == "sm_90a" and spill_report.notes == []
+    assert spill_report.arch == "sm_90a"
+    if nvdisasm_available():
+        assert spill_report.notes == []
+    else:  # the figures stand; the note says why spills are not mapped to lines
+        assert [note.split(":")[0] for note in spill_report.notes] == ["spills are not mapped to lines"]
 
 
+@pytest.mark.nvdisasm
 def test_every_spilled_byte_is_mapped_to_a_ptx_line_and_a_source_line(spill_report):
     spill = next(k for k in spill_report.kernels if k.name == "spill")
     sites = [site for site in spill.sites if site.kind == "spill"]
@@ -45,6 +50,7 @@ def test_every_spilled_byte_is_mapped_to_a_ptx_line_and_a_source_line(spill_repo
     assert "acc[i] * acc[(i + 7) % 48]" in source[int(worst.rsplit(":", 1)[1]) - 1]
 
 
+@pytest.mark.nvdisasm
 def test_the_ptx_local_memory_is_listed_with_what_ptxas_made_of_it(spill_report):
     local = next(k for k in spill_report.kernels if k.name == "local_array")
     sites = [site for site in local.sites if site.kind == "local"]
@@ -53,6 +59,7 @@ def test_the_ptx_local_memory_is_listed_with_what_ptxas_made_of_it(spill_report)
     assert not [site for site in local.sites if site.kind == "spill"]
 
 
+@pytest.mark.nvdisasm
 def test_text_and_json_say_the_same(spill_report):
     text = spill_report.text()
     data = spill_report.to_json()
@@ -70,6 +77,7 @@ def test_as_a_pass_it_reports_what_the_passes_before_it_made():
     assert not unchanged.changed and unchanged.stages[0].info["kernels"][0]["registers"] > 0
 
 
+@pytest.mark.nvdisasm
 def test_without_loc_there_are_no_source_lines():
     text = "\n".join(line for line in SPILL.read_text().splitlines() if not re.match(r"\s*\.loc\s", line))
     report = resource_report(ptxkit.parse(text, "noloc.ptx"))
@@ -87,6 +95,8 @@ def test_every_sample_gets_a_report_that_accounts_for_its_spills(path):
         report = resource_report(module)
     except ptxkit.PtxasError:
         pytest.skip("ptxas does not take this sample on its own")
+    if not nvdisasm_available() and any(k.spill_stores or k.spill_loads for k in report.kernels):
+        pytest.skip("no nvdisasm to map this sample's spills to lines")
     assert {k.name for k in report.kernels} <= {f.name for f in module.functions}
     for kernel in report.kernels:
         spills = [site for site in kernel.sites if site.kind == "spill"]
