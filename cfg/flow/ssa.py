@@ -17,8 +17,8 @@ definition in the arm meets the others at 2, and the way from 0 to 2 passes 1:
 >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
 ...     ".reg .pred %p<2>;\\n\\t@%p1 bra B;\\n\\tbar.sync 0;\\nB:\\n\\tbar.sync 1;\\n\\tret;\\n}\\n")
 >>> flow = flow_graph(m.function("k"))
->>> frontiers(flow, DominatorTree.of(flow).idom)[0], sorted(blocks_between(flow, DominatorTree.of(flow), 0, 2))
-({1: {2}}, [1, 2])
+>>> frontiers(flow, DominatorTree.of(flow).idom)[0], bin(blocks_between(flow, DominatorTree.of(flow), 0, 2))
+({1: {2}}, '0b110')
 """
 
 from __future__ import annotations
@@ -26,13 +26,17 @@ from __future__ import annotations
 from ptxkit._records import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
     from ptxkit.cfg.flow.dominance import DominatorTree
     from ptxkit.cfg.flow.graph import FlowGraph
 
 
-def blocks_between(flow: FlowGraph, dominators: DominatorTree, there: int, reading: int) -> frozenset[int]:
+def blocks_between(flow: FlowGraph, dominators: DominatorTree, there: int, reading: int) -> int:
     """The blocks on a way from block `there` to block `reading` (`reading` included)
-    that does not pass `there` again. Where `there` dominates `reading`, every block
+    that does not pass `there` again, as a bit mask (bit ``b`` for block ``b``: the
+    analyses of a graph keep many such sets, and a `-G` kernel has thousands of
+    blocks). Where `there` dominates `reading`, every block
     that reaches `reading` without passing `there` comes after it, so one walk back from
     `reading` finds them (a dominator and the block it reaches, as `-G` code recomputes a
     value, are near each other; the walk forward from `there` would cover the rest of
@@ -50,23 +54,33 @@ def blocks_between(flow: FlowGraph, dominators: DominatorTree, there: int, readi
 
     back = closure(flow.pred[reading], flow.pred) | {reading}
     if there != reading and dominators.dominates(there, reading):
-        return frozenset(node for node in back if dominators.dominates(there, node))  # not the unreachable ones
-    return frozenset(closure(flow.succ[there], flow.succ) & back)
+        return _mask(node for node in back if dominators.dominates(there, node))  # not the unreachable ones
+    return _mask(closure(flow.succ[there], flow.succ) & back)
 
 
-def by_block(definitions: dict[str, list[tuple[int, int]]]) -> dict[tuple[int, str], list[int]]:
+def _mask(blocks: Iterable[int]) -> int:
+    """`blocks` as a bit mask.
+
+    >>> bin(_mask([0, 3]))
+    '0b1001'
+    """
+    mask = 0
+    for block in blocks:
+        mask |= 1 << block
+    return mask
+
+
+def by_block(definitions: Mapping[str, Sequence[tuple[int, int]]]) -> dict[tuple[int, str], tuple[int, ...]]:
     """(block, key) -> the sorted positions of the block's definitions of key.
 
     >>> by_block({"%r1": [(0, 5), (0, 2), (3, 1)]})
-    {(0, '%r1'): [2, 5], (3, '%r1'): [1]}
+    {(0, '%r1'): (2, 5), (3, '%r1'): (1,)}
     """
     found: dict[tuple[int, str], list[int]] = {}
     for key, sites in definitions.items():
         for block, position in sites:
             found.setdefault((block, key), []).append(position)
-    for positions in found.values():
-        positions.sort()
-    return found
+    return {key: tuple(sorted(positions)) for key, positions in found.items()}
 
 
 def frontiers(flow: FlowGraph, idom: dict[int, int]) -> tuple[dict[int, set[int]], dict[int, list[int]]]:

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from ptxkit.syntax import Instruction, Module
 
     #: Register -> the ``(block, position)`` pairs that write it (`ptxkit.cfg.values.divergence.definitions`).
-    Definitions = dict[str, list[tuple[int, int]]]
+    Definitions = dict[str, tuple[tuple[int, int], ...]]
     #: A question put to `ptxkit.cfg.values.registers.analyse_registers` (`_Classifier.ask`):
     #: the block and position of the instruction, and how many were asked before.
     Query = tuple[int, int, int]

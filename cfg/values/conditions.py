@@ -509,19 +509,20 @@ def unwritten_between(analysis: Code, there: int, reading: int, registers: Itera
     leads from `reading` back to it without passing `there`."""
     between = blocks_on_ways(analysis, there, reading)
     prefix = analysis.prefix(reading)
-    again = position is None or any(block in between for block in analysis.flow.succ[reading])
-    return not any(site[0] in between and (site[0] != reading or again or position is not None and site[1] < position)
+    again = position is None or any(between >> block & 1 for block in analysis.flow.succ[reading])
+    return not any(between >> site[0] & 1 and
+                   (site[0] != reading or again or position is not None and site[1] < position)
                    for name in registers for site in analysis.definitions().get(prefix + name, ()))
 
 
 #: ``(there, reading)`` -> `blocks_on_ways`, filled as it is asked.
-BLOCKS_BETWEEN: Fact[dict[tuple[int, int], frozenset[int]]] = Fact("blocks between", lambda flow: {})
+BLOCKS_BETWEEN: Fact[dict[tuple[int, int], int]] = Fact("blocks between", lambda flow: {})
 
 
-def blocks_on_ways(analysis: Code, there: int, reading: int) -> frozenset[int]:
+def blocks_on_ways(analysis: Code, there: int, reading: int) -> int:
     """The blocks on a way from block `there` to block `reading` that does not pass
-    `there` again (`ptxkit.cfg.flow.ssa.blocks_between`), kept per pair for the graph
-    (`BLOCKS_BETWEEN`)."""
+    `there` again, as a bit mask (`ptxkit.cfg.flow.ssa.blocks_between`), kept per pair
+    for the graph (`BLOCKS_BETWEEN`)."""
     regions = BLOCKS_BETWEEN.of(analysis.flow)
     between = regions.get((there, reading))
     if between is None:

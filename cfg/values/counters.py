@@ -256,7 +256,7 @@ def _paired_lockstep(analysis: Counting, prefix: str, x: str, x_counter: Counter
     else:
         return None
     if x_add[0] in (first[0], second[0]) or \
-            first[0] != second[0] and x_add[0] in blocks_on_ways(analysis, first[0], second[0]):
+            first[0] != second[0] and blocks_on_ways(analysis, first[0], second[0]) >> x_add[0] & 1:
         return None  # the settings do not run as one
     if not (dominators.dominates(second[0], reading[0]) if second[0] != reading[0] else second[1] < reading[1]):
         return None
@@ -354,8 +354,8 @@ def _z_kept(analysis: Counting, prefix: str, z: str, z_add: Site, setting: Site,
     if not (DominatorTree.of(analysis.flow).dominates(block, reading[0]) if block != reading[0]
             else setting[1] < reading[1]):
         return False
-    between = blocks_on_ways(analysis, block, reading[0]) if block != reading[0] else frozenset()
-    return not any(site != z_add and (site[0] in between or site[0] == block and site[1] > read_at)
+    between = blocks_on_ways(analysis, block, reading[0]) if block != reading[0] else 0
+    return not any(site != z_add and (between >> site[0] & 1 or site[0] == block and site[1] > read_at)
                    for site in analysis.definitions().get(prefix + z, ()))
 
 

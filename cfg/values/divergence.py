@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ptxkit.syntax import Instruction
 
     #: Register (`qualified`) -> the sites that write it (`definitions`).
-    Definitions = dict[str, list[Site]]
+    Definitions = dict[str, tuple[Site, ...]]
 
 __all__ = ["cta_uniform", "deciding_branches", "definitions", "guard_of", "qualified", "thread_meets", "thread_only"]
 
@@ -619,19 +619,19 @@ def definitions(flow: FlowGraph) -> Definitions:
     >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
     ...     ".reg .b32 %r<2>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tret;\\n}\\n")
     >>> definitions(inlined_graph(m.function("k")))
-    {'%r1': [(0, 0)]}
+    {'%r1': ((0, 0),)}
     """
     return DEFINITIONS.of(flow)
 
 
 def _definitions(flow: FlowGraph) -> Definitions:
-    found: Definitions = {}
+    found: dict[str, list[Site]] = {}
     for block in flow.blocks:
         prefix = block.context.prefix if block.context is not None else ""
         for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
             for name in destinations(instruction, head, frozenset()):
                 found.setdefault(prefix + name, []).append((block.index, position))
-    return found
+    return {key: tuple(sites) for key, sites in found.items()}  # tuples: half a list's memory, untracked
 
 
 #: A graph's registers and the sites that write them (`definitions`).

@@ -109,7 +109,7 @@ if TYPE_CHECKING:
     #: ``("phi", version, block)``), handed the analysis and that point.
     Rule: TypeAlias = "Callable[[_Analysis, Point], None]"
     #: An instruction's rule and the keys it reads.
-    SourcedRule = tuple[Rule, list[str]]
+    SourcedRule = tuple[Rule, tuple[str, ...]]
     #: A stack word or part of one: ``(region name, offset, width)`` (`ptxkit.cfg.values.frames`).
     Cell = tuple[str, int, int]
     #: What `_rule_key` makes a rule from: the site, and for a ``ld``/``st`` the stack model's part in it.
@@ -256,8 +256,8 @@ class _Analysis:
         # `written_at`) once taken from its facts
         self._prefixes = [block.context.prefix if block.context is not None else "" for block in flow.blocks]
         self._plains = PLAIN_REGISTERS.of(flow)
-        self._registers: dict[str, list[Site]] | None = None
-        self._written: dict[tuple[int, str], list[int]] | None = None
+        self._registers: dict[str, tuple[Site, ...]] | None = None
+        self._written: dict[tuple[int, str], tuple[int, ...]] | None = None
         # `_rule_key` -> (`rule`, the thresholds making it added): the graph's, which every
         # analysis of it fills and takes (`MADE_RULES`)
         self._rules: dict[RuleKey, tuple[SourcedRule, frozenset[int]]] = MADE_RULES.of(flow)
@@ -313,7 +313,8 @@ class _Analysis:
         `-G` build makes rules only for the accesses its model changes."""
         self.stack = stack
         self.unknown_cells = stack.unknown if stack is not None else frozenset()
-        self._with_cells: dict[str, list[Site]] | None = None  # the definitions with the cells the stack model follows
+        # the definitions with the cells the stack model follows
+        self._with_cells: dict[str, tuple[Site, ...]] | None = None
 
     # -- names ----------------------------------------------------------------------------
     def prefix(self, block: int) -> str:
@@ -351,7 +352,7 @@ class _Analysis:
         return f"{self.prefix(block)}param:{name}+{offset}"
 
     # -- definitions and the slice ----------------------------------------------------------
-    def definitions(self) -> dict[str, list[Site]]:
+    def definitions(self) -> dict[str, tuple[Site, ...]]:
         """key -> the ``(block, position)`` of every instruction defining it (registers
         by context, call arguments and results, the stack cells the model follows);
         the registers' computed once per graph."""
@@ -362,7 +363,7 @@ class _Analysis:
             self._with_cells = dict(found)
             for site in self.stack.exact:
                 key = cell_key(next(iter(self.stack.stores[site])))
-                self._with_cells[key] = [*self._with_cells.get(key, ()), site]
+                self._with_cells[key] = (*self._with_cells.get(key, ()), site)
         return self._with_cells
 
     def written_at(self, block: int, register: str) -> Sequence[int]:
@@ -374,7 +375,7 @@ class _Analysis:
             by_position = self._written = REGISTER_DEFINITIONS_BY_BLOCK.of(self.flow)
         return by_position.get((block, self._prefixes[block] + register), ())
 
-    def _register_definitions(self) -> dict[str, list[Site]]:
+    def _register_definitions(self) -> dict[str, tuple[Site, ...]]:
         """The registers' `definitions` (no stack cells): the graph's, taken from its
         cache once per analysis."""
         found = self._registers
@@ -788,9 +789,8 @@ class _Analysis:
             for block, position in definitions.get(key, ()):
                 if (block, position) in rules:
                     continue
-                rule, sources = self.rule(block, position)
-                rules[(block, position)] = (rule, sources)
-                for source in sources:
+                rules[(block, position)] = sourced = self.rule(block, position)
+                for source in sourced[1]:
                     if source not in seen:
                         seen.add(source)
                         work.append(source)
@@ -851,7 +851,7 @@ class _Analysis:
                 made = self._rule(block, position)
             finally:
                 thresholds, self.thresholds = self.thresholds, thresholds
-            found = self._rules[key] = (made, frozenset(thresholds))
+            found = self._rules[key] = (made, frozenset(thresholds) if thresholds else _NO_THRESHOLDS)
         if key not in self._taken:
             self._taken.add(key)
             self.thresholds |= found[1]
@@ -894,20 +894,20 @@ class _Analysis:
                 for key, value in zip(keys, values):
                     a.assign(at, key, a.evaluate(block, value, at), True)
 
-            return store, sources
+            return store, tuple(sources)
         targets = [prefix + name for name in operand_targets(operands[0], plain)]
         compute = self._refined_computation(block, position, operands, targets, sources)
         if base == "ld" and is_param(modifiers):
             sources = [k for k in self._param_load_keys(block, operands, opcode) if k is not None]
         strong = guard is None
 
-        def apply(a: _Analysis, at: Point, targets: list[str] = targets, compute: Compute = compute,
+        def apply(a: _Analysis, at: Point, targets: tuple[str, ...] = tuple(targets), compute: Compute = compute,
                   strong: bool = strong) -> None:
             values = compute(a, at)
             for target, value in zip(targets, values):
                 a.assign(at, target, value, strong)
 
-        return apply, sources
+        return apply, tuple(sources)
 
     def _stack_store_rule(self, stack: StackModel, block: int, position: int, value: Operand,
                           sources: list[str]) -> SourcedRule:
@@ -919,13 +919,13 @@ class _Analysis:
         if (offset, width) == (0, word[2]):
             def spill(a: _Analysis, at: Point, key: str = key, value: Operand = value) -> None:
                 a.assign(at, key, truncate(a.evaluate(block, value, at), 8 * width), True)
-            return spill, sources
+            return spill, tuple(sources)
 
         def set_part(a: _Analysis, at: Point, key: str = key, value: Operand = value) -> None:  # the others stay
             kept = a.lookup(at, key) if a.uses.get((at, key), key) not in (key, key + "@entry") else TOP
             part = truncate(a.evaluate(block, value, at), 8 * width)
             a.assign(at, key, bit_insert(part, kept, 8 * offset, 8 * width, 8 * word[2]), True)
-        return set_part, sources + [key]
+        return set_part, (*sources, key)
 
     def _stack_load_rule(self, stack: StackModel, block: int, position: int, target: str, strong: bool) -> SourcedRule:
         """The rule of a load into `target` from a stack word the `stack` model follows:
@@ -940,7 +940,7 @@ class _Analysis:
             if (offset, width) != (0, word[2]):
                 value = bits_of(value, 8 * offset, 8 * width) if value else value
             a.assign(at, target, truncate(value, 8 * width) if known else TOP, strong)
-        return reload, [key]
+        return reload, (key,)
 
     def _refined_computation(self, block: int, position: int, operands: Sequence[Operand], targets: list[str],
                              sources: list[str]) -> Compute:
@@ -1377,6 +1377,8 @@ def _signed_result(base: str, modifiers: list[str]) -> bool:
 
 #: Opcodes whose destination is unsigned whatever the type their modifiers name.
 _UNSIGNED_RESULTS = frozenset(("setp", "popc", "clz", "bfind"))
+#: The thresholds of a rule that makes none (most): one set for them all.
+_NO_THRESHOLDS: frozenset[int] = frozenset()
 #: Updates a definition that is no join, on a cycle no join breaks, may take before it is
 #: widened (docs/fence.md §3.1); any other widens only after `_SAFETY_NET` (never seen).
 _PATIENCE, _SAFETY_NET = 12, 256
@@ -1384,9 +1386,11 @@ _PATIENCE, _SAFETY_NET = 12, 256
 _STACK_ROUNDS = 8
 
 
-def _definitions_of(flow: FlowGraph) -> dict[str, list[Site]]:
+def _definitions_of(flow: FlowGraph) -> dict[str, tuple[Site, ...]]:
     """key -> the ``(block, position)`` of every instruction of `flow` defining it:
-    registers by context (`_Analysis.prefix`), call arguments and results."""
+    registers by context (`_Analysis.prefix`), call arguments and results. (Tuples: a
+    graph keeps them while its analyses run, and a list of one site costs twice the
+    memory, and the collector's time.)"""
     found: dict[str, list[tuple[int, int]]] = {}
     plains = PLAIN_REGISTERS.of(flow)
     for block in flow.blocks:
@@ -1402,7 +1406,7 @@ def _definitions_of(flow: FlowGraph) -> dict[str, list[Site]]:
                 continue
             for name in destinations(instruction, head, plain):
                 found.setdefault(prefix + name, []).append((block.index, position))
-    return found
+    return {key: tuple(sites) for key, sites in found.items()}
 
 
 def _param_store_keys(flow: FlowGraph, block: int, instruction: Instruction) -> list[str]:
@@ -1432,10 +1436,10 @@ def _dominance_frontiers(flow: FlowGraph) -> tuple[dict[int, set[int]], dict[int
 
 
 #: A graph's register definitions (`_definitions_of`), which every analysis of it shares.
-REGISTER_DEFINITIONS: Fact[dict[str, list[Site]]] = Fact("register definitions", _definitions_of,
+REGISTER_DEFINITIONS: Fact[dict[str, tuple[Site, ...]]] = Fact("register definitions", _definitions_of,
                                                           needs=(PLAIN_REGISTERS,))
 #: The same by block: ``(block, key)`` -> the positions that write it, in order (`by_block`).
-REGISTER_DEFINITIONS_BY_BLOCK: Fact[dict[tuple[int, str], list[int]]] = Fact(
+REGISTER_DEFINITIONS_BY_BLOCK: Fact[dict[tuple[int, str], tuple[int, ...]]] = Fact(
     "register definitions by block", lambda flow: by_block(REGISTER_DEFINITIONS.of(flow)),
     needs=(REGISTER_DEFINITIONS,))
 #: The dominance frontier of each block of a graph, and its dominator tree's children (`frontiers`).
