@@ -18,7 +18,7 @@ definition in the arm meets the others at 2, and the way from 0 to 2 passes 1:
 ...     ".reg .pred %p<2>;\\n\\t@%p1 bra B;\\n\\tbar.sync 0;\\nB:\\n\\tbar.sync 1;\\n\\tret;\\n}\\n")
 >>> flow = flow_graph(m.function("k"))
 >>> frontiers(flow, DominatorTree.of(flow).idom)[0], bin(blocks_between(flow, DominatorTree.of(flow), 0, 2))
-({1: {2}}, '0b110')
+({1: (2,)}, '0b110')
 """
 
 from __future__ import annotations
@@ -83,9 +83,11 @@ def by_block(definitions: Mapping[str, Sequence[tuple[int, int]]]) -> dict[tuple
     return {key: tuple(sorted(positions)) for key, positions in found.items()}
 
 
-def frontiers(flow: FlowGraph, idom: dict[int, int]) -> tuple[dict[int, set[int]], dict[int, list[int]]]:
+def frontiers(flow: FlowGraph, idom: dict[int, int]) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]:
     """The dominance frontier of each block (where a definition in it needs a join) and
-    the dominator tree's children, of one graph (an example in the module's docstring).
+    the dominator tree's children, of one graph (an example in the module's docstring),
+    as tuples: a graph keeps them while its analyses run. A frontier keeps the order in
+    which the set that gathered it gives its blocks (the order joins are made in).
     """
     frontier: dict[int, set[int]] = {}
     runner: int | None
@@ -102,7 +104,8 @@ def frontiers(flow: FlowGraph, idom: dict[int, int]) -> tuple[dict[int, set[int]
     for node, parent in idom.items():
         if node != parent:
             children.setdefault(parent, []).append(node)
-    return frontier, children
+    return ({block: tuple(blocks) for block, blocks in frontier.items()},
+            {block: tuple(nodes) for block, nodes in children.items()})
 
 
 def version_name(key: str, block: int, position: int) -> str:

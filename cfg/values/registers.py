@@ -653,7 +653,7 @@ class _Analysis:
         return points
 
     def _versions(self, multi: Mapping[str, None], joins_at: Mapping[int, list[str]],
-                  points: Mapping[int, list[RenamePoint]], root: int, children: Mapping[int, list[int]]) -> Joins:
+                  points: Mapping[int, list[RenamePoint]], root: int, children: Mapping[int, Sequence[int]]) -> Joins:
         """Name the version each of `points` reads or writes, walking the dominator tree
         from `root` (fills `uses`, `defs` and `kept`); returns the joins as `_rename` does."""
         flow = self.flow
@@ -1220,7 +1220,7 @@ class _Analysis:
         return TOP
 
 
-def _join_blocks(multi: Mapping[str, None], definitions: Definitions, frontier: Mapping[int, set[int]]
+def _join_blocks(multi: Mapping[str, None], definitions: Definitions, frontier: Mapping[int, Sequence[int]]
                  ) -> dict[int, list[str]]:
     """Where the keys of `multi` need a join: ``{block: [key]}``, the iterated dominance
     frontier of each key's definitions, keys in the order of `multi`."""
@@ -1430,7 +1430,7 @@ def _stored_param_key(flow: FlowGraph, block: int, name: str, offset: int) -> st
     return f"{context.prefix if context is not None else ''}param:{name}+{offset}"
 
 
-def _dominance_frontiers(flow: FlowGraph) -> tuple[dict[int, set[int]], dict[int, list[int]]]:
+def _dominance_frontiers(flow: FlowGraph) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]:
     idom: dict[int, int] = DOMINATORS.of(flow).idom  # type: ignore[assignment]  # of blocks, from block 0: no EXIT
     return frontiers(flow, idom)
 
@@ -1443,7 +1443,7 @@ REGISTER_DEFINITIONS_BY_BLOCK: Fact[dict[tuple[int, str], tuple[int, ...]]] = Fa
     "register definitions by block", lambda flow: by_block(REGISTER_DEFINITIONS.of(flow)),
     needs=(REGISTER_DEFINITIONS,))
 #: The dominance frontier of each block of a graph, and its dominator tree's children (`frontiers`).
-DOMINANCE_FRONTIERS: Fact[tuple[dict[int, set[int]], dict[int, list[int]]]] = Fact(
+DOMINANCE_FRONTIERS: Fact[tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]] = Fact(
     "dominance frontiers", _dominance_frontiers, needs=(DOMINATORS,))
 #: The stack model the last analysis of a graph settled on, once one has (`analyse_registers`).
 SETTLED_MODELS: Fact[list[StackModel]] = Fact("settled stack models", lambda flow: [])
