@@ -22,6 +22,7 @@ from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.flow.loops import LOOPS, strongly_connected
 from ptxkit.cfg.flow.operands import destinations
+from ptxkit.cfg.values.definitions import DEFINITIONS
 from ptxkit.isa import CTA_UNIFORM_SPECIALS, PURE_OPCODES, STATE_SPACES, THREAD_INDEX_SPECIALS, is_special_register
 
 if TYPE_CHECKING:
@@ -612,7 +613,8 @@ def _region_ends(flow: FlowGraph, split: int, meet: int, definitions: Definition
 
 def definitions(flow: FlowGraph) -> Definitions:
     """register -> the ``(block, position)`` pairs that write it, its name qualified by
-    the inlined copy that writes it (`qualified`); computed once per graph (`DEFINITIONS`).
+    the inlined copy that writes it (`qualified`); computed once per graph
+    (`ptxkit.cfg.values.definitions.DEFINITIONS`).
 
     >>> import ptxkit
     >>> from ptxkit.cfg.flow.inline import inlined_graph
@@ -624,15 +626,3 @@ def definitions(flow: FlowGraph) -> Definitions:
     return DEFINITIONS.of(flow)
 
 
-def _definitions(flow: FlowGraph) -> Definitions:
-    found: dict[str, list[Site]] = {}
-    for block in flow.blocks:
-        prefix = block.context.prefix if block.context is not None else ""
-        for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
-            for name in destinations(instruction, head, frozenset()):
-                found.setdefault(prefix + name, []).append((block.index, position))
-    return {key: tuple(sites) for key, sites in found.items()}  # tuples: half a list's memory, untracked
-
-
-#: A graph's registers and the sites that write them (`definitions`).
-DEFINITIONS: Fact[Definitions] = Fact("definitions", _definitions)

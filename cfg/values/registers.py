@@ -55,7 +55,7 @@ from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.flow.inline import Context
 from ptxkit.cfg.flow.loops import on_cycles
 from ptxkit.cfg.flow.operands import (
-    destinations, element_bytes, is_param, operand_reads, operand_targets,
+    element_bytes, is_param, operand_reads, operand_targets,
     type_width,
 )
 from ptxkit.cfg.flow.ssa import by_block, cell_key, frontiers, reading_block, version_name
@@ -66,6 +66,7 @@ from ptxkit.cfg.values.arithmetic import (
 from ptxkit.cfg.values.conditions import (
     branch_conditions, dead_blocks, narrowed_at, refinements, uniform_broadcast,
 )
+from ptxkit.cfg.values.definitions import REGISTER_DEFINITIONS, param_store_keys
 from ptxkit.cfg.values.counters import (
     RECOMPUTED, counter_remainder, counts_alike, linear_range, linear_sum, may_round, narrowed_remainder,
     remainder_range, ring_refinement, rounded_past, rounded_up, selected_step, shifted_field, shifted_remainder,
@@ -76,7 +77,7 @@ from ptxkit.cfg.values.idioms import SUM_OPCODES, quotient_of, remainder, roundi
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER, special_ranges
 from ptxkit.cfg.values.symbols import PLAIN_REGISTERS, TEMPLATES, symbol_regions, template_load
 from ptxkit.isa import (
-    FIXED_SPECIALS, INTEGER_TYPES, NO_DESTINATION, RESULT_RANGES, SIGN_READING, SWAPPED_COMPARISONS, TYPE_BITS,
+    FIXED_SPECIALS, INTEGER_TYPES, RESULT_RANGES, SIGN_READING, SWAPPED_COMPARISONS, TYPE_BITS,
 )
 from ptxkit.isa_eval import operation
 from ptxkit.cfg.values.values import (
@@ -96,7 +97,6 @@ if TYPE_CHECKING:
     from ptxkit.cfg.values.values import Region, Value
     from ptxkit.instruction import Operand
     from ptxkit.isa_eval import Operation
-    from ptxkit.syntax import Instruction
 
     #: What a query asks: the value of an operand (or of a key, such as a call argument's)
     #: just before the instruction at ``(block, position)``.
@@ -341,7 +341,7 @@ class _Analysis:
     def param_key(self, block: int, name: str, offset: int) -> str:
         """The key a ``ld.param`` at `block` reads: a call argument or result of this
         context, or (in an inlined callee) the caller's argument (a ``st.param``'s key:
-        `_stored_param_key`)."""
+        `ptxkit.cfg.values.definitions.param_store_keys`)."""
         context = self.flow.blocks[block].context
         if context is not None:
             if context.parent is not None and name in context.arguments:
@@ -887,7 +887,7 @@ class _Analysis:
             target = prefix + operand_targets(operands[0], plain)[0]
             return self._stack_load_rule(stack, block, position, target, guard is None)
         if base == "st":  # st.param: a call argument or a return value
-            keys = _param_store_keys(self.flow, block, instruction)
+            keys = param_store_keys(self.flow, block, instruction)
             values = operands[1].elements if operands[1].kind == "vector" else (operands[1],)
 
             def store(a: _Analysis, at: Point, keys: list[str] = keys, values: tuple[Operand, ...] = values) -> None:
@@ -1386,59 +1386,12 @@ _PATIENCE, _SAFETY_NET = 12, 256
 _STACK_ROUNDS = 8
 
 
-def _definitions_of(flow: FlowGraph) -> dict[str, tuple[Site, ...]]:
-    """key -> the ``(block, position)`` of every instruction of `flow` defining it:
-    registers by context (`_Analysis.prefix`), call arguments and results. (Tuples: a
-    graph keeps them while its analyses run, and a list of one site costs twice the
-    memory, and the collector's time.)"""
-    found: dict[str, list[tuple[int, int]]] = {}
-    plains = PLAIN_REGISTERS.of(flow)
-    for block in flow.blocks:
-        prefix = block.context.prefix if block.context is not None else ""
-        plain = plains[block.index]
-        for position, (instruction, head) in enumerate(zip(block.instructions, block.heads)):
-            base = head[2]
-            if base == "st" and head[1].startswith("st.param"):
-                for key in _param_store_keys(flow, block.index, instruction):
-                    found.setdefault(key, []).append((block.index, position))
-                continue
-            if base in NO_DESTINATION:
-                continue
-            for name in destinations(instruction, head, plain):
-                found.setdefault(prefix + name, []).append((block.index, position))
-    return {key: tuple(sites) for key, sites in found.items()}
-
-
-def _param_store_keys(flow: FlowGraph, block: int, instruction: Instruction) -> list[str]:
-    """The keys a ``st.param`` at `block` writes (`_stored_param_key`), one per element."""
-    operands = instruction.operands
-    if not operands or operands[0].kind != "memory" or operands[0].name is None:
-        return []
-    width = element_bytes(instruction.opcode)
-    count = len(operands[1].elements) if len(operands) > 1 and operands[1].kind == "vector" else 1
-    offset = int(operands[0].value or 0)
-    return [_stored_param_key(flow, block, operands[0].name, offset + i * width) for i in range(count)]
-
-
-def _stored_param_key(flow: FlowGraph, block: int, name: str, offset: int) -> str:
-    """The key a ``st.param`` at `block` names: a call argument of this context, or
-    (in an inlined callee) one of its results (a load's key: `_Analysis.param_key`)."""
-    context = flow.blocks[block].context
-    if context is not None and context.parent is not None:
-        if name in {p.name for p in context.function.signature.return_params}:
-            return f"{context.prefix}param:{name}+{offset}"
-    return f"{context.prefix if context is not None else ''}param:{name}+{offset}"
-
-
 def _dominance_frontiers(flow: FlowGraph) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]:
     idom: dict[int, int] = DOMINATORS.of(flow).idom  # type: ignore[assignment]  # of blocks, from block 0: no EXIT
     return frontiers(flow, idom)
 
 
-#: A graph's register definitions (`_definitions_of`), which every analysis of it shares.
-REGISTER_DEFINITIONS: Fact[dict[str, tuple[Site, ...]]] = Fact("register definitions", _definitions_of,
-                                                          needs=(PLAIN_REGISTERS,))
-#: The same by block: ``(block, key)`` -> the positions that write it, in order (`by_block`).
+#: The graph's `REGISTER_DEFINITIONS` by block: ``(block, key)`` -> the positions that write it, in order (`by_block`).
 REGISTER_DEFINITIONS_BY_BLOCK: Fact[dict[tuple[int, str], tuple[int, ...]]] = Fact(
     "register definitions by block", lambda flow: by_block(REGISTER_DEFINITIONS.of(flow)),
     needs=(REGISTER_DEFINITIONS,))

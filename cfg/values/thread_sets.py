@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.graph import Fact
-from ptxkit.cfg.values.divergence import DEFINITIONS, conditional, definitions, qualified
+from ptxkit.cfg.values.definitions import DEFINITIONS
+from ptxkit.cfg.values.divergence import conditional, definitions, qualified
 from ptxkit.cfg.values.specials import special_ranges
 from ptxkit.isa_eval import evaluate_each, operation
 
