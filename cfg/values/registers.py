@@ -258,9 +258,10 @@ class _Analysis:
         self._plains = PLAIN_REGISTERS.of(flow)
         self._registers: dict[str, tuple[Site, ...]] | None = None
         self._written: dict[tuple[int, str], tuple[int, ...]] | None = None
-        # `_rule_key` -> (`rule`, the thresholds making it added): the graph's, which every
-        # analysis of it fills and takes (`MADE_RULES`)
-        self._rules: dict[RuleKey, tuple[SourcedRule, frozenset[int]]] = MADE_RULES.of(flow)
+        # `_rule_key` -> `rule`, and the thresholds making it added where it added some: the
+        # graph's, which every analysis of it fills and takes (`MADE_RULES`, `RULE_THRESHOLDS`)
+        self._rules: dict[RuleKey, SourcedRule] = MADE_RULES.of(flow)
+        self._rule_thresholds: dict[RuleKey, frozenset[int]] = RULE_THRESHOLDS.of(flow)
         # the idioms found at a site, which depend on the graph alone: the rules of the
         # instructions that extend a sum or read a quotient ask for the same ones again
         self._remainders: dict[Site, Remainder | None] = {}
@@ -291,9 +292,9 @@ class _Analysis:
     #: the list against one): what `solution` keeps and `restore` puts back. Named, not
     #: read from ``__dict__``, which a class compiled by mypyc does not have.
     _STATE = ("_by_thread", "_cones", "_memo", "_plains", "_prefixes", "_quotients", "_rank", "_registers",
-              "_remainders", "_rules", "_self_fed", "_site_of", "_taken", "_with_cells", "_written",
-              "aligned", "defined", "defs", "depends", "dirty", "dominators", "edge_narrowing", "flow", "kept",
-              "narrowing", "queries", "returning", "rules", "special", "stack", "symbols", "thresholds",
+              "_remainders", "_rule_thresholds", "_rules", "_self_fed", "_site_of", "_taken", "_with_cells",
+              "_written", "aligned", "defined", "defs", "depends", "dirty", "dominators", "edge_narrowing", "flow",
+              "kept", "narrowing", "queries", "returning", "rules", "special", "stack", "symbols", "thresholds",
               "thresholds_sorted", "unknown_cells", "updates", "uses", "values")
 
     def solution(self) -> dict[str, object]:
@@ -848,14 +849,15 @@ class _Analysis:
         if found is None:
             thresholds, self.thresholds = self.thresholds, set()
             try:
-                made = self._rule(block, position)
+                found = self._rules[key] = self._rule(block, position)
             finally:
                 thresholds, self.thresholds = self.thresholds, thresholds
-            found = self._rules[key] = (made, frozenset(thresholds) if thresholds else _NO_THRESHOLDS)
+            if thresholds:  # most make none
+                self._rule_thresholds[key] = frozenset(thresholds)
         if key not in self._taken:
             self._taken.add(key)
-            self.thresholds |= found[1]
-        return found[0]
+            self.thresholds |= self._rule_thresholds.get(key, _NO_THRESHOLDS)
+        return found
 
     def _rule_key(self, block: int, position: int) -> RuleKey:
         """What `_rule` makes the rule from besides the instruction: the site, and for a
@@ -1039,7 +1041,7 @@ class _Analysis:
                 arg.negated or arg.kind == "immediate" and not isinstance(arg.value, int) for arg in args)):
             found = None
         read: list[list[Value] | None] | None = [None] if found is not None else None  # the operand values read
-        compute = self._abstract_computation(block, opcode, base, modifiers, operands, targets, read)
+        compute = self._abstract_computation(block, opcode, base, modifiers, operands, args, targets, read)
         if bounds is not None:
             compute = _saturating(compute, *bounds)
         if found is None or read is None:
@@ -1047,23 +1049,23 @@ class _Analysis:
         return _folded(found, block, args, compute, read, signed_result)
 
     def _abstract_computation(self, block: int, opcode: str, base: str, modifiers: list[str],
-                              operands: Sequence[Operand], targets: list[str],
+                              operands: Sequence[Operand], args: Sequence[Operand], targets: list[str],
                               read: list[list[Value] | None] | None) -> Compute:
-        """`computation` on abstract values alone; the operand values that `values` reads
-        go to ``read[0]`` when `read` is given."""
-        args = operands[1:]
+        """`computation` on abstract values alone (`args`: the operands it reads, all but the
+        first, one tuple for every function made here to keep); the operand values that
+        `values` reads go to ``read[0]`` when `read` is given."""
         width, signed_type = type_width(modifiers), _signed_type(modifiers)  # read from the modifiers once
         values = _operand_values(block, base, modifiers, args, read, width, signed_type)
-        moved = self._moved_value(block, opcode, base, modifiers, operands, len(targets), values, width)
+        moved = self._moved_value(block, opcode, base, modifiers, operands, args, len(targets), values, width)
         if moved is not None:
             return moved
         return self._operation(block, base, modifiers, args, len(targets), values, width, signed_type)
 
     def _moved_value(self, block: int, opcode: str, base: str, modifiers: list[str], operands: Sequence[Operand],
-                     count: int, values: Compute, width: int) -> Compute | None:
+                     args: Sequence[Operand], count: int, values: Compute, width: int) -> Compute | None:
         """`_abstract_computation` of an instruction that moves, converts or loads a value
-        (``mov shfl cvt cvta mapa ld``) of `width` bits, else None."""
-        args = operands[1:]
+        (``mov shfl cvt cvta mapa ld``) of `width` bits, else None (`args`: `operands` but
+        the first)."""
         if base in ("mov", "shfl") and args:
             source = args[0]
             if base == "mov" and source.kind == "vector" and count == 1:
@@ -1377,7 +1379,7 @@ def _signed_result(base: str, modifiers: list[str]) -> bool:
 
 #: Opcodes whose destination is unsigned whatever the type their modifiers name.
 _UNSIGNED_RESULTS = frozenset(("setp", "popc", "clz", "bfind"))
-#: The thresholds of a rule that makes none (most): one set for them all.
+#: The thresholds of a rule that made none (most).
 _NO_THRESHOLDS: frozenset[int] = frozenset()
 #: Updates a definition that is no join, on a cycle no join breaks, may take before it is
 #: widened (docs/fence.md §3.1); any other widens only after `_SAFETY_NET` (never seen).
@@ -1400,12 +1402,13 @@ DOMINANCE_FRONTIERS: Fact[tuple[dict[int, tuple[int, ...]], dict[int, tuple[int,
     "dominance frontiers", _dominance_frontiers, needs=(DOMINATORS,))
 #: The stack model the last analysis of a graph settled on, once one has (`analyse_registers`).
 SETTLED_MODELS: Fact[list[StackModel]] = Fact("settled stack models", lambda flow: [])
-#: The rules made for a graph's instructions (`_Analysis.rule`), by `_Analysis._rule_key`,
-#: with the thresholds each made: every analysis of the graph takes them, the tensor
-#: copies' first analysis and the one after it (docs/fence.md §3.3) as much as the rounds
-#: of a `-G` build. A rule is made from the graph and the stack model, which its key
-#: names, and reads everything else (values, symbols, alignment) from the analysis it is
-#: applied with.
-MADE_RULES: Fact[dict[RuleKey, tuple[SourcedRule, frozenset[int]]]] = Fact("register rules", lambda flow: {})
+#: The rules made for a graph's instructions (`_Analysis.rule`), by `_Analysis._rule_key`:
+#: every analysis of the graph takes them, the tensor copies' first analysis and the one
+#: after it (docs/fence.md §3.3) as much as the rounds of a `-G` build. A rule is made
+#: from the graph and the stack model, which its key names, and reads everything else
+#: (values, symbols, alignment) from the analysis it is applied with.
+MADE_RULES: Fact[dict[RuleKey, SourcedRule]] = Fact("register rules", lambda flow: {})
+#: The thresholds a made rule added (`MADE_RULES`), for the rules that added some.
+RULE_THRESHOLDS: Fact[dict[RuleKey, frozenset[int]]] = Fact("register rule thresholds", lambda flow: {})
 
 
