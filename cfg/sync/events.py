@@ -440,8 +440,8 @@ class _Classifier:
             remote = self.ask(block, position, operands[2])  # complete_tx on the receiver's mbarrier
             parts.append(lambda c: [Event(position, Kind.ARRIVE, guard, sync=(SyncObject.MBARRIER, c._mbarrier(remote)),
                                           cross=True, detail="complete_tx")])
-        if not parts:
-            return None
+        if len(parts) < 2:  # most: one part, which builds the events itself
+            return parts[0] if parts else None
         return lambda c: [event for part in parts for event in part(c)]
 
     def _width(self, block: int, position: int, base: str, modifiers: list[str], operands: Sequence[Operand]) -> Width:
