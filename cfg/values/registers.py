@@ -90,6 +90,7 @@ if TYPE_CHECKING:
     from typing import Any, Literal, TypeAlias
 
     from ptxkit.cfg.flow.graph import FlowGraph
+    from ptxkit.cfg.values.arithmetic import Binary
     from ptxkit.cfg.values.conditions import Condition, Definitions, Narrow, Point, Site
     from ptxkit.cfg.values.counters import Compute
     from ptxkit.cfg.values.idioms import Quotient, Remainder
@@ -708,7 +709,8 @@ class _Analysis:
         the loop's next turn starts with)."""
         join_block = int(version.rsplit("@join", 1)[1])
 
-        def join_inputs(a: _Analysis, item: Point) -> None:
+        def join_inputs(a: _Analysis, item: Point, inputs: list[tuple[int, str]] = inputs, join_block: int = join_block,
+                        version: str = version) -> None:
             value: Value = ()
             for predecessor, source in inputs:
                 incoming = a._narrowed(predecessor, source, a.values.get(source, ()))
@@ -892,7 +894,8 @@ class _Analysis:
             keys = param_store_keys(self.flow, block, instruction)
             values = operands[1].elements if operands[1].kind == "vector" else (operands[1],)
 
-            def store(a: _Analysis, at: Point, keys: list[str] = keys, values: tuple[Operand, ...] = values) -> None:
+            def store(a: _Analysis, at: Point, keys: list[str] = keys, values: tuple[Operand, ...] = values,
+                      block: int = block) -> None:
                 for key, value in zip(keys, values):
                     a.assign(at, key, a.evaluate(block, value, at), True)
 
@@ -919,11 +922,13 @@ class _Analysis:
         offset, width = stack.exact[(block, position)]
         key = cell_key(word)
         if (offset, width) == (0, word[2]):
-            def spill(a: _Analysis, at: Point, key: str = key, value: Operand = value) -> None:
+            def spill(a: _Analysis, at: Point, key: str = key, value: Operand = value, block: int = block,
+                      width: int = width) -> None:
                 a.assign(at, key, truncate(a.evaluate(block, value, at), 8 * width), True)
             return spill, tuple(sources)
 
-        def set_part(a: _Analysis, at: Point, key: str = key, value: Operand = value) -> None:  # the others stay
+        def set_part(a: _Analysis, at: Point, key: str = key, value: Operand = value, block: int = block,
+                     width: int = width, offset: int = offset, word: Cell = word) -> None:  # the others stay
             kept = a.lookup(at, key) if a.uses.get((at, key), key) not in (key, key + "@entry") else TOP
             part = truncate(a.evaluate(block, value, at), 8 * width)
             a.assign(at, key, bit_insert(part, kept, 8 * offset, 8 * width, 8 * word[2]), True)
@@ -937,7 +942,8 @@ class _Analysis:
         key = cell_key(word)
         known = self._read_part(block, position) is not None
 
-        def reload(a: _Analysis, at: Point) -> None:
+        def reload(a: _Analysis, at: Point, key: str = key, offset: int = offset, width: int = width, word: Cell = word,
+                   target: str = target, known: bool = known, strong: bool = strong) -> None:
             value = a.lookup(at, key)
             if (offset, width) != (0, word[2]):
                 value = bits_of(value, 8 * offset, 8 * width) if value else value
@@ -1073,11 +1079,16 @@ class _Analysis:
                 return lambda a, at: [pack([a.evaluate(block, p, at) for p in parts], width // len(parts))]
             if count > 1 and base == "mov":  # mov.b64 {lo, hi}, %rd
                 return lambda a, at: unpack(a.evaluate(block, source, at), count, width // count)
-            return lambda a, at: [a.evaluate(block, source, at)] + [TOP] * (count - 1)
+            if count > 1:
+                return lambda a, at: [a.evaluate(block, source, at)] + [TOP] * (count - 1)
+
+            def moved(a: Solving, at: Point, block: int = block, source: Operand = source) -> list[Value]:
+                return [a.evaluate(block, source, at)]
+            return moved
         if base == "cvt":
             reading = cvt_reading(modifiers)
             if reading is None:
-                return lambda a, at: [TOP] * count
+                return _unknown(count)
             if "sat" in modifiers:  # the source as its type reads it (then clamped: `_saturation`)
                 source_type = [m for m in modifiers if m in INTEGER_TYPES][1]
                 view = _reading(INTEGER_TYPES[source_type], source_type[0] == "s")
@@ -1093,7 +1104,7 @@ class _Analysis:
             zero_filled = TEMPLATES.of(self.flow)
             if count == 1 and args and args[0].kind == "memory" and zero_filled:
                 return lambda a, at: [template_load(a.evaluate(block, args[0], at), width // 8, zero_filled)]
-            return lambda a, at: [TOP] * count
+            return _unknown(count)
         return None
 
     def _operation(self, block: int, base: str, modifiers: list[str], args: Sequence[Operand], count: int,
@@ -1107,37 +1118,40 @@ class _Analysis:
                 and 0 < args[1].value < width and any(m[:1] in "bu" and m[1:] in TYPE_BITS for m in modifiers):
             most = (1 << (width - args[1].value)) - 1  # what a logical shift leaves of `width` bits
 
-            def logical(a: Solving, at: Point) -> list[Value]:
+            def logical(a: Solving, at: Point, values: Compute = values, binary: Binary = binary, width: int = width,
+                        most: int = most) -> list[Value]:
                 left, right = values(a, at)
                 return [at_most(binary(left, right, width), most)]
 
             return logical
         if base == "shr" and len(args) == 2 and signed_type:
-            def arithmetic_shift(a: Solving, at: Point) -> list[Value]:
+            def arithmetic_shift(a: Solving, at: Point, values: Compute = values) -> list[Value]:
                 value, amount = values(a, at)
                 return [shr(value, amount, arithmetic=True)]
             return arithmetic_shift
         if base == "rem" and len(args) == 2 and signed_type:
-            def signed_remainder(a: Solving, at: Point) -> list[Value]:
+            def signed_remainder(a: Solving, at: Point, values: Compute = values, width: int = width) -> list[Value]:
                 dividend, divisor = values(a, at)
                 return [remainder_of(dividend, divisor, width, signed=True)]
             return signed_remainder
         high = "hi" in modifiers and base in ("mul", "mad")
         if binary is not None and len(args) == 2 and not high:
-            def both(a: Solving, at: Point) -> list[Value]:
+            def both(a: Solving, at: Point, values: Compute = values, binary: Binary = binary,
+                     width: int = width) -> list[Value]:
                 left, right = values(a, at)
                 return [binary(left, right, width)]
             return both
         if high and len(args) == 2:  # the high half of the product: floor(a * b / 2**width)
             return lambda a, at: [shr(mul(*values(a, at)), number(width), arithmetic=True)]
         if base == "mad" and len(args) == 3:
-            def mad(a: Solving, at: Point) -> list[Value]:
+            def mad(a: Solving, at: Point, values: Compute = values, width: int = width,
+                    high: bool = high) -> list[Value]:
                 left, right, addend = values(a, at)
                 product = mul(left, right)
                 return [add(shr(product, number(width), arithmetic=True) if high else product, addend)]
             return mad
         if base == "selp" and len(args) == 3:
-            def select(a: Solving, at: Point) -> list[Value]:
+            def select(a: Solving, at: Point, block: int = block, args: Sequence[Operand] = args) -> list[Value]:
                 chosen = None if args[2].negated else constant(a.evaluate(block, args[2], at))
                 if chosen is None:
                     return [join(a.evaluate(block, args[0], at), a.evaluate(block, args[1], at))]
@@ -1165,7 +1179,7 @@ class _Analysis:
             if isinstance(start, int) and isinstance(size, int):  # a float there is no bfi the ISA has
                 return lambda a, at: [bit_insert(a.evaluate(block, args[0], at), a.evaluate(block, args[1], at),
                                                start, size, width)]
-        return lambda a, at: [TOP] * count
+        return _unknown(count)
 
     def _comparison(self, block: int, modifiers: list[str], args: Sequence[Operand]) -> Compute:
         """``setp`` of an integer register and a constant: the predicate as 0, 1 or
@@ -1195,13 +1209,15 @@ class _Analysis:
         context = self.flow.blocks[block].context
         memory = operands[1]
         if keys[0] is not None and context is not None and (context.parent is not None or self.returning.get(block)):
-            return lambda a, at: [a.lookup(at, key) if key is not None else TOP for key in keys]
+            def passed(a: Solving, at: Point, keys: list[str | None] = keys) -> list[Value]:
+                return [a.lookup(at, key) if key is not None else TOP for key in keys]
+            return passed
         if context is None or context.parent is None:
             signature = self.flow.function.signature if context is None else context.function.signature
             if signature.kind == "entry":
                 value = self._kernel_parameter(signature, memory, modifiers)
                 return lambda a, at: [value] + [TOP] * (count - 1)
-        return lambda a, at: [TOP] * count
+        return _unknown(count)
 
     @staticmethod
     def _kernel_parameter(signature: Any, memory: Operand, modifiers: list[str]) -> Value:
@@ -1281,6 +1297,16 @@ def _saturation(base: str, modifiers: list[str]) -> tuple[int, int] | None:
     return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if types[0][0] == "s" else (0, (1 << bits) - 1)
 
 
+def _unknown(count: int) -> Compute:
+    """The computation of `count` values nothing is known of (`_top` for one)."""
+    return _top if count == 1 else lambda a, at: [TOP] * count
+
+
+def _top(a: Solving, at: Point) -> list[Value]:
+    """One value nothing is known of."""
+    return [TOP]
+
+
 def _saturating(compute: Compute, low: int, high: int) -> Compute:
     """`compute` with its values clamped to ``[low, high]``."""
     return lambda a, at: [clamped(value, low, high) for value in compute(a, at)]
@@ -1294,9 +1320,10 @@ def _folded(found: Operation, block: int, args: Sequence[Operand], compute: Comp
     evaluator (`ptxkit.isa_eval`). A number stands for the register bits it is congruent
     to (`ptxkit.cfg.values.values.signed`): the abstract operation's own number is kept when it is
     congruent to the result, else the result is read as the destination type reads it."""
-    modulus = 1 << found.bits
 
-    def fold(a: Solving, at: Point) -> list[Value]:
+    def fold(a: Solving, at: Point, found: Operation = found, block: int = block, args: Sequence[Operand] = args,
+             compute: Compute = compute, read: list[list[Value] | None] = read, signed_result: bool = signed_result,
+             modulus: int = 1 << found.bits) -> list[Value]:
         read[0] = None
         abstract = compute(a, at)
         values = read[0]
@@ -1325,7 +1352,10 @@ def _operand_values(block: int, base: str, modifiers: list[str], args: Sequence[
                     read: list[list[Value] | None] | None, width: int, signed_type: bool) -> Compute:
     """``values(a, at)``: the values of the operands `args` of an instruction of `block`
     (`width` bits, of a signed type or not), each as the instruction reads it; also kept
-    in ``read[0]`` when `read` is given."""
+    in ``read[0]`` when `read` is given. (The functions made here and by the other rule
+    makers take what they use as default arguments, not from the maker's scope: a rule
+    then keeps one object where a closure keeps a tuple and a cell per name, and a `-G`
+    kernel's analysis keeps some 10,000 rules for the collector to walk.)"""
     if base in SIGN_READING or base in ("mul", "mad") and ("hi" in modifiers or "wide" in modifiers) \
             or "sat" in modifiers and base != "cvt":  # a saturating sum too
         views = [_reading(width, signed_type)] * len(args)
@@ -1336,17 +1366,20 @@ def _operand_values(block: int, base: str, modifiers: list[str], args: Sequence[
         if base == "shr" and len(args) == 2:  # a shift amount is a .u32
             views[1] = _reading(32, False)
 
-        def values(a: Solving, at: Point) -> list[Value]:  # the operands' bits as numbers of the type
-            found = [view(a.evaluate(block, arg, at)) for view, arg in zip(views, args)]
+        def viewed(a: Solving, at: Point, block: int = block, args: Sequence[Operand] = args,
+                   read: list[list[Value] | None] | None = read, views: list[View] = views) -> list[Value]:
+            found = [view(a.evaluate(block, arg, at)) for view, arg in zip(views, args)]  # as the type reads them
             if read is not None:
                 read[0] = found
             return found
-    else:
-        def values(a: Solving, at: Point) -> list[Value]:
-            found = [a.evaluate(block, arg, at) for arg in args]
-            if read is not None:
-                read[0] = found
-            return found
+        return viewed
+
+    def values(a: Solving, at: Point, block: int = block, args: Sequence[Operand] = args,
+               read: list[list[Value] | None] | None = read) -> list[Value]:
+        found = [a.evaluate(block, arg, at) for arg in args]
+        if read is not None:
+            read[0] = found
+        return found
     return values
 
 
