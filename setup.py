@@ -45,7 +45,7 @@ COMPILED_MODULES = (
     "ptxkit.cfg.flow.dataflow", "ptxkit.cfg.flow.ssa", "ptxkit.cfg.flow.operands",
     "ptxkit.cfg.values.values", "ptxkit.cfg.values.arithmetic", "ptxkit.cfg.values.idioms",
     "ptxkit.cfg.values.frames", "ptxkit.cfg.values.symbols", "ptxkit.cfg.values.specials",
-    "ptxkit.cfg.values.escape", "ptxkit.cfg.values.divergence", "ptxkit.cfg.values.thread_sets",
+    "ptxkit.cfg.values.escape", "ptxkit.cfg.values.definitions", "ptxkit.cfg.values.divergence", "ptxkit.cfg.values.thread_sets",
     "ptxkit.cfg.values.conditions", "ptxkit.cfg.values.counters", "ptxkit.cfg.values.registers",
     "ptxkit.cfg.sync.locations", "ptxkit.cfg.sync.events", "ptxkit.cfg.sync.phases", "ptxkit.cfg.sync.once",
     "ptxkit.cfg.sync.armed",

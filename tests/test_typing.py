@@ -49,6 +49,7 @@ STRICT_MODULES = (
     "ptxkit.cfg.values.symbols",
     "ptxkit.cfg.values.specials",
     "ptxkit.cfg.values.escape",
+    "ptxkit.cfg.values.definitions",
     "ptxkit.cfg.values.divergence",
     "ptxkit.cfg.values.thread_sets",
     "ptxkit.cfg.values.conditions",
