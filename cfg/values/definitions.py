@@ -11,7 +11,8 @@ the analyses ask for.
 
 Both are kept by the graph while its analyses run, so a key's sites are a tuple (half a
 one-site list's memory, and the collector stops tracking it), and one site is one tuple
-in both tables.
+in both tables (interpreted: compiled code keeps a site as two machine integers and makes
+a tuple each time it stores one).
 
 >>> import ptxkit
 >>> from ptxkit.cfg.flow.inline import inlined_graph
