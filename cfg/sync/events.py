@@ -407,8 +407,10 @@ class _Classifier:
             lanes = _address_lanes(base, modifiers)
             if lanes is not None:  # only some lanes' addresses count: locate those
                 parts.append(lambda c: c._located(access, value=c.by_thread(address, 0, lanes - 1, "%laneid")))
-            else:
-                parts.append(lambda c: c._located(access))
+            else:  # most: a function with its access as a default keeps no closure alive
+                def located(c: _Classifier, access: _Access = access) -> list[Event]:
+                    return c._located(access)
+                parts.append(located)
         elif kind is Effect.CP_ASYNC_WAIT:
             complete = opcode.startswith("cp.async.wait_all") or (
                 bool(operands) and operands[0].kind == "immediate" and operands[0].value == 0)
