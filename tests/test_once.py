@@ -142,7 +142,7 @@ def _live_by_sets(t: Trips) -> list[frozenset[str]]:
     uses: list[set[str]] = [set() for _ in range(len(flow))]
     kills: list[set[str]] = [set() for _ in range(len(flow))]
     for block, effects in t.effects.items():
-        for position, wait, targets, guard, names in effects:
+        for position, wait, targets, guard, names, _ in effects:
             operands = flow.blocks[block].instructions[position].operands
             read = {names[o.name] for o in (operands[2:3] if wait is not None else operands[1:]) if o.name in names}
             read |= {guard[0]} if guard is not None else set()
@@ -174,3 +174,56 @@ def test_the_live_registers_are_those_of_the_plain_fixpoint(name):
     live = t.live
     assert live == _live_by_sets(t) and len(set(live)) > 1
     assert len({id(s) for s in live}) == len(set(live))  # equal sets are one object
+
+
+@pytest.mark.parametrize("name", ["h08a_stage_ring_handoff", "h18_arrive_once_before_the_reads",
+                                  "h27_cluster_barrier_phases", "h21b_debug_descriptor_write_inside_tile"])
+def test_a_block_runs_as_its_instructions_fold_one_by_one(name):
+    # each instruction's folding is decoded once (`_folding`); running a block with it
+    # gives what folding every instruction afresh gives (`_fold`, as before), whatever the
+    # constants known on entry
+    import random
+
+    from ptxkit.cfg.sync.once import _PROPAGATED, _constant, _fold
+
+    text = open(f"samples/fence/{name}.ptx").read()
+    module = ptxkit.parse(text, "k.ptx")
+    t = Trips(inlined_graph(next(f for f in module.functions if f.kind == "entry"), {f.name: f for f in module.functions}))
+    flow, pick = t.flow, random.Random(35)
+
+    def run_folding_afresh(block, state):
+        state = dict(state)
+        for position, wait, targets, guard, names, _ in t.effects.get(block, ()):
+            if wait is not None:
+                state.pop(wait, None)
+                continue
+            taken = None if guard is None else state.get(guard[0])
+            if guard is not None and taken == guard[1]:
+                continue
+            value = None
+            if len(targets) == 1:
+                value = _fold(flow.blocks[block].heads[position], flow.blocks[block].instructions[position].operands,
+                              lambda operand: _constant(operand, names, state), _PROPAGATED)
+            for target in targets:
+                new = next(iter(value)) if value is not None and len(value) == 1 else None
+                if new is None or (guard is not None and taken is None and new != state.get(target)):
+                    state.pop(target, None)
+                else:
+                    state[target] = new
+        return state
+
+    named = sorted({qualified for effects in t.effects.values() for *_, names, _ in effects
+                    for qualified in names.values()})
+    folded = 0
+    for block, effects in t.effects.items():
+        folded += sum(isinstance(effect[-1], tuple) for effect in effects)
+        for _ in range(20):
+            state = {n: pick.choice((0, 1, 2, 5, 0xFFFFFFFF)) for n in named if pick.random() < 0.6}
+            assert t._run(block, state) == run_folding_afresh(block, state)
+    assert folded > 0
+
+
+def test_a_comparison_folds_its_operands_in_their_order():
+    t = trips("\tmov.u32 %r1, 3;\n\tsetp.lt.u32 %p1, %r1, %r2;\n\t@%p1 bra N;\n\tbar.sync 1;\nN:\n")
+    assert t._run(0, {"%r2": 8})["%p1"] == 1 and t._run(0, {"%r2": 2})["%p1"] == 0  # 3 < 8, not 3 < 2
+    assert "%p1" not in t._run(0, {})  # %r2 unknown: so is the comparison

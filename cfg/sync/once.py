@@ -63,10 +63,15 @@ if TYPE_CHECKING:
 
     #: Constants `Trips.reach` follows: qualified register -> its value.
     State = dict[str, int]
+    #: How `Trips._run` computes a one-target instruction's value (`_folding`): the
+    #: operation's ``apply`` and each source, a number or the qualified register it reads;
+    #: `_GENERAL` for what `_fold` works out (a ``selp``); None where it is never known.
+    Folding = tuple[Callable[..., int | None], tuple[int | str, ...]] | str | None
     #: An instruction that writes what `Trips.reach` follows: its position, the result
     #: predicate when it is an mbarrier wait, the registers it writes, its guard
-    #: (qualified predicate, negated) and its named operands (name -> qualified name).
-    Followed = tuple[int, str | None, list[str], tuple[str, bool] | None, dict[str, str]]
+    #: (qualified predicate, negated), its named operands (name -> qualified name) and how
+    #: its value is computed (`Folding`), decoded once.
+    Followed = tuple[int, str | None, list[str], tuple[str, bool] | None, dict[str, str], Folding]
     #: `export_limits`'s answer for an arrive: the facts it may hand over, those its own
     #: thread may have made before it, and the waits it may have passed (None: any).
     Limit = tuple[int, int, tuple[int, ...] | None]
@@ -143,8 +148,9 @@ class Trips:
                 names = {o.name: qualified(flow, block, o.name) for o in instruction.operands if o.kind in _NAMED}
                 targets = [qualified(flow, block, n) for n in destinations(instruction, head, frozenset())]
                 guard = None if head[0] is None else (qualified(flow, block, head[0].register), head[0].negated)
+                folding = _folding(head, instruction.operands, names) if len(targets) == 1 else None
                 self._effects.setdefault(block, []).append((position, self.waits.get((block, position)), targets,
-                                                            guard, names))
+                                                            guard, names, folding))
         return self._effects
 
     @property
@@ -172,7 +178,7 @@ class Trips:
         uses = [0] * len(flow)
         kills = [0] * len(flow)
         for block, effects in self.effects.items():
-            for position, wait, targets, guard, names in effects:
+            for position, wait, targets, guard, names, _ in effects:
                 operands = flow.blocks[block].instructions[position].operands
                 read = mask(names[o.name] for o in (operands[2:3] if wait is not None else operands[1:])
                             if o.kind in _NAMED)
@@ -224,7 +230,7 @@ class Trips:
             return state
         state = dict(state)
         instructions, heads = self.flow.blocks[block].instructions, self.flow.blocks[block].heads
-        for position, wait, targets, guard, names in effects:
+        for position, wait, targets, guard, names, folding in effects:
             if stop is not None and position >= stop:
                 break
             if wait is not None:
@@ -236,12 +242,16 @@ class Trips:
             taken = None if guard is None else state.get(guard[0])
             if guard is not None and taken == guard[1]:
                 continue  # a guard known false: the instruction does nothing
-            value: frozenset[int] | None = None
-            if len(targets) == 1:
+            new: int | None = None
+            if isinstance(folding, tuple):  # every source one number or unknown: one value, or none
+                apply, sources = folding
+                args = [source if isinstance(source, int) else state.get(source) for source in sources]
+                new = None if None in args else apply(*args)
+            elif folding is not None:  # `_GENERAL`
                 value = _fold(heads[position], instructions[position].operands,
                               lambda operand: _constant(operand, names, state), _PROPAGATED)
-            for name in targets:
                 new = next(iter(value)) if value is not None and len(value) == 1 else None
+            for name in targets:
                 if new is None or (guard is not None and taken is None and new != state.get(name)):
                     state.pop(name, None)
                 else:
@@ -595,6 +605,43 @@ def _reads_own_rank(flow: FlowGraph, site: Site) -> bool:
 
 def _kept(state: State, live: frozenset[str]) -> State:
     return {name: value for name, value in state.items() if name in live}
+
+
+#: `Folding`'s mark for an instruction `_fold` computes (a ``selp``, which may pick an arm
+#: whose value is unknown).
+_GENERAL = "general"
+
+
+def _folding(head: HeadTuple, operands: Sequence[Operand], names: dict[str, str]) -> Folding:
+    """How `Trips._run` computes the value of a one-target instruction, decoded once: what
+    `_fold` with `_PROPAGATED` gives when every source is one number or unknown (its only
+    case but ``selp``'s), as ``(apply, sources)``; `_GENERAL` for a ``selp``; None where
+    `_fold` gives None whatever the state.
+
+    >>> from ptxkit import parse_statement
+    >>> from ptxkit.instruction import head_of
+    >>> node = parse_statement("xor.pred %p2, %p1, 1;")
+    >>> apply, sources = _folding(head_of(node), node.operands, {"%p1": "3:%p1", "%p2": "3:%p2"})
+    >>> sources, apply(0, 1), _folding(head_of(node), node.operands[:2], {})
+    (('3:%p1', 1), 1, None)
+    """
+    _, opcode, base, _ = head
+    if base not in _PROPAGATED or not operands or operands[0].kind not in _NAMED:
+        return None
+    if base == "selp":
+        return _GENERAL
+    evaluated = operation(opcode)
+    if evaluated is None or evaluated.arity != len(operands) - 1:
+        return None
+    sources: list[int | str] = []
+    for operand in operands[1:]:
+        if operand.kind == "immediate" and isinstance(operand.value, int):
+            sources.append(operand.value)
+        elif operand.kind in _NAMED and operand.name is not None:
+            sources.append(names[operand.name])
+        else:  # a special register, a float: never one number
+            return None
+    return evaluated.apply, tuple(sources)
 
 
 def _constant(operand: Operand, names: dict[str, str], state: State) -> frozenset[int] | None:
