@@ -163,21 +163,29 @@ def _live_by_sets(t: Trips) -> list[frozenset[str]]:
     return live
 
 
-@pytest.mark.parametrize("name", ["h08a_stage_ring_handoff", "h18_arrive_once_before_the_reads",
-                                  "h27_cluster_barrier_phases", "h21b_debug_descriptor_write_inside_tile"])
+#: Samples whose kernels the do-once analysis follows through loops, rings and cluster phases.
+FOLLOWED_SAMPLES = ["h08a_stage_ring_handoff", "h18_arrive_once_before_the_reads", "h27_cluster_barrier_phases",
+                    "h21b_debug_descriptor_write_inside_tile"]
+
+
+def sample_trips(name: str) -> Trips:
+    """`Trips` of the kernel of ``samples/fence/<name>.ptx``, its calls inlined."""
+    module = ptxkit.parse(open(f"samples/fence/{name}.ptx").read(), "k.ptx")
+    return Trips(inlined_graph(next(f for f in module.functions if f.kind == "entry"),
+                               {f.name: f for f in module.functions}))
+
+
+@pytest.mark.parametrize("name", FOLLOWED_SAMPLES)
 def test_the_live_registers_are_those_of_the_plain_fixpoint(name):
     # solved on bit masks, with blocks of equal sets sharing one: the same sets as a
     # round-robin fixpoint over sets of names
-    text = open(f"samples/fence/{name}.ptx").read()
-    module = ptxkit.parse(text, "k.ptx")
-    t = Trips(inlined_graph(next(f for f in module.functions if f.kind == "entry"), {f.name: f for f in module.functions}))
+    t = sample_trips(name)
     live = t.live
     assert live == _live_by_sets(t) and len(set(live)) > 1
     assert len({id(s) for s in live}) == len(set(live))  # equal sets are one object
 
 
-@pytest.mark.parametrize("name", ["h08a_stage_ring_handoff", "h18_arrive_once_before_the_reads",
-                                  "h27_cluster_barrier_phases", "h21b_debug_descriptor_write_inside_tile"])
+@pytest.mark.parametrize("name", FOLLOWED_SAMPLES)
 def test_a_block_runs_as_its_instructions_fold_one_by_one(name):
     # each instruction's folding is decoded once (`_folding`); running a block with it
     # gives what folding every instruction afresh gives (`_fold`, as before), whatever the
@@ -186,9 +194,7 @@ def test_a_block_runs_as_its_instructions_fold_one_by_one(name):
 
     from ptxkit.cfg.sync.once import _PROPAGATED, _constant, _fold
 
-    text = open(f"samples/fence/{name}.ptx").read()
-    module = ptxkit.parse(text, "k.ptx")
-    t = Trips(inlined_graph(next(f for f in module.functions if f.kind == "entry"), {f.name: f for f in module.functions}))
+    t = sample_trips(name)
     flow, pick = t.flow, random.Random(35)
 
     def run_folding_afresh(block, state):
