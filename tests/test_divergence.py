@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import ptxkit
+from conftest import SAMPLES
 from ptxkit.cfg.flow.inline import inlined_graph
-from ptxkit.cfg.values.divergence import cta_uniform, definitions, thread_meets, thread_only
+from ptxkit.cfg.values.divergence import (
+    _exposed_reads,
+    _local_name,
+    _reads_first,
+    cta_uniform,
+    definitions,
+    qualified,
+    thread_meets,
+    thread_only,
+)
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u32 n)\n{\n"
 REGS = ".reg .b32 %r<9>;\n.reg .pred %p<4>;\n"
@@ -145,3 +157,59 @@ TWO_SIDES = "\t@%p0 bra A;\n\tmov.u32 %r1, 1;\n\tbra.uni J;\nA:\n\tmov.u32 %r1, 
 def test_cta_uniform_sees_which_write_a_thread_reads(body, expected):
     flow = flow_of(body + "\tret;\n")
     assert cta_uniform("%p1", definitions(flow), flow) is expected
+
+
+def _every_register(flow) -> set[str]:
+    """Every register a block of `flow` names, qualified as that block reads it."""
+    found = set()
+    for block in flow.blocks:
+        for instruction in block.instructions:
+            for token in re.findall(r"%[\w$]+(?:\.[xyzw])?|\b[A-Z]\w*\b", instruction.text):
+                found.add(qualified(flow, block.index, token))
+    return found
+
+
+def _exposed_by_every_block(flow, register: str) -> set[int]:
+    """`_exposed_reads` the slow way: `_reads_first` asked of every block, no text looked at."""
+    found = set()
+    for block in flow.blocks:
+        name = _local_name(register, block.context.prefix if block.context is not None else "")
+        if name is not None and _reads_first(flow, block.index, name):
+            found.add(block.index)
+    return found
+
+
+INDEXED = (HEAD + ".reg .b32 %r<12>;\n.reg .v2 .b32 %v<2>;\n.reg .b64 %rd<3>;\n.reg .pred %p<2>;\n"
+           "\tmov.u32 %r11, %tid.x;\n\tmov.b32 %v1.x, %r11;\nL:\n\tadd.s32 %r11, %r1, %v1.x;\n"
+           "\tld.shared.u32 %r10, [%rd1+4];\n\t{\n\t.reg .pred P1;\n\tsetp.ne.u32 P1, %r10, 0;\n"
+           "\t@P1 add.s32 %r2, %r2, 1;\n\t}\n\tsetp.lt.u32 %p1, %r11, 9;\n\t@%p1 bra.uni L;\n\tret;\n}\n")
+
+
+def _check_exposed_reads(module) -> int:
+    """`_exposed_reads` against `_exposed_by_every_block` for every register of every
+    function of `module`; how many registers some block reads first."""
+    exposed = 0
+    for function in module.functions:
+        if function.body is not None:
+            flow = inlined_graph(function)
+            for register in sorted(_every_register(flow)):
+                assert _exposed_reads(flow, register) == _exposed_by_every_block(flow, register), register
+                exposed += bool(_exposed_reads(flow, register))
+    return exposed
+
+
+def test_exposed_reads_finds_the_blocks_by_whole_names():
+    """``%r1`` is not ``%r11``; ``%v1.x`` and ``[%rd1+4]`` are found under their ``%``
+    name; the inline-assembly predicate ``P1`` is looked for in the blocks' texts."""
+    flow = inlined_graph(ptxkit.parse(INDEXED).function("k"))
+    assert {register: names(flow, _exposed_reads(flow, register))
+            for register in ("%r1", "%r2", "%r10", "%r11", "%v1.x", "%rd1")} == {
+        "%r1": ["L"], "%r2": ["L"], "%r10": [], "%r11": [], "%v1.x": ["L"], "%rd1": ["L"]}
+    assert _check_exposed_reads(ptxkit.parse(INDEXED)) >= 4
+
+
+def test_exposed_reads_finds_every_block_that_reads_first():
+    """On every fence sample, the blocks found through the index of `%` names are those
+    where `_reads_first` holds, asked of every block: the index leaves none out."""
+    assert sum(_check_exposed_reads(ptxkit.parse(sample.read_text()))
+               for sample in sorted((SAMPLES / "fence").glob("*.ptx"))) > 100

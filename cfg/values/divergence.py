@@ -18,6 +18,7 @@ from __future__ import annotations
 from heapq import heapify, heappop, heappush
 
 from ptxkit._records import TYPE_CHECKING
+from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.flow.loops import LOOPS, strongly_connected
@@ -324,7 +325,8 @@ def _exposed_reads(flow: FlowGraph, register: str) -> set[int]:
     """The blocks that read `register` (qualified) before writing it; kept per register
     and graph. A block whose text does not hold the register's name neither reads nor
     writes it: only the instructions that hold it are parsed (in a large kernel, many
-    are parsed by nothing else).
+    are parsed by nothing else). A ``%`` name's blocks come from `BLOCKS_BY_NAME`; a plain
+    name (inline assembly's ``.reg .pred P1;``) is looked for in every block's text.
 
     >>> import ptxkit
     >>> from ptxkit.cfg.flow.inline import inlined_graph
@@ -340,8 +342,14 @@ def _exposed_reads(flow: FlowGraph, register: str) -> set[int]:
         found: set[int] = set()
         for prefix, texts in TEXTS_BY_COPY.of(flow).items():
             name = _local_name(register, prefix)
-            if name is not None:
-                found.update(block for block, text in texts if name in text and _reads_first(flow, block, name))
+            if name is None:
+                continue
+            match = _PERCENT_NAME.match(name)
+            if match is not None:
+                blocks: Iterable[int] = _bits(BLOCKS_BY_NAME.of(flow)[prefix].get(match.group(), 0))
+            else:
+                blocks = [block for block, text in texts if name in text]
+            found.update(block for block in blocks if _reads_first(flow, block, name))
         table[register] = found
     return table[register]
 
@@ -362,17 +370,66 @@ def _texts_by_copy(flow: FlowGraph) -> dict[str, list[tuple[int, str]]]:
 #: A graph's `_texts_by_copy`.
 TEXTS_BY_COPY: Fact[dict[str, list[tuple[int, str]]]] = Fact("texts by copy", _texts_by_copy)
 
+#: The ``%`` name a register operand starts with; a vector register's element (``%v.x``),
+#: a special register's ``.x`` and an address's ``+4`` follow it (ptxkit.instruction).
+_PERCENT_NAME = compile_pattern(r"%[\w$]+")
+
+
+def _blocks_by_name(flow: FlowGraph) -> dict[str, dict[str, int]]:
+    """The prefix of each inlined copy -> each ``%`` name its blocks' texts hold -> those
+    blocks, as a bit mask (plain ints: the collector never walks them). A name is held
+    whole: ``%r1`` is not in ``add.s32 %r11, %r12, 1;``, which cannot read ``%r1``, so
+    every block `_reads_first` can accept is in the mask.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.flow.inline import inlined_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .b32 %r<12>;\\n\\tmov.u32 %r11, %tid.x;\\nL:\\n\\tadd.s32 %r11, %r1, 1;\\n"
+    ...     "\\tbra.uni L;\\n}\\n")
+    >>> sorted(_blocks_by_name(inlined_graph(m.function("k")))[""].items())
+    [('%r1', 2), ('%r11', 3), ('%tid', 1)]
+    """
+    found: dict[str, dict[str, int]] = {}
+    for prefix, texts in TEXTS_BY_COPY.of(flow).items():
+        names: dict[str, int] = {}
+        get = names.get
+        for block, text in texts:
+            bit = 1 << block
+            for name in set(_PERCENT_NAME.findall(text)):
+                names[name] = get(name, 0) | bit
+        found[prefix] = names
+    return found
+
+
+#: A graph's `_blocks_by_name`.
+BLOCKS_BY_NAME: Fact[dict[str, dict[str, int]]] = Fact("blocks by name", _blocks_by_name, needs=(TEXTS_BY_COPY,))
+
+
+def _bits(mask: int) -> Iterator[int]:
+    """The set bits of `mask`, lowest first.
+
+    >>> list(_bits(0b10110))
+    [1, 2, 4]
+    """
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
 
 def _local_name(register: str, prefix: str) -> str | None:
     """The name by which the blocks of the inlined copy with `prefix` read `register`
-    (`qualified`, undone), or None where they cannot.
+    (`qualified`, undone), or None where they cannot: a register of an inlined copy
+    (``3:%r1``) is not read by the root's blocks (prefix "").
 
-    >>> _local_name("%tid.x", "3:"), _local_name("3:%r1", "3:"), _local_name("3:%r1", "4:")
-    ('%tid.x', '%r1', None)
+    >>> _local_name("%tid.x", "3:"), _local_name("3:%r1", "3:"), _local_name("3:%r1", "4:"), _local_name("3:%r1", "")
+    ('%tid.x', '%r1', None, None)
     """
     if is_special_register(register):
         return register
     if not register.startswith(prefix) or is_special_register(register[len(prefix):]):
+        return None
+    if not prefix and ":" in register:
         return None
     return register[len(prefix):]
 
