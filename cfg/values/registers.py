@@ -471,7 +471,7 @@ class _Analysis:
         self.thresholds_sorted = sorted(self.thresholds)
         phis = self._rename(definitions, rules, queries, conditions, seen)
         self.rules = rules
-        self._self_fed = self._self_feeding(definitions, rules)
+        self._self_fed: frozenset[str] | None = None  # `self_fed`, found when an update first asks
         held = refinements(self, conditions, definitions)  # where the conditions hold
         self.narrowing, self.edge_narrowing, self.depends = held.narrowing, held.edge_narrowing, held.depends
         # a version's definition is an instruction (the joins' versions are not in it)
@@ -694,6 +694,13 @@ class _Analysis:
                 stack.append((child, False))
         return phis
 
+    def self_fed(self) -> frozenset[str]:
+        """`_self_feeding` of the solve under way, found the first time `assign` asks: most
+        solves never update a definition that is no join often enough to ask."""
+        if self._self_fed is None:
+            self._self_fed = self._self_feeding(self.definitions(), self.rules)
+        return self._self_fed
+
     def _self_feeding(self, definitions: Definitions, rules: Mapping[Site, SourcedRule]) -> frozenset[str]:
         """The keys defined once whose definition reads them again through keys defined
         once (a register a loop reads before its one definition): the cycles no join
@@ -767,8 +774,10 @@ class _Analysis:
         self.updates[version] = count
         # widen at the joins, where loops close; a definition downstream of one keeps
         # the join's bound however often the join changes, unless it keeps growing on its
-        # own (read before it is set: a cycle no join breaks)
-        patience = 3 if versioned else _PATIENCE if version in self._self_fed else _SAFETY_NET
+        # own (read before it is set: a cycle no join breaks; asked only past `_PATIENCE`
+        # updates, where the answer counts)
+        patience = 3 if versioned else \
+            _PATIENCE if count <= _PATIENCE or version in self.self_fed() else _SAFETY_NET
         self.values[version] = widen(old, new, self.thresholds_sorted) if count > patience and old else new
         self.dirty.append(version)
 
