@@ -204,8 +204,8 @@ def test_a_second_analysis_of_a_graph_starts_from_the_stack_model_the_first_sett
     last = flow.blocks[-1]
     query = {"q": (last.index, len(last.instructions) - 1, parse_statement("mov.u64 %x, %rd5;").operands[1])}
     solves = []
-    solve = registers._Analysis.solve
-    monkeypatch.setattr(registers._Analysis, "solve", lambda self, q: solves.append(1) or solve(self, q))
+    fixpoint = registers._Analysis.fixpoint
+    monkeypatch.setattr(registers._Analysis, "fixpoint", lambda self, q: solves.append(1) or fixpoint(self, q))
     first = analyse_registers(flow, query).values
     rounds, solves[:] = len(solves), []
     again = analyse_registers(flow, query).values
@@ -219,29 +219,35 @@ CHAIN = ("\tst.u64 [%SP+8], %rd2;\n\tadd.u64 %rd3, %SP, 8;\n\tst.u64 [%SP+16], %
          "\tmov.u32 %r10, %tid.x;\n\tshl.b32 %r11, %r10, 4;\n\tcvt.u64.u32 %rd12, %r11;\n\tadd.s64 %rd5, %rd4, %rd12;\n")
 
 
+def _chain_and_ring_graph():
+    """A kernel with `CHAIN` and a ring index in its frame, and queries for ``%rd5`` and
+    ``%r5`` at its end: its graph and the queries."""
+    ring = RING.format(reload="\tld.u32 %r2, [%SP+0];\n")
+    text = f"{HEAD}.visible .entry k()\n{{\n{REGS}{FRAME}{CHAIN}{ring}\tret;\n}}\n"
+    flow = flow_graph(ptxkit.parse(text).function("k"))
+    last = flow.blocks[-1]
+    return flow, {r: (last.index, len(last.instructions) - 1, parse_statement(f"mov.u64 %x, {r};").operands[1])
+                  for r in ("%rd5", "%r5")}
+
+
 def _chain_and_ring(monkeypatch, solves: list, made: list | None = None):
     """The register analysis of a kernel with `CHAIN` and a ring index in its frame, asked
     for ``%rd5`` and ``%r5`` at its end: the answer, the graph and the queries; `solves`
     gets each round's ``(model, queries, values, dead, rules)``, `made` the `_rule_key` of each
     rule made, with the number of rounds solved before it."""
     from ptxkit.cfg.values import registers
-    ring = RING.format(reload="\tld.u32 %r2, [%SP+0];\n")
-    text = f"{HEAD}.visible .entry k()\n{{\n{REGS}{FRAME}{CHAIN}{ring}\tret;\n}}\n"
-    flow = flow_graph(ptxkit.parse(text).function("k"))
-    last = flow.blocks[-1]
-    queries = {r: (last.index, len(last.instructions) - 1, parse_statement(f"mov.u64 %x, {r};").operands[1])
-               for r in ("%rd5", "%r5")}
-    solve, rule = registers._Analysis.solve, registers._Analysis._rule
+    flow, queries = _chain_and_ring_graph()
+    fixpoint, rule = registers._Analysis.fixpoint, registers._Analysis._rule
 
-    def solved(self, asked):
-        values, dead = solve(self, asked)
-        solves.append((self.stack, asked, values, dead, self.rules))
-        return values, dead
+    def solved(self, asked):  # every query answered, whether the round holds or not
+        dead = fixpoint(self, asked)
+        solves.append((self.stack, asked, self.answers(asked, dead), dead, self.rules))
+        return dead
 
     def making(self, block, position):
         made.append((len(solves), self._rule_key(block, position)))
         return rule(self, block, position)
-    monkeypatch.setattr(registers._Analysis, "solve", solved)
+    monkeypatch.setattr(registers._Analysis, "fixpoint", solved)
     if made is not None:
         monkeypatch.setattr(registers._Analysis, "_rule", making)
     return analyse_registers(flow, queries), flow, queries
@@ -267,6 +273,35 @@ def test_the_rounds_of_a_debug_build_make_each_rule_once_and_solve_as_anew(monke
     for model, asked, values, dead, _ in solves:
         anew = registers._Analysis(flow_graph(flow.function), stack=model)  # a graph of its own: rules of its own
         assert anew.solve(asked) == (values, dead)
+
+
+@pytest.mark.pure
+def test_only_a_round_whose_values_hold_answers_the_queries(monkeypatch):
+    """Each round of a -G build answers the stack accesses' probes, which decide the next
+    model; the queries are answered only in a round whose model its values bear out (the
+    others' answers would be thrown away), and those answers are what the analysis gives."""
+    from ptxkit.cfg.values import registers
+    from ptxkit.cfg.values.frames import StackModel
+    asked, held = [], []
+    answers, holds = registers._Analysis.answers, StackModel.holds_for
+
+    def answering(self, keys, dead):
+        found = answers(self, keys, dead)
+        asked.append((len(held), found))
+        return found
+
+    def holding(self, found):  # the first round's values do not hold; `settled` asks again after one that does
+        held.append(bool(held) and holds(self, found))
+        return held[-1]
+    monkeypatch.setattr(registers._Analysis, "answers", answering)
+    monkeypatch.setattr(StackModel, "holds_for", holding)
+    flow, queries = _chain_and_ring_graph()
+    answer = analyse_registers(flow, queries)
+    probed = [checked for checked, found in asked if all(key[0] == "stack" for key in found)]
+    answered = [(checked, found) for checked, found in asked if found.keys() == queries.keys()]
+    assert len(probed) + len(answered) == len(asked) and 0 < len(answered) < len(probed)
+    assert all(held[checked - 1] for checked, _ in answered)  # each right after a round that held
+    assert answered[-1][1] == answer.values
 
 
 @pytest.mark.pure
@@ -329,10 +364,14 @@ def test_the_rounds_on_nvcc_debug_build_output_solve_as_anew(monkeypatch, tmp_pa
     from ptxkit.cfg.fence.fence import fence_text
     from test_fence_nvcc import FENCE, TWO_BUFFERS, nvcc_ptx
     made, solves = [], []
-    start, solve = registers._Analysis.__init__, registers._Analysis.solve
+    start, fixpoint = registers._Analysis.__init__, registers._Analysis.fixpoint
+
+    def solved(self, asked):  # every query answered, whether the round holds or not
+        dead = fixpoint(self, asked)
+        solves.append((self.stack, asked, (self.answers(asked, dead), dead)))
+        return dead
     monkeypatch.setattr(registers._Analysis, "__init__", lambda self, *args: made.append(args) or start(self, *args))
-    monkeypatch.setattr(registers._Analysis, "solve",
-                        lambda self, asked: solves.append((self.stack, asked, solve(self, asked))) or solves[-1][2])
+    monkeypatch.setattr(registers._Analysis, "fixpoint", solved)
     ptx = nvcc_ptx(TWO_BUFFERS.replace("SECOND", "tile"), tmp_path, "-G")
     assert [fence.text for fence in fence_text(ptx, "kernel.ptx")[1].fences] == [FENCE]
     monkeypatch.undo()

@@ -86,7 +86,7 @@ from ptxkit.cfg.values.values import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable, Iterable, Mapping, MutableMapping
+    from collections.abc import Hashable, Iterable, Mapping, MutableMapping, Set
     from typing import Any, Literal, TypeAlias
 
     from ptxkit.cfg.flow.graph import FlowGraph
@@ -194,10 +194,10 @@ def analyse_registers(flow: FlowGraph, queries: Queries, max_cluster: int = PORT
     following = analysis  # one analysis for every round: the rules of what no model changes are made once
     for _ in range(_STACK_ROUNDS):
         following.follow(model)
-        values, dead = following.solve({**queries, **probes})
-        found = observed(frames, values, dead)
-        if model.holds_for(found):
-            answer = RegisterAnswers({key: values[key] for key in queries}, dead, following.by_thread), \
+        dead = following.fixpoint({**queries, **probes})
+        found = observed(frames, following.answers(probes, dead), dead)
+        if model.holds_for(found):  # only a round whose values hold answers the queries
+            answer = RegisterAnswers(following.answers(queries, dead), dead, following.by_thread), \
                 following.solution()
             if model.settled(found) and (model is not reused or model.matches(found)):
                 settled[:] = [model]
@@ -444,8 +444,14 @@ class _Analysis:
         return [prefix + name for operand in instruction.operands[1:] for name in operand_reads(operand, plain)]
 
     def solve(self, queries: Queries) -> tuple[Answers, set[int]]:
+        """`fixpoint` for `queries`, and their `answers`: ``(answers, dead blocks)``."""
+        dead = self.fixpoint(queries)
+        return self.answers(queries, dead), dead
+
+    def fixpoint(self, queries: Queries) -> set[int]:
         """Values by a sparse fixpoint over the definitions that matter (docs/fence.md
-        §3.1). The registers defined more than once are put in SSA form first (a version
+        §3.1), for the queries to be answered (`answers`); returns the blocks no run
+        reaches. The registers defined more than once are put in SSA form first (a version
         per definition, joins at the dominance frontiers), so every value belongs to
         one program point; a version's value is what its definition computes from the
         versions it reads, narrowed by the branch conditions that dominate the reader; a
@@ -512,11 +518,17 @@ class _Analysis:
         self.queries, self._rank = queries, rank
         self._cones: dict[tuple[Hashable, str], Cone | None] = {}
         self._by_thread: dict[tuple[str, int, int], ThreadRange] = {}  # (register, low, high) -> what it gave
-        dead = dead_blocks(self)
-        answers = {}
-        for query, (block, position, operand) in queries.items():  # `key` is a register's name above
+        return dead_blocks(self)
+
+    def answers(self, asked: Iterable[Hashable], dead: Set[int]) -> Answers:
+        """The value of each query named in `asked` (keys of those the last `fixpoint` was
+        given) from its values; the empty value in a block of `dead`, which no run reaches.
+        Reading values changes none: queries may be answered in any order, or not at all."""
+        answers: Answers = {}
+        for query in asked:
+            block, _, operand = self.queries[query]
             answers[query] = () if block in dead else self.evaluate(block, operand, ("query", query, block))
-        return answers, dead
+        return answers
 
     # -- values by thread ---------------------------------------------------------------------
     def by_thread(self, name: Hashable, low: int, high: int, register: str = "%tid.x") -> Value | None:
