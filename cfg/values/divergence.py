@@ -19,6 +19,7 @@ from heapq import heapify, heappop, heappush
 
 from ptxkit._records import TYPE_CHECKING
 from ptxkit._regex import compile as compile_pattern
+from ptxkit.cfg.flow.dataflow import bits
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.flow.loops import LOOPS, strongly_connected
@@ -346,7 +347,7 @@ def _exposed_reads(flow: FlowGraph, register: str) -> set[int]:
                 continue
             match = _PERCENT_NAME.match(name)
             if match is not None:
-                blocks: Iterable[int] = _bits(BLOCKS_BY_NAME.of(flow)[prefix].get(match.group(), 0))
+                blocks: Iterable[int] = bits(BLOCKS_BY_NAME.of(flow)[prefix].get(match.group(), 0))
             else:
                 blocks = [block for block, text in texts if name in text]
             found.update(block for block in blocks if _reads_first(flow, block, name))
@@ -403,18 +404,6 @@ def _blocks_by_name(flow: FlowGraph) -> dict[str, dict[str, int]]:
 
 #: A graph's `_blocks_by_name`.
 BLOCKS_BY_NAME: Fact[dict[str, dict[str, int]]] = Fact("blocks by name", _blocks_by_name, needs=(TEXTS_BY_COPY,))
-
-
-def _bits(mask: int) -> Iterator[int]:
-    """The set bits of `mask`, lowest first.
-
-    >>> list(_bits(0b10110))
-    [1, 2, 4]
-    """
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
 
 
 def _local_name(register: str, prefix: str) -> str | None:
