@@ -135,3 +135,15 @@ def bits(mask: int) -> Iterator[int]:
         low = mask & -mask
         yield low.bit_length() - 1
         mask ^= low
+
+
+def mask_of(numbers: Iterable[int]) -> int:
+    """`numbers` (small, not negative) as a bit mask, the set `bits` reads back.
+
+    >>> bin(mask_of([0, 3])), list(bits(mask_of([4, 1, 4])))
+    ('0b1001', [1, 4])
+    """
+    mask = 0
+    for number in numbers:
+        mask |= 1 << number
+    return mask

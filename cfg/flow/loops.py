@@ -19,6 +19,7 @@ and the fence pass does not hoist into or out of them.
 from __future__ import annotations
 
 from ptxkit._records import TYPE_CHECKING, Record
+from ptxkit.cfg.flow.dataflow import mask_of
 from ptxkit.cfg.flow.dominance import DOMINATORS, DominatorTree
 from ptxkit.cfg.flow.graph import EXIT, Fact
 
@@ -253,9 +254,7 @@ def closures(nodes: Iterable[int], successors: Callable[[int], Sequence[int]]) -
     """
     found: dict[int, int] = {}
     for component in strongly_connected(nodes, successors):
-        mask = 0
-        for node in component:
-            mask |= 1 << node
+        mask = mask_of(component)
         for node in component:  # the components it reaches are done; its own are in mask
             for successor in successors(node):
                 mask |= found.get(successor, 0)

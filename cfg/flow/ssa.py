@@ -24,9 +24,10 @@ definition in the arm meets the others at 2, and the way from 0 to 2 passes 1:
 from __future__ import annotations
 
 from ptxkit._records import TYPE_CHECKING
+from ptxkit.cfg.flow.dataflow import mask_of
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from ptxkit.cfg.flow.dominance import DominatorTree
     from ptxkit.cfg.flow.graph import FlowGraph
@@ -54,20 +55,8 @@ def blocks_between(flow: FlowGraph, dominators: DominatorTree, there: int, readi
 
     back = closure(flow.pred[reading], flow.pred) | {reading}
     if there != reading and dominators.dominates(there, reading):
-        return _mask(node for node in back if dominators.dominates(there, node))  # not the unreachable ones
-    return _mask(closure(flow.succ[there], flow.succ) & back)
-
-
-def _mask(blocks: Iterable[int]) -> int:
-    """`blocks` as a bit mask.
-
-    >>> bin(_mask([0, 3]))
-    '0b1001'
-    """
-    mask = 0
-    for block in blocks:
-        mask |= 1 << block
-    return mask
+        return mask_of(node for node in back if dominators.dominates(there, node))  # not the unreachable ones
+    return mask_of(closure(flow.succ[there], flow.succ) & back)
 
 
 def by_block(definitions: Mapping[str, Sequence[tuple[int, int]]]) -> dict[tuple[int, str], tuple[int, ...]]:
