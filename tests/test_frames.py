@@ -79,6 +79,22 @@ def test_a_store_through_an_unknown_address_is_assumed_away_only_at_the_start():
     assert not first.holds_for(later) and first.advance(later).holds_for(later)
 
 
+def test_stores_that_write_the_same_words_share_one_set():
+    """A -G build's stores through unknown pointers each write every word of the frames
+    that are not sealed: one set for all of them (hundreds of stores, each of hundreds of
+    words), in the model the values show and in the next one the rounds take."""
+    body = ("\tst.u64 [%SP+8], %rd1;\n\tst.u64 [%SP+16], %rd1;\n\tadd.u64 %rd3, %SP, 16;\n"
+            "\tld.global.u64 %rd4, [%rd5];\n\tld.global.u64 %rd6, [%rd5+8];\n"
+            "\tst.u32 [%rd4], 1;\n\tst.u32 [%rd6], 2;\n\tst.u32 [%rd4+4], 3;\n")
+    later, line = model_of(body, False)
+    unknown = [later.stores[s] for s in line if line[s].startswith("st.u32")]
+    words = {("__local_depot0", 8, 8), ("__local_depot0", 16, 8)}
+    assert unknown == [words] * 3 and unknown[0] is unknown[1] is unknown[2]
+    first, _ = model_of(body, True)
+    step = first.advance(later)
+    assert step.stores == later.stores and len({id(w) for w in step.stores.values()}) == 3  # two [%SP+c] stores
+
+
 def test_a_partly_overlapping_store_is_not_exact():
     model, line = model_of("\tst.u64 [%SP+8], %rd1;\n\tst.u64 [%SP+12], 7;\n\tld.u64 %rd2, [%SP+8];\n", False)
     assert not model.loads and not model.exact and ("__local_depot0", 8, 8) in model.unknown

@@ -170,7 +170,8 @@ class StackModel(Record):
     @property
     def unknown(self) -> frozenset[Cell]:
         """The words some store may write with a value not followed."""
-        return frozenset(word for site, words in self.stores.items() if site not in self.exact for word in words)
+        return frozenset().union(*{id(words): words for site, words in self.stores.items()
+                                   if site not in self.exact}.values())
 
     def advance(self, found: StackModel) -> StackModel:
         """The next assumption. A load keeps its word only where the two models agree, or
@@ -181,7 +182,8 @@ class StackModel(Record):
         loads.update((site, part) for site, part in self.loads.items() if site in found.unreached)
         if not found.loads.keys() <= self.loads.keys():
             return StackModel(self.stores, self.exact, loads, self.unreached)
-        stores = {site: self.stores.get(site, frozenset()) | found.stores.get(site, frozenset())
+        shared: dict[frozenset[Cell], frozenset[Cell]] = {}
+        stores = {site: _union(self.stores.get(site, _NO_CELLS), found.stores.get(site, _NO_CELLS), shared)
                   for site in self.stores.keys() | found.stores.keys()}
         exact: dict[Site, Shape] = {}
         for site, words in stores.items():
@@ -196,7 +198,8 @@ class StackModel(Record):
         nothing this model does not already give: no store writes more, no load reads
         elsewhere. The values are then sound."""
         for site, words in found.stores.items():
-            if not words <= self.stores.get(site, frozenset()):
+            given = self.stores.get(site, _NO_CELLS)
+            if words is not given and not words <= given:
                 return False
             if site in self.exact and found.exact.get(site) != self.exact[site]:
                 return False
@@ -232,6 +235,13 @@ def observed(frames: Frames, values: Mapping[Hashable, Value] | None = None,
     exact: dict[Site, Shape] = {}
     loads: dict[Site, tuple[Cell, int, int]] = {}
     unreached: set[Site] = set()
+    shared: dict[frozenset[Cell], frozenset[Cell]] = {}  # one object for each set of words the stores write
+    anywhere_words: frozenset[Cell] | None = None  # the words of `anywhere`, once a store may write them
+
+    def words_of(hit: Set[Cell]) -> frozenset[Cell]:
+        written = frozenset(words[c][0] if c in words else c for c in hit)
+        return shared.setdefault(written, written)
+
     for i, (access, cell) in enumerate(located):
         site = (access.block, access.position)
         part = words.get(cell) if cell is not None else None
@@ -241,15 +251,47 @@ def observed(frames: Frames, values: Mapping[Hashable, Value] | None = None,
             elif access.block in dead:
                 unreached.add(site)
             continue
-        hit: set[Cell] = cells.touching(*cell) if values is None and cell is not None else set()
-        for atom in values.get(("stack", i), ()) if values is not None else ():
-            hit |= cells.hit(atom, access.width, anywhere)
-        written = frozenset(words[c][0] if c in words else c for c in hit)
+        parts = [cells.hit(atom, access.width, anywhere) for atom in values.get(("stack", i), ())] \
+            if values is not None else []
+        if parts and all(hit is anywhere for hit in parts):  # an address not known: the common case of a -G build
+            if anywhere_words is None:
+                anywhere_words = words_of(anywhere)
+            written = anywhere_words
+        else:
+            hit: set[Cell] = cells.touching(*cell) if values is None and cell is not None else set()
+            for some in parts:
+                hit |= some
+            written = words_of(hit)
         if access.kind == "store" and cell is not None and part is not None and written == {part[0]}:
             exact[site] = (part[1], cell[2])
         if written:
             stores[site] = written
     return StackModel(stores, exact, loads, frozenset(unreached))
+
+
+#: The empty set of cells (a store the model does not give any).
+_NO_CELLS: frozenset[Cell] = frozenset()
+
+
+def _union(first: frozenset[Cell], second: frozenset[Cell],
+           shared: dict[frozenset[Cell], frozenset[Cell]]) -> frozenset[Cell]:
+    """``first | second``, as one of the two where it holds the other, else as the set
+    `shared` already holds that is equal to it: the models of a ``-G`` build's rounds
+    give hundreds of stores the same words, which then take the memory of one set.
+
+    >>> a, b, shared = frozenset({("f", 0, 4)}), frozenset({("f", 0, 4), ("f", 4, 4)}), {}
+    >>> _union(a, b, shared) is b, _union(b, a, shared) is b, _union(a, _NO_CELLS, shared) is a
+    (True, True, True)
+    >>> c = frozenset({("f", 8, 4)})
+    >>> _union(a, c, shared) is _union(c, a, shared), sorted(_union(a, c, shared))
+    (True, [('f', 0, 4), ('f', 8, 4)])
+    """
+    if second <= first:
+        return first
+    if first <= second:
+        return second
+    union = first | second
+    return shared.setdefault(union, union)
 
 
 def _cell_of(access: Access, value: Value) -> Cell | None:
