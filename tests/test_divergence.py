@@ -9,11 +9,13 @@ import pytest
 import ptxkit
 from conftest import SAMPLES
 from ptxkit.cfg.flow.inline import inlined_graph
+import ptxkit.cfg.values.divergence as divergence
 from ptxkit.cfg.values.divergence import (
     _exposed_reads,
     _local_name,
     _reads_first,
     cta_uniform,
+    deciding_branches,
     definitions,
     qualified,
     thread_meets,
@@ -213,3 +215,31 @@ def test_exposed_reads_finds_every_block_that_reads_first():
     where `_reads_first` holds, asked of every block: the index leaves none out."""
     assert sum(_check_exposed_reads(ptxkit.parse(sample.read_text()))
                for sample in sorted((SAMPLES / "fence").glob("*.ptx"))) > 100
+
+
+def _deciding_everywhere(module) -> dict[tuple[str, str], frozenset[int]]:
+    """`deciding_branches` of every register of every function of `module`."""
+    found = {}
+    for function in module.functions:
+        if function.body is not None:
+            flow = inlined_graph(function)
+            for register, sites in sorted(definitions(flow).items()):
+                found[(function.name, register)] = deciding_branches(flow, register, sites)
+    return found
+
+
+def test_a_branch_with_no_write_before_its_sides_meet_decides_nothing(monkeypatch):
+    """`_sides_differ` answers without walking where no write of the register lies
+    between a branch and its post-dominator (`_between_sides`): on every fence sample,
+    the branches that decide each register are those found when every block counts as
+    lying between (32 registers with deciding branches, 52 branches in all; some 200
+    branches asked for their regions)."""
+    modules = [ptxkit.parse(sample.read_text()) for sample in sorted((SAMPLES / "fence").glob("*.ptx"))]
+    regions = divergence._between_sides
+    short = []
+    monkeypatch.setattr(divergence, "_between_sides",
+                        lambda flow, branch, meet: short.append(regions(flow, branch, meet)) or short[-1])
+    found = [_deciding_everywhere(module) for module in modules]
+    monkeypatch.setattr(divergence, "_between_sides", lambda flow, branch, meet: (1 << len(flow.blocks)) - 1)
+    assert found == [_deciding_everywhere(module) for module in modules]
+    assert sum(bool(branches) for found in found for branches in found.values()) >= 30 and len(short) >= 200

@@ -19,7 +19,7 @@ from heapq import heapify, heappop, heappush
 
 from ptxkit._records import TYPE_CHECKING
 from ptxkit._regex import compile as compile_pattern
-from ptxkit.cfg.flow.dataflow import bits
+from ptxkit.cfg.flow.dataflow import bits, mask_of
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.flow.loops import LOOPS, strongly_connected
@@ -277,8 +277,8 @@ def _deciding(flow: FlowGraph, sites: Sequence[Site], register: str, skip: Calla
         return
     before, after = _reached(flow.pred, written), _reached(flow.succ, written)
     toward = _reached(flow.pred, live)  # a walk past these blocks reaches no read
-    for branch in sorted(before):
-        if not conditional(flow, branch) or skip(branch):
+    for branch in CONDITIONAL_BRANCHES.of(flow):
+        if branch not in before or skip(branch):
             continue
         if branch not in verdicts:
             verdicts[branch] = _decides(flow, branch, (written, unguarded, live, toward), branch in after)
@@ -286,6 +286,9 @@ def _deciding(flow: FlowGraph, sites: Sequence[Site], register: str, skip: Calla
             yield branch
 
 
+#: The blocks that end in a `conditional` branch, in block order.
+CONDITIONAL_BRANCHES: Fact[tuple[int, ...]] = Fact(
+    "conditional branches", lambda flow: tuple(block for block in range(len(flow.blocks)) if conditional(flow, block)))
 #: Register -> branch -> whether it decides which write of the register a thread sees (`_decides`).
 DECIDING_VERDICTS: Fact[dict[str, dict[int, bool]]] = Fact("deciding verdicts", lambda flow: {})
 
@@ -462,6 +465,9 @@ def _sides_differ(flow: FlowGraph, branch: int, blocks: tuple[set[int], set[int]
     `meet`, where all paths from the branch meet (its post-dominator), every path carries
     the same write unless they differ there already."""
     written, unguarded, live, toward = blocks
+    between = _between_sides(flow, branch, meet)
+    if not any(between >> block & 1 for block in written):
+        return False  # no write before the sides meet: every way brings what the branch saw
     sides = (set(flow.succ[branch]) - {branch}) & toward
     if len(sides) < 2 or not defined and len(written) < 2:
         return False  # one side alone, or one write and no value from before: never two ways
@@ -493,6 +499,39 @@ def _sides_differ(flow: FlowGraph, branch: int, blocks: tuple[set[int], set[int]
                     pending.add(next_block)
                     heappush(work, (order.get(next_block, len(order) + next_block), next_block))
     return False
+
+
+def _between_sides(flow: FlowGraph, branch: int, meet: EdgeEnd | None) -> int:
+    """The blocks a way from a side of `branch` reaches before `meet` (its post-dominator)
+    or `branch` again, as a bit mask: where the ways `_sides_differ` follows can pass a
+    write before they meet. Found once per branch and graph (`SIDE_REGIONS`): a kernel's
+    registers ask about the same branches over and over.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.flow.inline import inlined_graph
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .pred %p<2>;\\n\\t@%p1 bra A;\\n\\tbar.sync 0;\\nA:\\n\\tret;\\n}\\n")
+    >>> flow = inlined_graph(m.function("k"))
+    >>> meet = DominatorTree.post_of(flow).idom[0]
+    >>> [flow.blocks[b].instructions[0].text.strip() for b in bits(_between_sides(flow, 0, meet))]
+    ['bar.sync 0;']
+    """
+    regions = SIDE_REGIONS.of(flow)
+    found = regions.get(branch)
+    if found is None:
+        seen: set[int] = set()
+        work = [side for side in flow.succ[branch] if side != branch and side != meet]
+        while work:
+            block = work.pop()
+            if block not in seen:
+                seen.add(block)
+                work.extend(after for after in flow.succ[block] if after != branch and after != meet)
+        found = regions[branch] = mask_of(seen)
+    return found
+
+
+#: Branch -> `_between_sides`, filled as it is asked.
+SIDE_REGIONS: Fact[dict[int, int]] = Fact("side regions", lambda flow: {})
 
 
 #: Block -> its place in the graph's reverse post-order.
