@@ -344,16 +344,18 @@ def _exposed_reads(flow: FlowGraph, register: str) -> set[int]:
     table = EXPOSED_READS.of(flow)
     if register not in table:
         found: set[int] = set()
-        for prefix, texts in TEXTS_BY_COPY.of(flow).items():
+        for prefix, blocks in BLOCKS_BY_COPY.of(flow).items():
             name = _local_name(register, prefix)
             if name is None:
                 continue
             match = _PERCENT_NAME.match(name)
             if match is not None:
-                blocks: Iterable[int] = bits(BLOCKS_BY_NAME.of(flow)[prefix].get(match.group(), 0))
+                holding: Iterable[int] = (blocks[place] for place in
+                                          bits(BLOCKS_BY_NAME.of(flow)[prefix].get(match.group(), 0)))
             else:
-                blocks = [block for block, text in texts if name in text]
-            found.update(block for block in blocks if _reads_first(flow, block, name))
+                holding = [block for block in blocks
+                           if any(name in instruction.text for instruction in flow.blocks[block].instructions)]
+            found.update(block for block in holding if _reads_first(flow, block, name))
         table[register] = found
     return table[register]
 
@@ -362,17 +364,16 @@ def _exposed_reads(flow: FlowGraph, register: str) -> set[int]:
 EXPOSED_READS: Fact[dict[str, set[int]]] = Fact("exposed reads", lambda flow: {})
 
 
-def _texts_by_copy(flow: FlowGraph) -> dict[str, list[tuple[int, str]]]:
-    """The prefix of each inlined copy (`qualified`) -> its blocks, each with its text."""
-    found: dict[str, list[tuple[int, str]]] = {}
+def _blocks_by_copy(flow: FlowGraph) -> dict[str, list[int]]:
+    """The prefix of each inlined copy (`qualified`) -> its blocks, in block order."""
+    found: dict[str, list[int]] = {}
     for block in flow.blocks:
-        text = "\n".join([instruction.text for instruction in block.instructions])  # a list: no call per line
-        found.setdefault(block.context.prefix if block.context is not None else "", []).append((block.index, text))
+        found.setdefault(block.context.prefix if block.context is not None else "", []).append(block.index)
     return found
 
 
-#: A graph's `_texts_by_copy`.
-TEXTS_BY_COPY: Fact[dict[str, list[tuple[int, str]]]] = Fact("texts by copy", _texts_by_copy)
+#: A graph's `_blocks_by_copy`.
+BLOCKS_BY_COPY: Fact[dict[str, list[int]]] = Fact("blocks by copy", _blocks_by_copy)
 
 #: The ``%`` name a register operand starts with; a vector register's element (``%v.x``),
 #: a special register's ``.x`` and an address's ``+4`` follow it (ptxkit.instruction).
@@ -381,9 +382,12 @@ _PERCENT_NAME = compile_pattern(r"%[\w$]+")
 
 def _blocks_by_name(flow: FlowGraph) -> dict[str, dict[str, int]]:
     """The prefix of each inlined copy -> each ``%`` name its blocks' texts hold -> those
-    blocks, as a bit mask (plain ints: the collector never walks them). A name is held
-    whole: ``%r1`` is not in ``add.s32 %r11, %r12, 1;``, which cannot read ``%r1``, so
-    every block `_reads_first` can accept is in the mask.
+    blocks, as a bit mask over the copy's blocks (bit ``i`` for its ``i``-th block in
+    `BLOCKS_BY_COPY`: a mask over the whole graph's blocks would take hundreds of bytes
+    for a name of an inlined copy late in a ``-G`` kernel; plain ints, which the
+    collector never walks). A name is held whole: ``%r1`` is not in ``add.s32 %r11,
+    %r12, 1;``, which cannot read ``%r1``, so every block `_reads_first` can accept is in
+    the mask.
 
     >>> import ptxkit
     >>> from ptxkit.cfg.flow.inline import inlined_graph
@@ -394,11 +398,12 @@ def _blocks_by_name(flow: FlowGraph) -> dict[str, dict[str, int]]:
     [('%r1', 2), ('%r11', 3), ('%tid', 1)]
     """
     found: dict[str, dict[str, int]] = {}
-    for prefix, texts in TEXTS_BY_COPY.of(flow).items():
+    for prefix, blocks in BLOCKS_BY_COPY.of(flow).items():
         names: dict[str, int] = {}
         get = names.get
-        for block, text in texts:
-            bit = 1 << block
+        for place, block in enumerate(blocks):
+            bit = 1 << place
+            text = "\n".join([instruction.text for instruction in flow.blocks[block].instructions])  # no call per line
             for name in set(_PERCENT_NAME.findall(text)):
                 names[name] = get(name, 0) | bit
         found[prefix] = names
@@ -406,7 +411,7 @@ def _blocks_by_name(flow: FlowGraph) -> dict[str, dict[str, int]]:
 
 
 #: A graph's `_blocks_by_name`.
-BLOCKS_BY_NAME: Fact[dict[str, dict[str, int]]] = Fact("blocks by name", _blocks_by_name, needs=(TEXTS_BY_COPY,))
+BLOCKS_BY_NAME: Fact[dict[str, dict[str, int]]] = Fact("blocks by name", _blocks_by_name, needs=(BLOCKS_BY_COPY,))
 
 
 def _local_name(register: str, prefix: str) -> str | None:
