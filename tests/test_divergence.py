@@ -228,6 +228,7 @@ def _deciding_everywhere(module) -> dict[tuple[str, str], frozenset[int]]:
     return found
 
 
+@pytest.mark.pure  # compiled code calls `_between_sides` directly, past the patch
 def test_a_branch_with_no_write_before_its_sides_meet_decides_nothing(monkeypatch):
     """`_sides_differ` answers without walking where no write of the register lies
     between a branch and its post-dominator (`_between_sides`): on every fence sample,
