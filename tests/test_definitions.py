@@ -73,8 +73,11 @@ def test_the_tables_are_those_of_separate_scans(path):
 @pytest.mark.pure  # compiled code keeps a site as two machine integers and makes a tuple each time it stores one
 @pytest.mark.parametrize("path", CASES[::3], ids=lambda p: p.name)
 def test_the_two_tables_share_their_site_tuples(path):
+    """One tuple per site in both tables, and one tuple of sites for a key the two give the same sites."""
     for flow in _graphs(path):
         anywhere = DEFINITIONS.of(flow)
         shared = {id(site) for sites in anywhere.values() for site in sites}
         assert all(id(site) in shared for key, sites in REGISTER_DEFINITIONS.of(flow).items() if key in anywhere
                    for site in sites)
+        same = [key for key, sites in REGISTER_DEFINITIONS.of(flow).items() if anywhere.get(key) == sites]
+        assert same and all(REGISTER_DEFINITIONS.of(flow)[key] is anywhere[key] for key in same)

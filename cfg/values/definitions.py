@@ -67,8 +67,19 @@ def _scan(flow: FlowGraph) -> tuple[Definitions, Definitions]:
                 continue
             for name in destinations(instruction, head, plain) if plain else names:
                 followed.setdefault(prefix + name, []).append(site)
-    return ({key: tuple(sites) for key, sites in anywhere.items()},
-            {key: tuple(sites) for key, sites in followed.items()})
+    every = {key: tuple(sites) for key, sites in anywhere.items()}
+    return every, {key: _same(every.get(key), sites) for key, sites in followed.items()}
+
+
+def _same(shared: tuple[Site, ...] | None, sites: list[Site]) -> tuple[Site, ...]:
+    """`sites` as a tuple: `shared` itself where it holds the same sites (a register's
+    sites are most often the same in both tables, which then keep one tuple).
+
+    >>> one = ((0, 1),)
+    >>> _same(one, [(0, 1)]) is one, _same(one, [(0, 1), (0, 2)]), _same(None, [(1, 0)])
+    (True, ((0, 1), (0, 2)), ((1, 0),))
+    """
+    return shared if shared is not None and len(shared) == len(sites) and shared == tuple(sites) else tuple(sites)
 
 
 def param_store_keys(flow: FlowGraph, block: int, instruction: Instruction) -> list[str]:
