@@ -166,23 +166,26 @@ def _natural_body(flow: FlowGraph, header: int, latches: list[int], reachable: C
 
 def _cycle_blocks(flow: FlowGraph, target: int, source: int) -> set[int]:
     """Blocks on some cycle through the retreating edge ``source -> target``."""
-    forward = reachable(flow.succ, target)
-    backward = reachable(flow.pred, source)
+    forward = reachable(flow.succ, [target])
+    backward = reachable(flow.pred, [source])
     return forward & backward
 
 
-def reachable(adjacency: Sequence[Sequence[int]] | Mapping[int, Sequence[int]], start: int) -> set[int]:
-    """The nodes reachable from `start` along `adjacency` (``succ`` forward, ``pred``
-    backward), `start` included.
+def reachable(adjacency: Sequence[Sequence[int]] | Mapping[int, Sequence[int]], starts: Iterable[int],
+              avoid: Container[object] = ()) -> set[int]:
+    """The nodes reachable from `starts` along `adjacency` (``succ`` forward, ``pred``
+    backward), `starts` included, on ways that enter none of `avoid`.
 
-    >>> sorted(reachable([[1], [2], [], [0]], 0)), sorted(reachable([[], [0], [1], []], 2))
+    >>> sorted(reachable([[1], [2], [], [0]], [0])), sorted(reachable([[], [0], [1], []], [2]))
     ([0, 1, 2], [0, 1, 2])
+    >>> sorted(reachable([[1], [2], [3], []], [0, 2], avoid={1}))
+    [0, 2, 3]
     """
-    seen = {start}
-    stack = [start]
+    seen = {start for start in starts if start not in avoid}
+    stack = list(seen)
     while stack:
         for nxt in adjacency[stack.pop()]:
-            if nxt not in seen:
+            if nxt not in seen and nxt not in avoid:
                 seen.add(nxt)
                 stack.append(nxt)
     return seen

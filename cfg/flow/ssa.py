@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.dataflow import mask_of
+from ptxkit.cfg.flow.loops import reachable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -43,20 +44,10 @@ def blocks_between(flow: FlowGraph, dominators: DominatorTree, there: int, readi
     value, are near each other; the walk forward from `there` would cover the rest of
     the kernel; an example in the module's docstring).
     """
-
-    def closure(start: list[int], step: list[list[int]]) -> set[int]:
-        seen, work = set(), list(start)
-        while work:
-            node = work.pop()
-            if node != there and node not in seen:
-                seen.add(node)
-                work.extend(step[node])
-        return seen
-
-    back = closure(flow.pred[reading], flow.pred) | {reading}
+    back = reachable(flow.pred, flow.pred[reading], avoid={there}) | {reading}
     if there != reading and dominators.dominates(there, reading):
         return mask_of(node for node in back if dominators.dominates(there, node))  # not the unreachable ones
-    return mask_of(closure(flow.succ[there], flow.succ) & back)
+    return mask_of(reachable(flow.succ, flow.succ[there], avoid={there}) & back)
 
 
 def by_block(definitions: Mapping[str, Sequence[tuple[int, int]]]) -> dict[tuple[int, str], tuple[int, ...]]:

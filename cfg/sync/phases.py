@@ -249,8 +249,8 @@ def _around_uniform_loops(flow: FlowGraph, named: Named, matches: Matches, fores
         if not inside:
             continue
         pairs |= _apart_in_the_body(named, loop, inside + _in_step_inner_loops(flow, named, loop, threads), matches)
-        after = reachable(flow.succ, exit_edge[1])
-        before = reachable(flow.pred, loop.header)
+        after = reachable(flow.succ, [exit_edge[1]])
+        before = reachable(flow.pred, [loop.header])
         for block, _, event in named:
             if block in loop.blocks or (block in after) == (block in before):
                 continue  # in the loop, around it, or unrelated
@@ -736,7 +736,7 @@ class _Visits:
         different operations, or that decides a loop inside one of them, leaves no
         count (`_count`), so no other branch changes the sequence."""
         inside = {block for inner in looping for block in inner.blocks}
-        before: set[int] = set().union(*(reachable(self.flow.pred, inner.header) for inner in looping))
+        before: set[int] = set().union(*(reachable(self.flow.pred, [inner.header]) for inner in looping))
         for block in self.region:
             exits = any(block in inner.blocks and any(s not in inner.blocks for s in self.flow.succ[block])
                         for inner in looping)

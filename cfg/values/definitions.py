@@ -79,7 +79,8 @@ def _same(shared: tuple[Site, ...] | None, sites: list[Site]) -> tuple[Site, ...
     >>> _same(one, [(0, 1)]) is one, _same(one, [(0, 1), (0, 2)]), _same(None, [(1, 0)])
     (True, ((0, 1), (0, 2)), ((1, 0),))
     """
-    return shared if shared is not None and len(shared) == len(sites) and shared == tuple(sites) else tuple(sites)
+    found = tuple(sites)
+    return shared if shared == found else found
 
 
 def param_store_keys(flow: FlowGraph, block: int, instruction: Instruction) -> list[str]:

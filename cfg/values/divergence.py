@@ -22,7 +22,7 @@ from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.flow.dataflow import bits, mask_of
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import Fact
-from ptxkit.cfg.flow.loops import LOOPS, strongly_connected
+from ptxkit.cfg.flow.loops import LOOPS, reachable, strongly_connected
 from ptxkit.cfg.flow.operands import destinations
 from ptxkit.cfg.values.definitions import DEFINITIONS
 from ptxkit.isa import CTA_UNIFORM_SPECIALS, PURE_OPCODES, STATE_SPACES, THREAD_INDEX_SPECIALS, is_special_register
@@ -275,8 +275,8 @@ def _deciding(flow: FlowGraph, sites: Sequence[Site], register: str, skip: Calla
     live = _live(flow, register, unguarded)
     if not live:
         return
-    before, after = _reached(flow.pred, written), _reached(flow.succ, written)
-    toward = _reached(flow.pred, live)  # a walk past these blocks reaches no read
+    before, after = reachable(flow.pred, written), reachable(flow.succ, written)
+    toward = reachable(flow.pred, live)  # a walk past these blocks reaches no read
     for branch in CONDITIONAL_BRANCHES.of(flow):
         if branch not in before or skip(branch):
             continue
@@ -449,18 +449,6 @@ def _reads_first(flow: FlowGraph, block: int, name: str) -> bool:
     return False
 
 
-def _reached(adjacency: Sequence[Sequence[int]], starts: Iterable[int]) -> set[int]:
-    """The blocks reachable from `starts` along `adjacency`, `starts` included."""
-    seen = set(starts)
-    stack = list(seen)
-    while stack:
-        for next_block in adjacency[stack.pop()]:
-            if next_block not in seen:
-                seen.add(next_block)
-                stack.append(next_block)
-    return seen
-
-
 def _sides_differ(flow: FlowGraph, branch: int, blocks: tuple[set[int], set[int], set[int], set[int]],
                   meet: EdgeEnd | None, defined: bool) -> bool:
     """Whether two paths from different sides of `branch` bring different writes (by
@@ -524,14 +512,7 @@ def _between_sides(flow: FlowGraph, branch: int, meet: EdgeEnd | None) -> int:
     regions = SIDE_REGIONS.of(flow)
     found = regions.get(branch)
     if found is None:
-        seen: set[int] = set()
-        work = [side for side in flow.succ[branch] if side != branch and side != meet]
-        while work:
-            block = work.pop()
-            if block not in seen:
-                seen.add(block)
-                work.extend(after for after in flow.succ[block] if after != branch and after != meet)
-        found = regions[branch] = mask_of(seen)
+        found = regions[branch] = mask_of(reachable(flow.succ, flow.succ[branch], avoid={branch, meet}))
     return found
 
 
