@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import importlib
 import json
 import subprocess
 import sys
@@ -80,10 +79,10 @@ def measure(paths: list[str]) -> dict[str, int]:
 def compile_bytecode() -> None:
     """Write the bytecode of the package's modules where Python looks for it, so that no
     measured interpreter compiles a source (`PYTHONDONTWRITEBYTECODE` or not)."""
-    import ptxkit
+    import ptxkit.cfg
 
-    compileall.compile_dir(Path(ptxkit.__file__).parent, quiet=1)
-    compileall.compile_dir(Path(importlib.import_module("ptxkit.cfg").__file__).parent, quiet=1)
+    for package in (ptxkit, ptxkit.cfg):
+        compileall.compile_dir(Path(package.__file__).parent, quiet=1)
 
 
 def run_child(paths: list[str]) -> dict[str, int]:
