@@ -254,6 +254,11 @@ def test_packing_descriptor_halves():
     assert show(add(low, number(0x4000004000000002))) == "smem+64 (shared::cta window) >> 4 | 0x4000004000000000"
     assert show(add(add(low, number(0x4000004000000000)), number(0x10000))) == \
         "smem+32 (shared::cta window) >> 4 | 0x4000004000010000"
+    # with the 128-byte swizzle in bits 62-63 the constant is negative as an s64 immediate
+    # (Triton's `add.s64 d, d, -9223371899415822334`): the same word, not a step back
+    assert show(add(low, number(0x8000002000000002 - (1 << 64)))) == \
+        "smem+64 (shared::cta window) >> 4 | 0x8000002000000000"
+    assert show(add(low, number(-2))) == "smem+0 (shared::cta window) >> 4"  # a step back stays one
     assert show(pack([number(5), number(1)], 16)) == "65541"
     assert unpack(TOP, 2, 32) == [TOP, TOP]
 

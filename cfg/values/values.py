@@ -411,10 +411,14 @@ def _add_atoms(x: Atom, y: Atom) -> Value:
     if y.form != NUM:
         return TOP  # address + address: no longer an address into one region
     bits = _limit_bits(x)
-    if bits is not None and y.lo == y.hi and y.lo >> bits > 0:  # a constant above the address field too
-        low = y.lo & ((1 << bits) - 1)  # (A >> s | h) + (u + l) == (A + l * 2**s) >> s | (h + u)
+    # a constant with bits above the address field: fields added with a step of the start
+    # field, read as the 64-bit word where its sign bit is one of those fields (a negative
+    # number too large to be a step back within the field)
+    word = y.lo & _WORD if bits is not None and y.lo < 0 and -y.lo >> bits else y.lo
+    if bits is not None and y.lo == y.hi and word >> bits > 0:
+        low = word & ((1 << bits) - 1)  # (A >> s | h) + (u + l) == (A + l * 2**s) >> s | (h + u)
         moved = _add_atoms(x, Atom(NUM, lo=low, hi=low))
-        return tuple(atom._replace(high=(atom.high + y.lo - low) & _WORD) for atom in moved)
+        return tuple(atom._replace(high=(atom.high + word - low) & _WORD) for atom in moved)
     scale = 1 << x.shift  # (A + k) >> s  +  n  ==  (A + k + n * 2**s) >> s
     return _shifted(x, x.lo + y.lo * scale, x.hi + y.hi * scale, gcd(_stride(x), _stride(y) * scale))
 
