@@ -11,6 +11,8 @@ from ptxkit.cfg.sync.events import EventOptions, Kind, classify, describe
 from ptxkit.cfg.sync.locations import CTA, GLOBAL, SHARED, Location
 from ptxkit.isa import SyncObject
 
+from conftest import SAMPLES
+
 HEAD = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 dyn[];\n"
         ".shared .align 8 .b64 bar;\n")
 REGS = ".reg .pred %p<8>;\n.reg .b16 %h<4>;\n.reg .b32 %r<16>;\n.reg .b64 %rd<16>;\n.reg .f32 %f<8>;\n"
@@ -393,3 +395,25 @@ def test_the_opcodes_run_skips_are_those_that_make_no_event(sample):
         found = classify(flow, EventOptions(SHARED)).by_block
         assert not any(flow.blocks[block].heads[event.position][1] in quiet
                        for block, events_here in enumerate(found) for event in events_here)
+
+
+def test_an_access_relocated_for_the_numbers_a_join_held():
+    """`relocate`: the stage a ring's wgmma reads and its copies write for the numbers the
+    ring indices held on entry to the loop head, inside the locations for every trip
+    (docs/fence.md §3.7; samples/fence/x24a)."""
+    text = (SAMPLES / "fence" / "x24a_cp_async_ring_waits_for_the_stage_it_reads.ptx").read_text()
+    flow = inlined_graph(ptxkit.parse(text).function("k"))
+    found = classify(flow, EventOptions())
+    head = next(b for b, events in enumerate(found.by_block) if any(e.kind is Kind.ASYNC for e in events))
+    wgmma = next(e for e in found.by_block[head] if e.kind is Kind.ASYNC)
+    copy = next(e for e in found.by_block[head] if e.kind is Kind.CP_ASYNC)
+    assert [str(loc) for loc in wgmma.locations] == ["smem[0:10240]", "smem[0:8448]"]  # A (m64), B (n8)
+    assert found.joins_feeding(head, wgmma) == {("%r10", head)}
+    assert found.joins_feeding(head, copy) == {("%r11", head)}
+    # c = 2 on entry: this trip reads stage 0; p = 2: it refills stage 0 (p advances to 0)
+    assert [str(loc) for loc in found.relocate(head, wgmma, {("%r10", head): 2})] == ["smem[0:2048]", "smem[0:256]"]
+    assert [str(loc) for loc in found.relocate(head, wgmma, {("%r10", head): 0})] == \
+        ["smem[4096:6144]", "smem[4096:4352]"]
+    assert [str(loc) for loc in found.relocate(head, copy, {("%r11", head): 2})] == ["smem[0:2048]"]
+    assert found.relocate(head, wgmma, {}) is None and found.relocate(head, wgmma, {("%r11", head): 2}) is None
+    assert [str(loc) for loc in wgmma.locations] == ["smem[0:10240]", "smem[0:8448]"]  # the event unchanged

@@ -84,6 +84,8 @@ EXPECTED = {
     "x23_three_reports_one_suppressed": [(CTA, "cp.async.bulk.tensor.1d.global.shared::cta"),
                                          (CTA, "cp.async.bulk.tensor.1d.shared::cluster"),
                                          (RELEASE_INITS, "mbarrier.arrive.expect_tx")],
+    "x24a_cp_async_ring_waits_for_the_stage_it_reads": [],
+    "x24b_cp_async_ring_reads_a_stage_still_in_flight": [],
     # warp-specialised hand-offs between threads (the h samples)
     "h01_named_barrier_handoff_to_wgmma": [(CTA, "wgmma.mma_async")],
     "h02_mbarrier_handoff_to_wgmma": [(CTA, "wgmma.mma_async")],
@@ -524,6 +526,10 @@ def test_the_drawing_shows_the_preheader_the_edits_create():
 def test_warnings():
     _, report = run(sample("02b_cp_async_without_wait"), "02b")
     assert [w.line for w in report.warnings] == [37] and "in flight" in report.warnings[0].text
+    # a ring whose wait leaves only the next stage in flight; one that leaves the stage read (x24a, x24b)
+    assert run(sample("x24a_cp_async_ring_waits_for_the_stage_it_reads"), "x24a")[1].warnings == []
+    _, report = run(sample("x24b_cp_async_ring_reads_a_stage_still_in_flight"), "x24b")
+    assert [(w.line, "in flight" in w.text) for w in report.warnings] == [(60, True)]
     assert run(sample("02_cp_async_then_wgmma"), "02")[1].warnings == []
     text = sample("07_wgmma_marked_async").replace("wgmma.mma_async.sync", "wgmma.mma_async_v2.sync")
     fenced, report = run(text, "07")

@@ -458,7 +458,8 @@ def test_branch_conditions_narrow_and_dead_paths_are_found():
     flow = flow_graph(ptxkit.parse(text).function("k"))
     dead_block = next(b.index for b in flow.blocks if b.instructions and b.instructions[0].text == "mov.u32 %r5, %r4;")
     operand = flow.blocks[dead_block].instructions[0].operands[1]
-    values, dead, _ = analyse_registers(flow, {"q": (dead_block, 0, operand)})
+    answers = analyse_registers(flow, {"q": (dead_block, 0, operand)})
+    values, dead = answers.values, answers.dead
     assert dead == {dead_block} and values["q"] == ()
 
 
@@ -473,7 +474,7 @@ def test_everything_an_unreachable_block_dominates_is_unreachable():
     flow = flow_graph(ptxkit.parse(text).function("k"))
     first = {b.instructions[0].text: b.index for b in flow.blocks if b.instructions}
     last = flow.blocks[first["mov.u32 %r9, %r1;"]].instructions[0]
-    _, dead, _ = analyse_registers(flow, {"q": (first["mov.u32 %r9, %r1;"], 0, last.operands[1])})
+    dead = analyse_registers(flow, {"q": (first["mov.u32 %r9, %r1;"], 0, last.operands[1])}).dead
     assert dead == {first[text] for text in ("mov.u32 %r5, %r4;", "mov.u32 %r6, 1;", "mov.u32 %r8, 2;",
                                               "mov.u32 %r7, %r5;")}
 
@@ -932,8 +933,8 @@ def _thread_program(body: str, registers: list[str], directives: str = " .maxnti
     block = flow.blocks[-1]
     queries = {name: (block.index, len(block.instructions) - 1,
                       parse_statement(f"mov.u32 %x, {name};").operands[1]) for name in registers}
-    values, _, by_thread = analyse_registers(flow, queries)
-    return values, by_thread
+    answers = analyse_registers(flow, queries)
+    return answers.values, answers.by_thread
 
 
 def test_values_by_thread_keep_terms_that_follow_one_bit_together():
@@ -1418,3 +1419,24 @@ def test_a_16_bit_remainder_bounds_a_stage_offset():
     assert show(register_values(flow, {"q": (0, position, block.instructions[position].operands[1])})["q"]) == \
         "[0, 8192] step 4096"
 
+
+
+def test_a_value_pinned_where_a_join_held_a_number():
+    """`pinned`: the address of a ring's stage for the number its index held on entry to
+    the loop head (docs/fence.md §3.7), the fixpoint's value for all trips unchanged."""
+    body = ("\tmov.u32 %r1, dyn;\n\tmov.u32 %r10, 2;\nL:\n\tadd.s32 %r12, %r10, 1;\n\tsetp.gt.s32 %p1, %r12, 2;\n"
+            "\tselp.b32 %r10, 0, %r12, %p1;\n\tshl.b32 %r13, %r10, 12;\n\tadd.s32 %r14, %r1, %r13;\n"
+            "\tst.shared.u32 [%r14], 0;\n\t@%p2 bra L;\n")
+    text = f"{HEAD}.visible .entry k()\n{{\n{REGS}{body}\tret;\n}}\n"
+    flow = flow_graph(ptxkit.parse(text, "k.ptx").function("k"))
+    block = next(b for b in flow.blocks if any(i.text.startswith("st.shared") for i in b.instructions))
+    position = next(p for p, i in enumerate(block.instructions) if i.text.startswith("st.shared"))
+    answers = analyse_registers(flow, {"q": (block.index, position, block.instructions[position].operands[0])})
+    assert show(answers.values["q"]) == "dynamic shared+[0, 8192] step 4096 (shared::cta window)"
+    assert answers.joins_read("q") == {("%r10", block.index)}
+    # index 0 on entry: the trip reads stage 1; 2 wraps round to stage 0
+    assert show(answers.pinned("q", {("%r10", block.index): 0})) == "dynamic shared+4096 (shared::cta window)"
+    assert show(answers.pinned("q", {("%r10", block.index): 2})) == "dynamic shared+0 (shared::cta window)"
+    assert answers.pinned("q", {("%r10", block.index): 7}) is None  # not a number the fixpoint holds there
+    assert answers.pinned("q", {("%r10", 0): 1}) is None  # no join the query reads
+    assert show(answers.values["q"]) == "dynamic shared+[0, 8192] step 4096 (shared::cta window)"

@@ -62,6 +62,7 @@ STRICT_MODULES = (
     "ptxkit.cfg.sync.phases",
     "ptxkit.cfg.sync.once",
     "ptxkit.cfg.sync.armed",
+    "ptxkit.cfg.sync.groups",
     "ptxkit.cfg.fence",
     "ptxkit.cfg.fence.options",
     "ptxkit.cfg.fence.proxy",

@@ -61,6 +61,7 @@ from ptxkit.cfg.flow.inline import inlined_graph
 from ptxkit.cfg.flow.loops import loop_forest
 from ptxkit.cfg.sync.armed import fenced_before_copies
 from ptxkit.cfg.sync.events import RELEASE, RELEASES_INITS, Event, EventOptions, Kind, classify, on_an_mbarrier
+from ptxkit.cfg.sync.groups import overlapping_in_flight
 from ptxkit.cfg.sync.locations import (CLUSTER, GLOBAL, SHARED, SPACE_NAMES, Location, alias, covers, overlaps,
                                        spaces_text)
 from ptxkit.cfg.sync.once import export_limits
@@ -339,6 +340,7 @@ class KernelAnalysis:
         self.warnings = events.warnings
         self.dead = events.dead
         self._touches = events.touches
+        self._classified = events  # its `relocate` and `joins_feeding`, for `Solution.in_flight`
         self.facts: list[Fact] = []
         self._make_facts()
         self._export_limits = export_limits(self.flow, self.events, self.facts) if self._count else {}
@@ -1288,15 +1290,18 @@ class Solution:
 
     def in_flight(self) -> list[tuple[Instruction, str]]:
         """Async ops that may read shared memory still being written by a ``cp.async``
-        that no wait has completed: a fence cannot order those writes."""
+        that no wait has completed: a fence cannot order those writes. Those the state
+        names are looked at again with the commit groups counted and the ring stages
+        told apart (`ptxkit.cfg.sync.groups`, docs/fence.md §3.7)."""
         analysis = self.analysis
-        out = []
-        for block, state, event in self.walk(self._need_masks.keys()):
-            if event.kind is Kind.ASYNC and analysis.plane(state, IN_FLIGHT) & self._need_masks[id(event)][0]:
-                out.append((analysis.flow.blocks[block].instructions[event.position],
-                            "a cp.async write may still be in flight here (no cp.async.wait_group 0 or "
-                            "cp.async.wait_all on some path): a proxy fence does not wait for it"))
-        return out
+        named = [(block, event) for block, state, event in self.walk(self._need_masks.keys())
+                 if event.kind is Kind.ASYNC and analysis.plane(state, IN_FLIGHT) & self._need_masks[id(event)][0]]
+        if not named:
+            return []
+        return [(analysis.flow.blocks[block].instructions[event.position],
+                 "a cp.async write may still be in flight here (no cp.async.wait_group 0 or "
+                 "cp.async.wait_all on some path): a proxy fence does not wait for it")
+                for block, event in overlapping_in_flight(analysis.flow, analysis._classified, named)]
 
     def generated_spaces(self, block: int) -> int:
         """The spaces of the facts block `block` makes pending (its accesses, what its

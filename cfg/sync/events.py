@@ -28,8 +28,8 @@ from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.flow.inline import call_target
 from ptxkit.cfg.flow.operands import destinations
 from ptxkit.cfg.sync.locations import (
-    CLUSTER, CTA, GLOBAL, SHARED, SPACE_BITS, Location, bounded, descriptor_location, everywhere, in_root, of_atom,
-    overlaps, space_bits,
+    CLUSTER, CTA, GLOBAL, SHARED, SPACE_BITS, Location, bounded, covers, descriptor_location, everywhere, in_root,
+    of_atom, overlaps, space_bits,
 )
 from ptxkit.cfg.values.escape import shared_pointer_registers
 from ptxkit.cfg.values.frames import stack_frames
@@ -48,11 +48,11 @@ from ptxkit.isa import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Iterator, Sequence
+    from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
     from typing import Literal, TypeAlias, TypeGuard
 
     from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
-    from ptxkit.cfg.sync.protocols import ByThread, Fact, MbarrierOp, NamedBarrierOp
+    from ptxkit.cfg.sync.protocols import ByThread, Fact, MbarrierOp, NamedBarrierOp, Pinned
     from ptxkit.cfg.values.registers import RegisterAnswers
     from ptxkit.cfg.values.values import Region, Value
     from ptxkit.instruction import Guard, Operand
@@ -78,6 +78,9 @@ if TYPE_CHECKING:
     Builder = Callable[["_Classifier"], list["Event"]]
     #: `Events.touches`: may some thread's access (block, event) overlap one of the targets?
     Touches = Callable[[int, "Event", Collection[Location]], bool | None]
+    #: `Events.relocate`: the bytes (block, event) touches where registers held given
+    #: numbers on entry to joins (``{(register, join block): number}``).
+    Relocate = Callable[[int, "Event", Mapping[tuple[str, int], int]], "tuple[Location, ...] | None"]
     #: The bytes one access touches: a number, or the query of its size operand (bulk stores).
     Width = int | tuple[Literal["size"], Query]
     #: The size operand `_Classifier._copy` gets: a tensor load's share of the armed bytes,
@@ -173,14 +176,20 @@ class EventOptions(Record):
 
 class Events(Record):
     """The events of every block, the warnings met on the way, the blocks the branch
-    conditions prove unreachable, and `touches(block, event, targets)`: may some
+    conditions prove unreachable, `touches(block, event, targets)`: may some
     thread's access `event` overlap one of `targets`, its address taken thread by
-    thread (None: it does not follow the thread index; docs/fence.md §3.6)."""
+    thread (None: it does not follow the thread index; docs/fence.md §3.6),
+    `relocate(block, event, entry_values)`: the bytes a ``cp.async`` or async op touches
+    where registers held given numbers on entry to joins (None: no narrower than its
+    locations; docs/fence.md §3.7), and `joins_feeding(block, event)`: the ``(register,
+    join block)`` pairs whose numbers there can narrow them."""
 
     by_block: list[list[Event]]
     warnings: "list[tuple[Instruction, str]]"
     dead: set[int]
     touches: "Touches"
+    relocate: "Relocate"
+    joins_feeding: "Callable[[int, Event], frozenset[tuple[str, int]]]"
 
 
 def describe(event: Event) -> str:
@@ -237,6 +246,8 @@ class _Classifier:
     # set by `run`, from the answers of `analyse_registers`
     values: dict[Query, Value]
     by_thread: ByThread
+    pinned: Pinned
+    joins_read: Callable[[Query], frozenset[tuple[str, int]]]
     siblings: dict[tuple[int, int], int]
     expect_tx: list[tuple[Location, int | None]]
 
@@ -257,6 +268,9 @@ class _Classifier:
         self.thread_range: tuple[int, int] | None = None  # the bounds of %tid.x, once `touches` needs them
         # (block, position) -> {(low, high): locations of those threads' access}
         self.ranges_located: dict[tuple[int, int], dict[tuple[int, int], list[Location]]] = {}
+        # (block, position) -> the builder of a cp.async or an async op, for `relocate`
+        self.rebuild: dict[tuple[int, int], Builder] = {}
+        self._asked: dict[tuple[int, int], list[Query]] | None = None  # `_asked_at`'s index
 
     def ask(self, block: int, position: int, operand: Operand | str) -> Query:
         key = (block, position, len(self.queries))
@@ -289,14 +303,14 @@ class _Classifier:
             del first  # unless kept as the answers, its analysis goes before the next one is built
         if answers is None:
             answers = analyse_registers(flow, self.queries, self.options.max_cluster, aligned)
-        self.values, dead, self.by_thread = answers.values, answers.dead, answers.by_thread
+        self.values, dead, self.by_thread, self.pinned, self.joins_read = answers
         self.expect_tx = [(self._mbarrier(mbar), _most(self.value(count))) for mbar, count in self.armed]
         by_block: list[list[Event]] = [[] if index in dead else [event for builder in items for event in builder(self)]
                                        for index, items in enumerate(builders)]
         _one_start_per_object(by_block)
         if self.boxes:
             _close_boxes(by_block)
-        return Events(by_block, self.warnings, dead, self.touches)
+        return Events(by_block, self.warnings, dead, self.touches, self.relocate, self.joins_feeding)
 
     def value(self, key: Query) -> Value:
         return self.values[key]
@@ -356,6 +370,49 @@ class _Classifier:
         # a real hazard is usually one the first thread has: one evaluation, not a descent
         first = (mine & -mine).bit_length() - 1 + low
         return meets(low, high) and (meets(first, first) or hits(low, high))
+
+    def relocate(self, block: int, event: Event, entry_values: Mapping[tuple[str, int], int]
+                 ) -> tuple[Location, ...] | None:
+        """The bytes the ``cp.async`` or async op `event` of `block` reads or writes where each
+        register ``key`` held ``entry_values[(key, join)]`` on the last entry into block
+        `join` (`RegisterAnswers.pinned`, docs/fence.md §3.7); None where no address of it
+        follows those numbers, or what they give is not inside the event's locations."""
+        built = self.rebuild.get((block, event.position))
+        if built is None or not entry_values:
+            return None
+        pinned = {}
+        for key in self._asked_at(block, event.position):
+            value = self.pinned(key, entry_values)
+            if value is not None:
+                pinned[key] = value
+        if not pinned:
+            return None
+        values = self.values
+        self.values = {**values, **pinned}
+        try:
+            same = next((other for other in built(self) if other.kind is event.kind), None)
+        finally:
+            self.values = values
+        if same is None:
+            return None
+        found = (*same.locations, *same.writes)
+        held = (*event.locations, *event.writes)
+        return found if found and all(any(covers(b, a) for b in held) for a in found) else None
+
+    def joins_feeding(self, block: int, event: Event) -> frozenset[tuple[str, int]]:
+        """The ``(register, join block)`` pairs whose numbers `relocate` may take for the
+        ``cp.async`` or async op `event` of `block`."""
+        if (block, event.position) not in self.rebuild:
+            return frozenset()
+        return frozenset(pair for key in self._asked_at(block, event.position) for pair in self.joins_read(key))
+
+    def _asked_at(self, block: int, position: int) -> list[Query]:
+        """The queries of the instruction at `position` of `block` (indexed the first time)."""
+        if self._asked is None:
+            self._asked = {}
+            for key in self.queries:
+                self._asked.setdefault((key[0], key[1]), []).append(key)
+        return self._asked.get((block, position), [])
 
     #: thread runs of one block beyond which a barrier id is not asked thread by thread
     RUN_LIMIT = 32
@@ -443,8 +500,12 @@ class _Classifier:
             parts.append(lambda c: [Event(position, Kind.ARRIVE, guard, sync=(SyncObject.MBARRIER, c._mbarrier(remote)),
                                           cross=True, detail="complete_tx")])
         if len(parts) < 2:  # most: one part, which builds the events itself
-            return parts[0] if parts else None
-        return lambda c: [event for part in parts for event in part(c)]
+            built = parts[0] if parts else None
+        else:
+            built = lambda c: [event for part in parts for event in part(c)]
+        if built is not None and kind in (Effect.CP_ASYNC, Effect.ASYNC):
+            self.rebuild[(block, position)] = built
+        return built
 
     def _width(self, block: int, position: int, base: str, modifiers: list[str], operands: Sequence[Operand]) -> Width:
         if base in ("stmatrix", "ldmatrix"):

@@ -20,7 +20,7 @@ from ptxkit.cfg.sync.events import Event
 from ptxkit.isa import SyncObject
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from ptxkit.cfg.sync.events import Query
     from ptxkit.cfg.sync.locations import Location
@@ -45,6 +45,14 @@ class ByThread(Protocol):
     `register`) lies in ``[low, high]``, or None where it does not depend on it."""
 
     def __call__(self, query: Query, low: int, high: int, register: str = ..., /) -> Value | None: ...
+
+
+class Pinned(Protocol):
+    """`RegisterAnswers.pinned`: a query's value where each register ``key`` held
+    ``entry_values[(key, block)]`` on the last entry into join `block`, or None where
+    none of those joins feeds it."""
+
+    def __call__(self, query: Query, entry_values: Mapping[tuple[str, int], int], /) -> Value | None: ...
 
 
 class NamedBarrierOp(Event):

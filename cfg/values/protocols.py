@@ -120,3 +120,11 @@ class ByThread(Protocol):
     `register`) lies in ``[low, high]``, or None where it does not depend on it."""
 
     def __call__(self, query: Hashable, low: int, high: int, register: str = ..., /) -> Value | None: ...
+
+
+class Pinned(Protocol):
+    """`RegisterAnswers.pinned`: a query's value where each register ``key`` held
+    ``entry_values[(key, block)]`` on the last entry into join `block`, or None where
+    none of those joins feeds it."""
+
+    def __call__(self, query: Hashable, entry_values: Mapping[tuple[str, int], int], /) -> Value | None: ...

@@ -82,7 +82,7 @@ from ptxkit.isa import (
 from ptxkit.isa_eval import operation
 from ptxkit.cfg.values.values import (
     GENERIC, GLOBAL_SPACE_NAME, INF, LOCAL_SPACE, NUM, SHARED_CTA_SPACE, TOP, add, anywhere, bits_of, compare,
-    constant, field, join, meet, mul, neg, number, pack, shr, signed, truncate, unpack, widen,
+    constant, field, join, may_be, meet, mul, neg, number, pack, shr, signed, truncate, unpack, widen,
 )
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ if TYPE_CHECKING:
     from ptxkit.cfg.values.conditions import Condition, Definitions, Narrow, Point, Site
     from ptxkit.cfg.values.counters import Compute
     from ptxkit.cfg.values.idioms import Quotient, Remainder
-    from ptxkit.cfg.values.protocols import ByThread, Solving
+    from ptxkit.cfg.values.protocols import ByThread, Pinned, Solving
     from ptxkit.cfg.values.values import Region, Value
     from ptxkit.instruction import Operand
     from ptxkit.isa_eval import Operation
@@ -122,8 +122,10 @@ if TYPE_CHECKING:
     RenamePoint = tuple[int, int, str, str, Point]
     #: A join: its version -> ``[(predecessor block, input version)]``.
     Joins = dict[str, list[tuple[int, str]]]
-    #: The definitions a query is computed from, in the order they run, and the versions they define.
-    Cone = tuple[tuple[Site, ...], frozenset[str]]
+    #: The definitions a query is computed from, in the order they run, the versions they
+    #: define, the special registers they read, the join versions they read, and the
+    #: versions each defines.
+    Cone = tuple[tuple[Site, ...], frozenset[str], frozenset[str], frozenset[str], dict[Site, tuple[str, ...]]]
     #: What one thread range gave: the definitions evaluated, their values, their update counts.
     ThreadRange: TypeAlias = "tuple[set[Site], _Overlay, dict[str, int]]"
     #: How an instruction reads an operand's value (`_reading`).
@@ -150,11 +152,15 @@ class RegisterAnswers(Record):
     conditions prove unreachable (their queries answer the empty value: no value ever
     gets there), and `by_thread(query, low, high[, register])`: the query's value for the
     threads whose ``%tid.x`` (or `register`, such as ``%laneid``) lies in ``[low, high]``,
-    or None where it does not depend on it (docs/fence.md §3.6)."""
+    or None where it does not depend on it (docs/fence.md §3.6); and `pinned(query,
+    entry_values)`: its value where registers held given numbers on entry to joins, or
+    None where that changes nothing, whose `joins_read(query)` name (docs/fence.md §3.7)."""
 
     values: "Answers"
     dead: set[int]
     by_thread: "ByThread"
+    pinned: "Pinned"
+    joins_read: "Callable[[Hashable], frozenset[tuple[str, int]]]"
 
 
 def analyse_registers(flow: FlowGraph, queries: Queries, max_cluster: int = PORTABLE_CLUSTER,
@@ -169,17 +175,18 @@ def analyse_registers(flow: FlowGraph, queries: Queries, max_cluster: int = PORT
     ...     ".reg .b32 %r<3>;\\n.reg .pred %p<2>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tsetp.lt.u32 %p1, %r1, 4096;\\n"
     ...     "\\t@%p1 bra L;\\n\\tmov.u32 %r2, %r1;\\nL:\\n\\tret;\\n}\\n")
     >>> flow = flow_graph(m.function("k"))
-    >>> values, dead, _ = analyse_registers(flow, {"r": (1, 0, flow.blocks[1].instructions[0].operands[1])})
-    >>> values, dead
+    >>> answers = analyse_registers(flow, {"r": (1, 0, flow.blocks[1].instructions[0].operands[1])})
+    >>> answers.values, answers.dead
     ({'r': ()}, {1})
     """
     if not queries:
-        return RegisterAnswers({}, set(), lambda query, low, high, register="%tid.x": None)
+        return RegisterAnswers({}, set(), lambda query, low, high, register="%tid.x": None,
+                               lambda query, entry_values: None, lambda query: frozenset())
     analysis = _Analysis(flow, max_cluster, aligned)
     frames = stack_frames(flow)
     if frames is None or not analysis.reads_stack(queries, frames):
         values, dead = analysis.solve(queries)
-        return RegisterAnswers(values, dead, analysis.by_thread)
+        return RegisterAnswers(values, dead, analysis.by_thread, analysis.pinned, analysis.joins_read)
     # a -G build: follow values through its stack frames, first assuming that a store
     # through an unknown address writes no cell, then checking every access against the
     # values found, until the check asks for nothing more (cfg/values/frames.py)
@@ -197,7 +204,8 @@ def analyse_registers(flow: FlowGraph, queries: Queries, max_cluster: int = PORT
         dead = following.fixpoint({**queries, **probes})
         found = observed(frames, following.answers(probes, dead), dead)
         if model.holds_for(found):  # only a round whose values hold answers the queries
-            answer = RegisterAnswers(following.answers(queries, dead), dead, following.by_thread), \
+            answer = RegisterAnswers(following.answers(queries, dead), dead, following.by_thread,
+                                     following.pinned, following.joins_read), \
                 following.solution()
             if model.settled(found) and (model is not reused or model.matches(found)):
                 settled[:] = [model]
@@ -211,8 +219,8 @@ def analyse_registers(flow: FlowGraph, queries: Queries, max_cluster: int = PORT
         following.start_afresh()
         following.follow(None)
         values, dead = following.solve(queries)
-        return RegisterAnswers(values, dead, following.by_thread)
-    following.restore(answer[1])  # its `by_thread` asks that round's values
+        return RegisterAnswers(values, dead, following.by_thread, following.pinned, following.joins_read)
+    following.restore(answer[1])  # its `by_thread` and `pinned` ask that round's values
     return answer[0]
 
 
@@ -292,9 +300,9 @@ class _Analysis:
     #: Every attribute an analysis has once it has solved (tests/test_registers.py checks
     #: the list against one): what `solution` keeps and `restore` puts back. Named, not
     #: read from ``__dict__``, which a class compiled by mypyc does not have.
-    _STATE = ("_by_thread", "_cones", "_memo", "_plains", "_prefixes", "_quotients", "_rank", "_registers",
-              "_remainders", "_rule_thresholds", "_rules", "_self_fed", "_site_of", "_taken", "_with_cells",
-              "_written", "aligned", "defined", "defs", "depends", "dirty", "dominators", "edge_narrowing", "flow",
+    _STATE = ("_again_under", "_cones", "_cones_from", "_memo", "_pinned_cones", "_plains", "_prefixes", "_quotients",
+              "_rank", "_registers", "_remainders", "_rule_thresholds", "_rules", "_self_fed", "_site_of", "_taken",
+              "_with_cells", "_written", "aligned", "defined", "defs", "depends", "dirty", "dominators", "edge_narrowing", "flow",
               "kept", "narrowing", "queries", "returning", "rules", "special", "stack", "symbols", "thresholds",
               "thresholds_sorted", "unknown_cells", "updates", "uses", "values")
 
@@ -516,8 +524,12 @@ class _Analysis:
                         queued.add(reader)
                         work.append(reader)
         self.queries, self._rank = queries, rank
-        self._cones: dict[tuple[Hashable, str], Cone | None] = {}
-        self._by_thread: dict[tuple[str, int, int], ThreadRange] = {}  # (register, low, high) -> what it gave
+        self._cones: dict[Hashable, Cone | None] = {}
+        self._cones_from: dict[tuple[tuple[str, str], ...], Cone | None] = {}  # start versions -> `_cone`
+        # (query, pinned joins) -> the definitions of its cone that read them, and the versions those define
+        self._pinned_cones: dict[tuple[Hashable, frozenset[str]], tuple[tuple[Site, ...], frozenset[str]]] = {}
+        # a thread range ``(register, low, high)`` or a set of pins -> what evaluating under it gave
+        self._again_under: dict[Hashable, ThreadRange] = {}
         return dead_blocks(self)
 
     def answers(self, asked: Iterable[Hashable], dead: Set[int]) -> Answers:
@@ -539,23 +551,95 @@ class _Analysis:
         the fixpoint gave it for all threads. Two terms that both follow a bit of the
         thread index (a swizzle and a ``selp`` on the same bit) then stop adding their
         extremes."""
-        cone: Cone | None | Literal[False] = self._cones.get((name, register), False)
-        if cone is False:
-            cone = self._cones[(name, register)] = self._thread_cone(name, register)
+        cone = self._cone(name)
+        if cone is None or register not in cone[2]:
+            return None
+        return self._again(name, cone[0], cone[1], (register, low, high), {**self.special, register: (low, high)},
+                           {})
+
+    def pinned(self, name: Hashable, entry_values: Mapping[tuple[str, int], int]) -> Value | None:
+        """Query `name`'s value where each register ``key`` held the number
+        ``entry_values[(key, block)]`` on the last entry into join `block`, or None when
+        its definitions back to the joins read none of those joins, or a number lies
+        outside what the fixpoint found there (docs/fence.md §3.7): the same evaluation
+        as `by_thread`'s, with those joins' versions set to the numbers."""
+        cone = self._cone(name)
         if cone is None:
             return None
-        sites, versions = cone
-        found = self._by_thread.get((register, low, high))
-        if found is None:  # what earlier accesses computed for this range
-            found = self._by_thread[(register, low, high)] = (set(), _Overlay(self.values), {})
+        pins: dict[str, Value] = {}
+        for version in cone[3]:
+            key, block = version.rsplit("@join", 1)
+            found = entry_values.get((key, int(block)))
+            if found is not None:  # the number, or the same bits read unsigned, as the fixpoint holds it
+                held = self.values.get(version, ())
+                which = next((n for n in (found, found % (1 << 32), found % (1 << 64)) if may_be(held, n)), None)
+                if which is None:
+                    return None
+                pins[version] = number(which)
+        if not pins:
+            return None
+        pinned = frozenset(pins)
+        part = self._pinned_cones.get((name, pinned))
+        if part is None:  # only the definitions that read a pinned join, directly or through others, change
+            changed = set(pinned)
+            sites = []
+            for site in cone[0]:
+                if any(self.uses.get((site, key), key) in changed for key in self.rules[site][1]):
+                    sites.append(site)
+                    changed.update(cone[4][site])
+            part = self._pinned_cones[(name, pinned)] = (tuple(sites), frozenset(changed - pinned))
+        return self._again(name, part[0], part[1], tuple(sorted(pins.items())), self.special, pins)
+
+    def joins_read(self, name: Hashable) -> frozenset[tuple[str, int]]:
+        """``(register, join block)`` of each join whose value query `name`'s definitions
+        back to the joins read: what `pinned` may set.
+
+        >>> analysis = _Analysis.__new__(_Analysis)
+        >>> analysis._cones = {"q": ((), frozenset(), frozenset(), frozenset({"%r1@join3"}), {})}
+        >>> analysis.joins_read("q")
+        frozenset({('%r1', 3)})
+        """
+        cone = self._cone(name)
+        if cone is None:
+            return frozenset()
+        return frozenset((key, int(block)) for key, block in (version.rsplit("@join", 1) for version in cone[3]))
+
+    _CONE_LIMIT = 256
+
+    def _cone(self, name: Hashable) -> Cone | None:
+        """`_definitions_back_to_joins` of the versions query `name` reads, found once for
+        each query and each set of versions (the copies of one ring read the same)."""
+        cone: Cone | None | Literal[False] = self._cones.get(name, False)
+        if cone is False:
+            block, _, operand = self.queries[name]
+            at: Point = ("query", name, block)
+            start = tuple(sorted((key, self.uses.get((at, key), key)) for key in self.sources_of(block, operand)))
+            cone = self._cones_from.get(start, False)
+            if cone is False:
+                cone = self._cones_from[start] = self._definitions_back_to_joins(start)
+            self._cones[name] = cone
+        return cone
+
+    def _again(self, name: Hashable, sites: Sequence[Site], versions: Set[str], key: Hashable,
+               special: dict[str, tuple[int, int]], pins: Mapping[str, Value]) -> Value:
+        """Query `name`'s value with the definitions at `sites` (in the order they run)
+        evaluated again under the special register ranges `special` and the join versions
+        `pins` set to theirs, the `versions` they define afresh; what the evaluations under
+        one `key` (a thread range, a set of pins) computed is kept for the next query asked
+        under it."""
+        found = self._again_under.get(key)
+        if found is None:  # what earlier accesses computed under it
+            overlay = _Overlay(self.values)
+            overlay.update(pins)
+            found = self._again_under[key] = (set(), overlay, {})
         done, overlay, counts = found
-        values, updates, special = self.values, self.updates, self.special
+        values, updates, kept_special = self.values, self.updates, self.special
         try:
-            self.values, self.updates, self.special = overlay, counts, {**special, register: (low, high)}
+            self.values, self.updates, self.special = overlay, counts, special
             if not done.issuperset(sites):
                 for version in versions:
                     if version not in overlay:
-                        overlay[version] = ()  # evaluated afresh for the range, not joined with all threads'
+                        overlay[version] = ()  # evaluated afresh, not joined with the fixpoint's value
                 self.dirty = []
                 for site in sites:
                     if site not in done:
@@ -564,37 +648,42 @@ class _Analysis:
             block, _, operand = self.queries[name]
             return self.evaluate(block, operand, ("query", name, block))
         finally:
-            self.values, self.updates, self.special = values, updates, special
+            self.values, self.updates, self.special = values, updates, kept_special
 
-    _CONE_LIMIT = 256
-
-    def _thread_cone(self, name: Hashable, register: str) -> Cone | None:
-        """The definitions query `name` is computed from, back to joins, loads and
-        registers defined nowhere, in the order they run, and the versions they define;
-        None when none of them reads `register`, when there are more than `_CONE_LIMIT`,
-        or when one reads a version defined after it (a register read before its only
-        definition, around a loop)."""
-        block, _, operand = self.queries[name]
+    def _definitions_back_to_joins(self, start: Sequence[tuple[str, str]]) -> Cone | None:
+        """The definitions the ``(register, version)`` pairs `start` (what a query reads)
+        are computed from, back to joins, loads and registers defined nowhere, in the
+        order they run, the versions they define, the special registers they read, the
+        join versions they read and the versions each defines; None when there are more
+        than `_CONE_LIMIT`, or when one reads a version defined after it (a register read
+        before its only definition, around a loop)."""
         site_of = self._site_of
-        work: list[tuple[Point, str]] = [(("query", name, block), key) for key in self.sources_of(block, operand)]
+        work: list[tuple[Point | None, str]] = [(None, key) for key, _ in start]
+        started = dict(start)
         sites: set[Site] = set()
         versions: set[str] = set()
+        joins: set[str] = set()
+        defines: dict[Site, list[str]] = {}  # site -> the versions it defines
         reads: list[tuple[Point, Site]] = []  # (reading site, site of the version read)
         while work:
             at, key = work.pop()
-            version = self.uses.get((at, key), key)
+            version = started[key] if at is None else self.uses.get((at, key), key)
             site = site_of.get(version)
             only = set(self.definitions().get(key, ())) if site is None and version == key else ()
             if len(only) == 1:
                 site = next(iter(only))
             if site is None or site not in self.rules:
+                if "@join" in version:
+                    joins.add(version)
                 continue  # a join, an entry value, or nothing defines it: its value stands
             if self.flow.blocks[site[0]].heads[site[1]][2] == "shfl" and \
                     not uniform_broadcast(self, site[0], site[1], self.definitions()):
                 continue  # another lane's value, which the range's own index does not give: it stands
-            if at[0] != "query":
+            if at is not None:
                 reads.append((at, site))
-            versions.add(version)
+            if version not in versions:
+                versions.add(version)
+                defines.setdefault(site, []).append(version)
             if site in sites:
                 continue
             sites.add(site)
@@ -604,10 +693,11 @@ class _Analysis:
         order: dict[Point, tuple[int, int]] = {site: (self._rank.get(site[0], -1), site[1]) for site in sites}
         if any(order[source] >= order[reader] for reader, source in reads):
             return None
-        if not any(operand.kind == "special" and operand.name == register
-                   for b, p in sites for operand in self.flow.blocks[b].instructions[p].operands[1:]):
-            return None
-        return tuple(sorted(sites, key=order.__getitem__)), frozenset(versions)
+        specials = frozenset(operand.name for b, p in sites
+                             for operand in self.flow.blocks[b].instructions[p].operands[1:]
+                             if operand.kind == "special" and operand.name is not None)
+        return (tuple(sorted(sites, key=order.__getitem__)), frozenset(versions), specials, frozenset(joins),
+                {site: tuple(found) for site, found in defines.items()})
 
     def _rename(self, definitions: Definitions, rules: Mapping[Site, SourcedRule], queries: Queries,
                 conditions: Mapping[int, Condition], keys: Iterable[str]) -> Joins:

@@ -210,6 +210,16 @@ def constant(value: Value) -> int | None:
     return None
 
 
+def may_be(value: Value, n: int) -> bool:
+    """Whether `value` holds the number `n` (a number atom whose interval and step take it).
+
+    >>> may_be(number(-1, 2), -1), may_be(number(0, 8, 4), 2), may_be(TOP, 2)
+    (True, False, False)
+    """
+    return any(atom.form == NUM and atom.lo <= n <= atom.hi and (n - atom.lo) % max(atom.step, 1) == 0
+               for atom in value)
+
+
 def integers(value: Value, limit: int) -> frozenset[int] | None:
     """The integers a value may stand for, when they are all in ``[0, limit)``; else None.
 
