@@ -149,7 +149,7 @@ class Hook:
             if self.passes:
                 return self._rewrite(ptx, metadata, name, start)
             module = ptxkit.parse(ptx, name)
-            report = fence_module(module, self.options, rewrite=self.mode == "fence")
+            report = fence_module(module, self.options, rewrite=self.mode == "fence", warn=False)
         except Exception as err:  # PTX it cannot read, a failing pass, or a bug in ptxkit
             problem = _problem(name, err)
             if self.on_error == "fail":

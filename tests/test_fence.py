@@ -530,6 +530,10 @@ def test_warnings():
     assert run(sample("x24a_cp_async_ring_waits_for_the_stage_it_reads"), "x24a")[1].warnings == []
     _, report = run(sample("x24b_cp_async_ring_reads_a_stage_still_in_flight"), "x24b")
     assert [(w.line, "in flight" in w.text) for w in report.warnings] == [(60, True)]
+    # the ptxas wrapper and the Triton hook show no warnings, and ask for none
+    text = sample("02b_cp_async_without_wait")
+    quiet = fence_module(ptxkit.parse(text, "02b.ptx"), options_of(text), rewrite=False, warn=False)
+    assert quiet.warnings == [] and [f.line for f in quiet.fences] == [f.line for f in run(text, "02b")[1].fences]
     assert run(sample("02_cp_async_then_wgmma"), "02")[1].warnings == []
     text = sample("07_wgmma_marked_async").replace("wgmma.mma_async.sync", "wgmma.mma_async_v2.sync")
     fenced, report = run(text, "07")

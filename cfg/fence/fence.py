@@ -4,10 +4,11 @@ in one thread or handed between threads (docs/fence.md).
 
 The library API (the contract other tools code against):
 
-- `fence_module(module, options, rewrite=True) -> FenceReport` rewrites a parsed
-  module in place (only the inserted lines change, plus the labels of created loop
-  preheaders and the branches redirected to them) and says what it did and why; with
-  ``rewrite=False`` it changes nothing and reports the missing fences (check mode).
+- `fence_module(module, options, rewrite=True, warn=True) -> FenceReport` rewrites a
+  parsed module in place (only the inserted lines change, plus the labels of created
+  loop preheaders and the branches redirected to them) and says what it did and why;
+  with ``rewrite=False`` it changes nothing and reports the missing fences (check
+  mode); with ``warn=False`` it looks for no copies in flight (the warnings only).
   `FenceReport.lines` maps the input's lines to the output's.
 - `fence_text(text, filename, **options) -> (text, FenceReport)` parses, fences and
   prints.
@@ -428,12 +429,15 @@ class FenceReport:
         return "\n".join(lines) + "\n"
 
 
-def fence_module(module: Module, options: FenceOptions | None = None, rewrite: bool = True) -> FenceReport:
+def fence_module(module: Module, options: FenceOptions | None = None, rewrite: bool = True,
+                 warn: bool = True) -> FenceReport:
     """Insert the missing proxy fences of a parsed module (see the module docstring).
 
     With ``rewrite=False`` nothing changes and `FenceReport.missing` lists the fences
-    the pass would insert. Raises `PtxSyntaxError` for malformed input (for example a
-    branch to an unknown label).
+    the pass would insert. With ``warn=False`` the report has no in-flight warnings
+    (`Solution.in_flight` is not asked: the ptxas wrapper and the Triton hook show none).
+    Raises `PtxSyntaxError` for malformed input (for example a branch to an unknown
+    label).
 
     >>> import ptxkit
     >>> m = ptxkit.parse_file("samples/fence/14b_hoist_out_of_loop.ptx")
@@ -446,7 +450,7 @@ def fence_module(module: Module, options: FenceOptions | None = None, rewrite: b
     report.skipped = check_target(module)
     if report.skipped:
         return report
-    for result in analyse_module(module, options):
+    for result in analyse_module(module, options, warn=warn):
         report.fences.extend(result.sites)
         report.warnings.extend(result.warnings)
         report.edits.extend(result.edits)
@@ -537,7 +541,7 @@ class FunctionResult(Record):
 
 
 def analyse_module(module: Module, options: FenceOptions | None = None,
-                   everything: bool = False) -> Iterator[FunctionResult]:
+                   everything: bool = False, warn: bool = True) -> Iterator[FunctionResult]:
     """Analyse every kernel (with the functions it calls inlined) and every function
     no kernel calls, and plan their fences. Changes nothing.
 
@@ -575,16 +579,18 @@ def analyse_module(module: Module, options: FenceOptions | None = None,
     used_labels: set[str] = set()
     for function in roots:
         yield _function_result(KernelAnalysis(function, options.analysis, flow=inlined_graph(function, functions)),
-                               options, used_labels)
+                               options, used_labels, warn)
 
 
-def _function_result(analysis: KernelAnalysis, options: FenceOptions, used_labels: set[str]) -> FunctionResult:
-    """`analysis`'s planned fences, their report entries, edits and warnings (a function
-    of its own, so that `analyse_module`'s frame keeps no reference to an analysis
-    while it builds the next one)."""
+def _function_result(analysis: KernelAnalysis, options: FenceOptions, used_labels: set[str],
+                     warn: bool = True) -> FunctionResult:
+    """`analysis`'s planned fences, their report entries, edits and warnings (in-flight
+    ones only with `warn`; a function of its own, so that `analyse_module`'s frame keeps
+    no reference to an analysis while it builds the next one)."""
     plans, solution = plan_fences(analysis, options.placement, options.fence_side)
     warnings = [FenceWarning.of("unknown-opcode", node, message) for node, message in analysis.warnings]
-    warnings += [FenceWarning.of("in-flight", node, message) for node, message in solution.in_flight()]
+    if warn:
+        warnings += [FenceWarning.of("in-flight", node, message) for node, message in solution.in_flight()]
     sites, edits = _sites_and_edits(analysis, plans, options, used_labels)
     return FunctionResult(solution, plans, sites, warnings, edits)
 

@@ -564,7 +564,7 @@ def _fence(path: str, data: bytes, mode: str, private: str) -> _Prepared:
 
     try:
         module = ptxkit.parse(data, path)
-        report = fence_module(module, FenceOptions(), rewrite=(mode == "fence"))
+        report = fence_module(module, FenceOptions(), rewrite=(mode == "fence"), warn=False)
     except PtxSyntaxError as err:
         failure = _PassFailure(path, f"{err.message} (column {err.column})", err.line)
     except UnicodeDecodeError as err:
