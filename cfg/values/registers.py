@@ -657,7 +657,8 @@ class _Analysis:
         join versions they read and the versions each defines; None when there are more
         than `_CONE_LIMIT`, or when one reads a version defined after it (a register read
         before its only definition, around a loop)."""
-        site_of = self._site_of
+        site_of, uses, rules, blocks, definitions = self._site_of, self.uses, self.rules, self.flow.blocks, \
+            self.definitions()
         work: list[tuple[Point | None, str]] = [(None, key) for key, _ in start]
         started = dict(start)
         sites: set[Site] = set()
@@ -667,17 +668,18 @@ class _Analysis:
         reads: list[tuple[Point, Site]] = []  # (reading site, site of the version read)
         while work:
             at, key = work.pop()
-            version = started[key] if at is None else self.uses.get((at, key), key)
+            version = started[key] if at is None else uses.get((at, key), key)
             site = site_of.get(version)
-            only = set(self.definitions().get(key, ())) if site is None and version == key else ()
-            if len(only) == 1:
-                site = next(iter(only))
-            if site is None or site not in self.rules:
+            if site is None and version == key:
+                only = set(definitions.get(key, ()))
+                if len(only) == 1:
+                    site = next(iter(only))
+            if site is None or site not in rules:
                 if "@join" in version:
                     joins.add(version)
                 continue  # a join, an entry value, or nothing defines it: its value stands
-            if self.flow.blocks[site[0]].heads[site[1]][2] == "shfl" and \
-                    not uniform_broadcast(self, site[0], site[1], self.definitions()):
+            if blocks[site[0]].heads[site[1]][2] == "shfl" and \
+                    not uniform_broadcast(self, site[0], site[1], definitions):
                 continue  # another lane's value, which the range's own index does not give: it stands
             if at is not None:
                 reads.append((at, site))
@@ -689,12 +691,11 @@ class _Analysis:
             sites.add(site)
             if len(sites) > self._CONE_LIMIT:
                 return None
-            work.extend((site, source) for source in self.rules[site][1])
+            work.extend((site, source) for source in rules[site][1])
         order: dict[Point, tuple[int, int]] = {site: (self._rank.get(site[0], -1), site[1]) for site in sites}
         if any(order[source] >= order[reader] for reader, source in reads):
             return None
-        specials = frozenset(operand.name for b, p in sites
-                             for operand in self.flow.blocks[b].instructions[p].operands[1:]
+        specials = frozenset(operand.name for b, p in sites for operand in blocks[b].instructions[p].operands[1:]
                              if operand.kind == "special" and operand.name is not None)
         return (tuple(sorted(sites, key=order.__getitem__)), frozenset(versions), specials, frozenset(joins),
                 {site: tuple(found) for site, found in defines.items()})
