@@ -160,7 +160,7 @@ def test_warnings_and_notes_go_to_stderr(capsys):
     assert main(["fence", str(FENCES / "02b_cp_async_without_wait.ptx")]) == 0
     out, err = capsys.readouterr()
     assert out == expected(FENCES / "02b_cp_async_without_wait.ptx")
-    assert err.startswith(f"{FENCES / '02b_cp_async_without_wait.ptx'}:37:2: warning: a cp.async write may still")
+    assert err.startswith(f"{FENCES / '02b_cp_async_without_wait.ptx'}:37:2: warning: the cp.async write at line 34 may still")
     gate = FENCES / "x11_version_gate.ptx"
     assert main(["fence", str(gate)]) == 0
     out, err = capsys.readouterr()

@@ -56,7 +56,7 @@ def in_flight_lines(text: str) -> list[int]:
            if event.kind is Kind.ASYNC]
     assert ops
     return [flow.blocks[block].instructions[event.position].line
-            for block, event in overlapping_in_flight(flow, events, ops)]
+            for block, event, _ in overlapping_in_flight(flow, events, ops)]
 
 
 def straight(first: str, wait: str) -> str:

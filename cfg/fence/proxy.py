@@ -1298,10 +1298,15 @@ class Solution:
                  if event.kind is Kind.ASYNC and analysis.plane(state, IN_FLIGHT) & self._need_masks[id(event)][0]]
         if not named:
             return []
-        return [(analysis.flow.blocks[block].instructions[event.position],
-                 "a cp.async write may still be in flight here (no cp.async.wait_group 0 or "
-                 "cp.async.wait_all on some path): a proxy fence does not wait for it")
-                for block, event in overlapping_in_flight(analysis.flow, analysis._classified, named)]
+        blocks = analysis.flow.blocks
+        found = []
+        for block, event, copy in overlapping_in_flight(analysis.flow, analysis._classified, named):
+            line = blocks[copy[0]].instructions[copy[1].position].line if copy is not None else None
+            write = f"the cp.async write at line {line}" if line is not None else "a cp.async write"
+            found.append((blocks[block].instructions[event.position],
+                          f"{write} may still be in flight here (no wait completes its group on some path): "
+                          "a proxy fence does not wait for it"))
+        return found
 
     def generated_spaces(self, block: int) -> int:
         """The spaces of the facts block `block` makes pending (its accesses, what its

@@ -35,11 +35,11 @@ may share a byte is the op reported.
 ...     flow = inlined_graph(ptxkit.parse(text).function("k"))
 ...     events = classify(flow, EventOptions())
 ...     ops = [(0, e) for e in events.by_block[0] if e.kind is Kind.ASYNC]
-...     return [e.position for _, e in overlapping_in_flight(flow, events, ops)]
+...     return [(e.position, copy[1].position) for _, e, copy in overlapping_in_flight(flow, events, ops)]
 >>> reported(text)  # only the copy into [4096, 4112) may be pending: the wgmma reads [0, 2048)
 []
 >>> reported(text.replace("wait_group 1", "wait_group 2"))  # the first copy may be pending too
-[10]
+[(10, 2)]
 """
 
 from __future__ import annotations
@@ -82,15 +82,23 @@ _STATES = 64
 
 
 def overlapping_in_flight(flow: FlowGraph, events: Events, ops: Sequence[tuple[int, Event]]
-                          ) -> list[tuple[int, Event]]:
+                          ) -> list[tuple[int, Event, tuple[int, Event] | None]]:
     """The ``(block, event)`` async ops of `ops`, of `events` (`ptxkit.cfg.sync.events`),
-    that may touch bytes a ``cp.async`` of their own thread is still writing when they run
-    (all of `ops` where the search gives up); see the module docstring."""
+    that may touch bytes a ``cp.async`` of their own thread is still writing when they run,
+    each with the ``(block, event)`` of one such copy (all of `ops`, with None, where the
+    search gives up); see the module docstring."""
     rings = _Rings(flow, events, ops)
     reached = rings.search()
     if reached is None:
-        return list(ops)
-    return [(block, event) for block, event in ops if rings.overlapping(block, event, reached)]
+        return [(block, event, None) for block, event in ops]
+    found: list[tuple[int, Event, tuple[int, Event] | None]] = []
+    for block, event in ops:
+        copy = rings.overlapping(block, event, reached)
+        if copy is True:
+            found.append((block, event, None))
+        elif copy is not False:
+            found.append((block, event, copy))
+    return found
 
 
 class _Rings:
@@ -255,9 +263,10 @@ class _Rings:
                 for successor in flow.succ[block] for numbers, copies in runs]
 
     # -- the answer ------------------------------------------------------------------------------
-    def overlapping(self, block: int, event: Event, reached: dict[tuple[int, int], State]) -> bool:
-        """May the op `event` of `block` touch a byte of a copy still in flight there? (Yes
-        for an op the search never reached.)"""
+    def overlapping(self, block: int, event: Event, reached: dict[tuple[int, int], State]
+                    ) -> tuple[int, Event] | bool:
+        """A copy still in flight whose bytes the op `event` of `block` may touch there, as
+        ``(block, event)``; False where none may (True for an op the search never reached)."""
         found = reached.get((block, event.position))
         if found is None:
             return True
@@ -265,10 +274,10 @@ class _Rings:
             if not copies:
                 continue
             touched = self._bytes(block, event, numbers)
-            for index, _, issued in copies:
+            for index, _, issued in sorted(copies, key=lambda copy: copy[0]):
                 written = self._bytes(*self.copies[index], issued)
                 if any(overlaps(a, b) for a in touched for b in written):
-                    return True
+                    return self.copies[index]
         return False
 
     def _bytes(self, block: int, event: Event, numbers: Numbers) -> tuple[Location, ...]:
