@@ -140,6 +140,15 @@ def test_the_search_gives_up_on_a_counter_without_bound(monkeypatch):
     assert in_flight_lines(RING) == [] and searched[-1] is not None
 
 
+@pytest.mark.pure  # patches a constant the compiled module reads directly
+def test_the_search_gives_up_past_its_budget_of_steps(monkeypatch):
+    """x24a's ring runs some 400 instructions in the search; with a budget of 100 the
+    search stops, and the op keeps its report."""
+    assert in_flight_lines(RING) == []
+    monkeypatch.setattr(groups, "_STEPS", 100)
+    assert in_flight_lines(RING) == [RING_WGMMA]
+
+
 # -- a property: random rings against a run of the ring itself ------------------------------
 
 RING_HEAD = """.version 8.0

@@ -77,8 +77,11 @@ if TYPE_CHECKING:
 __all__ = ["overlapping_in_flight"]
 
 #: Different `Numbers` a block may start with before the search gives up (a register
-#: that counts trips without bound); then every op keeps its report.
-_STATES = 64
+#: that counts trips without bound), and instructions it may run in all (a state run
+#: through an instruction counts one: Triton's rings take under 10,000, a CUTLASS kernel
+#: whose addresses read counters 0.4-2 million before the first limit, 0.1-0.5 s); then
+#: every op keeps its report.
+_STATES, _STEPS = 64, 100_000
 
 
 def overlapping_in_flight(flow: FlowGraph, events: Events, ops: Sequence[tuple[int, Event]]
@@ -192,7 +195,8 @@ class _Rings:
     # -- the search ------------------------------------------------------------------------------
     def search(self) -> dict[tuple[int, int], State] | None:
         """(block, position) of each op of interest -> what a thread may hold just before
-        it; None when some block starts with more than `_STATES` different numbers."""
+        it; None when some block starts with more than `_STATES` different numbers, or
+        the search would run more than `_STEPS` instructions."""
         flow = self.flow
         width = len(self.names) + len(self.joins)
         entry: list[State] = [{} for _ in range(len(flow))]
@@ -200,9 +204,13 @@ class _Rings:
         reached: dict[tuple[int, int], State] = {}
         work = [0]
         queued = {0}
+        steps = 0
         while work:
             block = work.pop()
             queued.discard(block)
+            steps += len(entry[block]) * len(flow.blocks[block].heads)
+            if steps > _STEPS:
+                return None
             for successor, numbers, copies in self._run(block, entry[block], reached):
                 numbers = self._entered(successor, numbers)
                 old = entry[successor].get(numbers)
