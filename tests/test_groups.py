@@ -18,18 +18,22 @@ from conftest import SAMPLES
 
 RING = (SAMPLES / "fence" / "x24a_cp_async_ring_waits_for_the_stage_it_reads.ptx").read_text()
 
-#: One thread copies 16 bytes into stage 0 ([0, 16)) and stage 1 ([4096, 4112)) of a
-#: 1024-aligned array; the wgmma reads [0, 2048) through its descriptor (m64n8k16, no
-#: swizzle): only the stage-0 copy can meet it.
-STRAIGHT = """.version 8.0
+#: The kernels of these tests: `k(a, n)`, a global pointer and a count.
+HEAD = """.version 8.0
 .target sm_90a
 .address_size 64
 .visible .entry k(.param .u64 a, .param .u32 n)
 {
-	.reg .pred %p<4>;
-	.reg .b32 %r<8>;
-	.reg .b64 %rd<4>;
-	.shared .align 1024 .b8 s[8192];
+	.reg .pred %p<8>;
+	.reg .b32 %r<32>;
+	.reg .b64 %rd<8>;
+	.reg .f32 %f<8>;
+"""
+
+#: One thread copies 16 bytes into stage 0 ([0, 16)) and stage 1 ([4096, 4112)) of a
+#: 1024-aligned array; the wgmma reads [0, 2048) through its descriptor (m64n8k16, no
+#: swizzle): only the stage-0 copy can meet it.
+STRAIGHT = HEAD + """	.shared .align 1024 .b8 s[8192];
 	ld.param.u64 %rd1, [a];
 	ld.param.u32 %r4, [n];
 	setp.ne.u32 %p1, %r4, 0;
@@ -151,18 +155,9 @@ def test_the_search_gives_up_past_its_budget_of_steps(monkeypatch):
 
 # -- a property: random rings against a run of the ring itself ------------------------------
 
-RING_HEAD = """.version 8.0
-.target sm_90a
-.address_size 64
-.visible .entry k(.param .u64 k_param_0, .param .u32 k_param_1)
-{
-	.reg .pred %p<8>;
-	.reg .b32 %r<32>;
-	.reg .b64 %rd<8>;
-	.reg .f32 %f<8>;
-	.shared .align 1024 .b8 smem[STAGE_BYTES];
-	ld.param.u64 %rd1, [k_param_0];
-	ld.param.u32 %r9, [k_param_1];
+RING_HEAD = HEAD + """	.shared .align 1024 .b8 smem[STAGE_BYTES];
+	ld.param.u64 %rd1, [a];
+	ld.param.u32 %r9, [n];
 	mov.u32 %r1, smem;
 	mov.u32 %r2, %tid.x;
 	and.b32 %r3, %r2, 127;
