@@ -16,9 +16,10 @@ from __future__ import annotations
 from ptxkit._records import TYPE_CHECKING
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.isa import TYPE_BITS
+from ptxkit.isa_eval import operation
 
 if TYPE_CHECKING:
-    from collections.abc import Container, Sequence
+    from collections.abc import Callable, Container, Sequence
 
     from ptxkit.cfg.flow.graph import HeadTuple
     from ptxkit.instruction import Operand
@@ -128,6 +129,34 @@ def operand_reads(operand: Operand, plain: Container[str]) -> list[str]:
     for element in operand.elements:
         found.extend(operand_reads(element, plain))
     return found
+
+
+def integer_computation(opcode: str, operands: Sequence[Operand], name_of: Callable[[Operand], str | None]
+                        ) -> tuple[Callable[..., int | None], int, tuple[int | str, ...]] | None:
+    """How an integer instruction computes its first operand from the others, decoded
+    once: `ptxkit.isa_eval`'s ``apply`` and ``bits`` for `opcode`, and each source as a
+    number (an immediate) or the name `name_of` gives it (None there, or an opcode the
+    evaluator does not model or with another count of sources: None).
+
+    >>> from ptxkit import parse_statement
+    >>> node = parse_statement("add.s32 %r2, %r1, 4;")
+    >>> apply, bits, sources = integer_computation("add.s32", node.operands, lambda o: o.name)
+    >>> bits, sources, apply(3, 4), integer_computation("add.f32", node.operands, lambda o: o.name)
+    (32, ('%r1', 4), 7, None)
+    """
+    evaluated = operation(opcode)
+    if evaluated is None or evaluated.arity != len(operands) - 1:
+        return None
+    sources: list[int | str] = []
+    for operand in operands[1:]:
+        if operand.kind == "immediate" and isinstance(operand.value, int):
+            sources.append(operand.value)
+            continue
+        name = name_of(operand)
+        if name is None:  # a special register, a float, an address
+            return None
+        sources.append(name)
+    return evaluated.apply, evaluated.bits, tuple(sources)
 
 
 def register_and_constant(operands: Sequence[Operand]) -> tuple[str, int] | None:

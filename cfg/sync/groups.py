@@ -45,12 +45,11 @@ may share a byte is the op reported.
 from __future__ import annotations
 
 from ptxkit._records import TYPE_CHECKING
-from ptxkit.cfg.flow.operands import destinations, operand_reads
+from ptxkit.cfg.flow.operands import destinations, integer_computation, is_register, operand_reads
 from ptxkit.cfg.sync.events import Kind
 from ptxkit.cfg.sync.locations import overlaps
 from ptxkit.cfg.values.divergence import definitions, qualified
 from ptxkit.cfg.values.symbols import PLAIN_REGISTERS
-from ptxkit.isa_eval import operation
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -172,20 +171,15 @@ class _Rings:
         found: list[Decoded] = []
         for block, position in self.defined.get(name, ()):
             instruction, head = flow.blocks[block].instructions[position], flow.blocks[block].heads[position]
-            evaluated = operation(head[1])
-            operands = instruction.operands
-            if evaluated is None or evaluated.arity != len(operands) - 1 or \
-                    len(destinations(instruction, head, plain[block])) != 1:
+            if len(destinations(instruction, head, plain[block])) != 1:
                 return None
-            sources: list[int | str] = []
-            for operand in operands[1:]:
-                if operand.kind == "immediate" and isinstance(operand.value, int):
-                    sources.append(operand.value)
-                elif operand.kind == "register" or (operand.kind == "symbol" and operand.name in plain[block]):
-                    sources.append(qualified(flow, block, operand.name))
-                else:  # a special register, a symbol's address, a float
-                    return None
-            found.append((evaluated.apply, evaluated.bits, tuple(sources)))
+            decoded = integer_computation(head[1], instruction.operands,
+                                          lambda operand: qualified(flow, block, operand.name)
+                                          if operand.name is not None and is_register(operand, plain[block])
+                                          else None)
+            if decoded is None:
+                return None
+            found.append(decoded)
         return found or None
 
     def _resolved(self, decoded: Decoded) -> Computation:

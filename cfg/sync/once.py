@@ -43,7 +43,7 @@ from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.dataflow import bits
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.loops import loop_forest
-from ptxkit.cfg.flow.operands import destinations
+from ptxkit.cfg.flow.operands import destinations, integer_computation
 from ptxkit.cfg.sync.events import Kind, on_an_mbarrier
 from ptxkit.cfg.sync.locations import CLUSTER, overlaps
 from ptxkit.cfg.values.divergence import conditional, definitions, guard_of, qualified
@@ -630,18 +630,9 @@ def _folding(head: HeadTuple, operands: Sequence[Operand], names: dict[str, str]
         return None
     if base == "selp":
         return _GENERAL
-    evaluated = operation(opcode)
-    if evaluated is None or evaluated.arity != len(operands) - 1:
-        return None
-    sources: list[int | str] = []
-    for operand in operands[1:]:
-        if operand.kind == "immediate" and isinstance(operand.value, int):
-            sources.append(operand.value)
-        elif operand.kind in _NAMED and operand.name is not None:
-            sources.append(names[operand.name])
-        else:  # a special register, a float: never one number
-            return None
-    return evaluated.apply, tuple(sources)
+    found = integer_computation(opcode, operands, lambda operand: names[operand.name]
+                                if operand.kind in _NAMED and operand.name is not None else None)
+    return None if found is None else (found[0], found[2])
 
 
 def _constant(operand: Operand, names: dict[str, str], state: State) -> frozenset[int] | None:
