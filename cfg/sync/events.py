@@ -380,15 +380,15 @@ class _Classifier:
         built = self.rebuild.get((block, event.position))
         if built is None or not entry_values:
             return None
-        pinned = {}
+        narrowed = {}
         for key in self._asked_at(block, event.position):
             value = self.pinned(key, entry_values)
             if value is not None:
-                pinned[key] = value
-        if not pinned:
+                narrowed[key] = value
+        if not narrowed:
             return None
         values = self.values
-        self.values = {**values, **pinned}
+        self.values = {**values, **narrowed}
         try:
             same = next((other for other in built(self) if other.kind is event.kind), None)
         finally:
