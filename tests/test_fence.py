@@ -869,6 +869,64 @@ def test_fences_after_the_accesses_serve_what_the_issuer_fences_ordered_on_the_w
     assemble(fenced, arch="sm_90a")
 
 
+#: 128 threads store the first half of `buf`, meet at bar.sync 0, store the second half
+#: and meet again; threads 0, 32 and 64 each TMA-store the whole buffer under their own
+#: guard. Each half is written by one run of stores that a bar.sync ends.
+TWO_RUNS_THREE_ISSUERS = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .align 64 .b8 k_tmap[128])
+.reqntid 128, 1, 1
+{
+.reg .pred %p<4>;
+.reg .b32 %r<16>;
+.reg .b64 %rd<4>;
+.shared .align 128 .b8 buf[4096];
+\tmov.u32 %r1, %tid.x;
+\tmov.u32 %r2, buf;
+\tshl.b32 %r3, %r1, 4;
+\tadd.s32 %r4, %r2, %r3;
+\tmov.u32 %r6, 0;
+\tst.shared.v4.b32 [%r4], {%r6, %r6, %r6, %r6};
+\tbar.sync 0;
+\tst.shared.v4.b32 [%r4+2048], {%r6, %r6, %r6, %r6};
+\tbar.sync 0;
+\tmov.u64 %rd1, k_tmap;
+\tsetp.eq.u32 %p1, %r1, 0;
+\t@!%p1 bra NOT0;
+\tcp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r6, 0}], [%r2];
+\tbra.uni DONE;
+NOT0:
+\tsetp.eq.u32 %p2, %r1, 32;
+\t@!%p2 bra NOT32;
+\tcp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r6, 32}], [%r2];
+\tbra.uni DONE;
+NOT32:
+\tsetp.eq.u32 %p3, %r1, 64;
+\t@!%p3 bra DONE;
+\tcp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r6, 64}], [%r2];
+DONE:
+\tret;
+}
+"""
+
+
+def test_each_fence_after_a_run_of_accesses_names_an_access_of_its_own_run():
+    """docs/fence.md §6.2: the three issuers' fences give way to one fence after each run
+    of stores, and every copy reads both halves, so both fences serve all three copies.
+    The pairs each lists start at its own run's store: the witnesses, taken before the
+    runs were found, all started at the first half's store, and the fence after the
+    second half named a store that the first fence orders (FlashInfer's fp8 prefill)."""
+    lines = TWO_RUNS_THREE_ISSUERS.splitlines()
+    first, second = (lines.index(f"\tst.shared.v4.b32 [%r4{offset}], {{%r6, %r6, %r6, %r6}};") + 1
+                     for offset in ("", "+2048"))
+    fenced, report = fence_text(TWO_RUNS_THREE_ISSUERS, "k.ptx")
+    assert [(site.placement, site.where, site.line) for site in report.fences] == [
+        ("access", "after", first), ("access", "after", second)]
+    assert [[pair.access.line for pair in site.pairs] for site in report.fences] == [[first] * 3, [second] * 3]
+    assert not fence_text(fenced, "k.ptx", rewrite=False)[1].missing
+
+
 def test_a_writer_side_fence_before_a_guarded_arrive_is_unguarded():
     """h08b with the consumer's tile offset left undefined (found by the fuzz test): its
     wgmma may read the producer's scale stage, which threads 0-63 store and hand over at

@@ -311,6 +311,7 @@ def _fewer_after_the_accesses(solution: Solution, placed: list[_Placed]) -> tupl
         solution = solution.with_fences(_with(others, tried))
         left = [need for need in solution.needs() if id(need.event) not in kept]
         if not left and all(plan.needs for plan, _ in tried):
+            tried = _witnessed_by_their_runs(solution, others, tried, runs)
             return [(plan, fence) for plan, fence in placed if id(plan) not in moving] + tried, solution
         witnessed = [(need, solution.explain(need)) for need in left]  # traced while the new fences stand
         more = 0
@@ -349,6 +350,34 @@ def _fences_after_runs(analysis: KernelAnalysis, runs: list[tuple[int, int, int,
                             anchor=anchor, witnesses=tuple(w for _, w in served))
         tried.append((plan, _placed(analysis.flow, plan)))
     return tried
+
+
+def _witnessed_by_their_runs(solution: Solution, others: Fences, tried: list[_Put],
+                             runs: list[tuple[int, int, int, int]]) -> list[_Put]:
+    """`tried` (a fence after each of `runs`, in order, planned after `others`), each
+    witness naming an access of its own run. A fence serves every op its run's accesses
+    reach, whose witness, taken before the runs were found, may start at another run's
+    access (FlashInfer's fp8 prefill: the fences after its second to fifth V transposes
+    all named a store of the first, which the first fence orders). Those are taken
+    again with every other fence in place, so that only this run's accesses are left to
+    reach the op (docs/fence.md §6.2)."""
+    analysis = solution.analysis
+    out: list[_Put] = []
+    for index, ((plan, fence), (block, last, _, made)) in enumerate(zip(tried, runs)):
+        start = max((end for at, end, _, _ in runs if at == block and end < last), default=-1)
+        accesses = {id(analysis.flow.blocks[block].instructions[event.position])
+                    for fact in analysis.fact_list(made) for at, event in fact.origins
+                    if at == block and start < event.position <= last}
+        if all(id(witness[0].instruction) in accesses for witness in plan.witnesses):
+            out.append((plan, fence))
+            continue
+        without = solution.with_fences(_with(others, tried[:index] + tried[index + 1:]))
+        live = {id(need.event): need for need in without.needs()}
+        witnesses = tuple(witness if id(witness[0].instruction) in accesses or id(need.event) not in live
+                          else without.explain(live[id(need.event)], made)
+                          for need, witness in zip(plan.needs, plan.witnesses))
+        out.append((plan._replace(witnesses=witnesses), fence))
+    return out
 
 
 #: how many times `_fewer_after_the_accesses` makes the runs again for the ops the replaced

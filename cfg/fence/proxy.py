@@ -1347,11 +1347,13 @@ class Solution:
         return analysis.pending(state) | analysis.plane(state, CROSSED)
 
     # -- witnesses ------------------------------------------------------------------------------
-    def explain(self, need: Need) -> list[Step]:
+    def explain(self, need: Need, within: int = -1) -> list[Step]:
         """A witness for `need`: the access, (for a hand-off) the arrive and the wait,
-        and the async op, each with the blocks passed to get there."""
+        and the async op, each with the blocks passed to get there; the access one of
+        the facts of `within` (a mask; every fact by default) where one reaches the op."""
         analysis = self.analysis
-        pending = need.pending & analysis._hazard_masks[need.hazard] or need.pending
+        facts = need.pending & within or need.pending
+        pending = facts & analysis._hazard_masks[need.hazard] or facts
         target = Step("op", need.block, need.instruction)
         for fact in _precise_first(pending & analysis.plane(need.state, LOCAL), analysis.facts):
             path = self._trace(analysis._bit(LOCAL, fact), need.block, need.event)
