@@ -49,7 +49,7 @@ from __future__ import annotations
 import enum
 
 from ptxkit._records import TYPE_CHECKING, Record
-from ptxkit.cfg.fence.options import FENCE_SIDES, FENCE_VARIANTS, PLACEMENTS
+from ptxkit.cfg.fence.options import FENCE_VARIANTS
 from ptxkit.cfg.fence.proxy import (CROSSED, IMPORTED, IN_FLIGHT, LOCAL, Hazard, KernelAnalysis, Need, PlacedFence,
                                     fence_event)
 from ptxkit.cfg.flow.dominance import DominatorTree
