@@ -37,10 +37,12 @@ BUILDS = {"build", "build_ext", "bdist_wheel", "install"}
 #: (tests/test_typing.py), less those that stay interpreted: ``ptxkit._records`` (its run-time
 #: half is the ``else`` of ``if TYPE_CHECKING``), the protocols modules and the packages'
 #: ``__init__`` (nothing runs there), ``cfg.fence.fence`` (`FenceOptions` subclasses a record,
-#: which mypyc cannot compile), ``cfg.fence.dot`` (drawings, not the pass) and the parser's
-#: (``ptxkit.instruction``, ``declarations``, ``syntax``, ``parser``: typed, not compiled yet).
+#: which mypyc cannot compile), ``cfg.fence.dot`` (drawings, not the pass) and the parser's tree
+#: (``ptxkit.syntax``, whose node classes a rewriting pass may subclass or give attributes, and
+#: ``ptxkit.parser``, which builds them). Of the parser, what the pass calls for every
+#: instruction it reads (``ptxkit.instruction``, ``declarations``) is compiled.
 COMPILED_MODULES = (
-    "ptxkit.isa", "ptxkit.isa_eval",
+    "ptxkit.isa", "ptxkit.isa_eval", "ptxkit.instruction", "ptxkit.declarations",
     "ptxkit.cfg.flow.graph", "ptxkit.cfg.flow.inline", "ptxkit.cfg.flow.dominance", "ptxkit.cfg.flow.loops",
     "ptxkit.cfg.flow.dataflow", "ptxkit.cfg.flow.ssa", "ptxkit.cfg.flow.operands",
     "ptxkit.cfg.values.values", "ptxkit.cfg.values.arithmetic", "ptxkit.cfg.values.idioms",
