@@ -856,21 +856,27 @@ class _Analysis:
         return self._narrowed(reading_block(at), version, value)
 
     def _narrowed(self, block: int, version: str, value: Value) -> Value:
-        for narrow in narrowed_at(self._memo, self.narrowing, self.dominators, block).get(version, ()):
-            if not value:
-                break
-            value = narrow(self, value)
+        held = self._memo.get(block)  # `narrowed_at`'s memo, read here first: most reads find it
+        if held is None:
+            held = narrowed_at(self._memo, self.narrowing, self.dominators, block)
+        narrows = held.get(version)
+        if narrows is not None:
+            for narrow in narrows:
+                if not value:
+                    break
+                value = narrow(self, value)
         return value
 
     def assign(self, at: Point, key: str, value: Value, strong: bool, versioned: bool = False) -> None:
         """Record what the definition at `at` computes for `key`; a guarded one keeps the
         version it may leave in place too."""
-        version = key if versioned else self.defs.get((at, key), key)
-        kept = self.kept.get((at, key))
+        point = (at, key)
+        version = key if versioned else self.defs.get(point, key)
+        kept = self.kept.get(point)
         if kept is not None:
             value = join(value, self.values.get(kept, ()))
         old = self.values.get(version, ())
-        new = join(old, value)
+        new = join(old, value) if old else value
         if new == old:
             return
         count = self.updates.get(version, 0) + 1
