@@ -54,6 +54,7 @@ STRICT_MODULES = (
     "ptxkit.cfg.values.thread_sets",
     "ptxkit.cfg.values.conditions",
     "ptxkit.cfg.values.counters",
+    "ptxkit.cfg.values.lanes",
     "ptxkit.cfg.values.registers",
     "ptxkit.cfg.sync",
     "ptxkit.cfg.sync.locations",

@@ -73,6 +73,7 @@ from ptxkit.cfg.values.counters import (
     slice_offset, stepped_past, twin_of,
 )
 from ptxkit.cfg.values.frames import Frames, StackModel, observed, stack_frames
+from ptxkit.cfg.values.lanes import lane_table
 from ptxkit.cfg.values.idioms import SUM_OPCODES, quotient_of, remainder, rounding_add
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER, special_ranges
 from ptxkit.cfg.values.symbols import PLAIN_REGISTERS, TEMPLATES, symbol_regions, template_load
@@ -1135,6 +1136,11 @@ class _Analysis:
                 if ring is not None:
                     compute, extra = ring
                     sources.extend(extra)
+        if base == "shfl":
+            table = lane_table(self, block, position, operands, len(targets))
+            if table is not None:
+                compute, extra = table
+                sources.extend(extra)
         if base in RECOMPUTED and len(targets) == 1 and guard is None:
             twin = twin_of(self, block, position)
             if twin is not None:  # the same value computed before: what narrows that one narrows this
