@@ -216,9 +216,21 @@ class AccessPair(Record):
 
     def threads_text(self) -> str:
         """Who does what along a hand-off: thread A makes the access and arrives, each
-        next thread waits (and arrives again), the last issues the async operation."""
+        next thread waits (and arrives again), the last issues the async operation. A
+        witness that names the access without its way to the first arrive (handed on more
+        often than the witness follows, `ptxkit.cfg.fence.proxy`) says so.
+
+        >>> at = Place(7, 2, "st.shared.u32")
+        >>> arrive, wait, op = Place(8, 2, "bar.arrive"), Place(20, 2, "bar.sync"), Place(21, 2, "wgmma")
+        >>> AccessPair("raw", "shared::cta", at, op, handoff=(arrive, wait), path=(at, arrive, wait, op)).threads_text()
+        'thread A makes the access and arrives at line 8 (bar.arrive); thread B waits at line 20 (bar.sync) and issues the async operation'
+        >>> AccessPair("raw", "shared::cta", at, op, handoff=(arrive, wait), path=(arrive, wait, op)).threads_text()[:56]
+        'the access reaches thread A through hand-offs not shown;'
+        """
         hops = self._hops()
-        parts = [f"thread A makes the access and arrives at {hops[0][0]}"]
+        traced = self.access is None or not self.path or self.path[0] == self.access
+        parts = [f"thread A makes the access and arrives at {hops[0][0]}" if traced else
+                 f"the access reaches thread A through hand-offs not shown; thread A arrives at {hops[0][0]}"]
         for number, ((_, wait), (arrive, _)) in enumerate(zip(hops, hops[1:]), 1):
             parts.append(f"thread {chr(65 + number)} waits at {wait} and arrives at {arrive}")
         parts.append(f"thread {chr(65 + len(hops))} waits at {hops[-1][1]} and issues the async operation")
