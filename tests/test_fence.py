@@ -339,6 +339,18 @@ def test_one_fence_lists_every_pair_it_orders():
     assert "it orders 2 pairs:\n    (1) the generic-proxy write at line 32" in fence.explain()
 
 
+def test_a_fence_the_witness_passes_is_named_as_not_ordering_the_pair():
+    """x01's ``@%p1 fence`` may not run: the store reaches the wgmma past it. The report
+    names it rather than saying no fence lies in between; 13's witness passes none."""
+    (fence,) = run(sample("x01_predicated_fence_does_not_count"), "x01", rewrite=False)[1].fences
+    (pair,) = fence.pairs
+    assert [place.line for place in pair.fences] == [33]
+    assert pair.reason().endswith("with no proxy fence in between that orders it "
+                                  "(line 33 (@%p1 fence.proxy.async.shared::cta) does not)")
+    assert pair.to_json()["fences"] == [{"line": 33, "column": 2, "text": "@%p1 fence.proxy.async.shared::cta"}]
+    assert all(not pair.fences for pair in run(sample("13_hoist_out_of_if"), "13")[1].fences[0].pairs)
+
+
 def test_created_preheader_is_reported():
     fenced, report = run(sample("x16_created_preheader"), "x16")
     (fence,) = report.fences

@@ -41,6 +41,7 @@ from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.fence.options import EXTERN_POLICIES, FENCE_SIDES, PLACEMENTS, check_target
 from ptxkit.cfg.fence.placement import RELEASE_INITS, VARIANTS, Placement, PlannedFence, fence_text_for, plan_fences
 from ptxkit.cfg.fence.proxy import AnalysisOptions, Hazard, KernelAnalysis, Solution
+from ptxkit.cfg.sync.events import Kind
 from ptxkit.cfg.sync.locations import spaces_text
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER
 from ptxkit.isa import may_need_fence
@@ -162,7 +163,9 @@ class AccessPair(Record):
     ``--extern-policy strict``); `spaces`: the memory the access leaves pending;
     `handoff`: for an access made by another thread, the arrive and the wait it was
     handed over through; `path`: the witness, as places (the access, the start of each
-    block in between, the arrive and the wait, the op).
+    block in between, the arrive and the wait, the op); `fences`: the proxy fences the
+    witness passes, which do not order the pair (of another space, or of the CTA where
+    the cluster's is needed).
 
     >>> from pathlib import Path
     >>> text = Path("samples/fence/06b_tma_store_after_shared_store.ptx").read_text()
@@ -178,6 +181,7 @@ class AccessPair(Record):
     op_kind: str = "async"
     handoff: tuple[Place, ...] = ()
     path: tuple[Place, ...] = ()
+    fences: tuple[Place, ...] = ()
 
     def reason(self) -> str:
         """Why the pair needs a fence, in one sentence."""
@@ -197,7 +201,9 @@ class AccessPair(Record):
         handed = f", handed to the issuing thread through {', then '.join(hops)}" if hops else ""
         fence = "no fence.mbarrier_init.release.cluster or releasing cluster barrier" \
             if self.hazard == Hazard.INIT_CLUSTER.value else "no proxy fence"
-        return f"{source} of {self.spaces} may reach {target}{handed} with {fence} in between"
+        passed = " and ".join(str(place) for place in self.fences)
+        unordered = f" that orders it ({passed} {'does' if len(self.fences) == 1 else 'do'} not)" if passed else ""
+        return f"{source} of {self.spaces} may reach {target}{handed} with {fence} in between{unordered}"
 
     def _hops(self) -> list[tuple[Place, Place | None]]:
         """The hand-offs, earliest first: (arrive, wait), the wait None when the witness
@@ -239,7 +245,7 @@ class AccessPair(Record):
     def to_json(self) -> Json:
         return {**self._asdict(), "access": self.access._asdict() if self.access is not None else None,
                 "op": self.op._asdict(), "handoff": [place._asdict() for place in self.handoff],
-                "path": [place._asdict() for place in self.path]}
+                "path": [place._asdict() for place in self.path], "fences": [place._asdict() for place in self.fences]}
 
 
 class FenceSite(Record):
@@ -717,7 +723,31 @@ def _pair(analysis: KernelAnalysis, need: Need, witness: list[Step]) -> AccessPa
         op_kind=need.kind,
         handoff=tuple(handoff),
         path=tuple(path),
+        fences=tuple(_fences_passed(analysis, witness)),
     )
+
+
+def _fences_passed(analysis: KernelAnalysis, witness: list[Step]) -> list[Place]:
+    """The proxy fences on the witness's way within each thread, from each stop to the
+    next one whose `Step.via` names the blocks between (an arrive after an ``origin``, or a
+    wait after its arrive, has none). A fence there does not order the pair, or the
+    witness would not pass it: it orders other spaces, or the CTA's shared memory where
+    the pair needs the cluster's (CUTLASS's sm100 tile scheduler fences its read of the
+    cancel response ``.shared::cta``, docs/fence.md §8)."""
+    flow = analysis.flow
+    found: list[Place] = []
+    for previous, step in zip(witness, witness[1:]):
+        if not step.via:
+            continue
+        start = flow.blocks[previous.block].instructions.index(previous.instruction)
+        stop = flow.blocks[step.block].instructions.index(step.instruction)
+        last = len(step.via) - 1
+        for index, block in enumerate(step.via):
+            low = start + 1 if index == 0 else 0
+            high = stop if index == last else len(flow.blocks[block].instructions)
+            found.extend(Place.of(flow.blocks[block].instructions[event.position]) for event in analysis.events[block]
+                         if event.kind is Kind.FENCE and low <= event.position < high)
+    return found
 
 
 def _anchor(flow: FlowGraph, plan: PlannedFence) -> tuple[Node | None, str]:
