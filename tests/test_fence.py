@@ -881,46 +881,15 @@ def test_fences_after_the_accesses_serve_what_the_issuer_fences_ordered_on_the_w
     assemble(fenced, arch="sm_90a")
 
 
-#: 128 threads store the first half of `buf`, meet at bar.sync 0, store the second half
-#: and meet again; threads 0, 32 and 64 each TMA-store the whole buffer under their own
-#: guard. Each half is written by one run of stores that a bar.sync ends.
-TWO_RUNS_THREE_ISSUERS = """.version 8.0
-.target sm_90a
-.address_size 64
-.visible .entry k(.param .align 64 .b8 k_tmap[128])
-.reqntid 128, 1, 1
-{
-.reg .pred %p<4>;
-.reg .b32 %r<16>;
-.reg .b64 %rd<4>;
-.shared .align 128 .b8 buf[4096];
-\tmov.u32 %r1, %tid.x;
-\tmov.u32 %r2, buf;
-\tshl.b32 %r3, %r1, 4;
-\tadd.s32 %r4, %r2, %r3;
-\tmov.u32 %r6, 0;
-\tst.shared.v4.b32 [%r4], {%r6, %r6, %r6, %r6};
-\tbar.sync 0;
-\tst.shared.v4.b32 [%r4+2048], {%r6, %r6, %r6, %r6};
-\tbar.sync 0;
-\tmov.u64 %rd1, k_tmap;
-\tsetp.eq.u32 %p1, %r1, 0;
-\t@!%p1 bra NOT0;
-\tcp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r6, 0}], [%r2];
-\tbra.uni DONE;
-NOT0:
-\tsetp.eq.u32 %p2, %r1, 32;
-\t@!%p2 bra NOT32;
-\tcp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r6, 32}], [%r2];
-\tbra.uni DONE;
-NOT32:
-\tsetp.eq.u32 %p3, %r1, 64;
-\t@!%p3 bra DONE;
-\tcp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r6, 64}], [%r2];
-DONE:
-\tret;
-}
-"""
+#: THREE_ISSUERS_AND_OTHER without `other`, and with `buf` twice as large: 128 threads store
+#: the first half, meet at bar.sync 0, store the second half and meet again; threads 0, 32
+#: and 64 each TMA-store the whole buffer. Each half is one run of stores a bar.sync ends.
+TWO_RUNS_THREE_ISSUERS = THREE_ISSUERS_AND_OTHER.replace(
+    ".shared .align 128 .b8 buf[2048];\n.shared .align 128 .b8 other[128];\n",
+    ".shared .align 128 .b8 buf[4096];\n").replace(
+    "\tbar.sync 0;\n", "\tbar.sync 0;\n\tst.shared.v4.b32 [%r4+2048], {%r6, %r6, %r6, %r6};\n\tbar.sync 0;\n").replace(
+    "\tmov.u32 %r7, other;\n", "").replace("\tst.shared.u32 [%r7], %r6;\n", "").replace(
+    "\tcp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r6, 96}], [%r7];\n", "")
 
 
 def test_each_fence_after_a_run_of_accesses_names_an_access_of_its_own_run():
