@@ -73,8 +73,8 @@ from ptxkit.cfg.values.counters import (
     slice_offset, stepped_past, twin_of,
 )
 from ptxkit.cfg.values.frames import Frames, StackModel, observed, stack_frames
-from ptxkit.cfg.values.lanes import lane_table
 from ptxkit.cfg.values.idioms import SUM_OPCODES, quotient_of, remainder, rounding_add
+from ptxkit.cfg.values.lanes import lane_table
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER, special_ranges
 from ptxkit.cfg.values.symbols import PLAIN_REGISTERS, TEMPLATES, symbol_regions, template_load
 from ptxkit.isa import (
