@@ -43,9 +43,9 @@ if TYPE_CHECKING:
     from ptxkit.cfg.values.values import Value
     from ptxkit.instruction import Operand
 
-    #: What `_table` finds: the lane index's key and coefficient in ``x``, ``x``'s other
-    #: terms (key -> coefficient) and constant, ``S``, and ``y`` (an operand of the selp).
-    Table = tuple[str, int, dict[str, int], int, int, "Operand"]
+    #: What `_table` finds: the lane index's coefficient in ``x``, ``x``'s other terms
+    #: (key -> coefficient) and constant, ``S``, and ``y`` (an operand of the selp).
+    Table = tuple[int, dict[str, int], int, int, "Operand"]
 
 #: The lanes of a warp: an index outside them names lane ``index & 31`` (PTX ISA, ``shfl.sync``).
 _LANES = 32
@@ -68,11 +68,12 @@ def lane_table(analysis: Counting, block: int, position: int, operands: Sequence
     table = _table(analysis, prefix, register_name(operands[1]))
     if table is None:
         return None
-    lane, coefficient, terms, constant, bound, other = table
+    coefficient, terms, constant, bound, other = table
     index, entry = operands[2], prefix + register_name(operands[1])
     plain = analysis.plain(block)
-    reads = [prefix + name for name in operand_reads(index, plain)] + list(terms) + \
-        ([prefix + register_name(other)] if other.kind == "register" else [])
+    other_key = prefix + register_name(other) if other.kind == "register" else None
+    reads = [prefix + name for name in operand_reads(index, plain)] + list(terms) + ([other_key] if other_key else [])
+    other_constant = number(other.value) if isinstance(other.value, int) and other_key is None else ()
 
     def compute(a: Solving, at: Point) -> list[Value]:
         lanes = a.evaluate(block, index, at)
@@ -80,7 +81,8 @@ def lane_table(analysis: Counting, block: int, position: int, operands: Sequence
             return [()] * count  # not evaluated yet
         if any(atom.form != NUM or atom.lo < 0 or atom.hi >= _LANES for atom in lanes):
             return [a.lookup(at, entry)] + [TOP] * (count - 1)  # every lane's entry
-        held = [(a.lookup(at, key), factor) for key, factor in terms.items()]
+        # lane j's registers, as set: not narrowed by the branches this lane took to get here
+        held = [(a.values.get(key, ()), factor) for key, factor in terms.items()]
         if any(not value for value, _ in held):
             return [()] * count  # not evaluated yet
         out: Value = ()
@@ -93,7 +95,7 @@ def lane_table(analysis: Counting, block: int, position: int, operands: Sequence
                     value = add(value, term if factor == 1 else mul(term, number(factor)))
                 out = join(out, value)
             if atom.hi >= bound:  # the others hold y
-                out = join(out, a.evaluate(block, other, at))
+                out = join(out, a.values.get(other_key, ()) if other_key else other_constant)
         if any(atom.form == NUM and (atom.lo < -_WORD or atom.hi >= _WORD) for atom in out):
             return [a.lookup(at, entry)] + [TOP] * (count - 1)  # a sum that may wrap: every lane's entry
         return [out] + [TOP] * (count - 1)
@@ -123,7 +125,7 @@ def _table(analysis: Counting, prefix: str, name: str) -> Table | None:
     if entry is None:
         return None
     coefficient, terms, constant = entry
-    return prefix + lane, coefficient, terms, constant, bound, y
+    return coefficient, terms, constant, bound, y
 
 
 def _lane_test(analysis: Counting, prefix: str, predicate: str) -> tuple[str, int] | None:
