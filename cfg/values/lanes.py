@@ -37,6 +37,7 @@ from ptxkit.cfg.values.values import NUM, TOP, add, join, mul, number
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ptxkit.cfg.flow.graph import HeadTuple
     from ptxkit.cfg.values.conditions import Point
     from ptxkit.cfg.values.counters import Refined
     from ptxkit.cfg.values.protocols import Counting, Solving
@@ -109,11 +110,10 @@ def _table(analysis: Counting, prefix: str, name: str) -> Table | None:
     ``.s32``; ``lane`` set once from ``%laneid``, ``0 < S <= 32``), ``x`` a sum over the lane
     index and registers set once (`_entry`), and ``y`` a constant or a register set once;
     else None."""
-    flow = analysis.flow
-    site = only_site(analysis, prefix, name)
-    if site is None:
+    found = _set_by(analysis, prefix, name)
+    if found is None:
         return None
-    head, selp = flow.blocks[site[0]].heads[site[1]], flow.blocks[site[0]].instructions[site[1]].operands
+    head, selp = found
     if head[0] is not None or head[2] != "selp" or len(selp) != 4 or selp[3].kind != "register":
         return None
     x, y = (selp[2], selp[1]) if selp[3].negated else (selp[1], selp[2])
@@ -131,24 +131,33 @@ def _table(analysis: Counting, prefix: str, name: str) -> Table | None:
 def _lane_test(analysis: Counting, prefix: str, predicate: str) -> tuple[str, int] | None:
     """``(lane, S)`` where `predicate` is set once by an unguarded ``setp.lt.u32`` (or
     ``.s32``) of a register set once from ``%laneid`` against a constant ``0 < S <= 32``."""
-    flow = analysis.flow
-    site = only_site(analysis, prefix, predicate)
-    if site is None:
+    found = _set_by(analysis, prefix, predicate)
+    if found is None:
         return None
-    head, compare = flow.blocks[site[0]].heads[site[1]], flow.blocks[site[0]].instructions[site[1]].operands
+    head, compare = found
     if head[0] is not None or head[1] not in ("setp.lt.u32", "setp.lt.s32") or len(compare) != 3 \
             or compare[1].kind != "register" or compare[2].kind != "immediate" \
             or not isinstance(compare[2].value, int) or not 0 < compare[2].value <= _LANES:
         return None
     lane = register_name(compare[1])
-    source = only_site(analysis, prefix, lane)
-    if source is None:
+    found = _set_by(analysis, prefix, lane)
+    if found is None:
         return None
-    head, moved = flow.blocks[source[0]].heads[source[1]], flow.blocks[source[0]].instructions[source[1]].operands
+    head, moved = found
     if head[0] is not None or head[2] != "mov" or len(moved) != 2 or moved[1].kind != "special" \
             or moved[1].name != "%laneid":
         return None
     return lane, compare[2].value
+
+
+def _set_by(analysis: Counting, prefix: str, name: str) -> tuple[HeadTuple, tuple[Operand, ...]] | None:
+    """The head and operands of the one instruction that sets register `name` (of the
+    inlined copy `prefix`), or None where none or several do."""
+    site = only_site(analysis, prefix, name)
+    if site is None:
+        return None
+    code = analysis.flow.blocks[site[0]]
+    return code.heads[site[1]], code.instructions[site[1]].operands
 
 
 def _entry(analysis: Counting, prefix: str, x: Operand, lane: str) -> tuple[int, dict[str, int], int] | None:
