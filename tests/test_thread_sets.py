@@ -103,3 +103,27 @@ def test_a_selp_on_the_thread_index_splits_the_threads():
     found = threads_of("\tmov.u32 %r1, %tid.x;\n\tsetp.lt.u32 %p1, %r1, 32;\n\tselp.b32 %r2, 1, 0, %p1;\n"
                        "\tsetp.ne.s32 %p2, %r2, 0;\n\t@%p2 bra DONE;\n\tbar.arrive 1, 64;\n", ".maxntid 64, 1, 1")
     assert found["B1"] == list(range(32, 64))
+
+
+def test_a_value_broadcast_from_a_lane_is_that_lanes_value_in_every_lane_of_its_warp():
+    # warpgroup index from lane 0 (FlashMLA's `shfl(tid >> 7, 0)`): threads 0-127 run the block
+    group = "\tmov.u32 %r1, %tid.x;\n\tshr.u32 %r2, %r1, 7;\n\tshfl.sync.idx.b32 %r3, %r2, 0, 31, -1;\n"
+    found = threads_of(group + "\tsetp.ne.s32 %p1, %r3, 0;\n\t@%p1 bra DONE;\n\tbar.arrive 1, 128;\n",
+                       ".maxntid 384, 1, 1")
+    assert found["B1"] == list(range(128))
+    # each lane reads lane 5's index: only lane 5 of each warp has 5 there, and all its warp's lanes get it
+    lane = ("\tmov.u32 %r1, %tid.x;\n\tshfl.sync.idx.b32 %r2, %r1, 5, 31, -1;\n\tand.b32 %r3, %r2, 63;\n"
+            "\tsetp.ne.s32 %p1, %r3, 37;\n\t@%p1 bra DONE;\n\tbar.arrive 1, 32;\n")
+    assert threads_of(lane, ".maxntid 128, 1, 1")["B1"] == list(range(32, 64)) + list(range(96, 128))
+
+
+@pytest.mark.parametrize("shuffle, directives", [
+    ("shfl.sync.idx.b32 %r3, %r2, 0, 0x1f, 0xffff", ".maxntid 384, 1, 1"),  # half the warp: lanes 16-31 left out
+    ("shfl.sync.idx.b32 %r3, %r2, 0, 0x1c1f, -1", ".maxntid 384, 1, 1"),  # segments of 4 lanes: another source lane
+    ("shfl.sync.idx.b32 %r3, %r2, 0, 31, -1", ".maxntid 384, 2, 1"),  # two rows: a warp may span them
+    ("shfl.sync.down.b32 %r3, %r2, 1, 31, -1", ".maxntid 384, 1, 1"),
+])
+def test_shuffles_not_followed_send_every_thread_both_ways(shuffle, directives):
+    found = threads_of(f"\tmov.u32 %r1, %tid.x;\n\tshr.u32 %r2, %r1, 7;\n\t{shuffle};\n"
+                       "\tsetp.ne.s32 %p1, %r3, 0;\n\t@%p1 bra DONE;\n\tbar.arrive 1, 128;\n", directives)
+    assert len(found["B1"]) == 384

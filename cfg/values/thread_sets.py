@@ -3,8 +3,9 @@ thread by thread.
 
 A predicate computed from ``%tid.x`` and constants alone (``%laneid`` too, and
 ``%tid.y``/``%tid.z`` when the kernel's ``.maxntid``/``.reqntid`` makes them 0), through
-the integer instructions `ptxkit.isa_eval` evaluates, has one value per thread, and there
-are at most 1024 threads: `runners` simply computes it for every ``%tid.x`` the CTA may
+the integer instructions `ptxkit.isa_eval` evaluates and, in one-dimensional blocks, a
+``shfl.sync.idx`` that reads such a value from another lane of the warp, has one value
+per thread, and there are at most 1024 threads: `runners` simply computes it for every ``%tid.x`` the CTA may
 have. At a branch on such a predicate only the threads that take an edge go along it; at
 any other branch all of them go both ways, so each set holds every thread that may run
 its block, and maybe more. docs/fence.md §4.4 uses the sets to keep a fence's credit out
@@ -99,6 +100,7 @@ class _Values:
         if flat:  # one-dimensional blocks: the lane is the index within the warp
             self.known.update({"%tid.y": [0] * count, "%tid.z": [0] * count, "%laneid": [t % 32 for t in tid]})
         self.count = count
+        self.flat = flat
 
     def threads_where(self, predicate: str) -> int | None:
         """The bit set of the threads for which `predicate` (0 or 1 in each) is true, or None."""
@@ -143,7 +145,7 @@ class _Values:
         guard, opcode, _, _ = self.flow.blocks[block].heads[position]
         operands = self.flow.blocks[block].instructions[position].operands
         if guard is not None or not operands or operands[0].kind != "register" \
-                or not _supported(opcode, len(operands) - 1):
+                or not (_supported(opcode, len(operands) - 1) or _shuffle(opcode, len(operands) - 1)):
             return None
         sources: list[Source] = []
         for operand in operands[1:]:
@@ -165,6 +167,8 @@ class _Values:
             if value is None:
                 return None
             values.append(value)
+        if _shuffle(opcode, len(values)):
+            return _shuffled(values, self.count) if self.flat else None
         return _apply(opcode, values)
 
 
@@ -173,6 +177,38 @@ def _supported(opcode: str, sources: int) -> bool:
     `sources` source operands."""
     found = operation(opcode)
     return found is not None and found.arity == sources
+
+
+def _shuffle(opcode: str, sources: int) -> bool:
+    """True for ``shfl.sync.idx d, a, b, c, membermask`` (one destination, no predicate)."""
+    return opcode.startswith("shfl.sync.idx") and sources == 4
+
+
+def _shuffled(sources: list[ThreadValues], count: int) -> ThreadValues | None:
+    """``shfl.sync.idx d, a, b, 31, -1`` thread by thread in a one-dimensional block of
+    `count` threads, whose warps are threads ``32w`` to ``32w + 31``: thread `t` reads `a`
+    from thread ``(t & ~31) | (b & 31)`` of its own warp (PTX ISA, ``shfl.sync``: with
+    ``c = 31`` the segment mask is 0 and every source lane is valid, the lane ``b``
+    names). None for another clamp, a mask that leaves a lane out, or a source thread
+    the block does not have.
+
+    >>> _shuffled([[10, 11, 12, 13, 14, 15, 16, 17] * 8, 2, 31, -1], 64)[30:34], _shuffled([7, 0, 31, -1], 64)
+    ([12, 12, 12, 12], 7)
+    >>> _shuffled([list(range(40)), 9, 31, -1], 40) is None, _shuffled([list(range(64)), 0, 15, -1], 64)
+    (True, None)
+    """
+    value, lane, clamp, mask = sources
+    if clamp != 31 or not isinstance(mask, int) or mask & 0xFFFFFFFF != 0xFFFFFFFF:
+        return None
+    if isinstance(value, int):  # every lane holds it
+        return value
+    found = []
+    for thread in range(count):
+        source = thread & ~31 | (lane if isinstance(lane, int) else lane[thread]) & 31
+        if source >= count:
+            return None
+        found.append(value[source])
+    return found
 
 
 def _apply(opcode: str, sources: list[ThreadValues]) -> ThreadValues | None:
