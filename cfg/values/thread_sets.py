@@ -4,12 +4,12 @@ thread by thread.
 A predicate computed from ``%tid.x`` and constants alone (``%laneid`` too, and
 ``%tid.y``/``%tid.z`` when the kernel's ``.maxntid``/``.reqntid`` makes them 0), through
 the integer instructions `ptxkit.isa_eval` evaluates and, in one-dimensional blocks, a
-``shfl.sync.idx`` that reads such a value from another lane of the warp, has one value
-per thread, and there are at most 1024 threads: `runners` simply computes it for every ``%tid.x`` the CTA may
-have. At a branch on such a predicate only the threads that take an edge go along it; at
-any other branch all of them go both ways, so each set holds every thread that may run
-its block, and maybe more. docs/fence.md §4.4 uses the sets to keep a fence's credit out
-of the code that no thread that ran the fence runs.
+``shfl.sync.idx`` that reads such a value from another lane of the warp, has one value per
+thread, and there are at most 1024 threads: `runners` simply computes it for every
+``%tid.x`` the CTA may have. At a branch on such a predicate only the threads that take an
+edge go along it; at any other branch all of them go both ways, so each set holds every
+thread that may run its block, and maybe more. docs/fence.md §4.4 uses the sets to keep a
+fence's credit out of the code that no thread that ran the fence runs.
 """
 
 from __future__ import annotations
