@@ -20,6 +20,7 @@ import pytest
 import ptxkit
 from ptxkit import parse_statement
 from ptxkit.cfg.fence.fence import FenceOptions, check_target, fence_module, fence_text
+from ptxkit.cfg.sync import groups
 from ptxkit.cli.fence_cmd import fence_options, settle
 from ptxkit.cli.main import build_parser
 from ptxkit.syntax import Directive
@@ -553,6 +554,16 @@ def test_warnings():
     text = sample("07_wgmma_marked_async").replace("wgmma.mma_async.sync", "wgmma.mma_async_v2.sync")
     fenced, report = run(text, "07")
     assert "unknown async-looking opcode" in report.warnings[0].text and len(report.fences) == 1
+
+
+@pytest.mark.pure  # patches a constant the compiled module reads directly
+def test_an_in_flight_warning_says_when_the_stage_search_gave_up(monkeypatch):
+    """Past its budget the search names no copy; the warning says why it stands."""
+    monkeypatch.setattr(groups, "_STEPS", 10)
+    _, report = run(sample("x24b_cp_async_ring_reads_a_stage_still_in_flight"), "x24b")
+    assert [w.line for w in report.warnings] == [60]
+    assert report.warnings[0].text.startswith("a cp.async write may still be in flight here (")
+    assert "the search that tells a ring's stages apart gave up" in report.warnings[0].text
 
 
 def test_library_contract():

@@ -1301,11 +1301,14 @@ class Solution:
         blocks = analysis.flow.blocks
         found = []
         for block, event, copy in overlapping_in_flight(analysis.flow, analysis._classified, named):
-            line = blocks[copy[0]].instructions[copy[1].position].line if copy is not None else None
-            write = f"the cp.async write at line {line}" if line is not None else "a cp.async write"
+            if copy is not None:
+                line = blocks[copy[0]].instructions[copy[1].position].line
+                write, why = f"the cp.async write at line {line}", "no wait completes its group on some path"
+            else:  # the search gave up: what the proxy state says, unrefined
+                write, why = "a cp.async write", ("no wait completes its group on some path, and the search that "
+                                                  "tells a ring's stages apart gave up on this kernel")
             found.append((blocks[block].instructions[event.position],
-                          f"{write} may still be in flight here (no wait completes its group on some path): "
-                          "a proxy fence does not wait for it"))
+                          f"{write} may still be in flight here ({why}): a proxy fence does not wait for it"))
         return found
 
     def generated_spaces(self, block: int) -> int:
