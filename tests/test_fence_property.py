@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ptxkit.cfg.fence.fence import fence_text
@@ -265,8 +265,57 @@ def fence_count(text: str) -> int:
 # -- the properties ---------------------------------------------------------------------------
 
 
+#: Found by the property below (hoisted 3 fences, inline 2): the `.shared::cluster` fence
+#: planned before the TMA store for its `st.shared::cluster` did not count, in the solve, as
+#: ordering the `ld.shared` read of the CTA's own memory before the TMA load after it.
+CLUSTER_FENCE_AFTER_A_HOIST = (
+    '.version 8.0\n'
+    '.target sm_90a\n'
+    '.address_size 64\n'
+    '\n'
+    '.extern .func ext_fn\n'
+    '(\n'
+    ')\n'
+    ';\n'
+    '.shared .align 1024 .b8 smem[1024];\n'
+    '\n'
+    '.visible .entry k()\n'
+    '{\n'
+    '\t.reg .pred %p<8>;\n'
+    '\t.reg .b16 %h<4>;\n'
+    '\t.reg .b32 %r<16>;\n'
+    '\t.reg .b64 %rd<8>;\n'
+    '\t.reg .f32 %f<8>;\n'
+    '\tmov.u32 %r1, smem;\n'
+    '\tmov.b32 %r9, 1;\n'
+    '\tld.shared.b16 %h1, [%r1];\n'
+    '\tsetp.ne.s32 %p6, %r9, 0;\n'
+    '\t@%p6 bra END0;\n'
+    '\tsetp.ne.s32 %p6, %r9, 0;\n'
+    '\t@%p6 bra END1;\n'
+    '\tcp.async.cg.shared.global [%r1], [%rd4], 16;\n'
+    'LOOP2:\n'
+    '\t@%p1 wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %p5, 1, 1, 0, 0;\n'
+    '\tsetp.ne.s32 %p6, %r9, 0;\n'
+    '\t@%p6 bra LOOP2;\n'
+    '\tsetp.ne.s32 %p6, %r9, 0;\n'
+    '\t@%p6 bra END3;\n'
+    '\t@%p1 st.shared::cluster.b16 [%r1], %h0;\n'
+    '\tsetp.ne.s32 %p1, %r9, 0;\n'
+    'END3:\n'
+    'END1:\n'
+    '\tcp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd3, {%r0}], [%r1];\n'
+    '\tcp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [%rd3, {%r0}], [%r2];\n'
+    'END0:\n'
+    '\tret;\n'
+    '}\n'
+    '\n'
+)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.sampled_from(["clobber", "clobber", "strict", "none"]))
+@example(CLUSTER_FENCE_AFTER_A_HOIST, "clobber")
 def test_no_unfenced_path_and_hoisting_never_costs_more(text, policy):
     hoisted, report = fence_text(text, "random.ptx", extern_policy=policy)
     inline, _ = fence_text(text, "random.ptx", placement="inline", extern_policy=policy)

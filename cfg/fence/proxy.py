@@ -561,9 +561,10 @@ class KernelAnalysis:
         for another CTA; and no init that other CTAs need released, docs/fence.md §4.7)."""
         mask = self._kill_cache.get(spaces)
         if mask is None:
+            ordered = spaces | SHARED if spaces & CLUSTER else spaces  # `.shared::cluster` holds the CTA's own window
             facts = 0
             for bit, _ in SPACE_NAMES:
-                if spaces & bit:
+                if ordered & bit:
                     facts |= self._space_masks[bit] & ~self._hazard_masks[Hazard.INIT_CLUSTER]
             mask = self._kill_cache[spaces] = (self.put(facts, LOCAL) | self.put(facts, IMPORTED)
                                                | self.put(facts, CROSSED))
