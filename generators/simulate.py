@@ -8,7 +8,7 @@ register-image harness and the row-reduction kernel use (moves and packs, every 
 instruction of `ptxkit.isa_eval`, which computes them, f32/f16/bf16/f16x2/bf16x2/f32x2
 arithmetic, ``cvt``, ``setp``/``selp``/``bra``, ``ld``/``st`` on
 ``.param``/``.global``/``.shared``, ``atom``/``red`` (add, min, max, and, or, xor, exch on
-32- and 64-bit integers), ``shfl.sync.bfly``, ``activemask``, ``redux.sync``, ``bar.sync``;
+32- and 64-bit integers), ``shfl.sync`` (every mode), ``activemask``, ``redux.sync``, ``bar.sync``;
 and the instrumentation passes' reads of ``%globaltimer``, ``%clock``, ``%clock64``,
 ``%smid`` and ``%lanemask_eq``) and raises `SimulationError` on
 anything else, and on what would be undefined on a GPU: a ``shfl.sync`` whose
@@ -72,7 +72,7 @@ import numpy as np
 
 from ptxkit.instruction import parse_number
 from ptxkit.isa import TYPE_WIDTHS
-from ptxkit.isa_eval import evaluate_each, operation
+from ptxkit.isa_eval import SHUFFLE_MODES, evaluate_each, operation, shuffle_source
 
 from .rounding import FLOAT_MODES, INTEGER_MODES, to_float, to_int, to_integral
 
@@ -704,22 +704,38 @@ def _check_members(cta, here, members):
 
 
 def _shfl(cta, mods, ops, here, active):
-    if "bfly" not in mods:
-        raise SimulationError("only shfl.sync.bfly is modelled")
+    mode = next((m for m in mods if m in SHUFFLE_MODES), None)
+    if mode is None:
+        raise SimulationError(f"shfl.{'.'.join(mods)} has no mode")
     value = cta.value(ops[1], 32)
-    lane_mask = cta.value(ops[2], 32)
-    clamp = cta.value(ops[3], 32)
+    lanes, offsets = cta.tid % np.uint64(32), cta.value(ops[2], 32) & np.uint64(31)
+    clamps = cta.value(ops[3], 32) & np.uint64(0x1F1F)
     members = cta.value(ops[4], 32) & np.uint64(0xFFFFFFFF)
     _check_members(cta, active, members)
-    lane = cta.tid % np.uint64(32)
-    segment = (clamp >> np.uint64(8)) & np.uint64(0x1F)
-    max_lane = (lane & segment) | (clamp & np.uint64(0x1F) & ~segment)
-    source = lane ^ lane_mask
-    source = np.where(source <= max_lane, source, lane)
+    source, in_range = lanes.copy(), np.zeros(cta.n, np.uint64)
+    for clamp in np.unique(clamps[active]):
+        chosen = active & (clamps == clamp)
+        table = _shuffle_table(mode, int(clamp))
+        source[chosen], in_range[chosen] = table[:, lanes[chosen], offsets[chosen]]
     if np.any(active & ((members >> source) & np.uint64(1) == 0)):
         raise SimulationError("shfl.sync reads a lane outside the member mask")
-    index = (cta.tid - lane + source).astype(np.int64)
-    cta.store(ops[0], active, value[index], 32)
+    index = (cta.tid - lanes + source).astype(np.int64)
+    targets = ops[0].elements if ops[0].kind == "pair" else (ops[0],)
+    for target, result in zip(targets, (value[index], in_range)):
+        cta.store(target, active, result, 32)
+
+
+def _shuffle_table(mode: str, clamp: int) -> np.ndarray:
+    """``table[0][lane, b]``: the lane that `lane` reads for offset `b` (`shuffle_source`);
+    ``table[1][lane, b]``: 1 where that lane is in range. Made once per mode and clamp."""
+    key = (mode, clamp)
+    if key not in _SHUFFLE_TABLES:
+        found = [shuffle_source(mode, lane, b, clamp) for lane in range(32) for b in range(32)]
+        _SHUFFLE_TABLES[key] = np.array(found, np.uint64).T.reshape(2, 32, 32)
+    return _SHUFFLE_TABLES[key]
+
+
+_SHUFFLE_TABLES: dict[tuple[str, int], np.ndarray] = {}
 
 
 def _activemask(cta, mods, ops, here, active):

@@ -543,6 +543,62 @@ _BUILDERS: dict[str, Callable[[list[str], list[str]], _Built | None]] = {
 }
 
 
+#: The modes of ``shfl.sync`` (PTX ISA): how operand ``b`` names the lane read.
+SHUFFLE_MODES = ("up", "down", "bfly", "idx")
+#: The lanes of a warp.
+WARP_LANES = 32
+
+
+def shuffle_source(mode: str, lane: int, b: int, c: int) -> tuple[int, bool]:
+    """``(j, p)`` for lane `lane` of ``shfl.sync.<mode> d|p, a, b, c, membermask``: the
+    lane whose ``a`` it reads, and its predicate ``p``, true where the computed lane is
+    in range (PTX ISA, ``shfl.sync``): ``c`` packs a clamp in bits 0-4 and a segment
+    mask in bits 8-12; ``maxLane = (lane & segmask) | (clamp & ~segmask)``, ``minLane =
+    lane & segmask``; ``.up`` computes ``lane - b`` (in range at or above ``maxLane``),
+    ``.down`` ``lane + b``, ``.bfly`` ``lane ^ b``, ``.idx`` ``minLane | (b & ~segmask)``
+    (in range at or below ``maxLane``); out of range, a lane reads its own ``a``. Only
+    bits 0-4 of ``b`` count. Whether the lane read is a member is the caller's question
+    (the ISA leaves the result undefined where it is not).
+
+    >>> shuffle_source("idx", 7, 35, 31), shuffle_source("up", 2, 3, 0), shuffle_source("bfly", 5, 1, 31)
+    ((3, True), (2, False), (4, True))
+    >>> shuffle_source("idx", 13, 1, 0x181F), shuffle_source("down", 30, 4, 0x181F)  # segments of 8 lanes
+    ((9, True), (30, False))
+    """
+    lane, b = lane & 31, b & 31
+    segment, clamp = c >> 8 & 31, c & 31
+    highest = lane & segment | clamp & ~segment
+    if mode == "up":
+        j = lane - b
+        return (j, True) if j >= highest else (lane, False)
+    if mode == "down":
+        j = lane + b
+    elif mode == "bfly":
+        j = lane ^ b
+    elif mode == "idx":
+        j = lane & segment | b & ~segment
+    else:
+        raise ValueError(f"no shfl.sync mode {mode!r}")
+    return (j, True) if j <= highest else (lane, False)
+
+
+def reads_lane_b(c: int) -> bool:
+    """True when ``shfl.sync.idx`` with clamp operand `c` reads lane ``b & 31`` in
+    every lane, for every ``b`` (`shuffle_source`: no segment mask and the clamp 31).
+
+    >>> reads_lane_b(31), reads_lane_b(0x1C1F), reads_lane_b(15)
+    (True, False, False)
+    """
+    found = _READS_LANE_B.get(c)
+    if found is None:
+        found = _READS_LANE_B[c] = all(shuffle_source("idx", lane, b, c) == (b, True)
+                                       for lane in range(WARP_LANES) for b in range(WARP_LANES))
+    return found
+
+
+_READS_LANE_B: dict[int, bool] = {}
+
+
 def opcodes() -> Iterable[str]:
     """The base opcodes the evaluator knows (each with the types and modifiers the
     ISA gives it).

@@ -22,7 +22,8 @@ from ptxkit.cfg.values.thread_sets import _Values
 from ptxkit.cfg.values.values import constant
 from ptxkit.generators.simulate import SimulationError, launch
 from ptxkit.instruction import head_of
-from ptxkit.isa_eval import evaluate, evaluate_each, opcodes, operation
+from ptxkit.isa_eval import (SHUFFLE_MODES, evaluate, evaluate_each, opcodes, operation, reads_lane_b,
+                             shuffle_source)
 
 M32, M64 = (1 << 32) - 1, (1 << 64) - 1
 
@@ -194,6 +195,110 @@ def test_evaluate_each_runs_thread_by_thread_with_shared_sources():
     assert evaluate_each(operation("setp.lt.s32"), [[-1, 0, 1], 0]) == [1, 0, 0]
 
 
+# -- shfl.sync: the lane each lane reads -----------------------------------------------------------
+
+SHUFFLE_CASES = [
+    # (mode, lane, b, c) -> (lane read, p); c = segment mask << 8 | clamp (PTX ISA, shfl.sync)
+    ("idx", 7, 3, 0x1F, (3, True)), ("idx", 7, 35, 0x1F, (3, True)),  # only b's low 5 bits count
+    ("idx", 7, 3, 0x02, (7, False)),  # lane 3 is past the clamp 2: its own
+    ("idx", 13, 1, 0x181F, (9, True)),  # segments of 8 lanes: minLane 8, lane 8 | 1
+    ("idx", 13, 7, 0x1803, (13, False)),  # maxLane 8 | 3 = 11; 8 | 7 = 15 lies past it
+    ("up", 5, 3, 0, (2, True)), ("up", 2, 3, 0, (2, False)),  # 2 - 3 is below maxLane 0
+    ("up", 9, 2, 0x1800, (9, False)),  # segments of 8: maxLane 8, 9 - 2 = 7 below it
+    ("up", 11, 2, 0x1800, (9, True)),
+    ("down", 30, 1, 0x1F, (31, True)), ("down", 31, 1, 0x1F, (31, False)),
+    ("down", 14, 4, 0x181F, (14, False)),  # maxLane 8 | 7 = 15; 14 + 4 = 18
+    ("bfly", 5, 1, 0x1F, (4, True)), ("bfly", 5, 16, 0x0F, (5, False)),  # 21 past the clamp 15
+    ("bfly", 5, 16, 0x101F, (5, False)),  # segments of 16: maxLane (5 & 16) | (31 & ~16) = 15, 5 ^ 16 = 21
+    ("bfly", 21, 16, 0x101F, (5, True)),  # maxLane 16 | 15 = 31: only the upper bound is checked
+]
+
+
+@pytest.mark.parametrize("mode, lane, b, c, expected", SHUFFLE_CASES)
+def test_each_shuffle_reads_the_lane_the_isa_defines(mode, lane, b, c, expected):
+    assert shuffle_source(mode, lane, b, c) == expected
+
+
+@pytest.mark.parametrize("c, every_lane_reads_b", [
+    (0x1F, True), (0x1F | 0xE0, True), (0x1F | 0xE000, True),  # bits 5-7 and 13 up are not read
+    (0x1E, False), (0x11F, False), (0x1C1F, False), (0, False),
+])
+def test_an_idx_shuffle_reads_lane_b_with_clamp_31_and_no_segments(c, every_lane_reads_b):
+    assert reads_lane_b(c) is every_lane_reads_b
+
+
+def test_an_unknown_shuffle_mode_is_refused():
+    with pytest.raises(ValueError, match="no shfl.sync mode"):
+        shuffle_source("rotate", 0, 1, 31)
+
+
+#: Clamp operands for the shuffle kernels: the usual ones, segments of 2 to 16 lanes, clamps below 31.
+SHUFFLE_CLAMPS = [0x1F, 0, 0x0F, 0x1C1F, 0x181F, 0x1807, 0x101F, 0x1E00, 0x1003, 0x0C0A, 0xFFFF]
+
+
+def shuffle_module() -> str:
+    """Entries ``shfl_<mode>(d, p, a, b, c)``: thread i runs ``shfl.sync.<mode>.b32 d|p,
+    a[i], b[i], c, -1`` and stores ``d`` and ``p`` (as 0 or 1) at ``d[i]``, ``p[i]`` (32-bit words)."""
+    kernels = []
+    for mode in SHUFFLE_MODES:
+        lines = ["mov.u32 %r0, %ctaid.x;", "mov.u32 %r1, %ntid.x;", "mov.u32 %r2, %tid.x;",
+                 "mad.lo.s32 %r3, %r0, %r1, %r2;", "mul.wide.u32 %rd0, %r3, 4;"]
+        for i, name in enumerate(("d", "p", "a", "b")):
+            lines += [f"ld.param.u64 %rd{1 + i}, [{name}];", f"cvta.to.global.u64 %rd{1 + i}, %rd{1 + i};",
+                      f"add.s64 %rd{1 + i}, %rd{1 + i}, %rd0;"]
+        lines += ["ld.global.u32 %r4, [%rd3];", "ld.global.u32 %r5, [%rd4];", "ld.param.u32 %r6, [c];",
+                  f"shfl.sync.{mode}.b32 %r7|%p0, %r4, %r5, %r6, -1;", "selp.u32 %r8, 1, 0, %p0;",
+                  "st.global.u32 [%rd1], %r7;", "st.global.u32 [%rd2], %r8;"]
+        body = "\n".join(f"\t{line}" for line in lines)
+        kernels.append(f".visible .entry shfl_{mode}(.param .u64 d, .param .u64 p, .param .u64 a, .param .u64 b, "
+                       ".param .u32 c)\n{\n\t.reg .pred %p<2>;\n\t.reg .b32 %r<10>;\n\t.reg .b64 %rd<6>;\n"
+                       f"{body}\n\tret;\n}}\n")
+    return ".version 8.0\n.target sm_90a\n.address_size 64\n\n" + "\n".join(kernels)
+
+
+def shuffle_inputs(rng, count: int):
+    """Each thread's ``a`` (random words) and ``b`` (a lane or an offset, with random high bits)."""
+    a = rng.integers(0, 1 << 32, count, dtype=np.uint64).astype(np.uint32)
+    b = (rng.integers(0, 40, count) | rng.integers(0, 2, count) << rng.integers(5, 32, count)).astype(np.uint32)
+    return a, b
+
+
+def expected_shuffle(mode: str, a, b, c: int):
+    """``(d, p)`` of every thread by `shuffle_source`."""
+    d, p = np.empty_like(a), np.empty_like(a)
+    for thread in range(len(a)):
+        lane, found = shuffle_source(mode, thread % 32, int(b[thread]), c)
+        d[thread], p[thread] = a[thread - thread % 32 + lane], found
+    return d, p
+
+
+def test_the_simulator_shuffles_as_shuffle_source_says():
+    rng = np.random.default_rng()
+    module = ptxkit.parse(shuffle_module(), "shuffle_cross_check.ptx")
+    for mode, c in itertools.product(SHUFFLE_MODES, SHUFFLE_CLAMPS):
+        a, b = shuffle_inputs(rng, 64)
+        d, p = np.zeros(64, np.uint32), np.zeros(64, np.uint32)
+        launch(module, f"shfl_{mode}", d, p, a, b, np.uint32(c), block=64)
+        expected_d, expected_p = expected_shuffle(mode, a, b, c)
+        assert (d == expected_d).all() and (p == expected_p).all(), (mode, hex(c))
+
+
+@pytest.mark.gpu
+def test_ptxas_compiled_shuffles_read_the_lanes_shuffle_source_names():
+    from ptxkit import runtime
+
+    rng = np.random.default_rng()
+    loaded = runtime.load(ptxkit.assemble(shuffle_module(), arch="sm_90a", filename="shuffle_cross_check.ptx"))
+    count = 1024
+    for mode, c in itertools.product(SHUFFLE_MODES, SHUFFLE_CLAMPS):
+        a, b = shuffle_inputs(rng, count)
+        d, p = np.zeros(count, np.uint32), np.zeros(count, np.uint32)
+        loaded.kernel(f"shfl_{mode}").launch(runtime.Out(d), runtime.Out(p), a, b, np.uint32(c),
+                                             grid=count // 256, block=256)
+        expected_d, expected_p = expected_shuffle(mode, a, b, c)
+        assert (d == expected_d).all() and (p == expected_p).all(), (mode, hex(c))
+
+
 # -- cross-checked against ptxas-compiled code ---------------------------------------------------
 #
 # One kernel per case: thread i loads the case's sources from 64-bit arrays (each source
@@ -357,8 +462,9 @@ def _launch_arguments(columns, count: int):
 
 
 @pytest.mark.ptxas
-def test_the_cross_check_kernels_assemble():
-    ptxkit.assemble(cross_check_module(), arch="sm_90a", filename="isa_eval_cross_check.ptx")
+@pytest.mark.parametrize("module", [cross_check_module, shuffle_module])
+def test_the_cross_check_kernels_assemble(module):
+    ptxkit.assemble(module(), arch="sm_90a", filename=f"{module.__name__}.ptx")
 
 
 def test_the_simulator_runs_the_cross_check_kernels_as_the_evaluator_computes():

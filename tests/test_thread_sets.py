@@ -117,11 +117,36 @@ def test_a_value_broadcast_from_a_lane_is_that_lanes_value_in_every_lane_of_its_
     assert threads_of(lane, ".maxntid 128, 1, 1")["B1"] == list(range(32, 64)) + list(range(96, 128))
 
 
+@pytest.mark.parametrize("shuffle, runners", [
+    # segments of 4 lanes (segmask 0x1c): lane l reads lane l & 28, in its own warp, so its warpgroup index
+    ("shfl.sync.idx.b32 %r3, %r2, 0, 0x1c1f, -1", list(range(128))),
+    # down 1: lane l reads lane l + 1, lane 31 its own (l + 1 past the clamp 31): the same warp again
+    ("shfl.sync.down.b32 %r3, %r2, 1, 31, -1", list(range(128))),
+])
+def test_every_shuffle_mode_reads_the_lane_the_isa_names(shuffle, runners):
+    found = threads_of(f"\tmov.u32 %r1, %tid.x;\n\tshr.u32 %r2, %r1, 7;\n\t{shuffle};\n"
+                       "\tsetp.ne.s32 %p1, %r3, 0;\n\t@%p1 bra DONE;\n\tbar.arrive 1, 128;\n", ".maxntid 384, 1, 1")
+    assert found["B1"] == runners
+
+
+@pytest.mark.parametrize("shuffle, runners", [
+    # up 1 with clamp 0: lane l > 0 reads l - 1; lane 0 (0 - 1 below maxLane 0) its own. Thread 64 is lane 0
+    # of warp 2 and keeps 64; thread 65 reads it
+    ("shfl.sync.up.b32 %r2, %r1, 1, 0, -1", [64, 65]),
+    # bfly 1: lane l reads l ^ 1, so 64 reaches thread 65 alone
+    ("shfl.sync.bfly.b32 %r2, %r1, 1, 31, -1", [65]),
+    # idx 3 with clamp 1: lane 3 is past the clamp, so every lane reads its own value
+    ("shfl.sync.idx.b32 %r2, %r1, 3, 1, -1", [64]),
+])
+def test_a_shuffled_thread_index_reaches_the_threads_the_isa_names(shuffle, runners):
+    found = threads_of(f"\tmov.u32 %r1, %tid.x;\n\t{shuffle};\n\tsetp.ne.s32 %p1, %r2, 64;\n\t@%p1 bra DONE;\n"
+                       "\tbar.arrive 1, 32;\n", ".maxntid 128, 1, 1")
+    assert found["B1"] == runners
+
+
 @pytest.mark.parametrize("shuffle, directives", [
     ("shfl.sync.idx.b32 %r3, %r2, 0, 0x1f, 0xffff", ".maxntid 384, 1, 1"),  # half the warp: lanes 16-31 left out
-    ("shfl.sync.idx.b32 %r3, %r2, 0, 0x1c1f, -1", ".maxntid 384, 1, 1"),  # segments of 4 lanes: another source lane
     ("shfl.sync.idx.b32 %r3, %r2, 0, 31, -1", ".maxntid 384, 2, 1"),  # two rows: a warp may span them
-    ("shfl.sync.down.b32 %r3, %r2, 1, 31, -1", ".maxntid 384, 1, 1"),
 ])
 def test_shuffles_not_followed_send_every_thread_both_ways(shuffle, directives):
     found = threads_of(f"\tmov.u32 %r1, %tid.x;\n\tshr.u32 %r2, %r1, 7;\n\t{shuffle};\n"

@@ -475,8 +475,10 @@ def _zero(analysis: Code, block: int, operand: Operand, definitions: Definitions
 
 
 def uniform_broadcast(analysis: Code, block: int, position: int, definitions: Definitions) -> bool:
-    """True for ``shfl.sync.idx d, x, 0, 31, mask`` where ``x = %tid.x >> k``, k >= 5,
-    in a kernel with one-dimensional blocks (``.maxntid``/``.reqntid`` N, 1, 1)."""
+    """True for ``shfl.sync.idx d, x, 0, c, mask`` where ``x = %tid.x >> k``, k >= 5,
+    in a kernel with one-dimensional blocks (``.maxntid``/``.reqntid`` N, 1, 1): ``x`` is
+    the same in every lane of a warp, and whatever ``c`` says, the lane read is one of the
+    thread's own warp (`ptxkit.isa_eval.shuffle_source`), so ``d`` is the thread's ``x``."""
     code = analysis.flow.blocks[block]
     operands = code.instructions[position].operands
     if not code.heads[position][1].startswith("shfl.sync.idx") or len(operands) < 4 \

@@ -33,6 +33,7 @@ from ptxkit.cfg.flow.operands import operand_reads
 from ptxkit.cfg.values.conditions import only_site, register_name
 from ptxkit.cfg.values.idioms import linear
 from ptxkit.cfg.values.values import NUM, TOP, add, join, mul, number
+from ptxkit.isa_eval import WARP_LANES, reads_lane_b
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
     #: (key -> coefficient) and constant, ``S``, and ``y`` (an operand of the selp).
     Table = tuple[int, dict[str, int], int, int, "Operand"]
 
-#: The lanes of a warp: an index outside them names lane ``index & 31`` (PTX ISA, ``shfl.sync``).
-_LANES = 32
 #: Where a 32-bit sum of numbers would wrap (`_entry`'s sums are taken without wrapping).
 _WORD = 1 << 31
 
@@ -59,11 +58,12 @@ def lane_table(analysis: Counting, block: int, position: int, operands: Sequence
     """``(compute, sources)`` for ``shfl.sync.idx d, t, i, 31, m`` (at (block, position),
     `count` targets: ``d`` and maybe its predicate) where ``t`` is a lane table (the
     module docstring): ``d`` is the entries of the lanes ``i`` names; None otherwise. With
-    a clamp of 31 and no segment mask the source lane is ``i`` itself (PTX ISA,
-    ``shfl.sync``: ``j = minLane | (b & ~segmask)``, ``maxLane`` 31)."""
+    a clamp of 31 and no segment mask the source lane is ``i`` itself
+    (`ptxkit.isa_eval.reads_lane_b`), an index outside the warp's lanes any lane."""
     modifiers = analysis.flow.blocks[block].heads[position][1].split(".")[1:]
     if "idx" not in modifiers or len(operands) != 5 or operands[1].kind != "register" \
-            or operands[3].kind != "immediate" or operands[3].value != _LANES - 1:
+            or operands[3].kind != "immediate" or not isinstance(operands[3].value, int) \
+            or not reads_lane_b(operands[3].value):
         return None
     prefix = analysis.prefix(block)
     table = _table(analysis, prefix, register_name(operands[1]))
@@ -80,7 +80,7 @@ def lane_table(analysis: Counting, block: int, position: int, operands: Sequence
         lanes = a.evaluate(block, index, at)
         if not lanes:
             return [()] * count  # not evaluated yet
-        if any(atom.form != NUM or atom.lo < 0 or atom.hi >= _LANES for atom in lanes):
+        if any(atom.form != NUM or atom.lo < 0 or atom.hi >= WARP_LANES for atom in lanes):
             return [a.lookup(at, entry)] + [TOP] * (count - 1)  # every lane's entry
         # lane j's registers, as set: not narrowed by the branches this lane took to get here
         held = [(a.values.get(key, ()), factor) for key, factor in terms.items()]
@@ -137,7 +137,7 @@ def _lane_test(analysis: Counting, prefix: str, predicate: str) -> tuple[str, in
     head, compare = found
     if head[0] is not None or head[1] not in ("setp.lt.u32", "setp.lt.s32") or len(compare) != 3 \
             or compare[1].kind != "register" or compare[2].kind != "immediate" \
-            or not isinstance(compare[2].value, int) or not 0 < compare[2].value <= _LANES:
+            or not isinstance(compare[2].value, int) or not 0 < compare[2].value <= WARP_LANES:
         return None
     lane = register_name(compare[1])
     found = _set_by(analysis, prefix, lane)

@@ -4,7 +4,7 @@ thread by thread.
 A predicate computed from ``%tid.x`` and constants alone (``%laneid`` too, and
 ``%tid.y``/``%tid.z`` when the kernel's ``.maxntid``/``.reqntid`` makes them 0), through
 the integer instructions `ptxkit.isa_eval` evaluates and, in one-dimensional blocks, a
-``shfl.sync.idx`` that reads such a value from another lane of the warp, has one value per
+``shfl.sync`` that reads such a value from another lane of the warp, has one value per
 thread, and there are at most 1024 threads: `runners` simply computes it for every
 ``%tid.x`` the CTA may have. At a branch on such a predicate only the threads that take an
 edge go along it; at any other branch all of them go both ways, so each set holds every
@@ -19,7 +19,7 @@ from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.values.definitions import DEFINITIONS
 from ptxkit.cfg.values.divergence import conditional, definitions, qualified
 from ptxkit.cfg.values.specials import special_ranges
-from ptxkit.isa_eval import evaluate_each, operation
+from ptxkit.isa_eval import SHUFFLE_MODES, evaluate_each, operation, shuffle_source
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -168,7 +168,7 @@ class _Values:
                 return None
             values.append(value)
         if _shuffle(opcode, len(values)):
-            return _shuffled(values, self.count) if self.flat else None
+            return _shuffled(opcode, values, self.count) if self.flat else None
         return _apply(opcode, values)
 
 
@@ -180,31 +180,40 @@ def _supported(opcode: str, sources: int) -> bool:
 
 
 def _shuffle(opcode: str, sources: int) -> bool:
-    """True for ``shfl.sync.idx d, a, b, c, membermask`` (one destination, no predicate)."""
-    return opcode.startswith("shfl.sync.idx") and sources == 4
+    """True for ``shfl.sync.<mode> d, a, b, c, membermask`` (one destination, no predicate)."""
+    parts = opcode.split(".")
+    return parts[:2] == ["shfl", "sync"] and len(parts) > 2 and parts[2] in SHUFFLE_MODES and sources == 4
 
 
-def _shuffled(sources: list[ThreadValues], count: int) -> ThreadValues | None:
-    """``shfl.sync.idx d, a, b, 31, -1`` thread by thread in a one-dimensional block of
+def _shuffled(opcode: str, sources: list[ThreadValues], count: int) -> ThreadValues | None:
+    """``shfl.sync.<mode> d, a, b, c, -1`` thread by thread in a one-dimensional block of
     `count` threads, whose warps are threads ``32w`` to ``32w + 31``: thread `t` reads `a`
-    from thread ``(t & ~31) | (b & 31)`` of its own warp (PTX ISA, ``shfl.sync``: with
-    ``c = 31`` the segment mask is 0 and every source lane is valid, the lane ``b``
-    names). None for another clamp, a mask that leaves a lane out, or a source thread
-    the block does not have.
+    from the lane of its own warp that `ptxkit.isa_eval.shuffle_source` gives (PTX ISA,
+    ``shfl.sync``). None for a mask that leaves a lane out, or a source thread the block
+    does not have.
 
-    >>> _shuffled([[10, 11, 12, 13, 14, 15, 16, 17] * 8, 2, 31, -1], 64)[30:34], _shuffled([7, 0, 31, -1], 64)
-    ([12, 12, 12, 12], 7)
-    >>> _shuffled([list(range(40)), 9, 31, -1], 40) is None, _shuffled([list(range(64)), 0, 15, -1], 64)
-    (True, None)
+    >>> _shuffled("shfl.sync.idx.b32", [[10, 11, 12, 13, 14, 15, 16, 17] * 8, 2, 31, -1], 64)[30:34]
+    [12, 12, 12, 12]
+    >>> _shuffled("shfl.sync.up.b32", [list(range(64)), 1, 0, -1], 64)[30:34]  # thread 32, lane 0, keeps its own
+    [29, 30, 32, 32]
+    >>> _shuffled("shfl.sync.idx.b32", [7, 0, 31, -1], 64)
+    7
+    >>> _shuffled("shfl.sync.idx.b32", [list(range(40)), 9, 31, -1], 40) is None
+    True
+    >>> _shuffled("shfl.sync.idx.b32", [list(range(64)), 0, 31, 0xFFFF], 64) is None
+    True
     """
     value, lane, clamp, mask = sources
-    if clamp != 31 or not isinstance(mask, int) or mask & 0xFFFFFFFF != 0xFFFFFFFF:
+    if not isinstance(mask, int) or mask & 0xFFFFFFFF != 0xFFFFFFFF:
         return None
     if isinstance(value, int):  # every lane holds it
         return value
+    mode = opcode.split(".")[2]
     found = []
     for thread in range(count):
-        source = thread & ~31 | (lane if isinstance(lane, int) else lane[thread]) & 31
+        offset = lane if isinstance(lane, int) else lane[thread]
+        limits = clamp if isinstance(clamp, int) else clamp[thread]
+        source = thread & ~31 | shuffle_source(mode, thread & 31, offset, limits)[0]
         if source >= count:
             return None
         found.append(value[source])
