@@ -122,6 +122,8 @@ def test_a_value_broadcast_from_a_lane_is_that_lanes_value_in_every_lane_of_its_
     ("shfl.sync.idx.b32 %r3, %r2, 0, 0x1c1f, -1", list(range(128))),
     # down 1: lane l reads lane l + 1, lane 31 its own (l + 1 past the clamp 31): the same warp again
     ("shfl.sync.down.b32 %r3, %r2, 1, 31, -1", list(range(128))),
+    # with its predicate written too (what nvcc emits for CUTLASS's `__shfl_sync(-1, tid / 128, 0)`)
+    ("shfl.sync.idx.b32 %r3|%p2, %r2, 0, 31, -1", list(range(128))),
 ])
 def test_every_shuffle_mode_reads_the_lane_the_isa_names(shuffle, runners):
     found = threads_of(f"\tmov.u32 %r1, %tid.x;\n\tshr.u32 %r2, %r1, 7;\n\t{shuffle};\n"

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from typing import TypeGuard
 
     from ptxkit.cfg.flow.graph import FlowGraph
+    from ptxkit.instruction import Operand
 
     #: A register's values thread by thread: a list indexed by ``%tid.x``, or one number every thread has.
     ThreadValues = list[int] | int
@@ -144,8 +145,9 @@ class _Values:
         block, position = where[0]
         guard, opcode, _, _ = self.flow.blocks[block].heads[position]
         operands = self.flow.blocks[block].instructions[position].operands
-        if guard is not None or not operands or operands[0].kind != "register" \
-                or not (_supported(opcode, len(operands) - 1) or _shuffle(opcode, len(operands) - 1)):
+        if guard is not None or not operands or not (
+                operands[0].kind == "register" and _supported(opcode, len(operands) - 1)
+                or _shuffle(opcode, len(operands) - 1) and _shuffled_value(self.flow, block, operands[0], register)):
             return None
         sources: list[Source] = []
         for operand in operands[1:]:
@@ -180,9 +182,17 @@ def _supported(opcode: str, sources: int) -> bool:
 
 
 def _shuffle(opcode: str, sources: int) -> bool:
-    """True for ``shfl.sync.<mode> d, a, b, c, membermask`` (one destination, no predicate)."""
+    """True for ``shfl.sync.<mode> d[|p], a, b, c, membermask``."""
     parts = opcode.split(".")
     return parts[:2] == ["shfl", "sync"] and len(parts) > 2 and parts[2] in SHUFFLE_MODES and sources == 4
+
+
+def _shuffled_value(flow: FlowGraph, block: int, destination: Operand, register: str) -> bool:
+    """True when `register` is the value a shuffle writes to `destination` (``d`` or the
+    ``d`` of ``d|p``), not its predicate."""
+    target = destination.elements[0] if destination.kind == "pair" else destination
+    return target.kind == "register" and target.name is not None and \
+        qualified(flow, block, target.name) == register
 
 
 def _shuffled(opcode: str, sources: list[ThreadValues], count: int) -> ThreadValues | None:
