@@ -21,10 +21,10 @@ PORTABLE_CLUSTER = 8
 
 
 def special_ranges(function: Function, max_cluster: int = PORTABLE_CLUSTER) -> dict[str, tuple[int, int]]:
-    """`SPECIAL_RANGES` narrowed by the kernel's ``.maxntid``/``.reqntid`` (its threads
-    per block: ``%tid.x < N`` when it declares ``N, 1, 1``) and by its cluster size:
-    ``.reqnctapercluster``/``.maxclusterrank`` when it declares one, else `max_cluster`
-    CTAs (docs/fence.md §8).
+    """`SPECIAL_RANGES` narrowed by the kernel's ``.maxntid``/``.reqntid`` (its block's
+    extents, `block_shape`: ``%tid.x < N`` and ``%tid.y`` 0 when it declares ``N, 1, 1``)
+    and by its cluster size: ``.reqnctapercluster``/``.maxclusterrank`` when it declares
+    one, else `max_cluster` CTAs (docs/fence.md §8).
 
     >>> import ptxkit
     >>> k = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
@@ -44,9 +44,7 @@ def special_ranges(function: Function, max_cluster: int = PORTABLE_CLUSTER) -> d
         if name in (".reqnctapercluster", ".maxclusterrank"):
             cluster = math.prod(dims)
             continue
-        if len(dims) == 1:
-            dims = dims * 3  # a total: no dimension is larger
-        for axis, size in zip("xyz", dims):
+        for axis, size in zip("xyz", block_shape(name, dims)):
             if size >= 1:
                 ranges[f"%tid.{axis}"] = (0, min(size - 1, ranges[f"%tid.{axis}"][1]))
                 ranges[f"%ntid.{axis}"] = (1, min(size, ranges[f"%ntid.{axis}"][1]))
@@ -60,21 +58,38 @@ def special_ranges(function: Function, max_cluster: int = PORTABLE_CLUSTER) -> d
 
 
 def one_dimensional(function: Function) -> bool:
-    """True when the kernel declares its blocks one-dimensional (``.maxntid N, 1, 1``; a
-    lone ``N`` bounds the number of threads, not the shape, as `special_ranges` reads it).
+    """True when the kernel declares its blocks one-dimensional (``.maxntid N, 1, 1`` or
+    ``N, 1``, ``.reqntid N`` too: `block_shape`).
 
     >>> import ptxkit
-    >>> k = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
-    ...     ".visible .entry k() .maxntid 256, 1, 1\\n{\\n\\tret;\\n}\\n").function("k")
-    >>> one_dimensional(k), one_dimensional(ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
-    ...     ".visible .entry k() .maxntid 256\\n{\\n\\tret;\\n}\\n").function("k"))
-    (True, False)
+    >>> def k(directive):
+    ...     return ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n"
+    ...                         f".visible .entry k() {directive}\\n{{\\n\\tret;\\n}}\\n").function("k")
+    >>> [one_dimensional(k(d)) for d in (".maxntid 256, 1, 1", ".reqntid 256", ".maxntid 256", ".maxntid 128, 2")]
+    [True, True, False, False]
     """
     for name, args in function.signature.directives:
         if name in (".maxntid", ".reqntid"):
-            dims = [a.strip() for a in args.split(",")]
-            return len(dims) > 1 and all(d == "1" for d in dims[1:])
+            try:
+                return block_shape(name, [int(a.strip()) for a in args.split(",")])[1:] == [1, 1]
+            except ValueError:
+                return False
     return False
+
+
+def block_shape(directive: str, dims: list[int]) -> list[int]:
+    """The largest x, y and z extents a ``.maxntid``/``.reqntid`` of `dims` declares
+    (docs/fence.md §8): the dimensions it leaves out are 1 (the PTX ISA gives the extent
+    of each dimension of a 1D, 2D or 3D CTA; the driver holds a launch of ``.reqntid
+    384`` to 384 x 1 x 1), except a lone ``.maxntid N``, read as a bound on the number of
+    threads in any shape.
+
+    >>> block_shape(".reqntid", [384]), block_shape(".maxntid", [128, 3]), block_shape(".maxntid", [384])
+    ([384, 1, 1], [128, 3, 1], [384, 384, 384])
+    """
+    if directive == ".maxntid" and len(dims) == 1:
+        return dims * 3
+    return dims + [1] * (3 - len(dims))
 
 
 def is_fixed_special(key: str) -> bool:
