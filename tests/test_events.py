@@ -417,3 +417,19 @@ def test_an_access_relocated_for_the_numbers_a_join_held():
     assert [str(loc) for loc in found.relocate(head, copy, {("%r11", head): 2})] == ["smem[0:2048]"]
     assert found.relocate(head, wgmma, {}) is None and found.relocate(head, wgmma, {("%r11", head): 2}) is None
     assert [str(loc) for loc in wgmma.locations] == ["smem[0:10240]", "smem[0:8448]"]  # the event unchanged
+
+
+def test_an_op_issued_by_some_warps_touches_their_slots_alone():
+    """`issued`: lane 0 of each warp of warpgroup 1 copies to buf + 1024 * w, its warp
+    index broadcast from lane 0; the threads that run the copy are warps 4-7, so it writes
+    their four slots, not the eight of every warp (docs/fence.md §3.6; samples/fence/h26d)."""
+    text = (SAMPLES / "fence" / "h26d_copies_at_each_warps_slot.ptx").read_text()
+    flow = inlined_graph(ptxkit.parse(text).function("k"))
+    found = classify(flow, EventOptions())
+    block, copy = next((b, e) for b, events in enumerate(found.by_block) for e in events if e.kind is Kind.ASYNC)
+    assert [str(loc) for loc in copy.writes] == ["buf[0:8192]"]
+    locations, writes = found.issued(block, copy)
+    assert locations == ()
+    assert [str(loc) for loc in writes] == [f"buf[{w * 1024}:{w * 1024 + 1024}]" for w in range(4, 8)]
+    store = next((b, e) for b, events in enumerate(found.by_block) for e in events if e.kind is Kind.WRITE)
+    assert found.issued(*store) is None  # not an async op

@@ -126,6 +126,8 @@ EXPECTED = {
     "h26_lane_zero_index_broadcast_to_every_lane": [(CTA, "cp.async.bulk.global.shared::cta")],
     "h26b_two_broadcasts_of_lane_zero": [],
     "h26c_two_broadcasts_of_lane_zero_reaching_the_copy": [(CTA, "cp.async.bulk.global.shared::cta")],
+    "h26d_copies_at_each_warps_slot": [],
+    "h26e_copies_at_each_warps_slot_reaching_the_stores": [(CTA, "cp.async.bulk.shared::cluster.global")],
     "h27_cluster_barrier_phases": [],
     "h28a_cluster_barrier_handoff_to_own_cta_copy": [("@%p1 " + CTA, "@%p1 cp.async.bulk.tensor.2d.shared::cluster")],
     "h28b_cluster_barrier_handoff_to_multicast_copy": [("@%p1 " + CLUSTER,

@@ -136,6 +136,8 @@ PROLOGUE = """\
 	@%p8 mbarrier.init.shared::cta.b64 [%r5], 1;
 """
 INIT_FENCE = "\tfence.mbarrier_init.release.cluster;\n"
+#: the origin `register_origins` gives ``%tid.x >> 7`` and its broadcast from lane 0
+WARPGROUP = "%tid.x>>7"
 ROLE_SPLIT = "\tbar.sync 0;\n\tsetp.lt.u32 %p9, %r6, 128;\n"
 #: what a third role adds to the prologue and to the split: its mbarrier (bars+24), and
 #: %tid.x 256 and up for role C
@@ -458,6 +460,10 @@ def register_origins(statements: list[str], symbols: set[str]) -> dict[str, tupl
         elif opcode.startswith("add") and sources[0] in origins and sources[1].isdigit():
             symbol, offset = origins[sources[0]]
             origins[destination] = (symbol, None if offset is None else offset + int(sources[1]))
+        elif opcode.startswith("shr") and origins.get(sources[0]) == ("%tid.x", 0) and sources[1] == "7":
+            origins[destination] = (WARPGROUP, 0)
+        elif opcode.startswith("shfl.sync.idx") and origins.get(sources[0]) == (WARPGROUP, 0):
+            origins[destination] = (WARPGROUP, 0)  # every lane of a warp holds its warpgroup's index
         elif opcode.split(".")[0] in ("shr", "and", "cvt", "or") and sources and sources[0] in origins:
             origins[destination] = (origins[sources[0]][0], None)
     return origins
@@ -526,6 +532,8 @@ def setp_effect(statement: str, origins) -> Effect:
     compare = _COMPARE[opcode.split(".")[1]]
     if origins.get(left, (None,))[0] == "%tid.x":
         return Effect("setp", predicate=predicate, test=lambda tid, registers: compare(tid, int(right)))
+    if origins.get(left) == (WARPGROUP, 0):
+        return Effect("setp", predicate=predicate, test=lambda tid, registers: compare(tid >> 7, int(right)))
     if (left, right) == (COUNTER, BOUND):
         return Effect("setp", predicate=predicate, test=lambda tid, registers: compare(registers[left], registers[right]))
     if left == INNER and right.isdigit():
@@ -846,6 +854,31 @@ def test_fenced_loops_and_roles_in_sequence_have_no_violation(program, mode, war
     """(b) for roles that loop (one hand-off each way per round, so that the roles
     keep the phases of their objects in step) and for roles one after the other."""
     text = render(program)
+    assert explore(text).finished
+    fenced, _ = fence_text(text, "k.ptx", war=war, **mode)
+    assert counted(explore(fenced).violations, war) == set(), (text, fenced)
+
+
+def by_warpgroup(text: str, declared: str) -> str:
+    """`text` with its roles chosen as CUTLASS chooses them: by the warpgroup index
+    broadcast from lane 0 (``shfl.sync.idx`` of ``%tid.x >> 7``), in a kernel that
+    declares `declared` (nvcc writes ``__launch_bounds__(384)`` as ``.maxntid 384, 1, 1``
+    for sm_90a, as ``.maxntid 384`` for sm_100a)."""
+    text = text.replace("k_rounds)\n{", f"k_rounds)\n{declared}\n{{")
+    text = text.replace(ROLE_SPLIT, "\tbar.sync 0;\n\tshr.u32 %r9, %r6, 7;\n"
+                                    "\tshfl.sync.idx.b32 %r15, %r9, 0, 31, -1;\n\tsetp.lt.u32 %p9, %r15, 1;\n")
+    return text.replace(THIRD_ROLE[1], "\tsetp.lt.u32 %p5, %r15, 2;\n")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(programs(loops=True), three_role_programs()), st.sampled_from([".maxntid 384, 1, 1", ".maxntid 384"]),
+       st.sampled_from(PASS_MODES), st.booleans())
+def test_roles_chosen_by_a_broadcast_warpgroup_index_have_no_violation_once_fenced(program, declared, mode, war):
+    """(b) with the roles split as CUTLASS splits them, where the thread sets follow the
+    broadcast (a one-dimensional block: which threads run each role's code keeps one role's
+    fence from crediting the other's, docs/fence.md §4.4) and where they cannot (a lone
+    ``.maxntid``)."""
+    text = by_warpgroup(render(program), declared)
     assert explore(text).finished
     fenced, _ = fence_text(text, "k.ptx", war=war, **mode)
     assert counted(explore(fenced).violations, war) == set(), (text, fenced)

@@ -350,6 +350,7 @@ class KernelAnalysis:
         self._hearers = self._limited_hearers()
         self._crediting_ids = self._crediting_fences()
         self._touch_answers: dict[tuple[int, int, tuple[Location, ...]], bool | None] = {}  # `_touched`
+        self._issued_bytes: dict[int, Event] = {}  # `_issued`
         self._foreign_bits: list[int] | None = None  # `_foreign`, once computed
 
     # -- planes -----------------------------------------------------------------------------
@@ -665,6 +666,17 @@ class KernelAnalysis:
         if key not in answers:
             answers[key] = self._touches(block, origin, targets)
         return answers[key]
+
+    def _issued(self, block: int, event: Event) -> Event:
+        """The async op `event` of `block` with the bytes the threads that may run `block`
+        touch (`Events.issued`), or `event` itself; asked once per op."""
+        found = self._issued_bytes.get(id(event))
+        if found is None:
+            bytes_of_runners = self._classified.issued(block, event)
+            found = event if bytes_of_runners is None else \
+                event._replace(locations=bytes_of_runners[0], writes=bytes_of_runners[1])
+            self._issued_bytes[id(event)] = found
+        return found
 
     # -- for the solutions' results ------------------------------------------------------------
     def _hazard(self, pending: int) -> Hazard:
@@ -1255,16 +1267,23 @@ class Solution:
         whole = 0  # facts with an access that does not follow the thread index: they stay
         changed = False
         masks = dict(self._need_masks)  # the earlier solution's stay as they are
-        for key, (pending, _, _) in found.items():
+        for key, (pending, _, at) in found.items():
             event = events[key]
+            issued = analysis._issued(at, event)  # its bytes in the threads that may run it
             mask, crossed = masks[key]
-            for index in bits(pending & ~whole):
+            for index in bits(pending):
                 fact = analysis.facts[index]
                 targets = _at_risk(event, fact.hazard)
+                if issued is not event and any(overlaps(target, fact.location) for target in targets):
+                    targets = _at_risk(issued, fact.hazard)
+                    if not any(overlaps(target, fact.location) for target in targets):
+                        targets = ()  # no thread that runs the op touches the fact's bytes
                 if any(covers(target, fact.location) for target in targets):
                     continue  # every access the fact stands for lies in the op's bytes
+                if targets and whole >> index & 1:
+                    continue
                 answers = (analysis._touched(block, origin, targets) for block, origin in fact.origins)
-                kept = next((answer for answer in answers if answer is not False), False)
+                kept = next((answer for answer in answers if answer is not False), False) if targets else False
                 if kept is None:
                     whole |= 1 << index
                 elif not kept:

@@ -81,6 +81,8 @@ if TYPE_CHECKING:
     #: `Events.relocate`: the bytes (block, event) touches where registers held given
     #: numbers on entry to joins (``{(register, join block): number}``).
     Relocate = Callable[[int, "Event", Mapping[tuple[str, int], int]], "tuple[Location, ...] | None"]
+    #: `Events.issued`: what (block, event) reads and writes in the threads that may run its block.
+    Issued = Callable[[int, "Event"], "tuple[tuple[Location, ...], tuple[Location, ...]] | None"]
     #: The bytes one access touches: a number, or the query of its size operand (bulk stores).
     Width = int | tuple[Literal["size"], Query]
     #: The size operand `_Classifier._copy` gets: a tensor load's share of the armed bytes,
@@ -181,8 +183,10 @@ class Events(Record):
     thread (None: it does not follow the thread index; docs/fence.md §3.6),
     `relocate(block, event, entry_values)`: the bytes a ``cp.async`` or async op touches
     where registers held given numbers on entry to joins (None: no narrower than its
-    locations; docs/fence.md §3.7), and `joins_feeding(block, event)`: the ``(register,
-    join block)`` pairs whose numbers there can narrow them."""
+    locations; docs/fence.md §3.7), `joins_feeding(block, event)`: the ``(register,
+    join block)`` pairs whose numbers there can narrow them, and `issued(block, event)`:
+    what an async op reads and writes in the threads that may run its block, ``(locations,
+    writes)`` (None: no narrower; docs/fence.md §3.6)."""
 
     by_block: list[list[Event]]
     warnings: "list[tuple[Instruction, str]]"
@@ -190,6 +194,7 @@ class Events(Record):
     touches: "Touches"
     relocate: "Relocate"
     joins_feeding: "Callable[[int, Event], frozenset[tuple[str, int]]]"
+    issued: "Issued"
 
 
 def describe(event: Event) -> str:
@@ -310,7 +315,7 @@ class _Classifier:
         _one_start_per_object(by_block)
         if self.boxes:
             _close_boxes(by_block)
-        return Events(by_block, self.warnings, dead, self.touches, self.relocate, self.joins_feeding)
+        return Events(by_block, self.warnings, dead, self.touches, self.relocate, self.joins_feeding, self.issued)
 
     def value(self, key: Query) -> Value:
         return self.values[key]
@@ -385,19 +390,47 @@ class _Classifier:
             value = self.pinned(key, entry_values)
             if value is not None:
                 narrowed[key] = value
-        if not narrowed:
-            return None
-        values = self.values
-        self.values = {**values, **narrowed}
-        try:
-            same = next((other for other in built(self) if other.kind is event.kind), None)
-        finally:
-            self.values = values
+        same = self._rebuilt(built, event, narrowed) if narrowed else None
         if same is None:
             return None
         found = (*same.locations, *same.writes)
-        held = (*event.locations, *event.writes)
-        return found if found and all(any(covers(b, a) for b in held) for a in found) else None
+        return found if found and _inside(found, event) else None
+
+    def issued(self, block: int, event: Event) -> tuple[tuple[Location, ...], tuple[Location, ...]] | None:
+        """What the async op `event` of `block` reads and writes (``(locations, writes)``)
+        with its addresses taken for the threads that may run `block` alone, run by run
+        (docs/fence.md §3.6: a warpgroup's copies at ``buf + 1024 * w``); None where no
+        address of it follows the thread index, or what they give is not inside the
+        event's own bytes."""
+        built = self.rebuild.get((block, event.position))
+        runs = _runs(runners(self.flow)[block])
+        if built is None or not runs or len(runs) > self.RUN_LIMIT:
+            return None
+        keys = self._asked_at(block, event.position)
+        locations: list[Location] = []
+        writes: list[Location] = []
+        for low, high in runs:
+            narrowed = {}
+            for key in keys:
+                value = self.by_thread(key, low, high)
+                if value is not None:
+                    narrowed[key] = value
+            same = self._rebuilt(built, event, narrowed) if narrowed else None
+            if same is None:
+                return None
+            locations += (location for location in same.locations if location not in locations)
+            writes += (location for location in same.writes if location not in writes)
+        return (tuple(locations), tuple(writes)) if _inside((*locations, *writes), event) else None
+
+    def _rebuilt(self, built: Builder, event: Event, narrowed: Mapping[Query, Value]) -> Event | None:
+        """The event of `event`'s kind that `built` makes with the `narrowed` values in
+        place of the analysis's (the analysis's values unchanged afterwards)."""
+        values = self.values
+        self.values = {**values, **narrowed}
+        try:
+            return next((other for other in built(self) if other.kind is event.kind), None)
+        finally:
+            self.values = values
 
     def joins_feeding(self, block: int, event: Event) -> frozenset[tuple[str, int]]:
         """The ``(register, join block)`` pairs whose numbers `relocate` may take for the
@@ -815,6 +848,12 @@ class _Classifier:
 #: The alignment of a tensor copy's shared-memory box (CUDA C++ programming guide, the
 #: alignment requirements of bulk tensor copies on sm_90: 128 bytes).
 TENSOR_BOX_ALIGN = 128
+
+
+def _inside(found: Sequence[Location], event: Event) -> bool:
+    """True when every location of `found` lies in one of `event`'s own."""
+    held = (*event.locations, *event.writes)
+    return all(any(covers(b, a) for b in held) for a in found)
 
 
 def _runs(threads: int) -> list[tuple[int, int]]:
