@@ -119,31 +119,51 @@ def test_a_rounded_up_start_is_one_object_with_its_own():
         ("write", "dynamic shared[4096:5108]"), ("write", "dynamic shared[8:12]")]
 
 
+#: A wgmma operand 32 bytes into a 1024-byte repeat at ``low + 8192`` (128-byte swizzle, SBO
+#: 1024, base offset 0), then a load there swizzled by an XOR of 16-byte chunks.
+SWIZZLED_READS = ("\tadd.s32 %r6, %r1, 8224;\n\tshr.u32 %r7, %r6, 4;\n\tcvt.u64.u32 %rd7, %r7;\n"
+                  "\tor.b64 %rd8, %rd7, 4611686293305294848;\n"
+                  "\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, {%r8, %r9, %r10, %r11},"
+                  " %rd8, %p1, 1, 1, 0;\n"
+                  "\tmov.u32 %r12, %tid.x;\n\tand.b32 %r13, %r12, 112;\n\tadd.s32 %r14, %r1, 8192;\n"
+                  "\txor.b32 %r15, %r14, %r13;\n\tld.shared.f32 %f5, [%r15];\n\tret;\n}\n")
+#: What the wgmma operand and the load touch where ``low`` is taken to be aligned: their rows.
+IN_THEIR_ROWS = ["dynamic shared[8192:9216]", "dynamic shared[8192:8308]"]
+#: And where it is not: up to a row before them.
+WIDENED = ["dynamic shared[8097:9248]", "dynamic shared[8080:8308]"]
+
+
+def last_two_events(source: str) -> list[str]:
+    found = classify(inlined_graph(ptxkit.parse(source).function("k")), EventOptions())
+    return [describe(e) for block in found.by_block for e in block][-2:]
+
+
 def test_tensor_copies_show_the_alignment_of_their_region():
     """A tensor copy's shared-memory box is 128-byte aligned, so a 16-byte aligned
     base addressed at multiples of 128 is 128-byte aligned: a swizzled wgmma operand
-    starting 32 bytes into an atom then stays inside its atoms."""
+    starting 32 bytes into an atom then stays inside its atoms. A copy at another offset
+    shows nothing, and the descriptor's own showing (below) is not taken against it."""
     text = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 16 .b8 low[];\n"
             ".shared .align 8 .b64 bar;\n.visible .entry k()\n{\n" + REGS +
             "\tmov.u32 %r1, low;\n\tmov.u32 %r2, bar;\n"
             "\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 8192;\n"
             "\tcp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1+8192],"
-            " [%rd9, {%r0, %r0}], [%r2];\n"
-            "\tadd.s32 %r6, %r1, 8224;\n\tshr.u32 %r7, %r6, 4;\n\tcvt.u64.u32 %rd7, %r7;\n"
-            "\tor.b64 %rd8, %rd7, 4611686293305294848;\n"  # 128-byte swizzle, SBO 1024
-            "\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, {%r8, %r9, %r10, %r11},"
-            " %rd8, %p1, 1, 1, 0;\n"
-            "\tmov.u32 %r12, %tid.x;\n\tand.b32 %r13, %r12, 112;\n\tadd.s32 %r14, %r1, 8192;\n"
-            "\txor.b32 %r15, %r14, %r13;\n\tld.shared.f32 %f5, [%r15];\n\tret;\n}\n")
+            " [%rd9, {%r0, %r0}], [%r2];\n" + SWIZZLED_READS)
+    assert last_two_events(text) == IN_THEIR_ROWS
+    assert last_two_events(text.replace("[%r1+8192]", "[%r1+8208]")) == WIDENED
 
-    def last_two(source):
-        found = classify(inlined_graph(ptxkit.parse(source).function("k")), EventOptions())
-        return [describe(e) for block in found.by_block for e in block][-2:]
 
-    # the wgmma operand and a swizzled load (an XOR of 16-byte chunks) stay in their 128-byte rows
-    assert last_two(text) == ["dynamic shared[8192:9216]", "dynamic shared[8192:8308]"]
-    unaligned = text.replace("[%r1+8192]", "[%r1+8208]")
-    assert last_two(unaligned) == ["dynamic shared[8097:9248]", "dynamic shared[8080:8308]"]
+def test_swizzled_operands_show_the_alignment_of_their_region():
+    """A wgmma descriptor with the 128-byte swizzle and base offset 0, 32 bytes into a
+    1024-byte repeat of a 16-byte aligned base, shows the base 1024-byte aligned (the
+    hardware swizzles by the address's bits 7-9, docs/fence.md §3.3): the operand and a
+    swizzled load stay in their rows. With base offset 1, or with the descriptor 160 bytes
+    into a repeat (past its first row), the base shows nothing and both widen."""
+    text = (".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 16 .b8 low[];\n"
+            ".visible .entry k()\n{\n" + REGS + "\tmov.u32 %r1, low;\n" + SWIZZLED_READS)
+    assert last_two_events(text) == IN_THEIR_ROWS
+    assert last_two_events(text.replace("4611686293305294848", str(4611686293305294848 | 1 << 49))) == WIDENED
+    assert last_two_events(text.replace("8224;", "8352;")) == ["dynamic shared[8225:9376]", WIDENED[1]]
 
 
 def test_hand_offs():

@@ -28,8 +28,8 @@ from ptxkit._regex import compile as compile_pattern
 from ptxkit.cfg.flow.inline import call_target
 from ptxkit.cfg.flow.operands import destinations
 from ptxkit.cfg.sync.locations import (
-    CLUSTER, CTA, GLOBAL, SHARED, SPACE_BITS, Location, bounded, covers, descriptor_location, everywhere, in_root,
-    of_atom, overlaps, space_bits,
+    CLUSTER, CTA, GLOBAL, SHARED, SPACE_BITS, Location, bounded, covers, descriptor_location, descriptor_swizzle,
+    everywhere, in_root, of_atom, overlaps, space_bits,
 )
 from ptxkit.cfg.values.escape import shared_pointer_registers
 from ptxkit.cfg.values.frames import stack_frames
@@ -269,6 +269,7 @@ class _Classifier:
         self._shared_pointers: set[str] | None = None
         self.boxes = False  # a tensor copy, whose box `run` ends
         self.tensor_boxes: list[Query] = []  # the shared-memory address keys of tensor copies
+        self.swizzled: list[tuple[Query, bool]] = []  # the MMAs' descriptor keys, and whether tcgen05's
         self.accesses: dict[tuple[int, int], _Access] = {}  # (block, position) -> its access, for `_located`
         self.thread_range: tuple[int, int] | None = None  # the bounds of %tid.x, once `touches` needs them
         # (block, position) -> {(low, high): locations of those threads' access}
@@ -296,13 +297,16 @@ class _Classifier:
                     builders[block.index].append(builder)
         aligned: dict[Region, int] = {}
         answers: RegisterAnswers | None = None
-        if self.tensor_boxes and _less_aligned(flow):  # first the tensor copies' addresses: what alignment they show
-            # a -G build solves its values in rounds, for its stack: ask every question in them and keep
-            # the answers when the copies show no alignment the kernel does not declare
+        shown = self.tensor_boxes + [key for key, _ in self.swizzled]
+        if shown and _less_aligned(flow, SWIZZLE_ALIGN if self.swizzled else TENSOR_BOX_ALIGN):
+            # first the tensor copies' and the MMAs' addresses: what alignment they show; a -G
+            # build solves its values in rounds, for its stack: ask every question in them and
+            # keep the answers when the copies show no alignment the kernel does not declare
             everything = stack_frames(flow) is not None
-            asked = self.queries if everything else {key: self.queries[key] for key in self.tensor_boxes}
+            asked = self.queries if everything else {key: self.queries[key] for key in shown}
             first = analyse_registers(flow, asked, self.options.max_cluster)
-            aligned = _tensor_alignment([first.values[key] for key in self.tensor_boxes])
+            aligned = _shown_alignment([first.values[key] for key in self.tensor_boxes],
+                                       [(first.values[key], tcgen05) for key, tcgen05 in self.swizzled])
             if everything and not aligned:
                 answers = first
             del first  # unless kept as the answers, its analysis goes before the next one is built
@@ -687,6 +691,7 @@ class _Classifier:
                 descriptors.append((self.ask(block, position, a), rows_a, trans[0]))
             descriptors.append((self.ask(block, position, b), rows_b, trans[1]))
         tcgen05 = form is not AsyncForm.WGMMA
+        self.swizzled += ((key, tcgen05) for key, _, _ in descriptors)
         at = 4 if sparse else 3  # tcgen05.mma [d], a, b, {[sparse metadata],} idesc, ...
         idesc = self.ask(block, position, operands[at]) \
             if form is AsyncForm.TCGEN05_MMA and len(operands) > at and operands[at].kind != "memory" else None
@@ -874,35 +879,74 @@ def _runs(threads: int) -> list[tuple[int, int]]:
     return runs
 
 
-def _less_aligned(flow: FlowGraph) -> bool:
-    """True when the kernel declares shared memory aligned less than a tensor box."""
+#: The most a swizzled matrix descriptor's layout shows (the 128-byte swizzle repeats
+#: every 8 rows of 128 bytes, PTX ISA "Matrix Descriptor").
+SWIZZLE_ALIGN = 1024
+
+
+def _less_aligned(flow: FlowGraph, bound: int) -> bool:
+    """True when the kernel declares shared memory aligned less than `bound` bytes."""
     return any(value is not None and value[0].region is not None and value[0].space == SHARED_CTA_SPACE
-               and value[0].region.align < TENSOR_BOX_ALIGN
+               and value[0].region.align < bound
                for value in symbol_regions(flow.function, flow=flow).values())
 
 
-def _tensor_alignment(addresses: list[Value]) -> dict[Region, int]:
-    """Regions whose start must be `TENSOR_BOX_ALIGN`-aligned for the kernel to work:
-    those its tensor copies address at offsets that are all multiples of it (docs/fence.md
-    §3.3, an assumption like the one on expect_tx). A region some tensor copy addresses
-    at another offset, or at an unknown one, gets nothing.
+def _shown_alignment(boxes: list[Value], descriptors: list[tuple[Value, bool]]) -> dict[Region, int]:
+    """Regions whose start must be aligned more than they declare for the kernel to work,
+    by what its tensor copies' boxes (`_tensor_votes`) and its MMAs' swizzled descriptors
+    (`_swizzle_votes`) show; a region either addresses otherwise gets nothing (docs/fence.md
+    §3.3, assumptions like the one on expect_tx). `descriptors`: each descriptor's value and
+    whether it is a tcgen05 one.
 
-    >>> from ptxkit.cfg.values.values import Region, address
+    >>> from ptxkit.cfg.values.values import Atom, Region, WINDOW, address
     >>> dyn = Region("dyn", SHARED_CTA_SPACE, None, 16)
-    >>> _tensor_alignment([address(dyn, 0, 65536)]), _tensor_alignment([address(dyn, 1024), address(dyn, 16)])
+    >>> def desc(lo, hi=None, step=1, base=0):
+    ...     return (Atom(WINDOW, SHARED_CTA_SPACE, dyn, lo, lo if hi is None else hi, 4, 1 << 62 | base << 49, step),)
+    >>> _shown_alignment([address(dyn, 1024), address(dyn, 0)], [])[dyn], _shown_alignment([address(dyn, 16)], [])
+    (128, {})
+    >>> _shown_alignment([], [(desc(0, 24576, 8192), False), (desc(96), False)])[dyn]
+    1024
+    >>> _shown_alignment([], [(desc(0), False), (desc(128), False)]), _shown_alignment([], [(desc(0, base=1), False)])
     ({}, {})
-    >>> _tensor_alignment([address(dyn, 1024), address(dyn, 0)])[dyn]
-    128
+    >>> _shown_alignment([address(dyn, 16)], [(desc(0), False)])  # the two disagree: nothing
+    {}
     """
-    votes: dict[Region, bool] = {}
+    votes: dict[Region, int] = {}
+    for region, align in (*_tensor_votes(boxes), *_swizzle_votes(descriptors)):
+        votes[region] = -1 if align < 0 or votes.get(region, 0) < 0 else max(align, votes.get(region, 0))
+    return {region: align for region, align in votes.items() if align > region.align}
+
+
+def _tensor_votes(addresses: list[Value]) -> Iterator[tuple[Region, int]]:
+    """``(region, TENSOR_BOX_ALIGN)`` for each tensor copy's box at a multiple of it from
+    its region's start, ``(region, -1)`` for one elsewhere: a box is `TENSOR_BOX_ALIGN`-aligned."""
     for value in addresses:
         for atom in value:
             if atom.region is None or not atom.is_address or atom.shift or atom.high:
                 continue
             exact = atom.lo % TENSOR_BOX_ALIGN == 0 and (atom.lo == atom.hi or atom.step % TENSOR_BOX_ALIGN == 0)
-            votes[atom.region] = votes.get(atom.region, True) and exact
-    return {region: TENSOR_BOX_ALIGN for region, exact in votes.items()
-            if exact and region.align < TENSOR_BOX_ALIGN}
+            yield atom.region, TENSOR_BOX_ALIGN if exact else -1
+
+
+def _swizzle_votes(descriptors: list[tuple[Value, bool]]) -> Iterator[tuple[Region, int]]:
+    """``(region, repeat)`` for each swizzled descriptor with base offset 0 that starts in
+    the first 128 bytes of a repeat of its swizzle (8 rows of its width: 1024 bytes for the
+    128-byte swizzle, PTX ISA "Matrix Descriptor"), ``(region, -1)`` for one that does not.
+    The hardware swizzles by the address's bits 7 and up, the base offset 0 says the
+    pattern starts at the repeat's first row, and the kernel lays the data out by offsets
+    from the region's start: the two agree only where the start is aligned to the repeat.
+    A descriptor with no swizzle shows nothing."""
+    for value, tcgen05 in descriptors:
+        for atom in value:
+            if atom.region is None or not atom.is_address:
+                continue
+            layout = descriptor_swizzle(atom, tcgen05)
+            if layout is not None and layout[0] == 0:
+                continue
+            repeat = 8 * layout[0] if layout is not None else 0
+            exact = layout is not None and layout[1] == 0 and atom.lo % repeat < 128 and \
+                (atom.lo == atom.hi or atom.step % repeat == 0)
+            yield atom.region, repeat if exact else -1
 
 
 def _ring_stride(value: Value) -> int | None:

@@ -186,19 +186,34 @@ def descriptor_extent(rows: int, k_bytes: int, lbo: int, sbo: int, swizzle: int,
     return atom - 1, steps + 8 * atom
 
 
+def descriptor_swizzle(atom: Atom, tcgen05: bool) -> tuple[int, int] | None:
+    """``(swizzle width in bytes, base offset)`` of a traced (wgmma or tcgen05) matrix
+    descriptor value (PTX ISA, "Matrix Descriptor": the layout in bits 62-63, or 61-63
+    for tcgen05, the base offset in bits 49-51); None for another value or layout.
+
+    >>> from ptxkit.cfg.values.values import Region
+    >>> smem = Region("smem", SHARED_CTA_SPACE, None, 1024)
+    >>> descriptor_swizzle(Atom(WINDOW, SHARED_CTA_SPACE, smem, 2048, 2048, 4, 1 << 62 | 2 << 49), tcgen05=False)
+    (128, 2)
+    """
+    if atom.form != WINDOW or atom.shift != 4 or atom.region is None:
+        return None
+    high = atom.high
+    swizzle = _SWIZZLE_TCGEN05.get((high >> 61) & 7) if tcgen05 else _SWIZZLE_WGMMA[(high >> 62) & 3]
+    return None if swizzle is None else (swizzle, (high >> 49) & 7)
+
+
 def descriptor_location(atom: Atom, rows: int, k_bytes: int, mn_major: bool, tcgen05: bool) -> Location:
     """Where the matrix a (wgmma or tcgen05) descriptor value names lies, or
     anywhere in ``shared::cta`` when the value is not a traced descriptor."""
-    if atom.form != WINDOW or atom.shift != 4 or atom.region is None:
+    layout, region = descriptor_swizzle(atom, tcgen05), atom.region
+    if layout is None or region is None:
         return everywhere(CTA)
     high = atom.high
     lbo = ((high >> 16) & 0x3FFF) << 4
     sbo = ((high >> 32) & 0x3FFF) << 4
-    swizzle = (_SWIZZLE_TCGEN05.get((high >> 61) & 7) if tcgen05 else _SWIZZLE_WGMMA[(high >> 62) & 3])
-    if swizzle is None:
-        return everywhere(CTA)
+    swizzle = layout[0]
     before, after = descriptor_extent(rows, k_bytes, lbo, sbo, swizzle, mn_major)
-    region = atom.region
     atom_bytes = before + 1
     if before and region.align % atom_bytes == 0:  # the atoms are where the region's own alignment puts them
         start, end = atom.lo - atom.lo % atom_bytes, atom.hi - atom.hi % atom_bytes + after
