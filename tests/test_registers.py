@@ -358,26 +358,26 @@ def test_a_second_analysis_of_a_graph_takes_the_rules_the_first_made(monkeypatch
 @pytest.mark.nvcc
 def test_the_rounds_on_nvcc_debug_build_output_solve_as_anew(monkeypatch, tmp_path):
     """nvcc -G keeps a struct and the shared-memory pointer in it in stack frames: each
-    round of the fence pass's register analysis finds what a new analysis solving under
-    that round's model alone finds, and the pass still finds its one missing fence."""
+    round of the fence pass's register analyses (the pre-pass that finds the alignment
+    the wgmma descriptors show, then the main one) finds what a new analysis solving
+    under that round's model alone finds, and the pass still finds its one missing fence."""
     from ptxkit.cfg.values import registers
     from ptxkit.cfg.fence.fence import fence_text
     from test_fence_nvcc import FENCE, TWO_BUFFERS, nvcc_ptx
     made, solves = [], []
     start, fixpoint = registers._Analysis.__init__, registers._Analysis.fixpoint
 
-    def solved(self, asked):  # every query answered, whether the round holds or not
+    def solved(self, asked):  # every query answered, whether the round holds or not (by the latest analysis)
         dead = fixpoint(self, asked)
-        solves.append((self.stack, asked, (self.answers(asked, dead), dead)))
+        solves.append((made[-1], self.stack, asked, (self.answers(asked, dead), dead)))
         return dead
     monkeypatch.setattr(registers._Analysis, "__init__", lambda self, *args: made.append(args) or start(self, *args))
     monkeypatch.setattr(registers._Analysis, "fixpoint", solved)
     ptx = nvcc_ptx(TWO_BUFFERS.replace("SECOND", "tile"), tmp_path, "-G")
     assert [fence.text for fence in fence_text(ptx, "kernel.ptx")[1].fences] == [FENCE]
     monkeypatch.undo()
-    assert len(made) == 1 and len(solves) > 2  # one analysis, several rounds
-    flow, *options = made[0]
-    for model, asked, found in solves:
+    assert len(made) == 2 and len(solves) > 2  # two analyses, several rounds
+    for (flow, *options), model, asked, found in solves:
         assert registers._Analysis(inlined_graph(flow.function), *options, stack=model).solve(asked) == found
 
 
