@@ -1169,7 +1169,8 @@ class Solution:
         (and strict extern call). A fence under a guard orders nothing on the path where
         the guard is false, so the states keep what it orders; but a later op under the
         same guard, in the same block with the guard register unchanged, only runs when
-        that fence ran: for it, what the fence ordered is not pending."""
+        that fence ran: for it, what the fence ordered is not pending, unless an access or
+        a wait between them made or brought it again."""
         analysis = self.analysis
         wanted = self._need_masks.keys()
         for block in analysis.flow.rpo:
@@ -1193,6 +1194,10 @@ class Solution:
                         analysis.kill_mask(event.spaces) if event.kind in (Kind.FENCE, Kind.INSERTED) else 0)
                     if killed:
                         covered = (guard, killed | (covered[1] if covered is not None else 0), event.position)
+                if covered is not None and (event.kind is Kind.WAIT or event.kind is Kind.ARRIVE_WAIT):
+                    covered = None  # what the wait imports came after the fence
+                elif covered is not None and id(event) in analysis.generated:  # so does what an access makes
+                    covered = (covered[0], covered[1] & ~analysis.generated[id(event)], covered[2])
                 state = self._step(event, state)
 
     def walk(self, wanted: Collection[int] | None = None) -> Iterator[tuple[int, int, Event]]:
