@@ -941,11 +941,14 @@ def _swizzle_votes(descriptors: list[tuple[Value, bool]]) -> Iterator[tuple[Regi
             if atom.region is None or not atom.is_address:
                 continue
             layout = descriptor_swizzle(atom, tcgen05)
-            if layout is not None and layout[0] == 0:
+            if layout is None:  # not a traced descriptor
+                yield atom.region, -1
                 continue
-            repeat = 8 * layout[0] if layout is not None else 0
-            exact = layout is not None and layout[1] == 0 and atom.lo % repeat < 128 and \
-                (atom.lo == atom.hi or atom.step % repeat == 0)
+            width, base = layout
+            if not width:
+                continue
+            repeat = 8 * width
+            exact = base == 0 and atom.lo % repeat < 128 and (atom.lo == atom.hi or atom.step % repeat == 0)
             yield atom.region, repeat if exact else -1
 
 

@@ -37,9 +37,8 @@ def special_ranges(function: Function, max_cluster: int = PORTABLE_CLUSTER) -> d
     for name, args in function.signature.directives:
         if name not in (".maxntid", ".reqntid", ".reqnctapercluster", ".maxclusterrank"):
             continue
-        try:
-            dims = [int(a.strip()) for a in args.split(",")]
-        except ValueError:
+        dims = _numbers(args)
+        if dims is None:
             continue
         if name in (".reqnctapercluster", ".maxclusterrank"):
             cluster = math.prod(dims)
@@ -70,11 +69,17 @@ def one_dimensional(function: Function) -> bool:
     """
     for name, args in function.signature.directives:
         if name in (".maxntid", ".reqntid"):
-            try:
-                return block_shape(name, [int(a.strip()) for a in args.split(",")])[1:] == [1, 1]
-            except ValueError:
-                return False
+            dims = _numbers(args)
+            return dims is not None and block_shape(name, dims)[1:] == [1, 1]
     return False
+
+
+def _numbers(args: str) -> list[int] | None:
+    """A directive's comma-separated numbers (``"128, 3"``), or None where one is not."""
+    try:
+        return [int(a.strip()) for a in args.split(",")]
+    except ValueError:
+        return None
 
 
 def block_shape(directive: str, dims: list[int]) -> list[int]:
