@@ -31,7 +31,9 @@ def test_a_test_of_a_shifted_index_bounds_the_index():
     # 4 * 128, the rounding of 127; without the test, [0, 508] step 4)
     ("and.b32 %r2, %r1, 15", "eq", "[0, 512] step 64"),
     ("rem.u32 %r2, %r1, 16", "eq", "[0, 512] step 64"),
-    ("and.b32 %r2, %r1, 15", "ne", "[0, 508] step 4"),  # a remainder not 0 says nothing of the dividend
+    # a remainder not 0 takes away the ends of the range that are multiples: tid 0 goes
+    ("and.b32 %r2, %r1, 15", "ne", "[4, 508] step 4"),
+    ("rem.u32 %r2, %r1, 16", "ne", "[4, 508] step 4"),
     ("rem.u32 %r2, %r1, 12", "eq", "[0, 508] step 4"),  # 12 is no power of two: not taken up
 ])
 def test_a_zero_remainder_makes_the_dividend_a_multiple(remainder, comparison, shown):

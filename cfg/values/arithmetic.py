@@ -103,6 +103,26 @@ def rounded_up_to(value: Value, modulus: int, width: int = 64) -> Value:
     return and_(add(value, number(modulus - 1)), number(-modulus), width)
 
 
+def off_multiples(value: Value, modulus: int) -> Value:
+    """`value` where it is no multiple of `modulus`: each range of numbers without the
+    ends that are (``x & (N - 1) != 0`` past ``[4, 8]`` leaves ``[5, 7]``).
+
+    >>> from ptxkit.cfg.values.values import show
+    >>> show(off_multiples(number(4, 8), 4)), show(off_multiples(number(1, 7), 4)), off_multiples(number(8), 4)
+    ('[5, 7]', '[1, 7]', ())
+    """
+    out: list[Atom] = []
+    for atom in value:
+        if atom.form != NUM or atom.step != 1:
+            out.append(atom)
+            continue
+        lo = atom.lo + (-INF < atom.lo and atom.lo % modulus == 0)
+        hi = atom.hi - (atom.hi < INF and atom.hi % modulus == 0)
+        if lo <= hi:
+            out.extend(number(lo, hi))
+    return tuple(out)
+
+
 def cvta(value: Value, modifiers: Sequence[str]) -> Value:
     """``cvta`` (or ``cvta.to``) of `value` for the state space its modifiers name: an
     address in that space changes form (generic or window), anything else becomes some

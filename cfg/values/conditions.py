@@ -28,9 +28,9 @@ from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.flow.ssa import blocks_between, cell_key
-from ptxkit.cfg.values.arithmetic import compared_as, identity, rounded_up_to
+from ptxkit.cfg.values.arithmetic import compared_as, identity, off_multiples, rounded_up_to
 from ptxkit.cfg.values.specials import is_fixed_special, one_dimensional
-from ptxkit.cfg.values.values import INF, TOP, Atom, constant, meet, number, refine, refine_by, sub
+from ptxkit.cfg.values.values import INF, TOP, Atom, constant, may_be, meet, number, refine, refine_by, sub
 from ptxkit.isa import FIXED_SPECIALS, SWAPPED_COMPARISONS
 
 if TYPE_CHECKING:
@@ -69,9 +69,11 @@ if TYPE_CHECKING:
 
 class _MultipleOf(Record):
     """What a test ``x % modulus == 0`` bounds ``x`` by: rounding it up to `modulus` leaves
-    it as it is (`_narrowing` rounds the value it narrows)."""
+    it as it is (`_narrowing` rounds the value it narrows); with `holds` false, what
+    ``x % modulus != 0`` bounds it by: an end of its range that is a multiple moves in."""
 
     modulus: int
+    holds: bool = True
 
 
 #: The value a step that cannot be undone leaves: any number.
@@ -94,8 +96,9 @@ def _inverse(opcode: str, base: str, operands: Sequence[Operand], uniform: bool)
     elif immediate is not None and base == "and":
         modulus = immediate + 1  # x & (N - 1) is x % N
     if modulus is not None and modulus >= 2 and not modulus & (modulus - 1):
-        multiple = _MultipleOf(modulus)
-        return lambda value: multiple if constant(value) == 0 else _ANY_NUMBER
+        multiple, other = _MultipleOf(modulus), _MultipleOf(modulus, False)
+        return lambda value: multiple if constant(value) == 0 else other if value and not may_be(value, 0) \
+            else _ANY_NUMBER
     if base in ("add", "sub") and immediate is not None:
         step = immediate if base == "add" else -immediate
         return lambda value: sub(value, number(step))
@@ -192,7 +195,9 @@ def _bounded(branch: int, key: str, compared: Narrow, steps: tuple[Inverse, ...]
             if not isinstance(limit, _MultipleOf):  # past a remainder only copies follow (`_inverse_chain`)
                 limit = step(limit)
         if isinstance(limit, _MultipleOf):  # x % N == 0: x is x rounded up to N
-            return rounded_up_to(value, limit.modulus) if value else ()
+            if not value:
+                return ()
+            return rounded_up_to(value, limit.modulus) if limit.holds else off_multiples(value, limit.modulus)
         return meet(value, limit) if value and limit else ()
 
     return bounded
