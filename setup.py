@@ -49,7 +49,7 @@ COMPILED_MODULES = (
     "ptxkit.cfg.values.frames", "ptxkit.cfg.values.symbols", "ptxkit.cfg.values.specials",
     "ptxkit.cfg.values.escape", "ptxkit.cfg.values.definitions", "ptxkit.cfg.values.divergence", "ptxkit.cfg.values.thread_sets",
     "ptxkit.cfg.values.conditions", "ptxkit.cfg.values.counters", "ptxkit.cfg.values.lanes",
-    "ptxkit.cfg.values.registers",
+    "ptxkit.cfg.values.trips", "ptxkit.cfg.values.registers",
     "ptxkit.cfg.sync.locations", "ptxkit.cfg.sync.events", "ptxkit.cfg.sync.phases", "ptxkit.cfg.sync.once",
     "ptxkit.cfg.sync.armed", "ptxkit.cfg.sync.groups",
     "ptxkit.cfg.fence.options", "ptxkit.cfg.fence.proxy", "ptxkit.cfg.fence.placement",

@@ -138,6 +138,8 @@ EXPECTED = {
     "h30a_uniform_skip_then_epilogue_sync": [],
     "h30b_thread_dependent_skip_then_epilogue_sync": [("@%p1 " + CTA, "@%p1 cp.async.bulk.tensor.1d.global")],
     "h31_mbarrier_wait_before_a_cta_sync": [],
+    "h34a_copies_in_a_loop_unrolled_by_four": [],
+    "h34b_copies_in_a_loop_unrolled_by_four_reaching_the_stores": [(CTA, "cp.async.bulk.shared::cluster.global")],
     "h32_armed_before_the_fence_then_initialised_again": [],
     "h33_initialised_again_without_a_fence": [],
     "h04b_cp_async_writer_side_option": [(CTA, "wgmma.mma_async")],

@@ -55,6 +55,7 @@ STRICT_MODULES = (
     "ptxkit.cfg.values.conditions",
     "ptxkit.cfg.values.counters",
     "ptxkit.cfg.values.lanes",
+    "ptxkit.cfg.values.trips",
     "ptxkit.cfg.values.registers",
     "ptxkit.cfg.sync",
     "ptxkit.cfg.sync.locations",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ptxkit.cfg.flow.graph import FlowGraph
     from ptxkit.cfg.values.conditions import Definitions, Narrowings, Point
     from ptxkit.cfg.values.idioms import Quotient, Remainder
+    from ptxkit.cfg.values.trips import Count
     from ptxkit.cfg.values.values import Value
     from ptxkit.instruction import Operand
 
@@ -62,6 +63,11 @@ class Renamed(Protocol):
     def uses(self) -> Mapping[tuple[Point, str], str]: ...
     @property
     def defs(self) -> Mapping[tuple[Point, str], str]: ...
+
+
+class Tripping(Code, Renamed, Protocol):
+    """What `ptxkit.cfg.values.trips.trip_bounds` reads: the code, the dominators, and
+    the SSA versions each point reads and writes."""
 
 
 class Solved(Protocol):
@@ -113,6 +119,11 @@ class Solving(Protocol):
     def uses(self) -> Mapping[tuple[Point, str], str]: ...
     @property
     def defs(self) -> Mapping[tuple[Point, str], str]: ...
+    @property
+    def trip_offsets(self) -> Mapping[tuple[str, int], tuple[Count, str, str]]: ...
+    def _narrowed(self, block: int, version: str, value: Value) -> Value: ...
+    @property
+    def defined(self) -> Container[str]: ...
 
 
 class ByThread(Protocol):

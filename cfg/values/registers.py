@@ -77,6 +77,7 @@ from ptxkit.cfg.values.idioms import SUM_OPCODES, quotient_of, remainder, roundi
 from ptxkit.cfg.values.lanes import lane_table
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER, special_ranges
 from ptxkit.cfg.values.symbols import PLAIN_REGISTERS, TEMPLATES, symbol_regions, template_load
+from ptxkit.cfg.values.trips import stepped_offset, trip_bounds, trip_loops
 from ptxkit.isa import (
     FIXED_SPECIALS, INTEGER_TYPES, RESULT_RANGES, SIGN_READING, SWAPPED_COMPARISONS, TYPE_BITS,
 )
@@ -92,8 +93,9 @@ if TYPE_CHECKING:
 
     from ptxkit.cfg.flow.graph import FlowGraph
     from ptxkit.cfg.values.arithmetic import Binary
-    from ptxkit.cfg.values.conditions import Condition, Definitions, Narrow, Point, Site
-    from ptxkit.cfg.values.counters import Compute
+    from ptxkit.cfg.values.conditions import Condition, Definitions, Narrow, Narrowings, Point, Site
+    from ptxkit.cfg.values.counters import Compute, Refined
+    from ptxkit.cfg.values.trips import TripLoop
     from ptxkit.cfg.values.idioms import Quotient, Remainder
     from ptxkit.cfg.values.protocols import ByThread, Pinned, Solving
     from ptxkit.cfg.values.values import Region, Value
@@ -305,7 +307,7 @@ class _Analysis:
               "_rank", "_registers", "_remainders", "_rule_thresholds", "_rules", "_self_fed", "_site_of", "_taken",
               "_with_cells", "_written", "aligned", "defined", "defs", "depends", "dirty", "dominators", "edge_narrowing", "flow",
               "kept", "narrowing", "queries", "returning", "rules", "special", "stack", "symbols", "thresholds",
-              "thresholds_sorted", "unknown_cells", "updates", "uses", "values")
+              "thresholds_sorted", "trip_offsets", "unknown_cells", "updates", "uses", "values")
 
     def solution(self) -> dict[str, object]:
         """What the last `solve` found, for `restore`: `solve` replaces (never changes in
@@ -468,18 +470,9 @@ class _Analysis:
         against."""
         definitions = self.definitions()
         self.defined = set(definitions)
-        wanted: set[str] = set()
-        for block, position, operand in queries.values():
-            wanted.update(self.sources_of(block, operand))
         conditions = branch_conditions(self, definitions)
-        rules: dict[Site, SourcedRule] = {}
-        seen: set[str] = set()
-        self.slice(definitions, wanted, rules, seen)
-        for _, (key, _, bound, _, chain), _ in conditions.values():  # conditions that bound what we follow
-            keys = [key] + [source[0] if isinstance(source, tuple) else source for source, _ in chain] + \
-                ([bound] if isinstance(bound, str) else [])
-            if any(k in seen for k in keys):
-                self.slice(definitions, set(keys) - seen, rules, seen)
+        loops = trip_loops(self.flow)
+        rules, seen = self._sliced(definitions, queries, conditions, loops)
         self.dominators = DominatorTree.of(self.flow)
         self.values: MutableMapping[str, Value] = {}  # an `_Overlay` during `by_thread`
         self.updates: dict[str, int] = {}
@@ -487,8 +480,12 @@ class _Analysis:
         phis = self._rename(definitions, rules, queries, conditions, seen)
         self.rules = rules
         self._self_fed: frozenset[str] | None = None  # `self_fed`, found when an update first asks
-        held = refinements(self, conditions, definitions)  # where the conditions hold
-        self.narrowing, self.edge_narrowing, self.depends = held.narrowing, held.edge_narrowing, held.depends
+        held = refinements(self, conditions, definitions)  # where the conditions hold, and the loops' trips
+        bounded = trip_bounds(self, loops, phis, held.narrowing)
+        self.narrowing, self.edge_narrowing = _merged(held.narrowing, bounded.narrowing), held.edge_narrowing
+        self.depends = {key: held.depends.get(key, set()) | bounded.depends.get(key, set())
+                        for key in held.depends.keys() | bounded.depends.keys()}
+        self.trip_offsets = bounded.offsets
         # a version's definition is an instruction (the joins' versions are not in it)
         self._site_of: dict[str, Site] = held.site_of  # type: ignore[assignment]
         self._memo: dict[int, dict[str, list[Narrow]]] = {}  # `narrowed_at`'s
@@ -532,6 +529,27 @@ class _Analysis:
         # a thread range ``(register, low, high)`` or a set of pins -> what evaluating under it gave
         self._again_under: dict[Hashable, ThreadRange] = {}
         return dead_blocks(self)
+
+    def _sliced(self, definitions: Definitions, queries: Queries, conditions: Mapping[int, Condition],
+                loops: Sequence[TripLoop]) -> tuple[dict[Site, SourcedRule], set[str]]:
+        """The rules of the definitions the queries read (`slice`), and of those that the
+        loops' trips and the branch conditions bounding any of them read; with the keys
+        they define."""
+        wanted: set[str] = set()
+        for block, position, operand in queries.values():
+            wanted.update(self.sources_of(block, operand))
+        rules: dict[Site, SourcedRule] = {}
+        seen: set[str] = set()
+        self.slice(definitions, wanted, rules, seen)
+        for loop in loops:  # the counters, limits and counts that bound registers we follow
+            if any(stepped.key in seen for stepped in loop.stepped):
+                self.slice(definitions, set(loop.reads) - seen, rules, seen)
+        for _, (key, _, bound, _, chain), _ in conditions.values():  # conditions that bound what we follow
+            keys = [key] + [source[0] if isinstance(source, tuple) else source for source, _ in chain] + \
+                ([bound] if isinstance(bound, str) else [])
+            if any(k in seen for k in keys):
+                self.slice(definitions, set(keys) - seen, rules, seen)
+        return rules, seen
 
     def answers(self, asked: Iterable[Hashable], dead: Set[int]) -> Answers:
         """The value of each query named in `asked` (keys of those the last `fixpoint` was
@@ -1089,27 +1107,23 @@ class _Analysis:
             sliced = slice_offset(self, block, operands, compute)
             if sliced is not None:
                 compute = sliced
-        if base == "shl":
-            shifted = shifted_remainder(self, block, position, operands, modifiers)
-            if shifted is not None:
-                compute, extra = shifted
-                sources.extend(extra)
-        if base == "and":
-            masked = shifted_field(self, block, position, operands, modifiers, compute)
-            if masked is not None:
-                compute, extra = masked
-                sources.extend(extra)
-        if base == "cvt":
-            narrowed = narrowed_remainder(self, block, position, operands, modifiers)
-            if narrowed is not None:
-                compute, extra = narrowed
-                sources.extend(extra)
-        if base == "selp" and len(operands) == 4:
+        refined: Refined | None = None  # the idioms one opcode completes
+        if base == "sub":
+            refined = stepped_offset(self, block, operands, compute)
+        elif base == "shl":
+            refined = shifted_remainder(self, block, position, operands, modifiers)
+        elif base == "and":
+            refined = shifted_field(self, block, position, operands, modifiers, compute)
+        elif base == "cvt":
+            refined = narrowed_remainder(self, block, position, operands, modifiers)
+        elif base == "selp" and len(operands) == 4:
             refined = rounded_up(self, block, position, modifiers, compute) or \
                 ring_refinement(self, block, position, operands)
-            if refined is not None:
-                compute, extra = refined
-                sources.extend(extra)
+        elif base == "shfl":
+            refined = lane_table(self, block, position, operands, len(targets))
+        if refined is not None:
+            compute, extra = refined
+            sources.extend(extra)
         if base == "add" and len(targets) == 1 and len(operands) == 3:
             selected = selected_step(self, block, position, operands)
             if selected is not None:
@@ -1136,11 +1150,6 @@ class _Analysis:
                 if ring is not None:
                     compute, extra = ring
                     sources.extend(extra)
-        if base == "shfl":
-            table = lane_table(self, block, position, operands, len(targets))
-            if table is not None:
-                compute, extra = table
-                sources.extend(extra)
         if base in RECOMPUTED and len(targets) == 1 and guard is None:
             twin = twin_of(self, block, position)
             if twin is not None:  # the same value computed before: what narrows that one narrows this
@@ -1360,6 +1369,16 @@ class _Analysis:
                 negative = modifier[0] == "s"
                 return number(-(1 << (bits - 1)) if negative else 0, (1 << (bits - (1 if negative else 0))) - 1)
         return TOP
+
+
+def _merged(ours: dict[int, Narrowings], theirs: Mapping[int, Narrowings]) -> dict[int, Narrowings]:
+    """The narrowings of both tables, ours first where both have some."""
+    if not theirs:
+        return ours
+    merged = dict(ours)
+    for block, narrowings in theirs.items():
+        merged[block] = [*ours.get(block, ()), *narrowings]
+    return merged
 
 
 def _join_blocks(multi: Mapping[str, None], definitions: Definitions, frontier: Mapping[int, Sequence[int]]

@@ -1188,3 +1188,23 @@ def meet(a: Value, b: Value) -> Value:
         lo, hi = max(a[0].lo, b[0].lo), min(a[0].hi, b[0].hi)
         return _num(lo, hi) if lo <= hi else ()
     return a
+
+
+def within(a: Value, b: Value) -> Value:
+    """What `a` and `b` both allow where each is one atom of a kind (numbers, or offsets
+    from one start), on `b`'s steps; otherwise `b`: each of them holds every value, and
+    `b` is the bound the caller found.
+
+    >>> smem = Region("smem", SHARED_CTA_SPACE, 65536, 1024)
+    >>> show(within(address(smem, 0, INF), add(address(smem), number(0, 8192, 8192))))
+    'smem+[0, 8192] step 8192 (shared::cta window)'
+    >>> show(within(number(0, 5), number(4, 12, 4))), within(number(0, 3), number(4, 12, 4))
+    ('4', ())
+    """
+    if not a or len(a) != 1 or len(b) != 1 or _key(a[0]) != _key(b[0]):
+        return b if a else ()
+    x, y = a[0], b[0]
+    step = max(y.step, 1)
+    lo = y.lo + -(-(max(x.lo, y.lo) - y.lo) // step) * step
+    hi = y.lo + (min(x.hi, y.hi) - y.lo) // step * step
+    return (y._replace(lo=lo, hi=hi, step=step if hi > lo else 1),) if lo <= hi else ()
