@@ -42,6 +42,29 @@ def test_a_zero_remainder_makes_the_dividend_a_multiple(remainder, comparison, s
     assert value_at(body, "%r3", directives=" .maxntid 128, 1, 1") == shown
 
 
+@pytest.mark.parametrize("between, after, shown", [
+    # r2 = tid & 15 is written again after the test (a loop counting it down, as nvcc's
+    # remainder loop does), but its write before the test reaches it: tid 0 goes
+    ("", "\tadd.s32 %r2, %r2, -1;\n", "[1, 127]"),
+    # the same with the test's write in a block before it
+    ("\tbar.sync 0;\n\tbra.uni B;\nB:\n", "\tadd.s32 %r2, %r2, -1;\n", "[1, 127]"),
+    # tid written between that write and the test: r2 no longer tells of it
+    ("\tadd.s32 %r1, %r1, 3;\n", "\tadd.s32 %r2, %r2, -1;\n", "[3, 130]"),
+])
+def test_a_register_set_more_than_once_bounds_what_its_write_before_the_test_read(between, after, shown):
+    body = ("\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 15;\n" + between +
+            "\tsetp.eq.u32 %p1, %r2, 0;\n\t@%p1 bra OUT;\n\tmov.u32 %r3, %r1;\n\t// here\n" + after + "OUT:\n")
+    assert value_at(body, "%r1", directives=" .maxntid 128, 1, 1") == shown
+
+
+def test_a_register_stepped_before_its_test_bounds_nothing_it_was():
+    """``i = i + 4`` then ``i != 16``: the test is of the new i, and says nothing of the
+    i the step read (taking it for the new one would bound i by 12 after the loop)."""
+    body = ("\tmov.u32 %r1, 0;\nL:\n\tadd.s32 %r1, %r1, 4;\n\tsetp.ne.s32 %p1, %r1, 16;\n\t@%p1 bra L;\n"
+            "\tmov.u32 %r3, %r1;\n\t// here\n")
+    assert value_at(body, "%r1") == "16"
+
+
 def test_a_constant_first_test_is_read_the_other_way_round():
     """``16 > tid`` is ``tid < 16``."""
     body = TESTED.format(test="\tsetp.gt.u32 %p1, 16, %r1;\n", then="\tmov.u32 %r3, %r1;\n")

@@ -415,12 +415,18 @@ def _inverse_chain(analysis: Tests, block: int, position: int, key: str, definit
     (`refinements` narrows that version, so a second load of it is bounded too). For
     the test of a `branch`, a register set more than once that the test's block reads
     unchanged up to the test ends the chain with ``((key, branch point), inverse)``:
-    the version of it the branch sees is bounded."""
+    the version of it the branch sees is bounded. The compared register itself may be set
+    more than once where one write reaches the test (`_reaching_write`): the chain goes on
+    from it with the registers no way from it to the test writes."""
     chain: Chain = []
     current = key
     rounding = False  # the chain went through a remainder (`_MultipleOf`)
+    reached: Site | None = None  # the write of the compared register reaching the test, when set more than once
     for _ in range(8):
         sites = definitions.get(current, ())
+        if len(sites) != 1 and current == key and branch:
+            found = _reaching_write(analysis, block, position, key, definitions)
+            sites, reached = ((found,), found) if found is not None else ((), None)
         if len(sites) != 1:
             break
         where, at = sites[0]
@@ -439,6 +445,9 @@ def _inverse_chain(analysis: Tests, block: int, position: int, key: str, definit
         if len(operands) < 2 or operands[1].kind != "register":
             break
         source = analysis.prefix(where) + register_name(operands[1])
+        if reached is not None and not _kept_from(analysis, reached, block, position, register_name(operands[1])):
+            break  # set again from the write that reaches the test to the test (or by that write)
+        reached = None
         source_sites = definitions.get(source, ())
         read_here = False  # set more than once, but the test's block reads it unchanged: its version there
         if len(source_sites) != 1 or source_sites[0][0] == where and source_sites[0][1] > at:
@@ -456,6 +465,31 @@ def _inverse_chain(analysis: Tests, block: int, position: int, key: str, definit
         chain.append((source, inverse))
         current = source
     return chain
+
+
+def _reaching_write(analysis: Code, block: int, position: int, key: str, definitions: Definitions) -> Site | None:
+    """The one write of `key` (set more than once) that every run reaching the
+    instruction at (block, position) last made: the last before it in its block, else the
+    last in the nearest block that dominates it with no write of `key` on a way between."""
+    here = [site for site in definitions.get(key, ()) if site[0] == block and site[1] < position]
+    if here:
+        return max(here)
+    dominators = DominatorTree.of(analysis.flow)
+    above = [site for site in definitions.get(key, ()) if site[0] != block and dominators.dominates(site[0], block)]
+    nearest = [site for site in above if all(dominators.dominates(other[0], site[0]) for other in above)]
+    if not nearest or not unwritten_between(analysis, nearest[0][0], block, [key[len(analysis.prefix(block)):]],
+                                            position):
+        return None
+    return max(site for site in nearest if site[0] == nearest[0][0])
+
+
+def _kept_from(analysis: Code, site: Site, block: int, position: int, register: str) -> bool:
+    """Whether no instruction writes `register` from `site` (itself included: a register
+    stepped there is a newer one at the test) to the instruction at (block, position)."""
+    if site[0] == block:
+        return not analysis.redefined(block, site[1], position, register)
+    return not analysis.redefined(site[0], site[1], len(analysis.flow.blocks[site[0]].instructions), register) \
+        and unwritten_between(analysis, site[0], block, [register], position)
 
 
 def _kept_in_block(analysis: Code, block: int, at: int, position: int, register: str) -> bool:
