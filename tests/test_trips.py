@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ptxkit
 from ptxkit.cfg.flow.graph import flow_graph
@@ -222,3 +224,71 @@ def test_what_nvcc_writes_for_a_loop_over_a_bounded_count(pragma, tmp_path):
               for i, instruction in enumerate(b.instructions) if instruction.opcode.startswith("st.shared")}
     highest = [max(atom.hi for atom in value) for value in register_values(flow, stores).values()]
     assert highest == ([14336] if not pragma else [8192, 10240, 12288, 14336, 12288])
+
+
+#: How each ``setp`` comparison reads two 32-bit registers (`_trips_made`).
+_COMPARE = {"ne": lambda a, b: a != b, "lt": lambda a, b: a < b, "gt": lambda a, b: a > b,
+            "le": lambda a, b: a <= b, "ge": lambda a, b: a >= b}
+_WRAP = 1 << 32
+
+
+def _as(value: int, kind: str) -> int:
+    value %= _WRAP
+    return value - _WRAP if kind == "s32" and value >= 1 << 31 else value
+
+
+def _trips_made(start: int, step: int, limit: int, comparison: str, kind: str, most: int) -> int | None:
+    """How many trips the loop of `test_every_value_a_counted_loop_steps_to_is_in_its_bound`
+    makes by its own test (at least one: the test is at the bottom), None past `most`."""
+    counter, trips = start, 0
+    while trips <= most:
+        trips += 1
+        counter = (counter + step) % _WRAP
+        if not _COMPARE[comparison](_as(counter, kind), _as(limit, kind)):
+            return trips
+    return None
+
+
+#: Numbers near the ends of the 32-bit types, where a counter's step may wrap.
+_EDGES = [2**31 - 5, 2**31 - 2, 2**31 - 1, 2**32 - 5, 2**32 - 1, -2**31 + 3]
+
+
+@settings(max_examples=150, deadline=None)
+@given(start=st.one_of(st.integers(-6, 6), st.sampled_from(_EDGES)), step=st.sampled_from([-4, -2, -1, 1, 2, 3, 4, 8]),
+       comparison=st.sampled_from(sorted(_COMPARE)), kind=st.sampled_from(["s32", "u32"]),
+       limit=st.sampled_from(["\tmin.s32 %r2, %r1, {c};\n", "\tand.b32 %r2, %r1, {c};\n", "\tmov.u32 %r2, {c};\n",
+                              "\tadd.s32 %r2, %r3, {c};\n", "\tsub.s32 %r2, %r1, %r5;\n"]),
+       c=st.one_of(st.integers(-8, 24), st.sampled_from(_EDGES)), stride=st.sampled_from([-12, 4, 2048]),
+       late=st.booleans())
+def test_every_value_a_counted_loop_steps_to_is_in_its_bound(start, step, comparison, kind, limit, c, stride, late):
+    """Loops of every shape the trip bounds read and some they must not (a test before the
+    step, ``<=``, a limit the counter may step past and wrap, a start plus a constant):
+    each run in the simulator for several counts ``n`` (a second exit stops a run after
+    64 trips, so a counter that wraps shows what it steps to), every value the register
+    stepped beside the counter takes is in what the analysis says it is, in the loop and
+    after it."""
+    defs = ("\tld.param.u64 %rd1, [k_out];\n\tld.param.u32 %r1, [k_n];\n\tand.b32 %r5, %r1, 3;\n"
+            "\tsub.s32 %r6, %r1, %r5;\n" f"\tmov.u32 %r3, {start};\n" + limit.format(c=c) + "\tmov.u32 %r4, 0;\n"
+            "\tmov.u32 %r7, 0;\nL:\n\tmul.wide.u32 %rd2, %r7, 4;\n\tadd.s64 %rd3, %rd1, %rd2;\n"
+            "\tst.global.u32 [%rd3+4], %r4;\n\tadd.s32 %r7, %r7, 1;\n\tsetp.ge.u32 %p2, %r7, 64;\n"
+            "\t@%p2 bra DONE;\n")
+    step_counter = f"\tadd.s32 %r3, %r3, {step};\n"
+    test = f"\tsetp.{comparison}.{kind} %p1, %r3, %r2;\n"
+    body = defs + f"\tadd.s32 %r4, %r4, {stride};\n" + (test + step_counter if late else step_counter + test) + \
+        "\t@%p1 bra L;\nDONE:\n\tst.global.u32 [%rd1], %r7;\n\tst.global.u32 [%rd1+260], %r4;\n"
+    flow = flow_graph(ptxkit.parse(_kernel(body), "k.ptx").function("k"))
+    stores = [(b.index, i, instruction.operands[1]) for b in flow.blocks for i, instruction in enumerate(b.instructions)
+              if instruction.opcode == "st.global.u32" and "%r4" in instruction.text]
+    inside, after = register_values(flow, dict(enumerate(stores))).values()
+    for n in (0, 1, 2, 3, 5, 8, 13, 100, 2**31 - 1, 2**32 - 1):
+        s_n = _as(n, "s32")
+        limits = {"min": min(s_n, _as(c, "s32")), "and": n & (c % _WRAP), "mov": c, "add": start + c,
+                  "sub": n - (n & 3)}
+        bound = limits[limit.split()[0].split(".")[0]]
+        counter_start = start - step if late else start  # a test before the step sees the count one behind
+        trips = _trips_made(counter_start, step, bound, comparison, kind, 64) or 64  # a run stops at 64
+        out = np.zeros(66, np.uint32)  # the trips, what each trip stored, what the loop left
+        launch(_kernel(body), "k", out, np.uint32(n), grid=1, block=1)
+        assert out[0] == trips
+        for value, seen in [(inside, int(seen)) for seen in out[1:1 + trips]] + [(after, int(out[65]))]:
+            assert contains_number(value, seen) or contains_number(value, seen - _WRAP), (n, seen, show(value))

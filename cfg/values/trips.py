@@ -584,8 +584,8 @@ def _leaving(count: Count, block: int, loop: TripLoop, start: str, step: int, ba
 def _ordered(a: Solved, loop: TripLoop, entered: str) -> int | None:
     """The most trips of a loop that goes on while ``c < L`` (``c > L`` stepping down):
     ``max(1, ceil((L - c0) / U))`` over the start's and limit's ranges as the test's
-    type reads them, where the counter's last step stays inside that type (it never
-    passes ``L + U - 1``); None otherwise, 0 where not known yet."""
+    type reads them, where no step leaves that type (the first reaches ``c0 + U``, the
+    others at most ``L + U - 1``); None otherwise, 0 where not known yet."""
     start, limit = (_range(a, term, loop, entered) for term in (loop.start, loop.limit))
     if start is None or limit is None:
         return None
@@ -594,9 +594,9 @@ def _ordered(a: Solved, loop: TripLoop, entered: str) -> int | None:
     bits = int(loop.kind[1:])
     low, high = (-(1 << bits - 1), (1 << bits - 1) - 1) if loop.kind[0] == "s" else (0, (1 << bits) - 1)
     step = loop.step
-    if step > 0 and limit[1] + step - 1 <= high:
+    if step > 0 and start[1] + step <= high and limit[1] + step - 1 <= high:
         return max(1, -(-(limit[1] - start[0]) // step))
-    if step < 0 and limit[0] + step + 1 >= low:
+    if step < 0 and start[0] + step >= low and limit[0] + step + 1 >= low:
         return max(1, -(-(start[1] - limit[0]) // -step))
     return None
 
