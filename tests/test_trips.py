@@ -292,3 +292,14 @@ def test_every_value_a_counted_loop_steps_to_is_in_its_bound(start, step, compar
         assert out[0] == trips
         for value, seen in [(inside, int(seen)) for seen in out[1:1 + trips]] + [(after, int(out[65]))]:
             assert contains_number(value, seen) or contains_number(value, seen - _WRAP), (n, seen, show(value))
+
+
+def test_a_count_set_in_two_places_bounds_nothing_and_keeps_the_loop():
+    """``m`` set on two branches (a join, not one register set once): its value where
+    the loop is entered is no one key's, so the masked limit is not taken; the loop's
+    stores keep every index a run reaches (taken as dead before this test)."""
+    body = _unrolled(8, 4, "sum").replace(
+        "\tmax.s32 %r3, %r2, 1;\n", "\tsetp.lt.s32 %p7, %r2, 1;\n\t@%p7 bra ONE;\n\tmov.u32 %r3, %r2;\n"
+        "\tbra.uni SET;\nONE:\n\tmov.u32 %r3, 1;\nSET:\n")
+    for value, indices in zip(_analysed(body), _reached(body, range(0, 11))):
+        assert all(contains_number(value, i) for i in indices), (show(value), sorted(indices))

@@ -295,15 +295,17 @@ def _masked(flow: FlowGraph, site: Site, definitions: Definitions) -> Term | Non
     """``n & ~m`` (sign 1) or its negation, set at `site` by ``and d, n, ~m``, ``sub d,
     n, a`` or ``sub d, a, n`` with ``a = n & m`` set before it: in the same block, ``n``
     not written between, or in a block that dominates it (`_terms_hold` checks that no
-    way between writes ``a`` or ``n``); ``m = 2^j - 1``."""
+    way between writes ``a`` or ``n``); ``m = 2^j - 1``, ``n`` set once (its value is
+    read where the loop is entered)."""
     block, prefix = flow.blocks[site[0]], _prefix(flow, site[0])
     base, operands = block.heads[site[1]][2], block.instructions[site[1]].operands
     if len(operands) != 3 or operands[1].kind != "register":
         return None
     if base == "and" and operands[2].kind == "immediate" and isinstance(operands[2].value, int):
         mask = ~operands[2].value & 0xFFFFFFFF
-        return Term("masked", prefix + str(operands[1].name), mask=mask, site=site) \
-            if mask < 1 << 16 and not mask & (mask + 1) else None
+        n_key = prefix + str(operands[1].name)
+        return Term("masked", n_key, mask=mask, site=site) \
+            if mask < 1 << 16 and not mask & (mask + 1) and len(definitions.get(n_key, ())) == 1 else None
     if base != "sub" or operands[2].kind != "register":
         return None
     for n, a, sign in ((operands[1], operands[2], 1), (operands[2], operands[1], -1)):
@@ -316,7 +318,7 @@ def _masked(flow: FlowGraph, site: Site, definitions: Definitions) -> Term | Non
                 or anded[1].name != n.name or anded[2].kind != "immediate" or not isinstance(anded[2].value, int):
             continue
         mask = anded[2].value
-        if mask > 0 and not mask & (mask + 1) and \
+        if mask > 0 and not mask & (mask + 1) and len(definitions.get(n_key, ())) == 1 and \
                 not any(b == site[0] and at[1] < p < site[1] for b, p in definitions.get(n_key, ())):
             return Term("masked", n_key, sign=sign, mask=mask, site=site,
                         via=at if at[0] != site[0] else None, via_key=a_key)
@@ -470,9 +472,17 @@ def _terms_hold(analysis: Tripping, loop: TripLoop, entered: str) -> bool:
             limit.key == _copied_into(loop, loop.counter) and _kept(analysis, limit.site, loop.entry, limit.key)):
         return False
     return all(analysis.dominators.dominates(term.site[0], loop.entry) and
-               (term.kind == "register" or _kept(analysis, term.site, loop.entry, term.key)) and
+               (term.kind == "register" or _set_before(analysis, term.key, term.site) and
+                _kept(analysis, term.site, loop.entry, term.key)) and
                (term.via is None or all(_kept(analysis, term.via, term.site[0], key) for key in (term.via_key, term.key)))
                for term in (loop.start, limit) if term.kind in ("register", "masked"))
+
+
+def _set_before(analysis: Tripping, key: str, site: Site) -> bool:
+    """Whether the one write of `key` comes before `site` on every way there."""
+    written = analysis.definitions().get(key, ())
+    return len(written) == 1 and (written[0][1] < site[1] if written[0][0] == site[0] else
+                                  analysis.dominators.dominates(written[0][0], site[0]))
 
 
 def _kept(analysis: Tripping, site: Site, entry: int, key: str) -> bool:
