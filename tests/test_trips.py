@@ -6,7 +6,9 @@ unrolled ``U`` times, in the three forms nvcc writes: the counter tested against
 through a sum (``i + ((m & (U - 1)) - m) != 0``), against ``m - (m & (U - 1))`` directly,
 and a second counter that runs from ``m & -U`` down to 0. Each runs in the simulator for
 every count ``n``, and every index a run reaches at each point must lie in what the
-analysis says there (and stay below ``C``: the bound is what the fence pass needs)."""
+analysis says there (and, for the counts it can tell apart, stay below ``C``: the bound
+is what the fence pass needs). A property test does the same for loops of every shape
+the bounds read and some they must not, nvcc's own loops are compiled and read."""
 
 from __future__ import annotations
 
