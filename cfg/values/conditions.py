@@ -467,20 +467,40 @@ def _inverse_chain(analysis: Tests, block: int, position: int, key: str, definit
     return chain
 
 
-def _reaching_write(analysis: Code, block: int, position: int, key: str, definitions: Definitions) -> Site | None:
-    """The one write of `key` (set more than once) that every run reaching the
-    instruction at (block, position) last made: the last before it in its block, else the
-    last in the nearest block that dominates it with no write of `key` on a way between."""
-    here = [site for site in definitions.get(key, ()) if site[0] == block and site[1] < position]
+def nearest_write(flow: FlowGraph, definitions: Definitions, key: str, site: Site) -> Site | None:
+    """The write of `key` nearest before the instruction at `site`: the last before it in
+    its block, else the last in the nearest block that dominates it (whether another write
+    lies on a way between, the caller asks); None where no write comes before on every way.
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.flow.graph import flow_graph
+    >>> from ptxkit.cfg.values.definitions import REGISTER_DEFINITIONS
+    >>> flow = flow_graph(ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .b32 %r<3>;\\n\\tmov.u32 %r1, 1;\\nL:\\n\\tmov.u32 %r2, %r1;\\n\\tadd.s32 %r1, %r1, 1;\\n"
+    ...     "\\tbra.uni L;\\n}\\n").function("k"))
+    >>> written = REGISTER_DEFINITIONS.of(flow)
+    >>> nearest_write(flow, written, "%r1", (1, 0)), nearest_write(flow, written, "%r1", (1, 2))
+    ((0, 0), (1, 1))
+    """
+    here = [write for write in definitions.get(key, ()) if write[0] == site[0] and write[1] < site[1]]
     if here:
         return max(here)
-    dominators = DominatorTree.of(analysis.flow)
-    above = [site for site in definitions.get(key, ()) if site[0] != block and dominators.dominates(site[0], block)]
-    nearest = [site for site in above if all(dominators.dominates(other[0], site[0]) for other in above)]
-    if not nearest or not unwritten_between(analysis, nearest[0][0], block, [key[len(analysis.prefix(block)):]],
-                                            position):
-        return None
-    return max(site for site in nearest if site[0] == nearest[0][0])
+    dominators = DominatorTree.of(flow)
+    above = [write for write in definitions.get(key, ())
+             if write[0] != site[0] and dominators.dominates(write[0], site[0])]
+    nearest = [write for write in above if all(dominators.dominates(other[0], write[0]) for other in above)]
+    return max(nearest) if nearest else None
+
+
+def _reaching_write(analysis: Code, block: int, position: int, key: str, definitions: Definitions) -> Site | None:
+    """The one write of `key` (set more than once) that every run reaching the
+    instruction at (block, position) last made: `nearest_write`, with no write of `key` on
+    a way from its block to there."""
+    found = nearest_write(analysis.flow, definitions, key, (block, position))
+    if found is None or found[0] == block:
+        return found
+    return found if unwritten_between(analysis, found[0], block, [key[len(analysis.prefix(block)):]], position) \
+        else None
 
 
 def _kept_from(analysis: Code, site: Site, block: int, position: int, register: str) -> bool:

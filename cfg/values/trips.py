@@ -45,7 +45,7 @@ from ptxkit.cfg.flow.dominance import DOMINATORS
 from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.flow.loops import LOOPS
 from ptxkit.cfg.values.arithmetic import compared_as
-from ptxkit.cfg.values.conditions import unwritten_between
+from ptxkit.cfg.values.conditions import nearest_write, unwritten_between
 from ptxkit.cfg.values.definitions import REGISTER_DEFINITIONS
 from ptxkit.cfg.values.values import NUM, add, is_top, join, number, within
 from ptxkit.isa import INTEGER_TYPES, NEGATED_COMPARISONS, SWAPPED_COMPARISONS
@@ -310,7 +310,7 @@ def _masked(flow: FlowGraph, site: Site, definitions: Definitions) -> Term | Non
         return None
     for n, a, sign in ((operands[1], operands[2], 1), (operands[2], operands[1], -1)):
         n_key, a_key = prefix + str(n.name), prefix + str(a.name)
-        at = _reaching_write(flow, definitions, a_key, site)
+        at = nearest_write(flow, definitions, a_key, site)
         if at is None:
             continue
         head, anded = flow.blocks[at[0]].heads[at[1]], flow.blocks[at[0]].instructions[at[1]].operands
@@ -323,19 +323,6 @@ def _masked(flow: FlowGraph, site: Site, definitions: Definitions) -> Term | Non
             return Term("masked", n_key, sign=sign, mask=mask, site=site,
                         via=at if at[0] != site[0] else None, via_key=a_key)
     return None
-
-
-def _reaching_write(flow: FlowGraph, definitions: Definitions, key: str, site: Site) -> Site | None:
-    """The write of `key` the instruction at `site` reads where it is the nearest one:
-    the last before it in its block, else the last in the nearest block that dominates
-    it (whether another write lies on a way between, `_terms_hold` asks)."""
-    at = _last_write(definitions, key, site[0], site[1])
-    if at is not None:
-        return site[0], at
-    dominators = DOMINATORS.of(flow)
-    above = [write for write in definitions.get(key, ()) if write[0] != site[0] and dominators.dominates(write[0], site[0])]
-    nearest = [write for write in above if all(dominators.dominates(other[0], write[0]) for other in above)]
-    return max(nearest) if nearest else None
 
 
 def _last_write(definitions: Definitions, key: str, block: int, position: int) -> int | None:
@@ -474,7 +461,8 @@ def _terms_hold(analysis: Tripping, loop: TripLoop, entered: str) -> bool:
     return all(analysis.dominators.dominates(term.site[0], loop.entry) and
                (term.kind == "register" or _set_before(analysis, term.key, term.site) and
                 _kept(analysis, term.site, loop.entry, term.key)) and
-               (term.via is None or all(_kept(analysis, term.via, term.site[0], key) for key in (term.via_key, term.key)))
+               (term.via is None or
+                all(_kept(analysis, term.via, term.site[0], key) for key in (term.via_key, term.key)))
                for term in (loop.start, limit) if term.kind in ("register", "masked"))
 
 
