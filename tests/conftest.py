@@ -8,6 +8,12 @@
 - ``pure``: patches or inspects the interpreted core, so it runs only where the core is
   not compiled (setup.py): compiled code calls its functions directly, past a patched
   attribute, and its classes have no ``__dict__`` and take no weak references.
+
+The property tests draw the same examples on every run (Hypothesis's ``derandomize``: a
+seed derived from each test), so a run passes or fails on the tree alone and CI cannot
+meet a new example by chance. Exploring is asked for: ``--hypothesis-seed=N`` draws the
+examples of seed N (a seed overrides derandomizing), ``--hypothesis-profile=explore`` fresh
+ones on every run.
 """
 
 from __future__ import annotations
@@ -17,6 +23,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+try:
+    from hypothesis import settings
+except ImportError:  # the property tests skip themselves without it
+    pass
+else:
+    settings.register_profile("deterministic", derandomize=True, database=None)
+    settings.register_profile("explore")
+    settings.load_profile("deterministic")
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
