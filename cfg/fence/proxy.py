@@ -268,6 +268,19 @@ def _union(states: dict[int, int]) -> int:
     return out
 
 
+def _fenced_on_entry(step: Callable[[Event, int], int], inner: Merge | None, fenced: frozenset[EdgeStart],
+                     events: list[Event], outs: dict[int, int]) -> int:
+    """The merge `inner` (a union where there is none) of `outs`, each state that comes in
+    from a block of `fenced` first taken through `events` by `step` (`Solution._edge_merges`)."""
+    across = {}
+    for block, state in outs.items():
+        if block in fenced:
+            for event in events:
+                state = step(event, state)
+        across[block] = state
+    return inner(across) if inner is not None else _union(across)
+
+
 def _with_stale(inner: Merge | None, stale: int, outs: dict[int, int]) -> int:
     """The merge `inner` (a union where there is none), with the state bits `stale` set."""
     return (inner(outs) if inner is not None else _union(outs)) | stale
@@ -934,22 +947,9 @@ class Solution:
         if not self.edge_fences:
             return merges
         merges = dict(merges)
-        step = self._step
         for header, on_edges in self.edge_fences.items():
-            fenced = on_edges[0][0]
-            events = [event for _, event in on_edges]
-
-            def merge(outs: dict[int, int], inner: Merge | None = merges.get(header),
-                      fenced: frozenset[EdgeStart] = fenced, events: list[Event] = events) -> int:
-                across = {}
-                for block, state in outs.items():
-                    if block in fenced:
-                        for event in events:
-                            state = step(event, state)
-                    across[block] = state
-                return inner(across) if inner is not None else _union(across)
-
-            merges[header] = merge
+            merges[header] = functools.partial(_fenced_on_entry, self._step, merges.get(header), on_edges[0][0],
+                                               [event for _, event in on_edges])
         return merges
 
     # -- the fixpoint ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import functools
 
 from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit._regex import compile as compile_pattern
@@ -222,6 +223,50 @@ _DENSE_32_BYTE_KINDS = frozenset(["kind::f16", "kind::tf32", "kind::f8f6f4", "ki
                                   "kind::mxf4", "kind::mxf4nvf4"])
 
 
+def _running(threads: int, low: int, high: int) -> int:
+    """The threads of ``[low, high]`` in the mask `threads`, from bit 0.
+
+    >>> bin(_running(0b10110, 1, 3))
+    '0b11'
+    """
+    return threads >> low & ((2 << (high - low)) - 1)
+
+
+def _hits(low: int, high: int, meets: Callable[[int, int], bool], threads: int, budget: int) -> bool:
+    """Whether one thread of ``[low, high]`` that may run the access (`threads`) `meets` a
+    target: depth first, the lower half first, without recursion; after `budget` address
+    evaluations a range that meets one counts as a hit (`_Classifier.touches`).
+
+    >>> _hits(0, 3, lambda low, high: low <= 2 <= high, 0b1111, 256), _hits(0, 3, lambda low, high: False, 0b1111, 256)
+    (True, False)
+    """
+    halves = [(low, high)]
+    while halves:
+        low, high = halves.pop()
+        if not _running(threads, low, high) or not meets(low, high):
+            continue
+        if low == high or budget <= 0:
+            return True
+        budget -= 2
+        split = high >> ((low ^ high).bit_length() - 1) << ((low ^ high).bit_length() - 1)
+        halves += ((split, high), (low, split - 1))
+    return False
+
+
+# What `_Classifier.classify` builds are partials of these, not closures: compiled, a
+# nested function keeps what its siblings capture, and an environment that held the list of
+# parts (or the function itself) would make a cycle only the collector frees
+# (docs/architecture.md §5).
+def _located_events(access: _Access, c: _Classifier) -> list[Event]:
+    """The events of `access` (`_Classifier._located`)."""
+    return c._located(access)
+
+
+def _events_of_parts(parts: tuple[Builder, ...], c: _Classifier) -> list[Event]:
+    """The events each of `parts` builds, in order."""
+    return [event for part in parts for event in part(c)]
+
+
 def _memory_index(operands: Sequence[Operand], start: int = 0) -> int | None:
     for index in range(start, len(operands)):
         if operands[index].kind == "memory":
@@ -343,7 +388,6 @@ class _Classifier:
         value = self.by_thread(access.address, low, high)
         if value is None:
             return None
-        budget = [self.THREAD_BUDGET]
         threads = runners(self.flow)[block]  # only the threads that may run the block make the access
         # what each range of threads touches, kept for the access's other targets (the
         # proxy analysis asks one access about several)
@@ -357,28 +401,12 @@ class _Classifier:
                                                 for location in part.locations]
             return any(overlaps(location, target) for location in found for target in targets)
 
-        def running(low: int, high: int) -> int:  # the threads of [low, high] that may run it, from bit 0
-            return threads >> low & ((2 << (high - low)) - 1)
-
-        def hits(low: int, high: int) -> bool:  # depth first, the lower half first, without recursion
-            halves = [(low, high)]
-            while halves:
-                low, high = halves.pop()
-                if not running(low, high) or not meets(low, high):
-                    continue
-                if low == high or budget[0] <= 0:
-                    return True
-                budget[0] -= 2
-                split = high >> ((low ^ high).bit_length() - 1) << ((low ^ high).bit_length() - 1)
-                halves += ((split, high), (low, split - 1))
-            return False
-
-        mine = running(low, high)
+        mine = _running(threads, low, high)
         if not mine:
             return False
         # a real hazard is usually one the first thread has: one evaluation, not a descent
         first = (mine & -mine).bit_length() - 1 + low
-        return meets(low, high) and (meets(first, first) or hits(low, high))
+        return meets(low, high) and (meets(first, first) or _hits(low, high, meets, threads, self.THREAD_BUDGET))
 
     def relocate(self, block: int, event: Event, entry_values: Mapping[tuple[str, int], int]
                  ) -> tuple[Location, ...] | None:
@@ -501,10 +529,8 @@ class _Classifier:
             lanes = _address_lanes(base, modifiers)
             if lanes is not None:  # only some lanes' addresses count: locate those
                 parts.append(lambda c: c._located(access, value=c.by_thread(address, 0, lanes - 1, "%laneid")))
-            else:  # most: a function with its access as a default keeps no closure alive
-                def located(c: _Classifier, access: _Access = access) -> list[Event]:
-                    return c._located(access)
-                parts.append(located)
+            else:  # most
+                parts.append(functools.partial(_located_events, access))
         elif kind is Effect.CP_ASYNC_WAIT:
             complete = opcode.startswith("cp.async.wait_all") or (
                 bool(operands) and operands[0].kind == "immediate" and operands[0].value == 0)
@@ -539,7 +565,7 @@ class _Classifier:
         if len(parts) < 2:  # most: one part, which builds the events itself
             built = parts[0] if parts else None
         else:
-            built = lambda c: [event for part in parts for event in part(c)]
+            built = functools.partial(_events_of_parts, tuple(parts))
         if built is not None and kind in (Effect.CP_ASYNC, Effect.ASYNC):
             self.rebuild[(block, position)] = built
         return built

@@ -40,6 +40,8 @@ hand its reads back to the TMA issued after the first pair).
 
 from __future__ import annotations
 
+import functools
+
 from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.dataflow import bits, solve_forward
 from ptxkit.cfg.flow.dominance import DominatorTree
@@ -160,21 +162,11 @@ def _apart_on_the_cluster_barrier(flow: FlowGraph, events: list[list[Event]]) ->
     if not any(e.kind is Kind.WAIT for found in ops.values() for e in found):
         return set()
     counted: dict[int, ClusterCount] = {}  # id(event) -> (arrives, waits) before it, once solved
-
-    def step(block: int, count: ClusterCount, record: bool = False) -> ClusterCount:
-        for event in ops.get(block, ()):
-            if record:
-                counted[id(event)] = count
-            if not isinstance(count, tuple):
-                continue
-            count = _MANY if event.guard is not None else \
-                (count[0] + 1, count[1]) if event.kind is Kind.ARRIVE else (count[0], count[1] + 1)
-        return count
-
     start: ClusterCount = (0, 0)
-    ins = solve_forward(flow, step, entry=start, bottom=None, join=_join_counts).ins
+    ins = solve_forward(flow, functools.partial(_cluster_count, ops, None), entry=start, bottom=None,
+                        join=_join_counts).ins
     for block in ops:
-        step(block, ins[block], record=True)
+        _cluster_count(ops, counted, block, ins[block])
     arrives: list[tuple[int, Event]] = []  # (phase, operation)
     waits: list[tuple[int, Event]] = []
     for block, found in ops.items():
@@ -187,6 +179,24 @@ def _apart_on_the_cluster_barrier(flow: FlowGraph, events: list[list[Event]]) ->
                 return set()  # not arrive, wait, arrive, ...: a kernel this rule does not describe
             (arrives if event.kind is Kind.ARRIVE else waits).append((arrived + (event.kind is Kind.ARRIVE), event))
     return {(id(wait), id(arrive)) for phase, wait in waits for other, arrive in arrives if phase != other}
+
+
+def _cluster_count(ops: dict[int, list[Event]], counted: dict[int, ClusterCount] | None, block: int,
+                   count: ClusterCount) -> ClusterCount:
+    """The (arrives, waits) count after `block`'s cluster barrier operations `ops`, from
+    `count` before them; each operation's count before it goes into `counted`, if given.
+
+    >>> _cluster_count({}, None, 0, (1, 1))
+    (1, 1)
+    """
+    for event in ops.get(block, ()):
+        if counted is not None:
+            counted[id(event)] = count
+        if not isinstance(count, tuple):
+            continue
+        count = _MANY if event.guard is not None else \
+            (count[0] + 1, count[1]) if event.kind is Kind.ARRIVE else (count[0], count[1] + 1)
+    return count
 
 
 def _join_counts(one: ClusterCount, other: ClusterCount) -> ClusterCount:

@@ -26,6 +26,8 @@ let it grow round after round:
 
 from __future__ import annotations
 
+import functools
+
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.flow.operands import operand_reads, register_and_constant, type_width
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
 
     from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
     from ptxkit.cfg.values.conditions import Point, Site
-    from ptxkit.cfg.values.idioms import Code as IdiomCode, Linear, Remainder, Rounding
+    from ptxkit.cfg.values.idioms import AlignUp, Code as IdiomCode, Linear, Remainder, Rounding
     from ptxkit.cfg.values.protocols import Counting, Solving
     from ptxkit.cfg.values.values import Value
     from ptxkit.instruction import Operand
@@ -121,22 +123,21 @@ def linear_sum(analysis: Counting, block: int, position: int, plain: frozenset[s
     blocks = analysis.flow.blocks
     instructions, heads, context = blocks[block].instructions, blocks[block].heads, blocks[block].context
 
-    def outside(reading: int | None, register: str) -> tuple[list[Instruction], list[HeadTuple], int, int] | None:
-        if reading is None:  # linear is handed `block`, so it names one
+    def defining(code: IdiomCode, at: int, register: str) -> int | None:
+        return None if code[2] is None else analysis.last_definition(code[2], at, register)
+
+    declined: set[str] = set()  # registers whose definition elsewhere reads one set on the way
+
+    # (no callback here calls another: compiled, a nested function that names a sibling
+    # keeps itself in their shared environment, a cycle only the collector frees)
+    def offer(reading: int | None, register: str) -> tuple[list[Instruction], list[HeadTuple], int, int] | None:
+        if register in declined or reading is None:  # linear is handed `block`, so it names one
             return None
         site = _dominating_site(analysis, reading, register) if blocks[reading].context is context else None
         if site is None:
             return None
         there, at = site
         return blocks[there].instructions, blocks[there].heads, at, there
-
-    def defining(code: IdiomCode, at: int, register: str) -> int | None:
-        return None if code[2] is None else analysis.last_definition(code[2], at, register)
-
-    declined: set[str] = set()  # registers whose definition elsewhere reads one set on the way
-
-    def offer(reading: int | None, register: str) -> tuple[list[Instruction], list[HeadTuple], int, int] | None:
-        return None if register in declined else outside(reading, register)
 
     def alike(reading: int | None, at: int, found: Remainder) -> bool:
         return reading is not None and counts_alike(analysis, reading, at, found)
@@ -201,24 +202,28 @@ def _counter_remainder_range(analysis: Counting, block: int, found: Linear, drop
     plus the terms not `dropped`."""
     prefix = analysis.prefix(block)
     version_of, shift, read = origin
-    terms = [(prefix + name, c) for name, c in found.terms.items() if name not in dropped]
+    terms = tuple((prefix + name, c) for name, c in found.terms.items() if name not in dropped)
     base = add(number(found.constant), ring)
-
-    def summed(a: Solving, at: Point) -> list[Value]:
-        version = version_of(a)
-        start = a.values.get(version) if version is not None else number(0)
-        if not start:
-            return [()]  # not evaluated yet
-        kept = add(start, number(shift)) if shift else start  # x0 - s * z0
-        total = add(base, kept if coefficient == 1 else mul(kept, number(coefficient)))
-        for key, c in terms:
-            value = a.lookup(at, key)
-            if not value:
-                return [()]
-            total = add(total, value if c == 1 else mul(value, number(c)))
-        return [total]
-
+    summed = functools.partial(_counter_remainder_sum, version_of, shift, base, coefficient, terms)
     return summed, read + [key for key, _ in terms]
+
+
+def _counter_remainder_sum(version_of: Callable[[Solving], str | None], shift: int, base: Value, coefficient: int,
+                           terms: tuple[tuple[str, int], ...], a: Solving, at: Point) -> list[Value]:
+    """`_counter_remainder_range`'s computation (a partial of it, where a closure would make
+    a reference cycle once compiled: docs/architecture.md §5)."""
+    version = version_of(a)
+    start = a.values.get(version) if version is not None else number(0)
+    if not start:
+        return [()]  # not evaluated yet
+    kept = add(start, number(shift)) if shift else start  # x0 - s * z0
+    total = add(base, kept if coefficient == 1 else mul(kept, number(coefficient)))
+    for key, c in terms:
+        value = a.lookup(at, key)
+        if not value:
+            return [()]
+        total = add(total, value if c == 1 else mul(value, number(c)))
+    return [total]
 
 
 def _lockstep(analysis: Counting, prefix: str, x: str, z: str, reading: Site) -> Lockstep | None:
@@ -837,32 +842,40 @@ def rounded_up(analysis: Counting, block: int, position: int, modifiers: list[st
     align_up`): ``(x + N - 1) & -N`` when the other terms add up to N, else what
     `otherwise` computes."""
     prefix = analysis.prefix(block)
-
-    def elsewhere(register: str) -> tuple[int, list[Instruction], list[HeadTuple], int] | None:
-        site = _dominating_site(analysis, block, register)
-        if site is None:
-            return None
-        code = analysis.flow.blocks[site[0]]
-        return site[0], code.instructions, code.heads, site[1]
-
     found = align_up(analysis.flow.blocks[block].instructions, analysis.flow.blocks[block].heads, position,
-                     analysis.plain(block), elsewhere)
+                     analysis.plain(block), functools.partial(_code_before, analysis, block))
     if found is None:
         return None
-    width = type_width(modifiers)
-
-    def compute(a: Solving, at: Point) -> list[Value]:
-        terms = [a.lookup(at, prefix + name) for _, name in found.others]
-        x = a.lookup(at, prefix + found.x)
-        if not x or not all(terms):
-            return [()]  # not evaluated yet
-        values = [value for value in map(constant, terms) if value is not None]
-        if len(values) < len(terms) or \
-                found.constant + sum(c * v for (c, _), v in zip(found.others, values)) != found.modulus:
-            return otherwise(a, at)
-        return [rounded_up_to(x, found.modulus, width)]
-
+    # a partial, not a closure: compiled, a closure keeps what its siblings capture (here the
+    # analysis, which keeps the rule: a cycle only the collector frees, docs/architecture.md §5)
+    compute = functools.partial(_rounded_up_value, found, prefix, type_width(modifiers), otherwise)
     return compute, [prefix + found.x] + [prefix + name for _, name in found.others]
+
+
+def _code_before(analysis: Counting, block: int, register: str
+                 ) -> tuple[int, list[Instruction], list[HeadTuple], int] | None:
+    """Where `register` is set in a block that dominates `block` with nothing between
+    (`_dominating_site`): the block, its code and the position, for `align_up`."""
+    site = _dominating_site(analysis, block, register)
+    if site is None:
+        return None
+    code = analysis.flow.blocks[site[0]]
+    return site[0], code.instructions, code.heads, site[1]
+
+
+def _rounded_up_value(found: AlignUp, prefix: str, width: int, otherwise: Compute, a: Solving,
+                      at: Point) -> list[Value]:
+    """`rounded_up`'s computation: x rounded up to `found.modulus` where the other terms
+    add up to it, else what `otherwise` computes."""
+    terms = [a.lookup(at, prefix + name) for _, name in found.others]
+    x = a.lookup(at, prefix + found.x)
+    if not x or not all(terms):
+        return [()]  # not evaluated yet
+    values = [value for value in map(constant, terms) if value is not None]
+    if len(values) < len(terms) or \
+            found.constant + sum(c * v for (c, _), v in zip(found.others, values)) != found.modulus:
+        return otherwise(a, at)
+    return [rounded_up_to(x, found.modulus, width)]
 
 
 def _offset_of(analysis: Counting, block: int, position: int, x: str, y: str, read_at: int) -> int | None:

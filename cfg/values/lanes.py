@@ -28,6 +28,8 @@ index replaced by ``i``'s value, and ``y`` only where ``i`` may reach past ``S``
 
 from __future__ import annotations
 
+import functools
+
 from ptxkit._records import TYPE_CHECKING
 from ptxkit.cfg.flow.operands import operand_reads
 from ptxkit.cfg.values.conditions import only_site, register_name
@@ -75,33 +77,40 @@ def lane_table(analysis: Counting, block: int, position: int, operands: Sequence
     other_key = prefix + register_name(other) if other.kind == "register" else None
     reads = [prefix + name for name in operand_reads(index, plain)] + list(terms) + ([other_key] if other_key else [])
     other_constant = number(other.value) if isinstance(other.value, int) and other_key is None else ()
-
-    def compute(a: Solving, at: Point) -> list[Value]:
-        lanes = a.evaluate(block, index, at)
-        if not lanes:
-            return [()] * count  # not evaluated yet
-        if any(atom.form != NUM or atom.lo < 0 or atom.hi >= WARP_LANES for atom in lanes):
-            return [a.lookup(at, entry)] + [TOP] * (count - 1)  # every lane's entry
-        # lane j's registers, as set: not narrowed by the branches this lane took to get here
-        held = [(a.values.get(key, ()), factor) for key, factor in terms.items()]
-        if any(not value for value, _ in held):
-            return [()] * count  # not evaluated yet
-        out: Value = ()
-        for atom in lanes:
-            last = min(atom.hi, bound - 1)
-            if atom.lo <= last:  # lanes below S hold x
-                last -= (last - atom.lo) % atom.step
-                value = add(number(constant), mul(number(atom.lo, last, atom.step), number(coefficient)))
-                for term, factor in held:
-                    value = add(value, term if factor == 1 else mul(term, number(factor)))
-                out = join(out, value)
-            if atom.hi >= bound:  # the others hold y
-                out = join(out, a.values.get(other_key, ()) if other_key else other_constant)
-        if any(atom.form == NUM and (atom.lo < -_WORD or atom.hi >= _WORD) for atom in out):
-            return [a.lookup(at, entry)] + [TOP] * (count - 1)  # a sum that may wrap: every lane's entry
-        return [out] + [TOP] * (count - 1)
-
+    compute = functools.partial(_lane_entries, block, index, entry, count, (coefficient, terms, constant, bound),
+                                other_key, other_constant)
     return compute, [entry, *reads]
+
+
+def _lane_entries(block: int, index: Operand, entry: str, count: int, table: tuple[int, dict[str, int], int, int],
+                  other_key: str | None, other_constant: Value, a: Solving, at: Point) -> list[Value]:
+    """`lane_table`'s computation: the entries of the lanes `index` names, `table` being
+    ``(coefficient, terms, constant, bound)`` of `Table` (a partial of it, where a closure
+    would make a reference cycle once compiled: docs/architecture.md §5)."""
+    coefficient, terms, constant, bound = table
+    lanes = a.evaluate(block, index, at)
+    if not lanes:
+        return [()] * count  # not evaluated yet
+    if any(atom.form != NUM or atom.lo < 0 or atom.hi >= WARP_LANES for atom in lanes):
+        return [a.lookup(at, entry)] + [TOP] * (count - 1)  # every lane's entry
+    # lane j's registers, as set: not narrowed by the branches this lane took to get here
+    held = [(a.values.get(key, ()), factor) for key, factor in terms.items()]
+    if any(not value for value, _ in held):
+        return [()] * count  # not evaluated yet
+    out: Value = ()
+    for atom in lanes:
+        last = min(atom.hi, bound - 1)
+        if atom.lo <= last:  # lanes below S hold x
+            last -= (last - atom.lo) % atom.step
+            value = add(number(constant), mul(number(atom.lo, last, atom.step), number(coefficient)))
+            for term, factor in held:
+                value = add(value, term if factor == 1 else mul(term, number(factor)))
+            out = join(out, value)
+        if atom.hi >= bound:  # the others hold y
+            out = join(out, a.values.get(other_key, ()) if other_key else other_constant)
+    if any(atom.form == NUM and (atom.lo < -_WORD or atom.hi >= _WORD) for atom in out):
+        return [a.lookup(at, entry)] + [TOP] * (count - 1)  # a sum that may wrap: every lane's entry
+    return [out] + [TOP] * (count - 1)
 
 
 def _table(analysis: Counting, prefix: str, name: str) -> Table | None:

@@ -46,6 +46,7 @@ from the cyclic collector (docs/fence.md §3.2).
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
@@ -1153,9 +1154,7 @@ class _Analysis:
         if base in RECOMPUTED and len(targets) == 1 and guard is None:
             twin = twin_of(self, block, position)
             if twin is not None:  # the same value computed before: what narrows that one narrows this
-                def narrowed_twin(a: Solving, at: Point, own: Compute = compute, twin: str = twin) -> list[Value]:
-                    return [meet(own(a, at)[0], a.lookup(at, twin))]
-                compute = narrowed_twin
+                compute = functools.partial(_met_with_twin, compute, twin)
                 sources.append(twin)
         return compute
 
@@ -1448,6 +1447,13 @@ def _unknown(count: int) -> Compute:
 def _top(a: Solving, at: Point) -> list[Value]:
     """One value nothing is known of."""
     return [TOP]
+
+
+def _met_with_twin(own: Compute, twin: str, a: Solving, at: Point) -> list[Value]:
+    """What `own` computes, narrowed by the value of `twin`, the same value computed before
+    (a partial of it is a rule's computation: compiled, a nested function that a variable
+    of its own environment holds makes a cycle, docs/architecture.md §5)."""
+    return [meet(own(a, at)[0], a.lookup(at, twin))]
 
 
 def _saturating(compute: Compute, low: int, high: int) -> Compute:
