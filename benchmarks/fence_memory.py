@@ -10,7 +10,8 @@ imported (its resident memory before parsing):
 - ``peak``: the process's peak resident memory while it parses and checks the file;
 - ``peak/parsed``: the ratio the goal bounds by 2.
 
-Then all the files are checked one after the other in one process, the collector left
+Then all the files are checked one after the other in one process, each module released
+when its check is done (`Module.release`, as the command line does), the collector left
 as Python sets it (no ``gc`` call anywhere in the run): its peak against the largest
 single-file peak shows whether a batch's memory stays bounded by its largest file.
 
@@ -72,6 +73,7 @@ def measure(paths: list[str]) -> dict[str, int]:
                 instruction.operands  # noqa: B018  # what the pass reads of every instruction
         parsed = max(parsed, status_bytes("VmRSS") - base)
         fence_module(module, FenceOptions(), rewrite=False)
+        module.release()
         del module
     return {"parsed": parsed, "peak": status_bytes("VmHWM") - base}
 

@@ -498,6 +498,36 @@ class Module(Node):
         """Every instruction of every function body, in source order."""
         return (node for node in self.walk() if type(node) is Instruction)
 
+    def release(self) -> None:
+        """Detach every node from its parent, for a caller done with the module.
+
+        A tree whose children point back at their parents is full of reference cycles,
+        which only Python's cyclic collector frees, at a full collection of the process's
+        heap; released, the tree goes by reference counting as soon as nothing holds the
+        module. It still prints as before (`str`), but its nodes no longer know their
+        module, position or scope, and cannot be edited. The command line releases each
+        file's module when it is done with it, and the Triton hook each kernel's, so a long
+        batch or a training job's compiler keeps no trees for the collector. Unscanned
+        statement runs stay unscanned: nothing is built to be released.
+
+        >>> from ptxkit import parse
+        >>> m = parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n\\tret;\\n}\\n")
+        >>> ret = next(m.instructions()); text = str(m); m.release()
+        >>> ret.position, ret.module, str(m) == text
+        (None, None, True)
+        """
+        stack: list[Node] = [self]
+        while stack:
+            container = stack.pop()
+            if isinstance(container, Block):
+                container._labels = None
+            for node in _segments(container):  # type: ignore[arg-type]  # every node on the stack is a container
+                if isinstance(node, tuple):  # an unscanned run of statements: no nodes yet
+                    continue
+                node.parent = None
+                if node.is_container:
+                    stack.append(node)
+
     def check(self) -> "Module":
         """Parse the structure of every statement now; returns the module.
 

@@ -159,6 +159,7 @@ class Hook:
             fenced, fences, skipped = ptx, [], f"the pass could not run: {problem}"
         else:
             fenced = str(module) if report.changed else ptx
+            module.release()  # the tree goes now, not at a full collection of the compiler's process
             fences = [describe(site) for site in report.fences]
             skipped = str(report.skipped) if report.skipped else None
             if self.mode == "check":
@@ -194,7 +195,9 @@ class Hook:
                               "params": summary["params"],
                               "info": {stage["name"]: stage["info"] for stage in summary["stages"] if stage["info"]}}
         _request_profile_scratch(metadata, result)
-        return result.text if result.changed else ptx
+        text = result.text if result.changed else ptx
+        result.module.release()
+        return text
 
 
 def _problem(name: str, err: Exception) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 
 import ptxkit
@@ -112,8 +115,29 @@ def test_a_plan_is_made_once():
     k = plan.function("k")
     k.insert(k.entry(), "membar.cta;")
     assert plan.edits() is plan.edits()
-    with pytest.raises(RuntimeError, match="already made"):
+    for edit in (lambda: k.insert(k.entry(), "membar.cta;"), lambda: k.delete(k.function.body.items[0]),
+                 lambda: k.replace(k.function.body.items[0], "ret;"), lambda: k.add_param()):
+        with pytest.raises(RuntimeError, match="already made"):
+            edit()
+
+
+def test_a_made_plan_goes_by_reference_counting():
+    # a plan and its function plans refer to each other until its edits are made; then the
+    # function plans let go, so a pass's plan and module go with their last reference
+    gc.collect()
+    gc.disable()
+    try:
+        module = ptxkit.parse(TEXT)
+        plan = Plan(module)
+        k = plan.function("k")
         k.insert(k.entry(), "membar.cta;")
+        apply(plan)
+        module.release()
+        gone = weakref.ref(plan)
+        del plan, k, module
+        assert gone() is None and gc.collect() == 0
+    finally:
+        gc.enable()
 
 
 @pytest.mark.ptxas

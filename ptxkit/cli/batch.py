@@ -217,48 +217,6 @@ def guarded(work, path: str, args) -> FileResult:
         return FileResult(path, EXIT_BAD_INPUT, stderr=f"ptxkit: error: {message}\n", data=message)
 
 
-#: Bytes of PTX a process reads between two collections of what the files left (a file
-#: leaves about 20 times its size: 61 MB of real kernels left 1.4 GB, `_Garbage`).
-COLLECT_AFTER = 32 << 20
-
-
-class _Garbage:
-    """What the files a process checked left behind. A parsed module is full of reference
-    cycles (nodes and their parents), and the parser moves what it builds straight to
-    the collector's oldest generation (`ptxkit._gc.paused_gc`), whose full collections a
-    batch of files alone may trigger too rarely: 40 real kernels (61 MB) checked in one
-    process reached 1.4 GB when the fence pass paused the collector too. Once the files since the last collection add up to
-    `COLLECT_AFTER` bytes, their garbage is collected, so a batch's memory stays bounded
-    (535 MB for those 40; 350 MB collecting after every file). Collecting costs about a
-    fifth of the time the checks took (measured on those 40), so a batch smaller than
-    `COLLECT_AFTER` pays nothing for it.
-
-    >>> import gc, weakref
-    >>> class Node: pass
-    >>> node = Node(); node.me = node; kept = weakref.ref(node)
-    >>> gc.disable(); del node
-    >>> garbage = _Garbage(); garbage.left_by("samples/toolchain/empty.ptx", limit=0); gc.enable()
-    >>> kept() is None, garbage.pending
-    (True, 0)
-    """
-
-    def __init__(self):
-        self.pending = 0
-
-    def left_by(self, path: str, limit: int | None = None) -> None:
-        """Count the file at `path` as checked; collect once the count reaches `limit`
-        (default `COLLECT_AFTER`)."""
-        try:
-            self.pending += os.path.getsize(path)
-        except OSError:  # standard input, or a file that went away
-            pass
-        if self.pending >= (COLLECT_AFTER if limit is None else limit):
-            import gc
-
-            gc.collect()
-            self.pending = 0
-
-
 def _size(path: str) -> int:
     """The bytes of the file at `path` (0 for standard input or a file that is not there)."""
     try:
@@ -290,28 +248,15 @@ def _busy_cpus() -> int:
 def _results(work, files: list[str], args, jobs: int):
     """The results of `work` over `files`, in order (in `jobs` worker processes when more than 1)."""
     if jobs <= 1:
-        garbage = _Garbage()
         for path in files:
             yield guarded(work, path, args)
-            garbage.left_by(path)
         return
     from concurrent.futures import ProcessPoolExecutor
     from functools import partial
 
     chunk = max(1, len(files) // (jobs * 8))  # small chunks keep the order-preserving output flowing
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        yield from pool.map(partial(_in_worker, work, args=args), files, chunksize=chunk)
-
-
-#: What the files a worker process checked left (it checks several, one after another).
-_worker_garbage = _Garbage()
-
-
-def _in_worker(work, path: str, args) -> FileResult:
-    """`guarded` in a worker process, then `_Garbage.left_by`."""
-    result = guarded(work, path, args)
-    _worker_garbage.left_by(path)
-    return result
+        yield from pool.map(partial(guarded, work, args=args), files, chunksize=chunk)
 
 
 def _emit(result: FileResult) -> None:

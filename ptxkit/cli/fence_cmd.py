@@ -295,6 +295,7 @@ def fence_one(path: str, args):
             "baselined_pairs": sum(v.status == "baselined" for verdicts in judged.verdicts for v in verdicts)}
     if args.format == "sarif":
         data.update(_sarif_data(judged, path, name, args))
+    module.release()  # its tree goes now, by reference counting (`Module.release`)
     return FileResult(name, EXIT_FINDINGS if failed else EXIT_OK, "".join(out), err, data, len(reported))
 
 

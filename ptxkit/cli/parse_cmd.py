@@ -43,6 +43,7 @@ def parse_one(path: str, args=None):
 
     module = parse_input(path).check()
     lines = [summarise_module(module)] + [summarise_function(module, function) for function in module.functions]
+    module.release()
     return FileResult(module.filename, EXIT_OK, "".join(line + "\n" for line in lines))
 
 

@@ -130,4 +130,6 @@ def rewrite_one(path: str, args):
         import json
 
         out.append(json.dumps(result.to_json()) + "\n")
+    module.release()
+    result.module.release()
     return FileResult(name, EXIT_OK, "".join(out), "".join(err))

@@ -241,7 +241,8 @@ def run(module, passes, fence: bool | None = None, fence_options=None, check: bo
     """
     from ptxkit import parse
 
-    if isinstance(module, (str, bytes)):
+    given = None if isinstance(module, (str, bytes)) else module
+    if given is None:
         module = parse(module, filename or "<input>")
     specs = [load_pass(spec) for spec in passes]
     named = any(spec.name == FENCE for spec in specs)
@@ -264,7 +265,9 @@ def run(module, passes, fence: bool | None = None, fence_options=None, check: bo
             changed = stage.lines is not None
         stages.append(stage)
         if changed:
-            module = parse(str(module), module.filename)
+            done, module = module, parse(str(module), module.filename)
+            if done is not given:  # one this run parsed and is done with: its tree goes now
+                done.release()
     return RewriteResult(module, stages, report)
 
 

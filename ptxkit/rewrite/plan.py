@@ -120,7 +120,8 @@ class FunctionPlan:
     """The edits a pass makes in one function (see the module docstring).
 
     `facts` (`ptxkit.rewrite.facts.FunctionFacts`) describes the function as parsed,
-    `names` hands out fresh names (`ptxkit.rewrite.names.Names`).
+    `names` hands out fresh names (`ptxkit.rewrite.names.Names`); `plan` is its `Plan`
+    until the plan's edits are made, after which every edit is refused.
     """
 
     def __init__(self, plan: "Plan", function: Function):
@@ -449,7 +450,7 @@ class Plan:
 
     def _check_open(self) -> None:
         if self._finished is not None:
-            raise RuntimeError("this plan's edits were already made: start a new Plan")
+            _CLOSED._check_open()
 
     def edits(self) -> list:
         """The plan as `ptxkit.edits` records (made once; the plan is closed after)."""
@@ -466,10 +467,30 @@ class Plan:
             for function in self._functions.values():
                 edits.extend(function._code())
             self._finished = edits + self._edits
+            for function in self._functions.values():  # closed: nothing to edit through them
+                function.plan = _CLOSED
         return self._finished
 
     def __iter__(self):
         return iter(self.edits())
+
+
+class _Closed:
+    """What a `FunctionPlan` edits through once its plan's edits are made: every edit is
+    refused. The plan and its function plans then no longer refer to each other, a cycle
+    that would keep the plan, and its module, until the cyclic collector runs."""
+
+    def _check_open(self) -> None:
+        raise RuntimeError("this plan's edits were already made: start a new Plan")
+
+    def delete(self, node) -> None:
+        self._check_open()
+
+    def replace(self, node, code: str) -> None:
+        self._check_open()
+
+
+_CLOSED = _Closed()
 
 
 def apply(plan) -> "LineMap":  # noqa: F821 (ptxkit.edits.LineMap)
