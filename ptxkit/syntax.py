@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .declarations import Declaration, Signature
-    from .instruction import Guard, InstructionView, Operand
+    from .instruction import Guard, InstructionView
 
 
 class Node:

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from typing import Literal, TypeAlias, TypeGuard
 
     from ptxkit.cfg.flow.graph import FlowGraph, HeadTuple
-    from ptxkit.cfg.sync.protocols import ByThread, Fact, MbarrierOp, NamedBarrierOp, Pinned
+    from ptxkit.cfg.sync.protocols import ByThread, MbarrierOp, NamedBarrierOp, Pinned
     from ptxkit.cfg.values.registers import RegisterAnswers
     from ptxkit.cfg.values.values import Region, Value
     from ptxkit.instruction import Guard, Operand

@@ -34,7 +34,7 @@ from ptxkit.cfg.values.values import INF, TOP, Atom, constant, may_be, meet, num
 from ptxkit.isa import FIXED_SPECIALS, SWAPPED_COMPARISONS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import TypeAlias
 
     from ptxkit.cfg.flow.graph import FlowGraph
