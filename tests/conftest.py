@@ -19,16 +19,15 @@ ones on every run.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import shutil
 from pathlib import Path
 
 import pytest
 
-try:
+if importlib.util.find_spec("hypothesis") is not None:  # the dev extra; the tests that need none run without it
     from hypothesis import settings
-except ImportError:  # the property tests skip themselves without it
-    pass
-else:
+
     settings.register_profile("deterministic", derandomize=True, database=None)
     settings.register_profile("explore")
     settings.load_profile("deterministic")
