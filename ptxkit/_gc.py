@@ -1,45 +1,18 @@
-"""Pause Python's cyclic garbage collector while building many objects at once.
+"""The command line's policy for Python's cyclic collector, for a process ptxkit runs.
 
-Building the nodes of a large module allocates hundreds of thousands of objects that
-all live on (the tree is full of parent/child cycles). With the collector running,
-every young-generation collection walks them again, and re-enabling it afterwards
-would make the next collection walk all of them at once. So while paused nothing is
-collected, and on exit the objects built meanwhile are moved straight to the oldest
-generation (``gc.freeze()`` then ``gc.unfreeze()``: two list splices, no scan), where
-only the collector's rare full collections look at them.
-
->>> import gc
->>> with paused_gc():
-...     gc.isenabled()
-False
+A library call (parsing, a flow graph, the fence pass, a rewrite) leaves the collector
+as its caller set it, neither paused nor tuned: the fence pass makes no reference
+cycle, and a parsed tree, whose nodes point at their parents, goes by reference counting
+once `Module.release` detaches them (docs/architecture.md §4). A ``ptxkit`` or
+``ptxkit-ptxas`` process is ptxkit's own: there the collector runs less often
+(`collect_less_often`) and is not asked to walk everything at exit
+(`exit_keeping_objects`).
 """
 
 from __future__ import annotations
 
 import gc
 import sys
-from contextlib import contextmanager
-
-
-@contextmanager
-def paused_gc():
-    """Disable the cyclic collector inside the block; age what was built, then restore.
-
-    >>> import gc
-    >>> with paused_gc():
-    ...     inside = gc.isenabled()
-    >>> inside, gc.isenabled()
-    (False, True)
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.freeze()
-            gc.unfreeze()
-            gc.enable()
 
 
 #: The youngest generation's threshold the command line sets (CPython's default: 700).

@@ -20,7 +20,6 @@ import re
 from collections.abc import Iterator
 from functools import cached_property
 
-from ._gc import paused_gc
 from ._records import TYPE_CHECKING
 from ._regex import compile as compile_pattern
 from .errors import PtxSyntaxError, Source
@@ -534,14 +533,13 @@ class Module(Node):
         Raises `PtxSyntaxError` at the first malformed function header, declaration or
         instruction (these are otherwise parsed on first use).
         """
-        with paused_gc():
-            for node in self.walk():
-                if isinstance(node, Instruction):
-                    node.view
-                elif isinstance(node, Function):
-                    node.signature
-                elif isinstance(node, Directive):
-                    node.declaration
+        for node in self.walk():
+            if isinstance(node, Instruction):
+                node.view
+            elif isinstance(node, Function):
+                node.signature
+            elif isinstance(node, Directive):
+                node.declaration
         return self
 
     def __str__(self) -> str:
@@ -582,11 +580,6 @@ if TYPE_CHECKING:
 
 def _scan_runs(container: Block | Module, segments: list[Segment]) -> list[Node]:
     """Turn a container's lazy segments into nodes (runs were validated by `_build`)."""
-    with paused_gc():
-        return _scan_pieces(container, segments)
-
-
-def _scan_pieces(container: Block | Module, segments: list[Segment]) -> list[Node]:
     items: list[Node] = []
     append = items.append
     findall = PIECE.findall  # a run was validated when scanned: its pieces cover it exactly

@@ -696,6 +696,23 @@ def test_the_pass_makes_no_reference_cycle(name):
     assert collected == 0
 
 
+def test_the_library_leaves_the_collector_as_its_caller_set_it(monkeypatch):
+    """Parsing (its lazy statement runs scanned inside the pass, or all at once by `check`),
+    the flow graphs and the pass, edits included, neither pause, tune nor run Python's
+    cyclic collector: a caller that turned it off or tuned it keeps it so (the command
+    line's policy, `ptxkit._gc`, is for its own processes)."""
+    from ptxkit.cfg.fence.fence import analyse_module
+
+    switched = []
+    for name in ("disable", "enable", "freeze", "unfreeze", "set_threshold", "collect"):
+        monkeypatch.setattr(gc, name, lambda *args, name=name: switched.append(name))
+    module = ptxkit.parse(sample("14b_hoist_out_of_loop"), "k.ptx")
+    report = fence_module(module)
+    drawn = [result.planned_graph() for result in analyse_module(ptxkit.parse(str(module)).check(), everything=True)]
+    module.release()
+    assert report.changed and drawn and switched == []
+
+
 @pytest.mark.ptxas
 def test_the_kernel_computed_twice_assembles():
     from ptxkit.ptxas import assemble

@@ -18,7 +18,6 @@ innermost ``{ }`` scope, as nvcc's inline assembly needs.
 
 from __future__ import annotations
 
-from ptxkit._gc import paused_gc
 from ptxkit._records import TYPE_CHECKING, Generic, TypeVar
 from ptxkit._regex import compile as compile_pattern
 from ptxkit.instruction import head_of
@@ -248,11 +247,10 @@ def flow_graph(function: Function) -> FlowGraph:
     """
     if function.is_declaration:
         raise ValueError(f"{function.name} is a declaration without a body")
-    with paused_gc():
-        blocks, label_blocks, calls = _split_blocks(function)
-        flow = FlowGraph(function, blocks, _edges(blocks, label_blocks), label_blocks)
-        flow.calls = calls
-        return flow
+    blocks, label_blocks, calls = _split_blocks(function)
+    flow = FlowGraph(function, blocks, _edges(blocks, label_blocks), label_blocks)
+    flow.calls = calls
+    return flow
 
 
 def build_cfg(function: Function) -> nx.DiGraph[EdgeStart | EdgeEnd]:
