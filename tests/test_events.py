@@ -277,6 +277,21 @@ def test_tcgen05_mma_takes_its_shape_from_a_constant_instruction_descriptor():
     assert sparse == [("async", "dynamic shared[0:4352], dynamic shared[65536:73984]")]
 
 
+def test_a_descriptor_packed_from_its_halves_names_the_bytes_its_fields_say():
+    """B's descriptor made as CUTLASS's 2-SM attention backward makes it (example 77): the
+    start field in the low word, the high word a negative immediate (bit 63, the top bit of
+    the swizzle mode; PTX ISA, the matrix descriptor of tcgen05), packed with ``mov.b64 %rd,
+    {%lo, %hi}``, names the bytes the same word or-ed together names. A part taken for a
+    number outside its register made the operand read all shared memory (384 false reports
+    on that build: its LSE tile, written by ``cp.async``, seemed read by every MMA)."""
+    start = "\tadd.s32 %r6, %r1, 65536;\n\tshr.u32 %r7, %r6, 4;\n"
+    mma = (f"\tmov.b32 %r10, {(8 << 24) | (8 << 17)};\n"  # M = 128, N = 64; A from tensor memory
+           "\ttcgen05.mma.cta_group::1.kind::f16 [%r3], [%r4], %rd8, %r10, %p1;\n")
+    packed = events(start + "\tmov.b32 %r8, -2147467232;\n\tmov.b64 %rd8, {%r7, %r8};\n" + mma)
+    ored = events(start + f"\tcvt.u64.u32 %rd7, %r7;\n\tor.b64 %rd8, %rd7, {0x8000402000000000 - (1 << 64)};\n" + mma)
+    assert packed == ored and packed[0][1].startswith("dynamic shared[65536:")
+
+
 def test_tcgen05_cp_reads_the_rows_and_bits_its_shape_names():
     # the source descriptor: SBO 256 bytes, LBO 128, no swizzle; R rows of B bytes span
     # (R / 8 - 1) * 256 + (B / 16 - 1) * 128 + 128 bytes

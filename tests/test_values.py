@@ -261,6 +261,11 @@ def test_packing_descriptor_halves():
     assert show(add(low, number(-2))) == "smem+0 (shared::cta window) >> 4"  # a step back stays one
     assert show(pack([number(5), number(1)], 16)) == "65541"
     assert unpack(TOP, 2, 32) == [TOP, TOP]
+    # a half written as a negative immediate (``mov.b32 %r, -2147467232``) is the bits its register
+    # holds, 0x80004020; so is a negative 64-bit word's
+    assert show(pack([low, number(-2147467232)], 32)) == "smem+32 (shared::cta window) >> 4 | 0x8000402000000000"
+    assert [show(v) for v in unpack(number(0x8000402000000000 - (1 << 64)), 2, 32)] == ["0", "2147500064"]
+    assert pack([low, number(-(1 << 31) - 1)], 32) == TOP  # no 32-bit register holds it
 
 
 def test_truncation_and_widening():

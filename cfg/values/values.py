@@ -197,6 +197,19 @@ def is_top(value: Value) -> bool:
     return any(atom.form == TOP_FORM for atom in value)
 
 
+def register_bits(value: int | None, bits: int) -> int | None:
+    """The bits a register of `bits` bits holds when its value is the number `value`, as a
+    non-negative number (a negative number is its two's complement: ``mov.b32 %r, -1``
+    holds 0xffffffff), or None when `value` is None or no such register holds it.
+
+    >>> hex(register_bits(-2147467232, 32)), register_bits(7, 32), register_bits(1 << 32, 32), register_bits(None, 8)
+    ('0x80004020', 7, None, None)
+    """
+    if value is None or not -(1 << (bits - 1)) <= value < 1 << bits:
+        return None
+    return value % (1 << bits)
+
+
 def constant(value: Value) -> int | None:
     """The single integer a value stands for, or None.
 
@@ -976,6 +989,8 @@ def pack(parts: list[Value], bits: int) -> Value:
     ()
     >>> len(pack([shr(address(r, 32), number(4)), number(0x40000040, 0x40000040 + (1 << 19), 1 << 17)], 32))
     5
+    >>> hex(constant(pack([number(-1), number(-2147467232)], 32)))  # parts written as negative numbers: their bits
+    '0x80004020ffffffff'
     """
     low, rest = parts[0], parts[1:]
     if not all(rest):  # a part not known yet: nothing yet (top would stick)
@@ -984,8 +999,8 @@ def pack(parts: list[Value], bits: int) -> Value:
         return _pack_each(low, rest[0], bits)
     upper = 0
     for index, part in enumerate(rest, 1):
-        value = constant(part)
-        if value is None or value < 0 or value >= 1 << bits:
+        value = register_bits(constant(part), bits)
+        if value is None:
             return TOP
         upper |= value << (bits * index)
 
@@ -993,7 +1008,8 @@ def pack(parts: list[Value], bits: int) -> Value:
         if x.form == NUM:
             if 0 <= x.lo and x.hi < 1 << bits:
                 return _num(x.lo + upper, x.hi + upper)
-            return TOP
+            pattern = register_bits(x.lo, bits) if x.lo == x.hi else None
+            return TOP if pattern is None else _num(pattern + upper, pattern + upper)
         if upper and x.high & upper:
             return TOP
         limit = _limit_bits(x)
@@ -1027,14 +1043,17 @@ def unpack(a: Value, count: int, bits: int) -> list[Value]:
     [(), ()]
     >>> [show(p) for p in unpack(number(0x4000004000000000, 0x4000004000000000 + (7 << 49), 1 << 49), 2, 32)]
     ['0', '[1073741888, 1074659392] step 131072']
+    >>> [show(p) for p in unpack(number(-9223301530671644672), 2, 32)]  # 0x8000402000000000 as an s64
+    ['0', '2147500064']
     """
     if not a:  # not known yet: nothing yet
         return [()] * count
     mask = (1 << bits) - 1
     if len(a) == 1:
         x = a[0]
-        if x.form == NUM and x.lo == x.hi and x.lo >= 0:
-            return [number((x.lo >> (bits * i)) & mask) for i in range(count)]
+        whole = register_bits(x.lo, bits * count) if x.form == NUM and x.lo == x.hi else None
+        if whole is not None:
+            return [number((whole >> (bits * i)) & mask) for i in range(count)]
         if x.form == NUM and 0 <= x.lo and x.hi <= mask:
             return [(x,)] + [number(0)] * (count - 1)
         if x.form == NUM and count == 2 and 0 <= x.lo and x.hi < 1 << (2 * bits) and _power_of_two_step(x) > mask:
