@@ -1051,9 +1051,8 @@ def unpack(a: Value, count: int, bits: int) -> list[Value]:
     mask = (1 << bits) - 1
     if len(a) == 1:
         x = a[0]
-        whole = register_bits(x.lo, bits * count) if x.form == NUM and x.lo == x.hi else None
-        if whole is not None:
-            return [number((whole >> (bits * i)) & mask) for i in range(count)]
+        if x.form == NUM and x.lo == x.hi and x.lo >= -(1 << (bits * count - 1)):  # a negative one: its bits
+            return [number((x.lo >> (bits * i)) & mask) for i in range(count)]
         if x.form == NUM and 0 <= x.lo and x.hi <= mask:
             return [(x,)] + [number(0)] * (count - 1)
         if x.form == NUM and count == 2 and 0 <= x.lo and x.hi < 1 << (2 * bits) and _power_of_two_step(x) > mask:
