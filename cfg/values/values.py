@@ -1051,7 +1051,7 @@ def unpack(a: Value, count: int, bits: int) -> list[Value]:
     mask = (1 << bits) - 1
     if len(a) == 1:
         x = a[0]
-        if x.form == NUM and x.lo == x.hi and x.lo >= -(1 << (bits * count - 1)):  # a negative one: its bits
+        if x.form == NUM and x.lo == x.hi and x.lo >= -(1 << (bits * count - 1)):  # negative: two's complement
             return [number((x.lo >> (bits * i)) & mask) for i in range(count)]
         if x.form == NUM and 0 <= x.lo and x.hi <= mask:
             return [(x,)] + [number(0)] * (count - 1)

@@ -131,5 +131,6 @@ def rewrite_one(path: str, args):
 
         out.append(json.dumps(result.to_json()) + "\n")
     module.release()
-    result.module.release()
+    if result.module is not module:  # a pass changed it: the result is another tree
+        result.module.release()
     return FileResult(name, EXIT_OK, "".join(out), "".join(err))
