@@ -46,6 +46,16 @@ def test_fence_check_loads_only_what_it_uses():
     assert not unused & modules, unused & modules
 
 
+def test_fence_writing_its_output_loads_no_help_text_or_temporary_file_machinery(tmp_path):
+    out = tmp_path / "fenced.ptx"
+    code = (f"from ptxkit.cli.main import main\n"
+            f"main(['fence', {str(SAMPLES / 'fence' / '13_hoist_out_of_if.ptx')!r}, '-o', {str(out)!r}])")
+    modules = imported_by(code)
+    assert out.read_text().count("fence.proxy.async") >= 1  # the run wrote the fenced PTX
+    loaded = {"tempfile", "textwrap", "shutil", "random"} & modules
+    assert not loaded, loaded
+
+
 def test_fence_check_of_ptx_without_async_operations_does_not_load_the_pass():
     code = (f"from ptxkit.cli.main import main\n"
             f"main(['fence', '--check', {str(SAMPLES / 'triton' / 'layernorm_1024.ptx')!r}])")

@@ -54,7 +54,7 @@ class HelpFormatter(argparse.HelpFormatter):
     """argparse's help layout, sized to the terminal as argparse sizes it but without
     importing ``shutil`` (with ``bz2``, ``lzma`` and ``fnmatch`` behind it), which
     argparse does for every argument it adds, help printed or not. A text of several
-    lines (an epilog of `ptxkit.cli.common.help_epilog`) keeps its lines; a one-line text
+    lines (a `ptxkit.cli.common.Epilog`, laid out only here) keeps its lines; a one-line text
     is filled as argparse fills it.
 
     >>> import unittest.mock
@@ -65,6 +65,9 @@ class HelpFormatter(argparse.HelpFormatter):
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
         super().__init__(prog, indent_increment, max_help_position, terminal_columns() - 2 if width is None else width)
+
+    def add_text(self, text: object) -> None:
+        super().add_text(text if text is None or isinstance(text, str) else str(text))  # an `Epilog`, laid out now
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         if "\n" in text:
@@ -108,8 +111,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ptxkit",
         description="Read, check, rewrite, generate, assemble and run NVIDIA PTX.",
-        epilog=help_epilog(EXIT_CODES, ENVIRONMENT) + "\n\nptxkit COMMAND --help: a command's options, exit codes "
-                                                      "and environment.",
+        epilog=help_epilog(EXIT_CODES, ENVIRONMENT, "\n\nptxkit COMMAND --help: a command's options, exit codes "
+                                                    "and environment."),
         formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"ptxkit {__version__}")
