@@ -38,6 +38,7 @@ to the region (`Atom.location`).
 
 from __future__ import annotations
 
+from functools import partial
 from math import gcd
 
 from ptxkit._records import TYPE_CHECKING, Record
@@ -1003,21 +1004,28 @@ def pack(parts: list[Value], bits: int) -> Value:
         if value is None:
             return TOP
         upper |= value << (bits * index)
+    return _lift(low, partial(_packed_under, bits, upper))
 
-    def one(x: Atom) -> Value:
-        if x.form == NUM:
-            if 0 <= x.lo and x.hi < 1 << bits:
-                return _num(x.lo + upper, x.hi + upper)
-            pattern = register_bits(x.lo, bits) if x.lo == x.hi else None
-            return TOP if pattern is None else _num(pattern + upper, pattern + upper)
-        if upper and x.high & upper:
-            return TOP
-        limit = _limit_bits(x)
-        if limit is None or limit > bits:
-            return TOP
-        return (x._replace(high=x.high | upper),)
 
-    return _lift(low, one)
+def _packed_under(bits: int, upper: int, x: Atom) -> Value:
+    """`pack` of the low part `x` (`bits` bits) under the constant upper parts' bits
+    `upper`. A module-level function, handed on as a partial: compiled by mypyc, a
+    closure here was a reference cycle with its own environment (docs/architecture.md §5).
+
+    >>> hex(constant(_packed_under(32, 1 << 32, _num(5, 5)[0])))
+    '0x100000005'
+    """
+    if x.form == NUM:
+        if 0 <= x.lo and x.hi < 1 << bits:
+            return _num(x.lo + upper, x.hi + upper)
+        pattern = register_bits(x.lo, bits) if x.lo == x.hi else None
+        return TOP if pattern is None else _num(pattern + upper, pattern + upper)
+    if upper and x.high & upper:
+        return TOP
+    limit = _limit_bits(x)
+    if limit is None or limit > bits:
+        return TOP
+    return (x._replace(high=x.high | upper),)
 
 
 def _pack_each(low: Value, high: Value, bits: int) -> Value:
