@@ -60,8 +60,8 @@ COMPILED_MODULES = (
 #: The shared libraries the compiled modules are grouped into (`compiled_groups`): one
 #: for the value analysis (``ptxkit.cfg.values``), one for the rest, built side by side on
 #: two cores. A shared library per module (mypyc's ``separate=True``) made a process
-#: load and initialise 35 of them: importing the pass took 57 ms instead of 45 (the
-#: pure tree's: 40), measured here; the pass itself runs as fast either way.
+#: load and initialise 35 of them: a process that imports the pass took 57 ms instead of
+#: 45 (with the pure tree's bytecode: 40), measured here; the pass runs as fast either way.
 GROUPS = {"ptxkit._native_values": "ptxkit.cfg.values.", "ptxkit._native_core": ""}
 
 
