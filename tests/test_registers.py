@@ -463,6 +463,16 @@ def test_branch_conditions_narrow_and_dead_paths_are_found():
     assert dead == {dead_block} and values["q"] == ()
 
 
+
+def test_a_condition_on_a_register_loaded_beside_a_followed_one_is_followed():
+    """``ld.param.v2`` gives r3 a value with the r2 asked about; ``r3 + 510 < 511`` then
+    narrows r3 past the branch, through r4, which must be solved too: read unsolved it
+    left nothing, and the block where r2 is asked looked dead (CUTLASS 72b's producer
+    loop did)."""
+    body = ("\tld.param.v2.u32 {%r2, %r3}, [k_p];\n\tadd.s32 %r4, %r3, 510;\n\tsetp.lt.u32 %p1, %r4, 511;\n"
+            "\t@%p1 bra OUT;\n\tmov.u32 %r5, %r2;\n\t// here\n\tbar.sync 0;\nOUT:\n")
+    assert value_at(body, "%r2", params=".param .align 8 .b8 k_p[8]") == "[0, 4294967295]"
+
 def test_everything_an_unreachable_block_dominates_is_unreachable():
     """A branch condition no thread meets (tid.x + 192 <= 15) cuts off a region whose
     blocks are dominated one by the next; the block where the paths meet again is not."""

@@ -534,23 +534,28 @@ class _Analysis:
     def _sliced(self, definitions: Definitions, queries: Queries, conditions: Mapping[int, Condition],
                 loops: Sequence[TripLoop]) -> tuple[dict[Site, SourcedRule], set[str]]:
         """The rules of the definitions the queries read (`slice`), and of those that the
-        loops' trips and the branch conditions bounding any of them read; with the keys
-        they define."""
+        loops' trips and the branch conditions bounding any of them read, until no more
+        are wanted (a register brought in for one condition may be one another bounds);
+        with the keys they define. A condition narrows what it compared and the registers
+        that was computed from together, so all of them are followed or none: a narrowing
+        read from a register left unsolved would leave nothing, and make blocks dead."""
         wanted: set[str] = set()
         for block, position, operand in queries.values():
             wanted.update(self.sources_of(block, operand))
         rules: dict[Site, SourcedRule] = {}
         seen: set[str] = set()
-        self.slice(definitions, wanted, rules, seen)
-        for loop in loops:  # the counters, limits and counts that bound registers we follow
-            if any(stepped.key in seen for stepped in loop.stepped):
-                self.slice(definitions, set(loop.reads) - seen, rules, seen)
+        written = _written_at(definitions)
+        self.slice(definitions, wanted, rules, seen, written)
+        bounds = [({stepped.key for stepped in loop.stepped}, set(loop.reads)) for loop in loops]
         for _, (key, _, bound, _, chain), _ in conditions.values():  # conditions that bound what we follow
-            keys = [key] + [source[0] if isinstance(source, tuple) else source for source, _ in chain] + \
-                ([bound] if isinstance(bound, str) else [])
-            if any(k in seen for k in keys):
-                self.slice(definitions, set(keys) - seen, rules, seen)
-        return rules, seen
+            keys = {key, *(source[0] if isinstance(source, tuple) else source for source, _ in chain),
+                    *([bound] if isinstance(bound, str) else [])}
+            bounds.append((keys, keys))
+        while True:  # until no loop or condition asks for more
+            more = {key for followed, read in bounds if not followed.isdisjoint(seen) for key in read - seen}
+            if not more:
+                return rules, seen
+            self.slice(definitions, more, rules, seen, written)
 
     def answers(self, asked: Iterable[Hashable], dead: Set[int]) -> Answers:
         """The value of each query named in `asked` (keys of those the last `fixpoint` was
@@ -921,17 +926,20 @@ class _Analysis:
             operand = base
         return [prefix + name for name in operand_reads(operand, self.plain(block))]
 
-    def slice(self, definitions: Definitions, wanted: set[str], rules: dict[Site, SourcedRule], seen: set[str]) -> None:
-        """Add to `rules` the definitions `wanted` keys depend on (`seen`: keys done)."""
+    def slice(self, definitions: Definitions, wanted: set[str], rules: dict[Site, SourcedRule], seen: set[str],
+              written: Mapping[Site, Sequence[str]]) -> None:
+        """Add to `rules` the definitions `wanted` keys depend on (`seen`: keys done). Every
+        key such a definition writes is followed too (`written`: site -> keys): an
+        instruction that writes two registers gives both a value."""
         seen.update(wanted)
         work = list(wanted)
         while work:
             key = work.pop()
-            for block, position in definitions.get(key, ()):
-                if (block, position) in rules:
+            for site in definitions.get(key, ()):
+                if site in rules:
                     continue
-                rules[(block, position)] = sourced = self.rule(block, position)
-                for source in sourced[1]:
+                rules[site] = sourced = self.rule(site[0], site[1])
+                for source in (*sourced[1], *written[site]):
                     if source not in seen:
                         seen.add(source)
                         work.append(source)
@@ -1378,6 +1386,19 @@ def _merged(ours: dict[int, Narrowings], theirs: Mapping[int, Narrowings]) -> di
     for block, narrowings in theirs.items():
         merged[block] = [*ours.get(block, ()), *narrowings]
     return merged
+
+
+def _written_at(definitions: Definitions) -> dict[Site, list[str]]:
+    """Site -> the keys the instruction there writes (`definitions` turned round).
+
+    >>> _written_at({"%r1": ((0, 2),), "%r2": ((0, 2), (3, 0))})
+    {(0, 2): ['%r1', '%r2'], (3, 0): ['%r2']}
+    """
+    written: dict[Site, list[str]] = {}
+    for key, sites in definitions.items():
+        for site in sites:
+            written.setdefault(site, []).append(key)
+    return written
 
 
 def _join_blocks(multi: Mapping[str, None], definitions: Definitions, frontier: Mapping[int, Sequence[int]]
