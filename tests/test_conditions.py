@@ -88,6 +88,26 @@ def test_a_test_does_not_narrow_a_block_another_way_also_enters():
     assert value_at(body, "%r1", directives=" .maxntid 128, 1, 1") == "[0, 127]"
 
 
+
+#: T is entered two ways: from the taken side of ``tid < 8`` tested again with `low`,
+#: and from its other side tested with `high`. Neither way dominates T; each brings
+#: what its two tests leave of tid, and T sees the join of that (docs/fence.md 3.2)
+TWO_WAYS = ("\tmov.u32 %r1, %tid.x;\n\tsetp.lt.u32 %p1, %r1, 8;\n\t@%p1 bra LOW;\n\tsetp.{high};\n"
+            "\t@%p2 bra T;\n\tbra.uni OUT;\nLOW:\n\tsetp.{low};\n\t@%p3 bra T;\n\tbra.uni OUT;\n"
+            "T:\n\tmov.u32 %r3, %r1;\n\t// here\n\tbar.sync 0;\nOUT:\n")
+
+
+@pytest.mark.parametrize("low, high, shown", [
+    ("ge.u32 %p3, %r1, 4", "lt.u32 %p2, %r1, 16", "[4, 15]"),  # [4, 7] and [8, 15]
+    ("gt.u32 %p3, %r1, 9", "ge.u32 %p2, %r1, 16", "[16, 127]"),  # below 8 and above 9: that way brings nothing
+    ("gt.u32 %p3, %r1, 9", "lt.u32 %p2, %r1, 8", ""),  # neither way is taken: no run reaches T (no value)
+    ("lt.u32 %p3, %r1, 4", "ge.u32 %p2, %r1, 16", "[0, 127]"),  # [0, 3] and [16, 127]: an interval holds both
+])
+def test_a_block_entered_two_ways_sees_what_the_ways_bring(low, high, shown):
+    body = TWO_WAYS.format(low=low, high=high)
+    assert value_at(body, "%r1", directives=" .maxntid 128, 1, 1") == shown
+
+
 @pytest.mark.parametrize("then, register, shown", [
     ("\tmov.u32 %r3, %r1;\n", "%r1", "[0, 15]"),
     # the tested register set anew past the branch: set twice, the test made in another

@@ -140,6 +140,8 @@ EXPECTED = {
     "h31_mbarrier_wait_before_a_cta_sync": [],
     "h34a_copies_in_a_loop_unrolled_by_four": [],
     "h34b_copies_in_a_loop_unrolled_by_four_reaching_the_stores": [(CTA, "cp.async.bulk.shared::cluster.global")],
+    "h35a_switch_default_no_warp_takes": [],
+    "h35b_switch_default_a_warp_takes": [(CTA, "cp.async.bulk.tensor.1d.shared::cluster")],
     "h36_test_of_a_register_loaded_beside_an_address": [("@%p2 " + CTA, "@%p2 cp.async.bulk.tensor.1d.global")],
     "h32_armed_before_the_fence_then_initialised_again": [],
     "h33_initialised_again_without_a_fence": [],

@@ -24,13 +24,15 @@ which they are handed as an argument and read through protocols (`Code`,
 
 from __future__ import annotations
 
+from functools import partial
+
 from ptxkit._records import TYPE_CHECKING, Record
 from ptxkit.cfg.flow.dominance import DominatorTree
 from ptxkit.cfg.flow.graph import Fact
 from ptxkit.cfg.flow.ssa import blocks_between, cell_key
 from ptxkit.cfg.values.arithmetic import compared_as, identity, off_multiples, rounded_up_to
 from ptxkit.cfg.values.specials import is_fixed_special, one_dimensional
-from ptxkit.cfg.values.values import INF, TOP, Atom, constant, may_be, meet, number, refine, refine_by, sub
+from ptxkit.cfg.values.values import INF, TOP, Atom, constant, join, may_be, meet, number, refine, refine_by, sub
 from ptxkit.isa import FIXED_SPECIALS, SWAPPED_COMPARISONS
 
 if TYPE_CHECKING:
@@ -161,6 +163,87 @@ def refinements(analysis: Renamed, conditions: Mapping[int, Condition], definiti
     return found
 
 
+def joined_at_merges(flow: FlowGraph, dominators: DominatorTree, narrowing: Mapping[int, Narrowings],
+                     edge_narrowing: Mapping[tuple[int, int], Narrowings]) -> dict[int, Narrowings]:
+    """At each block where paths meet (no loop's head), a narrowing of every register
+    that each way in narrows beyond what the block's dominators hold (`narrowing`):
+    the join of what each way brings, by the conditions that hold from the block's
+    immediate dominator down to the predecessor and on the edge in. A way no run
+    takes brings nothing, so past ``switch (warp) {case 4: case 5: default}`` joined
+    with the way of ``warp >= 8``, where ``warp`` was known to be below 6 in the
+    default case, the warp is 8 or more (docs/fence.md §3.2).
+
+    >>> import ptxkit
+    >>> from ptxkit.cfg.flow.graph import flow_graph
+    >>> from ptxkit.cfg.values.registers import register_values
+    >>> from ptxkit.cfg.values.values import show
+    >>> m = ptxkit.parse(".version 8.0\\n.target sm_90a\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     ".reg .b32 %r<4>;\\n.reg .pred %p<4>;\\n\\tmov.u32 %r1, %tid.x;\\n\\tsetp.lt.u32 %p1, %r1, 8;\\n"
+    ...     "\\t@%p1 bra LOW;\\n\\tsetp.gt.u32 %p2, %r1, 15;\\n\\t@%p2 bra USE;\\n\\tbra.uni OUT;\\nLOW:\\n"
+    ...     "\\tsetp.gt.u32 %p3, %r1, 9;\\n\\t@%p3 bra USE;\\n\\tbra.uni OUT;\\nUSE:\\n\\tshl.b32 %r3, %r1, 2;\\n"
+    ...     "OUT:\\n\\tret;\\n}\\n")
+    >>> flow = flow_graph(m.function("k"))
+    >>> use, shift = next((b, i) for b, block in enumerate(flow.blocks) for i in block.instructions
+    ...                   if i.opcode == "shl.b32")
+    >>> show(register_values(flow, {"tid": (use, 0, shift.operands[1])})["tid"])
+    '[16, 1023]'
+
+    (``tid < 8`` and ``tid > 9`` leave nothing: the one way in is ``tid > 15``.)
+    """
+    joined: dict[int, Narrowings] = {}
+    for block in flow.rpo:
+        predecessors = sorted({p for p in flow.pred[block] if p in dominators})
+        top = dominators.idom.get(block)
+        if len(predecessors) < 2 or not isinstance(top, int) or \
+                any(dominators.dominates(block, p) for p in predecessors):  # a loop's head
+            continue
+        ways = [_narrowings_on_way(joined, narrowing, edge_narrowing, dominators, top, p, block) for p in predecessors]
+        common = set(ways[0]).intersection(*ways[1:])
+        split = {id(narrow) for successor in flow.succ[top] for _, narrow in edge_narrowing.get((top, successor), ())}
+        for key in sorted(common):
+            steps = tuple(tuple(way[key]) for way in ways)
+            if all(id(narrow) in split for way in steps for narrow in way):
+                continue  # each way narrowed by a side of the test at `top` alone: together they leave all
+            joined.setdefault(block, []).append((key, partial(_joined_ways, steps)))
+    return joined
+
+
+def _narrowings_on_way(joined: Mapping[int, Narrowings], narrowing: Mapping[int, Narrowings],
+                       edge_narrowing: Mapping[tuple[int, int], Narrowings], dominators: DominatorTree, top: int,
+                       predecessor: int, block: int) -> dict[str, list[Narrow]]:
+    """key -> the narrowings that hold on the way from `top` (not included) down the
+    dominator tree to `predecessor` and along the edge into `block`, outermost first."""
+    path = []
+    at = predecessor
+    while at != top:  # `top` dominates `predecessor`: the walk up meets it
+        path.append(at)
+        parent = dominators.idom.get(at)
+        if not isinstance(parent, int) or parent == at:
+            break
+        at = parent
+    found: dict[str, list[Narrow]] = {}
+    for at in reversed(path):
+        for key, narrow in (*narrowing.get(at, ()), *joined.get(at, ())):
+            found.setdefault(key, []).append(narrow)
+    for key, narrow in edge_narrowing.get((predecessor, block), ()):
+        found.setdefault(key, []).append(narrow)
+    return found
+
+
+def _joined_ways(ways: tuple[tuple[Narrow, ...], ...], a: Solved, value: Value) -> Value:
+    """The join, over the ways into a block, of `value` narrowed along each (`ways`)."""
+    out: Value = ()
+    for steps in ways:
+        incoming = value
+        for narrow in steps:
+            if not incoming:
+                break
+            incoming = narrow(a, incoming)
+        if incoming:
+            out = join(out, incoming) if out else incoming
+    return out
+
+
 def _narrowing(branch: int, key: str, comparison: str, bound: int | tuple[str, str], kind: str, holds: bool,
                chain: Sequence[tuple[str, Inverse]]) -> Narrowings:
     """``[(key, narrow)]`` for the compared register and each register of its chain
@@ -229,11 +312,12 @@ def narrowed_at(memo: dict[int, dict[str, list[Narrow]]], narrowing: Mapping[int
     return found
 
 
-def dead_blocks(analysis: Narrowed) -> set[int]:
-    """Blocks that some dominating branch condition says no run ever reaches."""
+def dead_blocks(analysis: Narrowed, tested: Mapping[int, Narrowings]) -> set[int]:
+    """Blocks that some dominating branch condition says no run ever reaches (`tested`:
+    where each condition's narrowings start to hold, `Refinements.narrowing`)."""
     dead_starts = set()
     idom = analysis.dominators.idom
-    for block, narrowings in analysis.narrowing.items():
+    for block, narrowings in tested.items():
         parent = idom.get(block)
         for version, narrow in narrowings:
             base = analysis.values.get(version, ())

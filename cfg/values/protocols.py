@@ -82,15 +82,12 @@ class Solved(Protocol):
 
 
 class Narrowed(Solved, Protocol):
-    """What `dead_blocks` reads besides: the graph, its dominators, and where each
-    narrowing starts to hold (`Refinements.narrowing`)."""
+    """What `dead_blocks` reads besides: the graph and its dominators."""
 
     @property
     def flow(self) -> FlowGraph: ...
     @property
     def dominators(self) -> DominatorTree: ...
-    @property
-    def narrowing(self) -> Mapping[int, Narrowings]: ...
 
 
 class Counting(Code, Protocol):

@@ -65,7 +65,7 @@ from ptxkit.cfg.values.arithmetic import (
     cvt_reading, cvta, mapa, remainder_of,
 )
 from ptxkit.cfg.values.conditions import (
-    branch_conditions, dead_blocks, narrowed_at, refinements, uniform_broadcast,
+    branch_conditions, dead_blocks, joined_at_merges, narrowed_at, refinements, uniform_broadcast,
 )
 from ptxkit.cfg.values.definitions import REGISTER_DEFINITIONS, param_store_keys
 from ptxkit.cfg.values.counters import (
@@ -483,7 +483,9 @@ class _Analysis:
         self._self_fed: frozenset[str] | None = None  # `self_fed`, found when an update first asks
         held = refinements(self, conditions, definitions)  # where the conditions hold, and the loops' trips
         bounded = trip_bounds(self, loops, phis, held.narrowing)
-        self.narrowing, self.edge_narrowing = _merged(held.narrowing, bounded.narrowing), held.edge_narrowing
+        self.edge_narrowing = held.edge_narrowing
+        tested = _merged(held.narrowing, bounded.narrowing)
+        self.narrowing = _merged(tested, joined_at_merges(self.flow, self.dominators, tested, self.edge_narrowing))
         self.depends = {key: held.depends.get(key, set()) | bounded.depends.get(key, set())
                         for key in held.depends.keys() | bounded.depends.keys()}
         self.trip_offsets = bounded.offsets
@@ -529,7 +531,7 @@ class _Analysis:
         self._pinned_cones: dict[tuple[Hashable, frozenset[str]], tuple[tuple[Site, ...], frozenset[str]]] = {}
         # a thread range ``(register, low, high)`` or a set of pins -> what evaluating under it gave
         self._again_under: dict[Hashable, ThreadRange] = {}
-        return dead_blocks(self)
+        return dead_blocks(self, tested)
 
     def _sliced(self, definitions: Definitions, queries: Queries, conditions: Mapping[int, Condition],
                 loops: Sequence[TripLoop]) -> tuple[dict[Site, SourcedRule], set[str]]:
