@@ -19,7 +19,7 @@ import pytest
 
 import ptxkit
 from ptxkit import parse_statement
-from ptxkit.cfg.fence.fence import FenceOptions, check_target, fence_module, fence_text
+from ptxkit.cfg.fence.fence import AccessPair, FenceOptions, Place, check_target, fence_module, fence_text
 from ptxkit.cfg.sync import groups
 from ptxkit.cli.fence_cmd import fence_options, settle
 from ptxkit.cli.main import build_parser
@@ -336,6 +336,18 @@ def test_report_reasons_and_paths():
     assert fence.placement == "call" and pair.op.line == 21 and pair.access.line < fence.line
     assert "may reach the async-proxy access at line 21 (wgmma.mma_async)" in fence.reason()
 
+
+def test_a_witness_that_starts_at_an_arrive_says_the_hand_offs_before_it_are_not_shown():
+    """Handed on more often than a witness follows, the access reaches the first arrive
+    the witness shows through other threads: the reason must not say it was handed to
+    the issuer through that arrive alone."""
+    at, op = Place(7, 2, "st.shared.u32"), Place(21, 2, "wgmma.mma_async")
+    arrive, wait = Place(8, 2, "bar.arrive"), Place(20, 2, "bar.sync")
+    traced = AccessPair("raw", "shared::cta", at, op, handoff=(arrive, wait), path=(at, arrive, wait, op))
+    handed = ", handed to the issuing thread through line 8 (bar.arrive) and line 20 (bar.sync) with"
+    assert handed in traced.reason()
+    untraced = traced._replace(path=(arrive, wait, op)).reason()
+    assert ", handed to the issuing thread through hand-offs not shown, then line 8 (bar.arrive) and" in untraced
 
 def test_one_fence_lists_every_pair_it_orders():
     """13 hoists one fence before the branch for the wgmma of each arm: one report, two

@@ -198,12 +198,18 @@ class AccessPair(Record):
                   Hazard.INIT_CLUSTER.value: "mbarrier.init"}[self.hazard]
         source = f"{access} at {self.access}" if self.access else f"a {access}"
         hops = [f"{arrive}" + (f" and {wait}" if wait else "") for arrive, wait in self._hops()]
-        handed = f", handed to the issuing thread through {', then '.join(hops)}" if hops else ""
+        unshown = "" if self._traced() else "hand-offs not shown, then "
+        handed = f", handed to the issuing thread through {unshown}{', then '.join(hops)}" if hops else ""
         fence = "no fence.mbarrier_init.release.cluster or releasing cluster barrier" \
             if self.hazard == Hazard.INIT_CLUSTER.value else "no proxy fence"
         passed = " and ".join(str(place) for place in self.fences)
         unordered = f" that orders it ({passed} {'does' if len(self.fences) == 1 else 'do'} not)" if passed else ""
         return f"{source} of {self.spaces} may reach {target}{handed} with {fence} in between{unordered}"
+
+    def _traced(self) -> bool:
+        """True when the witness starts at the access: its way to the first arrive is
+        shown (handed on more often than the witness follows, it starts at an arrive)."""
+        return self.access is None or not self.path or self.path[0] == self.access
 
     def _hops(self) -> list[tuple[Place, Place | None]]:
         """The hand-offs, earliest first: (arrive, wait), the wait None when the witness
@@ -233,8 +239,7 @@ class AccessPair(Record):
         ('thread A makes the access and arrives at line 8 (bar.arrive)', 'the access reaches thread A through hand-offs not shown')
         """
         hops = self._hops()
-        traced = self.access is None or not self.path or self.path[0] == self.access
-        parts = [f"thread A makes the access and arrives at {hops[0][0]}" if traced else
+        parts = [f"thread A makes the access and arrives at {hops[0][0]}" if self._traced() else
                  f"the access reaches thread A through hand-offs not shown; thread A arrives at {hops[0][0]}"]
         for number, ((_, wait), (arrive, _)) in enumerate(zip(hops, hops[1:]), 1):
             parts.append(f"thread {chr(65 + number)} waits at {wait} and arrives at {arrive}")
