@@ -304,11 +304,11 @@ class _Analysis:
     #: Every attribute an analysis has once it has solved (tests/test_registers.py checks
     #: the list against one): what `solution` keeps and `restore` puts back. Named, not
     #: read from ``__dict__``, which a class compiled by mypyc does not have.
-    _STATE = ("_again_under", "_cones", "_cones_from", "_memo", "_pinned_cones", "_plains", "_prefixes", "_quotients",
-              "_rank", "_registers", "_remainders", "_rule_thresholds", "_rules", "_self_fed", "_site_of", "_taken",
-              "_with_cells", "_written", "aligned", "defined", "defs", "depends", "dirty", "dominators", "edge_narrowing", "flow",
-              "kept", "narrowing", "queries", "returning", "rules", "special", "stack", "symbols", "thresholds",
-              "thresholds_sorted", "trip_offsets", "unknown_cells", "updates", "uses", "values")
+    _STATE = ("_again_under", "_cones", "_cones_from", "_memo", "_pinned_cones", "_plains", "_prefixes",
+              "_quotients", "_rank", "_registers", "_remainders", "_rule_thresholds", "_rules", "_self_fed", "_site_of",
+              "_taken", "_with_cells", "_written", "aligned", "defined", "defs", "depends", "dirty", "dominators",
+              "edge_narrowing", "flow", "kept", "narrowing", "queries", "returning", "rules", "special", "stack",
+              "symbols", "thresholds", "thresholds_sorted", "trip_offsets", "unknown_cells", "updates", "uses", "values")
 
     def solution(self) -> dict[str, object]:
         """What the last `solve` found, for `restore`: `solve` replaces (never changes in
@@ -539,25 +539,27 @@ class _Analysis:
         loops' trips and the branch conditions bounding any of them read, until no more
         are wanted (a register brought in for one condition may be one another bounds);
         with the keys they define. A condition narrows what it compared and the registers
-        that was computed from together, so all of them are followed or none: a narrowing
+        that was computed from together, so all of them are followed once one of them has
+        a value (also one an instruction taken for another register writes): a narrowing
         read from a register left unsolved would leave nothing, and make blocks dead."""
         wanted: set[str] = set()
         for block, position, operand in queries.values():
             wanted.update(self.sources_of(block, operand))
         rules: dict[Site, SourcedRule] = {}
         seen: set[str] = set()
-        written = _written_at(definitions)
-        self.slice(definitions, wanted, rules, seen, written)
+        valued: set[str] = set()
+        written = REGISTER_KEYS_BY_SITE.of(self.flow)
+        self.slice(definitions, wanted, rules, seen, written, valued)
         bounds = [({stepped.key for stepped in loop.stepped}, set(loop.reads)) for loop in loops]
         for _, (key, _, bound, _, chain), _ in conditions.values():  # conditions that bound what we follow
             keys = {key, *(source[0] if isinstance(source, tuple) else source for source, _ in chain),
                     *([bound] if isinstance(bound, str) else [])}
             bounds.append((keys, keys))
         while True:  # until no loop or condition asks for more
-            more = {key for followed, read in bounds if not followed.isdisjoint(seen) for key in read - seen}
+            more = {key for followed, read in bounds if not followed.isdisjoint(valued) for key in read - seen}
             if not more:
                 return rules, seen
-            self.slice(definitions, more, rules, seen, written)
+            self.slice(definitions, more, rules, seen, written, valued)
 
     def answers(self, asked: Iterable[Hashable], dead: Set[int]) -> Answers:
         """The value of each query named in `asked` (keys of those the last `fixpoint` was
@@ -929,11 +931,13 @@ class _Analysis:
         return [prefix + name for name in operand_reads(operand, self.plain(block))]
 
     def slice(self, definitions: Definitions, wanted: set[str], rules: dict[Site, SourcedRule], seen: set[str],
-              written: Mapping[Site, Sequence[str]]) -> None:
-        """Add to `rules` the definitions `wanted` keys depend on (`seen`: keys done). Every
-        key such a definition writes is followed too (`written`: site -> keys): an
-        instruction that writes two registers gives both a value."""
+              written: Mapping[Site, Sequence[str]], valued: set[str]) -> None:
+        """Add to `rules` the definitions `wanted` keys depend on (`seen`: keys done), and to
+        `valued` those keys and every register those definitions write (`written`: site ->
+        keys, `REGISTER_KEYS_BY_SITE`): an instruction that writes two registers gives both
+        a value, followed or not."""
         seen.update(wanted)
+        valued.update(wanted)
         work = list(wanted)
         while work:
             key = work.pop()
@@ -941,9 +945,11 @@ class _Analysis:
                 if site in rules:
                     continue
                 rules[site] = sourced = self.rule(site[0], site[1])
-                for source in (*sourced[1], *written[site]):
+                valued.update(written.get(site, ()))
+                for source in sourced[1]:
                     if source not in seen:
                         seen.add(source)
+                        valued.add(source)
                         work.append(source)
 
     # -- evaluation ------------------------------------------------------------------------
@@ -1390,10 +1396,10 @@ def _merged(ours: dict[int, Narrowings], theirs: Mapping[int, Narrowings]) -> di
     return merged
 
 
-def _written_at(definitions: Definitions) -> dict[Site, list[str]]:
+def keys_by_site(definitions: Definitions) -> dict[Site, list[str]]:
     """Site -> the keys the instruction there writes (`definitions` turned round).
 
-    >>> _written_at({"%r1": ((0, 2),), "%r2": ((0, 2), (3, 0))})
+    >>> keys_by_site({"%r1": ((0, 2),), "%r2": ((0, 2), (3, 0))})
     {(0, 2): ['%r1', '%r2'], (3, 0): ['%r2']}
     """
     written: dict[Site, list[str]] = {}
@@ -1602,6 +1608,9 @@ def _dominance_frontiers(flow: FlowGraph) -> tuple[dict[int, tuple[int, ...]], d
 REGISTER_DEFINITIONS_BY_BLOCK: Fact[dict[tuple[int, str], tuple[int, ...]]] = Fact(
     "register definitions by block", lambda flow: by_block(REGISTER_DEFINITIONS.of(flow)),
     needs=(REGISTER_DEFINITIONS,))
+#: The graph's `REGISTER_DEFINITIONS` by site: ``(block, position)`` -> the keys written there (`keys_by_site`).
+REGISTER_KEYS_BY_SITE: Fact[dict[Site, list[str]]] = Fact(
+    "register keys by site", lambda flow: keys_by_site(REGISTER_DEFINITIONS.of(flow)), needs=(REGISTER_DEFINITIONS,))
 #: The dominance frontier of each block of a graph, and its dominator tree's children (`frontiers`).
 DOMINANCE_FRONTIERS: Fact[tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]] = Fact(
     "dominance frontiers", _dominance_frontiers, needs=(DOMINATORS,))
