@@ -349,6 +349,20 @@ def test_a_witness_that_starts_at_an_arrive_says_the_hand_offs_before_it_are_not
     untraced = traced._replace(path=(arrive, wait, op)).reason()
     assert ", handed to the issuing thread through hand-offs not shown, then line 8 (bar.arrive) and" in untraced
 
+def test_a_pair_names_the_bytes_that_meet():
+    """h35b: warp 6 stores 8 bytes a lane at smem + 512 + 8 * lane, warps 8-11 at 1024 and
+    on, to 2040; the pending class is their hull, to 2048. The copy's box is the 1024
+    bytes armed on "full", from smem + 0. --explain and the JSON say both."""
+    (fence,) = run(sample("h35b_switch_default_a_warp_takes"), "h35b", rewrite=False)[1].fences
+    (pair,) = fence.pairs
+    assert (pair.access_bytes, pair.op_bytes) == ("smem[512:2048]", ("smem[0:1024]",))
+    assert "\n    bytes: the access, smem[512:2048]; the operation, smem[0:1024]" in fence.explain()
+    assert list(pair.to_json()["op_bytes"]) == ["smem[0:1024]"]
+    (wide,) = run(sample("x14b_generic_store_pointer_may_be_shared"), "x14b", rewrite=False)[1].fences
+    assert wide.pairs[0].access_bytes == "anywhere in shared::cta"  # a pointer the analysis cannot place
+    (init,) = run(sample("h29a_cluster_mbarrier_init_unreleased"), "h29a", rewrite=False)[1].fences
+    assert init.pairs[0].op_bytes == (init.pairs[0].access_bytes,)  # the copy meets the init at its mbarrier
+
 def test_one_fence_lists_every_pair_it_orders():
     """13 hoists one fence before the branch for the wgmma of each arm: one report, two
     pairs, each with its own witness."""

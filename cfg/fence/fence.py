@@ -42,7 +42,7 @@ from ptxkit.cfg.fence.options import EXTERN_POLICIES, FENCE_SIDES, PLACEMENTS, c
 from ptxkit.cfg.fence.placement import RELEASE_INITS, VARIANTS, Placement, PlannedFence, fence_text_for, plan_fences
 from ptxkit.cfg.fence.proxy import AnalysisOptions, Hazard, KernelAnalysis, Solution
 from ptxkit.cfg.sync.events import Kind
-from ptxkit.cfg.sync.locations import spaces_text
+from ptxkit.cfg.sync.locations import overlaps, spaces_text
 from ptxkit.cfg.values.specials import PORTABLE_CLUSTER
 from ptxkit.isa import may_need_fence
 from ptxkit.syntax import Function
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from ptxkit.cfg.fence.proxy import Need, Step
     from ptxkit.cfg.flow.graph import BasicBlock, FlowGraph
     from ptxkit.cfg.flow.loops import Preheader
+    from ptxkit.cfg.sync.locations import Location
     from ptxkit.edits import Insert, LineMap, Retarget
     from ptxkit.syntax import Module, Node
 
@@ -165,7 +166,8 @@ class AccessPair(Record):
     handed over through; `path`: the witness, as places (the access, the start of each
     block in between, the arrive and the wait, the op); `fences`: the proxy fences the
     witness passes, which do not order the pair (of another space, or of the CTA where
-    the cluster's is needed).
+    the cluster's is needed); `access_bytes`: the bytes the access stands for (its
+    pending class, ``region[start:end]``), and `op_bytes` those of the op that meet them.
 
     >>> from pathlib import Path
     >>> text = Path("samples/fence/06b_tma_store_after_shared_store.ptx").read_text()
@@ -182,6 +184,8 @@ class AccessPair(Record):
     handoff: tuple[Place, ...] = ()
     path: tuple[Place, ...] = ()
     fences: tuple[Place, ...] = ()
+    access_bytes: str = ""
+    op_bytes: tuple[str, ...] = ()
 
     def reason(self) -> str:
         """Why the pair needs a fence, in one sentence."""
@@ -330,6 +334,9 @@ class FenceSite(Record):
             lines.append(f"    path: {pair.path_text()}")
             if pair.handoff and len(pair.handoff) % 2 == 0:
                 lines.append(f"    {pair.threads_text()}")
+            if pair.access_bytes:
+                theirs = f"; the operation, {', '.join(pair.op_bytes)}" if pair.op_bytes else ""
+                lines.append(f"    bytes: the access, {pair.access_bytes}{theirs}")
         return "\n".join(lines)
 
     def to_json(self) -> Json:
@@ -702,8 +709,10 @@ def _pair(analysis: KernelAnalysis, need: Need, witness: list[Step]) -> AccessPa
     path: list[Place] = []
     handoff: list[Place] = []
     access: Place | None = None
+    touched: Location | None = None  # the access's bytes
     flow = analysis.flow
     for step in witness:
+        touched = step.location or touched
         for block in step.via[1:]:  # the start of each block passed on the way here
             basic = flow.blocks[block]
             if basic.labels:
@@ -728,7 +737,31 @@ def _pair(analysis: KernelAnalysis, need: Need, witness: list[Step]) -> AccessPa
         handoff=tuple(handoff),
         path=tuple(path),
         fences=tuple(_fences_passed(analysis, witness)),
+        access_bytes=_bytes_text(touched) if touched is not None else "",
+        op_bytes=_bytes_met(need, touched),
     )
+
+
+def _bytes_met(need: Need, touched: Location | None) -> tuple[str, ...]:
+    """The bytes of `need`'s async op that meet `touched`: what it reads and writes, and
+    the mbarrier it completes on (an init's pair meets the op there)."""
+    if touched is None:
+        return ()
+    event = need.event
+    footprint = (*event.locations, *event.writes, *((event.mbarrier,) if event.mbarrier is not None else ()))
+    met = [location for location in footprint if overlaps(location, touched)]
+    return tuple(dict.fromkeys(_bytes_text(location) for location in met))
+
+
+def _bytes_text(location: Location) -> str:
+    """Bytes in words: ``region[start:end]``, or any byte of the spaces where the value
+    analysis could not place them.
+
+    >>> from ptxkit.cfg.sync.locations import CTA, everywhere
+    >>> _bytes_text(everywhere(CTA))
+    'anywhere in shared::cta'
+    """
+    return str(location) if location.region is not None else f"anywhere in {location}"
 
 
 def _fences_passed(analysis: KernelAnalysis, witness: list[Step]) -> list[Place]:

@@ -206,15 +206,16 @@ class Need(Record):
 class Step:
     """One stop of a witness path: an access, an arrive, a wait or the async op
     (`what`), at `instruction` in `block`, with the blocks passed since the last stop
-    in `via`; `explain` fills `via` as it traces the path back. An access the witness
-    cannot trace back through every hand-off (more than `_MOST_HOPS`) is an ``origin``,
-    named without its path."""
+    in `via`; `explain` fills `via` as it traces the path back. An access's `location`
+    is the bytes its fact stands for. An access the witness cannot trace back through
+    every hand-off (more than `_MOST_HOPS`) is an ``origin``, named without its path."""
 
-    __slots__ = ("what", "block", "instruction", "via")
+    __slots__ = ("what", "block", "instruction", "via", "location")
 
-    def __init__(self, what: str, block: int, instruction: Instruction) -> None:
+    def __init__(self, what: str, block: int, instruction: Instruction, location: Location | None = None) -> None:
         self.what, self.block, self.instruction = what, block, instruction
         self.via: list[int] = []
+        self.location = location  # an access's: the bytes its fact stands for
 
 
 #: The most hand-offs a witness follows back from the async op (a relay through more
@@ -705,7 +706,7 @@ class KernelAnalysis:
         block, event = origin
         what = self.facts[fact].hazard
         return Step(_ACCESS[what] if event.kind is not Kind.EXTERN else "extern call", block,
-                    self.flow.blocks[block].instructions[event.position])
+                    self.flow.blocks[block].instructions[event.position], self.facts[fact].location)
 
     # -- solutions ------------------------------------------------------------------------------
     def solve(self, fences: Fences = NO_FENCES) -> Solution:
