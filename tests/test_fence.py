@@ -357,7 +357,7 @@ def test_a_pair_names_the_bytes_that_meet():
     (pair,) = fence.pairs
     assert (pair.access_bytes, pair.op_bytes) == ("smem[512:2048]", ("smem[0:1024]",))
     assert "\n    bytes: the access, smem[512:2048]; the operation, smem[0:1024]" in fence.explain()
-    assert list(pair.to_json()["op_bytes"]) == ["smem[0:1024]"]
+    assert pair.to_json()["op_bytes"] == ["smem[0:1024]"]  # a list, as it reads back from JSON
     (wide,) = run(sample("x14b_generic_store_pointer_may_be_shared"), "x14b", rewrite=False)[1].fences
     assert wide.pairs[0].access_bytes == "anywhere in shared::cta"  # a pointer the analysis cannot place
     (init,) = run(sample("h29a_cluster_mbarrier_init_unreleased"), "h29a", rewrite=False)[1].fences

@@ -253,7 +253,8 @@ class AccessPair(Record):
     def to_json(self) -> Json:
         return {**self._asdict(), "access": self.access._asdict() if self.access is not None else None,
                 "op": self.op._asdict(), "handoff": [place._asdict() for place in self.handoff],
-                "path": [place._asdict() for place in self.path], "fences": [place._asdict() for place in self.fences]}
+                "path": [place._asdict() for place in self.path], "fences": [place._asdict() for place in self.fences],
+                "op_bytes": list(self.op_bytes)}
 
 
 class FenceSite(Record):
