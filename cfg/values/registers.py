@@ -548,8 +548,7 @@ class _Analysis:
         rules: dict[Site, SourcedRule] = {}
         seen: set[str] = set()
         valued: set[str] = set()
-        written = REGISTER_KEYS_BY_SITE.of(self.flow)
-        self.slice(definitions, wanted, rules, seen, written, valued)
+        self.slice(definitions, wanted, rules, seen, valued)
         bounds = [({stepped.key for stepped in loop.stepped}, set(loop.reads)) for loop in loops]
         for _, (key, _, bound, _, chain), _ in conditions.values():  # conditions that bound what we follow
             keys = {key, *(source[0] if isinstance(source, tuple) else source for source, _ in chain),
@@ -559,7 +558,7 @@ class _Analysis:
             more = {key for followed, read in bounds if not followed.isdisjoint(valued) for key in read - seen}
             if not more:
                 return rules, seen
-            self.slice(definitions, more, rules, seen, written, valued)
+            self.slice(definitions, more, rules, seen, valued)
 
     def answers(self, asked: Iterable[Hashable], dead: Set[int]) -> Answers:
         """The value of each query named in `asked` (keys of those the last `fixpoint` was
@@ -931,11 +930,12 @@ class _Analysis:
         return [prefix + name for name in operand_reads(operand, self.plain(block))]
 
     def slice(self, definitions: Definitions, wanted: set[str], rules: dict[Site, SourcedRule], seen: set[str],
-              written: Mapping[Site, Sequence[str]], valued: set[str]) -> None:
+              valued: set[str]) -> None:
         """Add to `rules` the definitions `wanted` keys depend on (`seen`: keys done), and to
-        `valued` those keys and every register those definitions write (`written`: site ->
-        keys, `REGISTER_KEYS_BY_SITE`): an instruction that writes two registers gives both
-        a value, followed or not."""
+        `valued` those keys and every register those definitions write
+        (`REGISTER_KEYS_BY_SITE`): an instruction that writes two registers gives both a
+        value, followed or not."""
+        written = REGISTER_KEYS_BY_SITE.of(self.flow)
         seen.update(wanted)
         valued.update(wanted)
         work = list(wanted)
