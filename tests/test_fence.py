@@ -143,6 +143,8 @@ EXPECTED = {
     "h35a_switch_default_no_warp_takes": [],
     "h35b_switch_default_a_warp_takes": [(CTA, "cp.async.bulk.tensor.1d.shared::cluster")],
     "h36_test_of_a_register_loaded_beside_an_address": [("@%p2 " + CTA, "@%p2 cp.async.bulk.tensor.1d.global")],
+    "h37a_descriptor_stride_not_known_write_elsewhere": [],
+    "h37b_descriptor_stride_not_known_write_inside_tile": [(CTA, "wgmma.mma_async")],
     "h32_armed_before_the_fence_then_initialised_again": [],
     "h33_initialised_again_without_a_fence": [],
     "h04b_cp_async_writer_side_option": [(CTA, "wgmma.mma_async")],

@@ -80,6 +80,14 @@ def test_descriptor_location_decodes_the_fields():
     loose = big._replace(region=Region("loose", SHARED_CTA_SPACE, 1 << 17, 16))
     assert descriptor_location(loose, rows=64, k_bytes=32, mn_major=False, tcgen05=False).start == 32768 - 127
     assert descriptor_location(Atom(WINDOW, SHARED_CTA_SPACE, None), 64, 32, False, False) == everywhere(CTA)
+    # an LBO not known: a swizzled K-major operand does not use it; an MN-major one takes
+    # the largest the loose bits allow; a layout not known is no traced descriptor
+    unknown = big._replace(high=high & ~(0x3FFF << 16), loose=0x3FFF << 16)
+    assert descriptor_location(unknown, 64, 32, False, False) == descriptor_location(big, 64, 32, False, False)
+    widest = big._replace(high=high | 0x3FFF << 16)
+    assert descriptor_location(unknown, 64, 32, True, False) == descriptor_location(widest, 64, 32, True, False)
+    layout_not_known = big._replace(high=high & ~(1 << 62), loose=1 << 62)
+    assert descriptor_location(layout_not_known, 64, 32, False, False) == everywhere(CTA)
 
 
 def test_bounded_copies():

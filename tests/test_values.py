@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 import ptxkit
 from ptxkit.cfg.values.values import (
     GENERIC, INF, NUM, SHARED_CTA_SPACE, TOP, WINDOW, Atom, Region, _or_bounds, _xor_bounds, add, address,
-    aligned_start, and_, anywhere, compare, constant, field, join, meet, mul, number, or_, pack, refine, shl, shr,
-    show, signed, sub, truncate, unpack, widen, wrap, xor,
+    aligned_start, and_, anywhere, bits_of, compare, constant, field, join, meet, mul, number, or_, pack, refine,
+    shl, shr, show, signed, sub, truncate, unpack, widen, wrap, xor,
 )
 
 SMEM = Region("smem", SHARED_CTA_SPACE, 8192, 1024)
@@ -241,6 +241,37 @@ def test_forms_spaces_and_text():
     assert show(add(address(SMEM), address(SMEM))) == "top"  # a sum of two addresses is no address
     assert show(sub(address(SMEM, 40), address(SMEM, 8))) == "32"
     assert constant(number(3)) == 3 and constant(number(3, 4)) is None and constant(TOP) is None
+
+
+def has_descriptor(value: tuple, offset: int, high: int) -> bool:
+    """True when the word ``(smem + offset) >> 4 | high`` is in `value`: an atom of SMEM
+    shifted by 4 holding the offset, whose known bits are `high`'s outside its loose ones."""
+    return any(a is TOP[0] for a in value) or any(
+        a.form == WINDOW and a.region == SMEM and a.shift == 4 and _member(a, offset) and not a.high & a.loose
+        and high & ~a.loose == a.high for a in value)
+
+
+@settings(max_examples=300)
+@given(st.integers(0, 4000), st.sampled_from([0, 0x3F, 0x3FFF]), st.data())
+def test_a_descriptor_field_not_known_keeps_the_address(lo, most, data):
+    """A descriptor whose LBO field (bits 16-29) is a number the analysis only bounds
+    (CUTLASS's sm103 grouped GEMM) still names its matrix: the field's bits stay loose
+    through the packing and unpacking a descriptor goes through, the address exact."""
+    offset = data.draw(st.integers(lo, lo + 2048))
+    lbo = data.draw(st.integers(0, most))
+    fields = 1 << 62 | 0x40 << 32
+    start = and_(shr(address(SMEM, lo, lo + 2048), number(4)), number(0x3FFF), 64)
+    descriptor = or_(start, or_(shl(number(0, most), number(16)), number(fields)))
+    high = fields | lbo << 16
+    assert has_descriptor(descriptor, offset, high)
+    low, upper = unpack(descriptor, 2, 32)
+    assert contains_number(upper, high >> 32)
+    assert has_descriptor(pack([add(low, number(2)), upper], 32), offset + 32, high)  # a K step of 32 bytes
+    assert contains_number(bits_of(descriptor, 16, 16), lbo)
+    assert show(and_(descriptor, number(0x3FFF))) == show(start)  # the start field alone
+    if most:
+        assert show(descriptor).endswith(f"| {fields:#x} | any of {most << 16:#x}")
+        assert add(descriptor, number(fields)) == TOP  # a carry through loose bits
 
 
 def test_packing_descriptor_halves():

@@ -948,7 +948,7 @@ def _tensor_votes(addresses: list[Value]) -> Iterator[tuple[Region, int]]:
     its region's start, ``(region, -1)`` for one elsewhere: a box is `TENSOR_BOX_ALIGN`-aligned."""
     for value in addresses:
         for atom in value:
-            if atom.region is None or not atom.is_address or atom.shift or atom.high:
+            if atom.region is None or not atom.is_address or atom.shift or atom.above:
                 continue
             exact = atom.lo % TENSOR_BOX_ALIGN == 0 and (atom.lo == atom.hi or atom.step % TENSOR_BOX_ALIGN == 0)
             yield atom.region, TENSOR_BOX_ALIGN if exact else -1

@@ -48,6 +48,9 @@ SPACE_BITS = {SHARED_CTA_SPACE: CTA, SHARED_CLUSTER_SPACE: CLUSTER, GLOBAL_SPACE
 SPACE_NAMES = ((CTA, SHARED_CTA_SPACE), (CLUSTER, SHARED_CLUSTER_SPACE), (GLOBAL, GLOBAL_SPACE_NAME))
 _SWIZZLE_WGMMA = {0: 0, 1: 128, 2: 64, 3: 32}
 _SWIZZLE_TCGEN05 = {0: 0, 1: 128, 2: 128, 4: 64, 6: 32}
+#: A matrix descriptor's base offset and layout fields (PTX ISA, "Matrix Descriptor":
+#: bits 49-51 and 62-63, or 61-63 for tcgen05).
+_LAYOUT_WGMMA, _LAYOUT_TCGEN05 = 7 << 49 | 3 << 62, 7 << 49 | 7 << 61
 
 
 class Location(Record):
@@ -153,7 +156,7 @@ def in_root(location: Location) -> Location:
 def of_atom(atom: Atom, width: int, space: int) -> Location:
     """The location an access of `width` bytes through an address atom touches, in the
     proxy space `space` (the opcode's or the generic address's)."""
-    if atom.form == NUM or atom.region is None or atom.shift or atom.high:
+    if atom.form == NUM or atom.region is None or atom.shift or atom.above:
         return everywhere(space)
     _, region, start, end = atom.location(width)
     return Location(space, region, start, max(end, start + 1))
@@ -198,6 +201,8 @@ def descriptor_swizzle(atom: Atom, tcgen05: bool) -> tuple[int, int] | None:
     """
     if atom.form != WINDOW or atom.shift != 4 or atom.region is None:
         return None
+    if atom.loose & (_LAYOUT_TCGEN05 if tcgen05 else _LAYOUT_WGMMA):
+        return None  # a layout or base offset not known
     high = atom.high
     swizzle = _SWIZZLE_TCGEN05.get((high >> 61) & 7) if tcgen05 else _SWIZZLE_WGMMA[(high >> 62) & 3]
     return None if swizzle is None else (swizzle, (high >> 49) & 7)
@@ -209,9 +214,9 @@ def descriptor_location(atom: Atom, rows: int, k_bytes: int, mn_major: bool, tcg
     layout, region = descriptor_swizzle(atom, tcgen05), atom.region
     if layout is None or region is None:
         return everywhere(CTA)
-    high = atom.high
-    lbo = ((high >> 16) & 0x3FFF) << 4
-    sbo = ((high >> 32) & 0x3FFF) << 4
+    most = atom.high | atom.loose  # a stride not known is taken at the largest its bits allow
+    lbo = ((most >> 16) & 0x3FFF) << 4
+    sbo = ((most >> 32) & 0x3FFF) << 4
     swizzle = layout[0]
     before, after = descriptor_extent(rows, k_bytes, lbo, sbo, swizzle, mn_major)
     atom_bytes = before + 1

@@ -300,7 +300,7 @@ def _cell_of(access: Access, value: Value) -> Cell | None:
         return None
     atom = value[0]
     if not atom.is_address or atom.space != LOCAL_SPACE or atom.region is None or atom.lo != atom.hi \
-            or atom.shift or atom.high:
+            or atom.shift or atom.above:
         return None
     return atom.region.name, atom.lo, access.width
 
@@ -351,7 +351,7 @@ class _Cells:
         if not atom.is_address or atom.space != LOCAL_SPACE or atom.region is None:  # (a local one has a region)
             return set()
         region = atom.region.name
-        if atom.shift or atom.high or atom.hi >= INF:
+        if atom.shift or atom.above or atom.hi >= INF:
             return {(region, *shape) for shape in self.shapes.get(region, ())}
         return self.touching(region, atom.lo, atom.hi - atom.lo + width)
 

@@ -259,6 +259,6 @@ def template_load(address: Value, width: int, names: frozenset[str]) -> Value:
     atom = address[0]
     region = atom.region
     if not atom.is_address or atom.space != GLOBAL_SPACE_NAME or region is None or region.name not in names \
-            or region.size is None or atom.lo < 0 or atom.hi + width > region.size or atom.shift or atom.high:
+            or region.size is None or atom.lo < 0 or atom.hi + width > region.size or atom.shift or atom.above:
         return TOP
     return number(0)

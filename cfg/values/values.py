@@ -11,7 +11,8 @@ The fence pass needs to know *which bytes* of shared memory an instruction touch
   ``.shared`` opcodes use) or a *generic* one (after ``cvta``). Matrix descriptors are
   addresses too: ``shift`` says the value is the address shifted right (wgmma's 14-bit
   start-address field is ``addr >> 4``) and ``high`` holds constant bits OR-ed above it
-  (the descriptor's strides and swizzle mode);
+  (the descriptor's strides and swizzle mode), ``loose`` the bits above it that may be
+  either (a field built from a value the analysis does not know);
 - **top**: anything.
 
 Numbers and offsets also carry a `step`: every value is congruent to ``lo`` modulo
@@ -52,8 +53,8 @@ if TYPE_CHECKING:
     Value: TypeAlias = "tuple[Atom, ...]"
     #: ``(space, region, start, end)`` of an access (`Atom.location`).
     Location: TypeAlias = "tuple[str | None, Region | None, int, int]"
-    #: What atoms that merge into their hull share (`_key`): form, space, region, shift, high.
-    _Kind: TypeAlias = "tuple[int, str | None, Region | None, int, int]"
+    #: What atoms that merge into their hull share (`_key`): form, space, region, shift, high, loose.
+    _Kind: TypeAlias = "tuple[int, str | None, Region | None, int, int, int]"
 
 #: A bound larger than any offset or integer the analysis meets.
 INF = 1 << 80
@@ -126,6 +127,12 @@ class Atom(Record):
     shift: int = 0
     high: int = 0
     step: int = 1
+    loose: int = 0
+
+    @property
+    def above(self) -> int:
+        """The bits above a (shifted) address that may be set: `high`'s and `loose`'s."""
+        return self.high | self.loose
 
     @property
     def is_address(self) -> bool:
@@ -135,7 +142,7 @@ class Atom(Record):
         """``(space, region, start, end)`` of an access of `width` bytes through this
         address, clamped to the region; region None means anywhere in the space."""
         region = self.region
-        if region is None or self.shift or self.high:
+        if region is None or self.shift or self.above:
             return self.space, None, 0, MAX_DYNAMIC_SHARED if (self.space or "").startswith("shared") else INF
         limit = region.limit
         return self.space, region, max(self.lo, 0), min(self.hi + width, limit)
@@ -270,6 +277,8 @@ def show(value: Value) -> str:
             text += f" >> {atom.shift}"
         if atom.high:
             text += f" | {atom.high:#x}"
+        if atom.loose:
+            text += f" | any of {atom.loose:#x}"
         parts.append(text)
     return " or ".join(parts)
 
@@ -278,7 +287,7 @@ def show(value: Value) -> str:
 
 
 def _key(atom: Atom) -> _Kind:
-    return atom.form, atom.space, atom.region, atom.shift, atom.high
+    return atom.form, atom.space, atom.region, atom.shift, atom.high, atom.loose
 
 
 def join(a: Value, b: Value) -> Value:
@@ -300,8 +309,10 @@ def join(a: Value, b: Value) -> Value:
         key = _key(atom)
         old = merged.get(key)
         merged[key] = atom if old is None else _hull(old, atom)
-    anywhere_keys = {(a.form, a.space, a.shift, a.high) for a in merged.values() if a.region is None and a.form != NUM}
-    atoms = [a for a in merged.values() if a.region is None or (a.form, a.space, a.shift, a.high) not in anywhere_keys]
+    anywhere_keys = {(a.form, a.space, a.shift, a.high, a.loose) for a in merged.values()
+                     if a.region is None and a.form != NUM}
+    atoms = [a for a in merged.values()
+             if a.region is None or (a.form, a.space, a.shift, a.high, a.loose) not in anywhere_keys]
     if len(atoms) > _MAX_ATOMS:
         return _collapse(atoms)
     return _canonical(atoms)
@@ -323,7 +334,7 @@ def _hull(x: Atom, y: Atom) -> Atom:
 
 def _canonical(atoms: Iterable[Atom]) -> Value:
     return tuple(sorted(atoms, key=lambda atom: (atom.form, atom.space or "", atom.region or ("",), atom.shift,
-                                                 atom.high, atom.lo)))
+                                                 atom.high, atom.loose, atom.lo)))
 
 
 def _collapse(atoms: Iterable[Atom]) -> Value:
@@ -440,6 +451,8 @@ def _add_atoms(x: Atom, y: Atom) -> Value:
     # number too large to be a step back within the field)
     word = y.lo & _WORD if bits is not None and y.lo < 0 and -y.lo >> bits else y.lo
     if bits is not None and y.lo == y.hi and word >> bits > 0:
+        if x.loose:  # a carry out of a bit that may be either: unknown
+            return TOP
         low = word & ((1 << bits) - 1)  # (A >> s | h) + (u + l) == (A + l * 2**s) >> s | (h + u)
         moved = _add_atoms(x, Atom(NUM, lo=low, hi=low))
         return tuple(atom._replace(high=(atom.high + word - low) & _WORD) for atom in moved)
@@ -469,7 +482,7 @@ def sub(a: Value, b: Value) -> Value:
 def _sub_atoms(x: Atom, y: Atom) -> Value:
     if y.form == NUM:
         return _add_atoms(x, Atom(NUM, None, None, -y.hi, -y.lo, step=y.step))
-    if x.is_address and _key(x) == _key(y) and x.region is not None and not x.shift:
+    if x.is_address and _key(x) == _key(y) and x.region is not None and not x.shift and not x.loose:
         return _num(x.lo - y.hi, x.hi - y.lo, gcd(_stride(x), _stride(y)))
     return TOP
 
@@ -533,7 +546,7 @@ def shr(a: Value, amount: Value, arithmetic: bool = False) -> Value:
                 return _num(x.lo >> count, x.hi if x.hi >= INF else x.hi >> count) if arithmetic else _num(0, INF)
             step = x.step >> count if x.lo % (1 << count) == 0 and x.step % (1 << count) == 0 else 1
             return _num(x.lo >> count, x.hi if x.hi >= INF else x.hi >> count, step)
-        if x.form == WINDOW and not x.shift and not x.high:
+        if x.form == WINDOW and not x.shift and not x.above:
             return (x._replace(shift=count),)
         return TOP
 
@@ -543,7 +556,7 @@ def shr(a: Value, amount: Value, arithmetic: bool = False) -> Value:
 def _zero_low_bits(x: Atom) -> int:
     """How many low bits are zero in every value of `x` (a number, or an unshifted
     address whose region is aligned at least that far)."""
-    if x.form == TOP_FORM or x.high or x.shift or (x.form == NUM and x.lo < 0):
+    if x.form == TOP_FORM or x.above or x.shift or (x.form == NUM and x.lo < 0):
         return 0
     known = x.lo if x.lo == x.hi else gcd(x.lo, x.step)
     bits = (known & -known).bit_length() - 1 if known else 64
@@ -613,16 +626,27 @@ def and_(a: Value, b: Value, width: int = 64) -> Value:
                 lo, hi = full - hi, full - lo
                 return _num(lo + -lo % low, hi - hi % low, low)
             return _masked(mask if x.lo < 0 or x.hi > mask else x.hi, mask) if mask < INF else TOP
-        if x.high and x.is_address:
+        if x.above and x.is_address:
             limit = _limit_bits(x)
             field = (1 << limit) - 1 if limit is not None else 0
             if field and mask & field in (0, field):  # the mask keeps or clears the whole address field
-                return (x._replace(high=x.high & mask),) if mask & field else number(x.high & mask)
-        if not x.is_address or x.high:
+                kept = x._replace(high=x.high & mask, loose=x.loose & mask)
+                return (kept,) if mask & field else _fields(kept)
+        if not x.is_address or x.above:
             return _masked(mask, mask) if mask < 1 << (width - 1) else TOP  # its bits are among the mask's
         return _and_address(x, mask, full, width)
 
     return _lift(a, one)
+
+
+def _fields(x: Atom) -> Value:
+    """The bits above the address in `x` as a number: `high` plus any part of `loose`
+    (the two share no bit, so each value is a sum).
+
+    >>> show(_fields(Atom(WINDOW, high=1 << 62, loose=0x3FFF0000)))
+    '[4611686018427387904, 4611686019501064192] step 65536'
+    """
+    return _num(x.high, x.high | x.loose, x.loose & -x.loose or 1)
 
 
 def _and_address(x: Atom, mask: int, full: int, width: int) -> Value:
@@ -750,18 +774,35 @@ def _bitwise(a: Value, b: Value, high_ok: bool) -> Value:
         if not x.is_address:
             return TOP
         limit = _limit_bits(x)
-        if high_ok and y.lo == y.hi and limit is not None and y.lo >> limit << limit == y.lo:
-            if x.high & y.lo:
-                return TOP
-            return (x._replace(high=x.high | y.lo),)
+        if high_ok and limit is not None and y.hi < 1 << 64:
+            known, varying = _set_bits(y)
+            if (known | varying) >> limit << limit == known | varying:  # all above the address
+                if x.above & (known | varying):
+                    return TOP
+                return (x._replace(high=x.high | known, loose=x.loose | varying),)
         if not high_ok and _peer_window(x, y):
             return (x._replace(space=SHARED_CLUSTER_SPACE),)
-        if x.high or y.hi >= INF:
+        if x.above or y.hi >= INF:
             return TOP
         count = _bits_below(y.hi)
         return _small_bits(x, count, min(_zero_low_bits(y), count))
 
     return _lift2(a, b, one)
+
+
+def _set_bits(x: Atom) -> tuple[int, int]:
+    """``(known, varying)`` for a bounded non-negative number `x`: the bits every value
+    has set, and those that differ between its values (from its step's lowest bit up to
+    the highest bit where its bounds differ).
+
+    >>> [hex(bits) for bits in _set_bits(_num(0x40000000, 0x40000000 + (0x3FFF << 16), 1 << 16)[0])]
+    ['0x40000000', '0x3fff0000']
+    """
+    if x.lo == x.hi:
+        return x.lo, 0
+    low = x.step & -x.step
+    varying = ((1 << (x.lo ^ x.hi).bit_length()) - 1) & -low
+    return x.lo & ~varying, varying
 
 
 def _possible_bits(x: Atom) -> int:
@@ -891,11 +932,11 @@ def truncate(a: Value, bits: int) -> Value:
                 return _num(x.lo % step, top - step + x.lo % step, step)
             return _num(0, top - 1)
         limit = _limit_bits(x)
-        if limit is not None and not x.high and limit <= bits:
+        if limit is not None and not x.above and limit <= bits:
             return (x,)
-        if x.form == GENERIC and bits >= 64 or x.form == WINDOW and bits >= 32 and not x.shift and not x.high:
+        if x.form == GENERIC and bits >= 64 or x.form == WINDOW and bits >= 32 and not x.shift and not x.above:
             return (x,)  # a window address fits 32 bits (``mapa.shared::cluster.u32``, ``cvta.to.shared.u32``)
-        if x.high and limit is not None and x.high < top:
+        if x.above and limit is not None and x.above < top:
             return (x,)
         return TOP
 
@@ -971,9 +1012,9 @@ def bits_of(a: Value, position: int, bits: int) -> Value:
         limit = _limit_bits(x)
         if x.is_address and limit is not None:
             if position >= limit:
-                return number((x.high >> position) & mask)
+                return _fields(Atom(NUM, high=(x.high >> position) & mask, loose=(x.loose >> position) & mask))
             if position == 0 and limit <= bits:
-                return (x._replace(high=x.high & mask),)
+                return (x._replace(high=x.high & mask, loose=x.loose & mask),)
         return _num(0, mask)
 
     return _lift(a, one)
@@ -1020,7 +1061,7 @@ def _packed_under(bits: int, upper: int, x: Atom) -> Value:
             return _num(x.lo + upper, x.hi + upper)
         pattern = register_bits(x.lo, bits) if x.lo == x.hi else None
         return TOP if pattern is None else _num(pattern + upper, pattern + upper)
-    if upper and x.high & upper:
+    if upper and x.above & upper:
         return TOP
     limit = _limit_bits(x)
     if limit is None or limit > bits:
@@ -1067,8 +1108,9 @@ def unpack(a: Value, count: int, bits: int) -> list[Value]:
             return [number(x.lo & mask), _num(x.lo >> bits, x.hi >> bits, x.step >> bits)]  # the low part is fixed
         limit = _limit_bits(x)
         if x.is_address and limit is not None and limit <= bits:
-            return [(x._replace(high=x.high & mask),)] + [number((x.high >> (bits * i)) & mask)
-                                                           for i in range(1, count)]
+            return [(x._replace(high=x.high & mask, loose=x.loose & mask),)] + [
+                _fields(Atom(NUM, high=(x.high >> (bits * i)) & mask, loose=(x.loose >> (bits * i)) & mask))
+                for i in range(1, count)]
     return [TOP] * count
 
 
@@ -1181,7 +1223,7 @@ def _refine_offsets(value: Value, comparison: str, other: Atom) -> Value:
         return value
 
     def one(x: Atom) -> Value:
-        if _key(x) != _key(other):
+        if _key(x) != _key(other) or x.loose:
             return (x,)
         lo, hi = _inward(max(x.lo, least[kind]), min(x.hi, most[kind]), x.lo, x.step)
         return (x._replace(lo=lo, hi=hi, step=x.step if lo < hi else 1),) if lo <= hi else ()
