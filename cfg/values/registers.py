@@ -933,8 +933,8 @@ class _Analysis:
               valued: set[str]) -> None:
         """Add to `rules` the definitions `wanted` keys depend on (`seen`: keys done), and to
         `valued` those keys and every register those definitions write
-        (`REGISTER_KEYS_BY_SITE`): an instruction that writes two registers gives both a
-        value, followed or not."""
+        (`REGISTER_KEYS_BY_SITE`, the instructions that write several): an instruction that
+        writes two registers gives both a value, followed or not."""
         written = REGISTER_KEYS_BY_SITE.of(self.flow)
         seen.update(wanted)
         valued.update(wanted)
@@ -1396,17 +1396,19 @@ def _merged(ours: dict[int, Narrowings], theirs: Mapping[int, Narrowings]) -> di
     return merged
 
 
-def keys_by_site(definitions: Definitions) -> dict[Site, list[str]]:
-    """Site -> the keys the instruction there writes (`definitions` turned round).
+def keys_by_site(definitions: Definitions) -> dict[Site, tuple[str, ...]]:
+    """Site -> the keys the instruction there writes (`definitions` turned round), for
+    the instructions that write more than one (a vector load, ``mov.b64 {lo, hi}``): a
+    site that writes one key is found through that key alone, and most write one.
 
     >>> keys_by_site({"%r1": ((0, 2),), "%r2": ((0, 2), (3, 0))})
-    {(0, 2): ['%r1', '%r2'], (3, 0): ['%r2']}
+    {(0, 2): ('%r1', '%r2')}
     """
     written: dict[Site, list[str]] = {}
     for key, sites in definitions.items():
         for site in sites:
             written.setdefault(site, []).append(key)
-    return written
+    return {site: tuple(keys) for site, keys in written.items() if len(keys) > 1}
 
 
 def _join_blocks(multi: Mapping[str, None], definitions: Definitions, frontier: Mapping[int, Sequence[int]]
@@ -1608,8 +1610,9 @@ def _dominance_frontiers(flow: FlowGraph) -> tuple[dict[int, tuple[int, ...]], d
 REGISTER_DEFINITIONS_BY_BLOCK: Fact[dict[tuple[int, str], tuple[int, ...]]] = Fact(
     "register definitions by block", lambda flow: by_block(REGISTER_DEFINITIONS.of(flow)),
     needs=(REGISTER_DEFINITIONS,))
-#: The graph's `REGISTER_DEFINITIONS` by site: ``(block, position)`` -> the keys written there (`keys_by_site`).
-REGISTER_KEYS_BY_SITE: Fact[dict[Site, list[str]]] = Fact(
+#: The graph's `REGISTER_DEFINITIONS` by site: ``(block, position)`` -> the keys written there, where there
+#: are several (`keys_by_site`).
+REGISTER_KEYS_BY_SITE: Fact[dict[Site, tuple[str, ...]]] = Fact(
     "register keys by site", lambda flow: keys_by_site(REGISTER_DEFINITIONS.of(flow)), needs=(REGISTER_DEFINITIONS,))
 #: The dominance frontier of each block of a graph, and its dominator tree's children (`frontiers`).
 DOMINANCE_FRONTIERS: Fact[tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]] = Fact(
