@@ -268,6 +268,8 @@ PROXY_TABLE: tuple[tuple[tuple[str, ...], Effect, object], ...] = (
     (("cp.async.wait_group", "cp.async.wait_all"), Effect.CP_ASYNC_WAIT, (SHARED_CTA,)),
     (("cp.async",), Effect.CP_ASYNC, (SHARED_CTA,)),
     (("mbarrier.init",), Effect.MBARRIER_INIT, "opcode"),
+    # the object's memory may serve another purpose afterwards (PTX ISA, mbarrier.inval)
+    (("mbarrier.inval",), Effect.ADDRESS_WRITE, "address"),
     (("st.async", "red.async"), Effect.WRITE, "opcode"),
     (("st.bulk",), Effect.WRITE, (SHARED_CTA,)),
     (("stmatrix",), Effect.WRITE, (SHARED_CTA,)),

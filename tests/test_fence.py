@@ -145,6 +145,8 @@ EXPECTED = {
     "h36_test_of_a_register_loaded_beside_an_address": [("@%p2 " + CTA, "@%p2 cp.async.bulk.tensor.1d.global")],
     "h37a_descriptor_stride_not_known_write_elsewhere": [],
     "h37b_descriptor_stride_not_known_write_inside_tile": [(CTA, "wgmma.mma_async")],
+    "h38a_invalidated_mbarrier_memory_fenced_before_reuse": [],
+    "h38b_invalidated_mbarrier_memory_reused_by_tma": [(CTA, "cp.async.bulk.tensor.2d.shared::cluster")],
     "h32_armed_before_the_fence_then_initialised_again": [],
     "h33_initialised_again_without_a_fence": [],
     "h04b_cp_async_writer_side_option": [(CTA, "wgmma.mma_async")],
