@@ -630,8 +630,9 @@ def and_(a: Value, b: Value, width: int = 64) -> Value:
             limit = _limit_bits(x)
             field = (1 << limit) - 1 if limit is not None else 0
             if field and mask & field in (0, field):  # the mask keeps or clears the whole address field
-                kept = x._replace(high=x.high & mask, loose=x.loose & mask)
-                return (kept,) if mask & field else _fields(kept)
+                if mask & field:
+                    return (x._replace(high=x.high & mask, loose=x.loose & mask),)
+                return _fields(x.high & mask, x.loose & mask)
         if not x.is_address or x.above:
             return _masked(mask, mask) if mask < 1 << (width - 1) else TOP  # its bits are among the mask's
         return _and_address(x, mask, full, width)
@@ -639,14 +640,14 @@ def and_(a: Value, b: Value, width: int = 64) -> Value:
     return _lift(a, one)
 
 
-def _fields(x: Atom) -> Value:
-    """The bits above the address in `x` as a number: `high` plus any part of `loose`
+def _fields(high: int, loose: int) -> Value:
+    """Bits above an address as a number: the `high` ones plus any of the `loose` ones
     (the two share no bit, so each value is a sum).
 
-    >>> show(_fields(Atom(WINDOW, high=1 << 62, loose=0x3FFF0000)))
+    >>> show(_fields(1 << 62, 0x3FFF0000))
     '[4611686018427387904, 4611686019501064192] step 65536'
     """
-    return _num(x.high, x.high | x.loose, x.loose & -x.loose or 1)
+    return _num(high, high | loose, loose & -loose or 1)
 
 
 def _and_address(x: Atom, mask: int, full: int, width: int) -> Value:
@@ -1012,7 +1013,7 @@ def bits_of(a: Value, position: int, bits: int) -> Value:
         limit = _limit_bits(x)
         if x.is_address and limit is not None:
             if position >= limit:
-                return _fields(Atom(NUM, high=(x.high >> position) & mask, loose=(x.loose >> position) & mask))
+                return _fields((x.high >> position) & mask, (x.loose >> position) & mask)
             if position == 0 and limit <= bits:
                 return (x._replace(high=x.high & mask, loose=x.loose & mask),)
         return _num(0, mask)
@@ -1109,8 +1110,7 @@ def unpack(a: Value, count: int, bits: int) -> list[Value]:
         limit = _limit_bits(x)
         if x.is_address and limit is not None and limit <= bits:
             return [(x._replace(high=x.high & mask, loose=x.loose & mask),)] + [
-                _fields(Atom(NUM, high=(x.high >> (bits * i)) & mask, loose=(x.loose >> (bits * i)) & mask))
-                for i in range(1, count)]
+                _fields((x.high >> (bits * i)) & mask, (x.loose >> (bits * i)) & mask) for i in range(1, count)]
     return [TOP] * count
 
 
