@@ -32,6 +32,9 @@ CTA_S, CL_S, G_S = "shared::cta", "shared::cluster", "global"
     ("cp.async.wait_group", "cp.async wait", (CTA_S,), False),
     ("mbarrier.init.shared::cta.b64", "mbarrier.init", (CTA_S,), False),
     ("mbarrier.init.b64", "mbarrier.init", (), False),
+    ("mbarrier.inval.shared::cta.b64", "write", (CTA_S,), False),  # the object's bytes, free for reuse
+    ("mbarrier.inval.b64", "address write", (), False),
+    ("mbarrier.arrive.expect_tx.shared::cta.b64", "none", (), False),
     ("ld.b32", "address read", (), False),
     ("ld.param.b64", "none", (), False),
     ("cp.async.wait_all", "cp.async wait", (CTA_S,), False),
