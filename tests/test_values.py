@@ -244,11 +244,11 @@ def test_forms_spaces_and_text():
 
 
 def has_descriptor(value: tuple, offset: int, high: int) -> bool:
-    """True when the word ``(smem + offset) >> 4 | high`` is in `value`: an atom of SMEM
-    shifted by 4 holding the offset, whose known bits are `high`'s outside its loose ones."""
-    return any(a is TOP[0] for a in value) or any(
-        a.form == WINDOW and a.region == SMEM and a.shift == 4 and _member(a, offset) and not a.high & a.loose
-        and high & ~a.loose == a.high for a in value)
+    """True when the word ``(smem + offset) >> 4 | high`` is in `value` as a descriptor of
+    SMEM (not as top): an atom shifted by 4 holding the offset, whose known bits are
+    `high`'s outside its loose ones."""
+    return any(a.form == WINDOW and a.region == SMEM and a.shift == 4 and _member(a, offset)
+               and not a.high & a.loose and high & ~a.loose == a.high for a in value)
 
 
 @settings(max_examples=300)
